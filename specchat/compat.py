@@ -1,0 +1,66 @@
+"""Can this draft speculate for this target? llama.cpp's rules for speculative pairs, in Python.
+
+The rules (common/speculative.cpp): same vocabulary type, same BOS/EOS ids and add-BOS/EOS flags, vocab
+sizes within 128 tokens, and the same token text for every id from 5 up to the smaller vocabulary.
+Losslessness never depends on them (the target checks every token), but a draft that speaks another
+vocabulary is pure cost, and a draft id beyond the target's vocabulary would be invalid input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .errors import PairError
+
+MAX_VOCAB_DIFFERENCE = 128
+FIRST_CHECKED_TOKEN = 5
+
+
+class Vocabulary(Protocol):
+    n_vocab: int
+    vocab_type: int
+    bos: int
+    eos: int
+    add_bos: bool
+
+    def token_text(self, token: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class PairReport:
+    compatible: bool
+    reason: str = ""
+    forceable: bool = True  # whether --force-pair may override (never when draft ids could be invalid)
+
+
+def check_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
+    if draft.n_vocab > target.n_vocab + MAX_VOCAB_DIFFERENCE:
+        return PairReport(False, f"draft vocabulary has {draft.n_vocab} tokens, target {target.n_vocab}", False)
+    if target.vocab_type != draft.vocab_type:
+        return PairReport(False, f"vocabulary types differ (target {target.vocab_type}, draft {draft.vocab_type})")
+    if (target.bos, target.add_bos) != (draft.bos, draft.add_bos):
+        return PairReport(False, f"BOS differs (target {target.bos}, draft {draft.bos})")
+    if target.eos != draft.eos:
+        return PairReport(False, f"EOS differs (target {target.eos}, draft {draft.eos})")
+    if abs(target.n_vocab - draft.n_vocab) > MAX_VOCAB_DIFFERENCE:
+        return PairReport(
+            False,
+            f"vocab sizes differ by more than {MAX_VOCAB_DIFFERENCE} (target {target.n_vocab}, draft {draft.n_vocab})",
+        )
+    for token in range(FIRST_CHECKED_TOKEN, min(target.n_vocab, draft.n_vocab)):
+        if target.token_text(token) != draft.token_text(token):
+            return PairReport(False, f"draft vocabulary differs at token {token}")
+    return PairReport(True)
+
+
+def require_compatible(target: Vocabulary, draft: Vocabulary, *, force: bool = False) -> PairReport:
+    report = check_pair(target, draft)
+    if report.compatible:
+        return report
+    if force and report.forceable:
+        return report
+    hint = "use a draft of the same model family"
+    if report.forceable:
+        hint += ", or --force-pair to try anyway (output stays lossless, acceptance will be low)"
+    raise PairError(f"incompatible pair: {report.reason}", hint=hint)

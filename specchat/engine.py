@@ -1,0 +1,305 @@
+"""The only module that talks to llama.cpp (through llama-cpp-python's low-level ctypes API).
+
+One `Engine` is one model with one context and one sequence. Logits are copied out only for the positions
+that ask for them, never for the whole context (no `logits_all`), and the KV cache is rolled back with
+`llama_memory_seq_rm`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ContextFullError, EngineError
+
+try:
+    import llama_cpp.llama_cpp as lib
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise EngineError(
+        f"llama-cpp-python is not usable: {exc}", hint="pip install 'llama-cpp-python>=0.3.36,<0.4'"
+    ) from None
+
+_DEBUG = os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
+
+
+@lib.llama_log_callback
+def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    # llama.cpp logs every tensor on load; keep stderr for specchat's own messages unless debugging.
+    if _DEBUG and text:
+        os.write(2, text)
+
+
+lib.llama_log_set(_log, ctypes.c_void_p(0))
+lib.llama_backend_init()
+
+
+def gpu_offload_supported() -> bool:
+    return bool(lib.llama_supports_gpu_offload())
+
+
+def default_threads() -> int:
+    """Physical cores are what matters for llama.cpp; without a portable count, use the usable CPUs."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Interrupt:
+    """Ctrl-C that can stop a running llama_decode through llama.cpp's abort callback.
+
+    Python runs signal handlers only between bytecodes, so while the main thread is inside llama_decode
+    the handler merely sets a flag; ggml polls the abort callback between graph nodes and stops.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.in_native = False
+        self.callback = lib.ggml_abort_callback(lambda _data: self.requested)
+
+    def _handler(self, _signum, _frame) -> None:
+        self.requested = True
+        if not self.in_native:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def armed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        self.requested = False
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def check(self) -> None:
+        if self.requested:
+            self.requested = False
+            raise KeyboardInterrupt
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    n_ctx: int = 4096
+    n_threads: int = 0  # 0 = default_threads()
+    gpu_layers: int = -1  # -1 = all when the build can offload, else 0
+    n_batch: int = 256  # prompt chunk: small enough that Ctrl-C between chunks is quick
+
+
+class Engine:
+    """One GGUF model, one context, one sequence (seq_id 0)."""
+
+    def __init__(self, path: Path, config: EngineConfig, interrupt: Interrupt | None = None) -> None:
+        self.path = Path(path)
+        self.config = config
+        self.interrupt = interrupt or Interrupt()
+        self._n_past = 0
+        model_params = lib.llama_model_default_params()
+        layers = config.gpu_layers if config.gpu_layers >= 0 else 999
+        model_params.n_gpu_layers = layers if gpu_offload_supported() else 0
+        self.model = lib.llama_model_load_from_file(str(self.path).encode(), model_params)
+        if not self.model:
+            raise EngineError(
+                f"llama.cpp could not load {self.path}",
+                hint="check that it is a complete GGUF file (`specchat models --verify`); --debug shows why",
+            )
+        self.vocab = lib.llama_model_get_vocab(self.model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
+        threads = config.n_threads or default_threads()
+        ctx_params = lib.llama_context_default_params()
+        ctx_params.n_ctx = config.n_ctx
+        ctx_params.n_batch = config.n_batch
+        ctx_params.n_ubatch = config.n_batch
+        ctx_params.n_seq_max = 1
+        ctx_params.n_threads = threads
+        ctx_params.n_threads_batch = threads
+        ctx_params.no_perf = True
+        self.ctx = lib.llama_init_from_model(self.model, ctx_params)
+        if not self.ctx:
+            lib.llama_model_free(self.model)
+            self.model = None
+            raise EngineError(
+                f"llama.cpp could not create a context of {config.n_ctx} tokens for {self.path.name}",
+                hint="try a smaller --ctx",
+            )
+        lib.llama_set_abort_callback(self.ctx, self.interrupt.callback, ctypes.c_void_p(0))
+        self.n_ctx = int(lib.llama_n_ctx(self.ctx))
+        self.memory = lib.llama_get_memory(self.ctx)
+        self._batch = lib.llama_batch_init(config.n_batch, 0, 1)
+        self._closed = False
+
+    # -- the LanguageModel protocol ------------------------------------------------------------------
+
+    @property
+    def n_past(self) -> int:
+        return self._n_past
+
+    def eval(self, tokens: Sequence[int], n_logits: int) -> np.ndarray:
+        """Append tokens to the cache; logits for the last n_logits tokens, as one float32 array."""
+        if not tokens:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        if not 0 <= n_logits <= min(len(tokens), self.config.n_batch):
+            raise ValueError(f"n_logits={n_logits} for {len(tokens)} tokens")
+        if self._n_past + len(tokens) > self.n_ctx:
+            raise ContextFullError(
+                f"{self._n_past + len(tokens)} tokens do not fit in the context of {self.n_ctx}",
+                hint="raise --ctx or shorten the prompt",
+            )
+        head = len(tokens) - n_logits
+        for start in range(0, head, self.config.n_batch):
+            self._decode(tokens[start : min(start + self.config.n_batch, head)], 0)
+        if n_logits == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        self._decode(tokens[head:], n_logits)
+        pointer = lib.llama_get_logits(self.ctx)
+        return np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)).copy()
+
+    def truncate(self, n: int) -> None:
+        if n < self._n_past and not lib.llama_memory_seq_rm(self.memory, 0, n, -1):
+            raise EngineError(f"llama.cpp could not roll the KV cache back to {n} tokens")
+        self._n_past = min(self._n_past, n)
+
+    def is_eog(self, token: int) -> bool:
+        return bool(lib.llama_vocab_is_eog(self.vocab, token))
+
+    def _decode(self, tokens: Sequence[int], n_logits: int) -> None:
+        batch = self._batch
+        n = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = self._n_past + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1 if i >= n - n_logits else 0
+        batch.n_tokens = n
+        self.interrupt.check()
+        self.interrupt.in_native = True
+        try:
+            status = lib.llama_decode(self.ctx, batch)
+        finally:
+            self.interrupt.in_native = False
+        if status == 2 or self.interrupt.requested:
+            # Aborted: drop whatever part of the batch reached the cache, so the state stays exact.
+            lib.llama_memory_seq_rm(self.memory, 0, self._n_past, -1)
+            self.interrupt.check()
+            raise KeyboardInterrupt
+        if status == 1:
+            raise ContextFullError(f"no room in the KV cache for {n} more tokens", hint="raise --ctx")
+        if status != 0:
+            lib.llama_memory_seq_rm(self.memory, 0, self._n_past, -1)
+            raise EngineError(f"llama_decode failed with status {status}", hint="--debug shows llama.cpp's log")
+        self._n_past += n
+
+    # -- text ------------------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        """parse_special=False keeps user text from turning into control tokens such as <|im_end|>."""
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        buffer = (lib.llama_token * capacity)()
+        n = lib.llama_tokenize(self.vocab, data, len(data), buffer, capacity, add_special, parse_special)
+        if n < 0:
+            capacity = -n
+            buffer = (lib.llama_token * capacity)()
+            n = lib.llama_tokenize(self.vocab, data, len(data), buffer, capacity, add_special, parse_special)
+        if n < 0:
+            raise EngineError("llama.cpp could not tokenize the text")
+        return list(buffer[:n])
+
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        buffer = ctypes.create_string_buffer(64)
+        n = lib.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
+        if n < 0:
+            buffer = ctypes.create_string_buffer(-n)
+            n = lib.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
+        return buffer.raw[: max(n, 0)]
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> bytes:
+        """The vocabulary entry itself (used by the pair check)."""
+        return lib.llama_vocab_get_text(self.vocab, token) or b""
+
+    # -- metadata --------------------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        buffer = ctypes.create_string_buffer(256)
+        n = lib.llama_model_meta_val_str(self.model, key.encode(), buffer, len(buffer))
+        if n < 0:
+            return None
+        if n >= len(buffer):
+            buffer = ctypes.create_string_buffer(n + 1)
+            lib.llama_model_meta_val_str(self.model, key.encode(), buffer, len(buffer))
+        return buffer.value.decode("utf-8", errors="replace")
+
+    def chat_template(self) -> str | None:
+        raw = lib.llama_model_chat_template(self.model, None)
+        return raw.decode("utf-8", errors="replace") if raw else None
+
+    @property
+    def vocab_type(self) -> int:
+        return int(lib.llama_vocab_type(self.vocab))
+
+    @property
+    def bos(self) -> int:
+        return int(lib.llama_vocab_bos(self.vocab))
+
+    @property
+    def eos(self) -> int:
+        return int(lib.llama_vocab_eos(self.vocab))
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(lib.llama_vocab_get_add_bos(self.vocab))
+
+    @property
+    def name(self) -> str:
+        return self.meta("general.name") or self.path.name
+
+    @property
+    def n_params(self) -> int:
+        return int(lib.llama_model_n_params(self.model))
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        lib.llama_batch_free(self._batch)
+        lib.llama_free(self.ctx)
+        lib.llama_model_free(self.model)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        with suppress(Exception):
+            self.close()
+
+
+class TextStream:
+    """Token ids to text without splitting multi-byte UTF-8 characters across tokens."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        return self.decoder.decode(self.engine.piece(token))
+
+    def flush(self) -> str:
+        return self.decoder.decode(b"", final=True)

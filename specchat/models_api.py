@@ -1,0 +1,57 @@
+"""The small contract between the pure speculative loop and any language model (llama.cpp or a fake)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+
+class LanguageModel(Protocol):
+    """A causal LM with a KV cache that holds `n_past` tokens of one sequence."""
+
+    n_ctx: int
+    n_vocab: int
+
+    @property
+    def n_past(self) -> int: ...
+
+    def eval(self, tokens: Sequence[int], n_logits: int) -> np.ndarray:
+        """Append tokens to the cache; return logits (n_logits x n_vocab) of the last n_logits of them."""
+        ...
+
+    def truncate(self, n: int) -> None:
+        """Keep only the first n tokens in the cache (KV rollback)."""
+        ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the usual case, compared in C
+        return n
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class CachedModel:
+    """A model plus the exact tokens in its cache, so any new context costs rollback + the difference."""
+
+    def __init__(self, model: LanguageModel) -> None:
+        self.model = model
+        self.tokens: list[int] = []
+
+    def feed(self, context: Sequence[int], n_logits: int) -> np.ndarray:
+        """Make the cache hold `context`; return logits for its last n_logits positions."""
+        keep = min(common_prefix(self.tokens, context), len(context) - n_logits)
+        if keep < len(self.tokens) or self.model.n_past != keep:
+            self.model.truncate(keep)
+        # Cache = context[:keep] now; if eval raises, say so, so that the next feed rolls back correctly.
+        self.tokens = list(context[:keep])
+        rows = self.model.eval(context[keep:], n_logits)
+        self.tokens = list(context)
+        return rows

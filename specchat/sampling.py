@@ -1,0 +1,130 @@
+"""Turning logits into tokens, and the verifier of speculative decoding.
+
+Greedy (temperature 0) compares arg-maxes. Sampling uses speculative sampling (Leviathan et al. 2023,
+Chen et al. 2023): draft token x drawn from q is accepted with probability min(1, p(x) / q(x)); on
+rejection the target's token is drawn from the residual norm(max(0, p - q)). The result is distributed
+exactly as p, the target's processed distribution, whatever q is. A model-free draft (n-gram) is the
+special case where q puts all its mass on x.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0
+    top_k: int = 40  # 0 = off
+    top_p: float = 0.95  # 1 = off
+    min_p: float = 0.05  # 0 = off
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
+    """The processed distribution over the whole vocabulary: top-k, temperature, top-p, min-p."""
+    logits = np.asarray(logits, dtype=np.float64)
+    vocab = logits.shape[-1]
+    keep = np.argpartition(logits, -params.top_k)[-params.top_k :] if 0 < params.top_k < vocab else np.arange(vocab)
+    scaled = logits[keep] / params.temperature
+    scaled -= scaled.max()
+    probs = np.exp(scaled)
+    probs /= probs.sum()
+    order = np.argsort(-probs, kind="stable")
+    sorted_probs = probs[order]
+    n_keep = len(order)
+    if params.top_p < 1.0:
+        # Keep the smallest prefix whose mass reaches top_p (at least one token).
+        n_keep = min(n_keep, int(np.searchsorted(np.cumsum(sorted_probs), params.top_p)) + 1)
+    if params.min_p > 0.0:
+        n_keep = min(n_keep, max(1, int(np.count_nonzero(sorted_probs >= params.min_p * sorted_probs[0]))))
+    chosen = order[:n_keep]
+    out = np.zeros(vocab, dtype=np.float64)
+    out[keep[chosen]] = probs[chosen]
+    out /= out.sum()
+    return out
+
+
+def draw(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """One draw from a (not necessarily normalised) non-negative vector."""
+    cumulative = np.cumsum(probs)
+    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(index, len(probs) - 1)
+
+
+class Sampler:
+    """Sampling parameters plus the one random stream that draft, verifier and target share."""
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+
+    @property
+    def greedy(self) -> bool:
+        return self.params.greedy
+
+    def pick(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
+        """A token from one row of logits, and the distribution it was drawn from (None when greedy)."""
+        if self.greedy:
+            return int(np.argmax(logits)), None
+        probs = probabilities(logits, self.params)
+        return draw(probs, self.rng), probs
+
+    def verify(
+        self, draft: Sequence[int], q: Sequence[np.ndarray | None] | None, target_logits: np.ndarray
+    ) -> tuple[int, int]:
+        """How many draft tokens the target accepts, and the target's own next token.
+
+        target_logits has len(draft) + 1 rows: row i scores position i of the draft, the last row is
+        the position after the whole draft (the bonus token when everything is accepted).
+        """
+        if self.greedy:
+            return verify_greedy(draft, target_logits)
+        p = [probabilities(row, self.params) for row in target_logits]
+        return verify_sampled(draft, q, p, self.rng)
+
+
+def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> tuple[int, int]:
+    for i, token in enumerate(draft):
+        best = int(np.argmax(target_logits[i]))
+        if best != token:
+            return i, best
+    return len(draft), int(np.argmax(target_logits[len(draft)]))
+
+
+def verify_sampled(
+    draft: Sequence[int],
+    q: Sequence[np.ndarray | None] | None,
+    p: Sequence[np.ndarray],
+    rng: np.random.Generator,
+) -> tuple[int, int]:
+    for i, token in enumerate(draft):
+        q_i = _aligned(q[i], len(p[i])) if q is not None and q[i] is not None else None
+        q_x = 1.0 if q_i is None else float(q_i[token])
+        p_x = float(p[i][token])
+        if q_x > 0.0 and rng.random() < min(1.0, p_x / q_x):
+            continue
+        if q_i is None:
+            residual = p[i].copy()
+            residual[token] = 0.0
+        else:
+            residual = np.maximum(p[i] - q_i, 0.0)
+        # An all-zero residual means p == q at this position, where rejection has probability zero.
+        return i, draw(residual if residual.sum() > 0 else p[i], rng)
+    return len(draft), draw(p[len(draft)], rng)
+
+
+def _aligned(q: np.ndarray, size: int) -> np.ndarray:
+    """Draft and target vocabularies may differ by a few padding ids; compare over the target's."""
+    if len(q) == size:
+        return q
+    if len(q) > size:
+        return q[:size]
+    return np.concatenate([q, np.zeros(size - len(q), dtype=q.dtype)])

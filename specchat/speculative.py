@@ -1,0 +1,207 @@
+"""Speculative decoding: the whole algorithm, independent of llama.cpp.
+
+Each round: the drafter proposes up to k tokens; the target scores the pending token plus all of them in
+ONE batch; the verifier keeps the longest acceptable prefix and adds the target's own token (the
+correction at the first rejection, or the bonus token when every draft token was accepted). With k = 0
+the same loop is plain target-only decoding, so both paths share every line but the draft.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .drafters.base import Draft, Drafter
+from .errors import ContextFullError
+from .models_api import CachedModel, LanguageModel
+from .sampling import Sampler
+
+
+@dataclass(frozen=True)
+class Round:
+    """One draft-and-verify round, as the view and the bench see it."""
+
+    index: int
+    drafted: list[int]
+    accepted: int  # how many of `drafted` the target kept
+    token: int  # the target's own token: a correction, or the bonus after a full acceptance
+    emitted: list[int]  # tokens appended to the text (accepted drafts + token, cut before end-of-generation)
+    draft_s: float
+    verify_s: float
+
+    @property
+    def accepted_tokens(self) -> list[int]:
+        return self.drafted[: self.accepted]
+
+    @property
+    def rejected_tokens(self) -> list[int]:
+        return self.drafted[self.accepted :]
+
+    @property
+    def bonus(self) -> bool:
+        return bool(self.drafted) and self.accepted == len(self.drafted)
+
+
+@dataclass
+class Stats:
+    """What a generation did and cost. Times are wall-clock seconds."""
+
+    prompt_tokens: int = 0
+    generated: int = 0
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    total_s: float = 0.0
+    first_token_s: float = 0.0  # from start to the first generated token (includes prefill)
+    stop_reason: str = ""  # eog | max_tokens | context | interrupted
+    drafted_at: list[int] = field(default_factory=list)  # per draft position 1..k
+    accepted_at: list[int] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted draft tokens / drafted tokens."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted(self) -> float:
+        """Draft tokens accepted per round, NOT counting the target's own (correction or bonus) token."""
+        return self.accepted / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Tokens gained per target pass, counting the target's own token (1.0 = no gain)."""
+        return self.generated / self.rounds if self.rounds else 0.0
+
+    @property
+    def decode_s(self) -> float:
+        return max(self.total_s - self.prefill_s, 0.0)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens / decode time (prefill excluded: it is the same with or without a draft)."""
+        return self.generated / self.decode_s if self.decode_s > 0 else 0.0
+
+    def position_rates(self) -> list[float]:
+        """Acceptance rate at draft position i (1-based in the UI), among rounds that drafted position i."""
+        return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
+
+    def as_dict(self) -> dict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated,
+            "rounds": self.rounds,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance_rate": round(self.acceptance_rate, 4),
+            "mean_accepted_length": round(self.mean_accepted, 4),
+            "mean_accepted_length_counts_bonus": False,
+            "tokens_per_round": round(self.tokens_per_round, 4),
+            "prefill_s": round(self.prefill_s, 4),
+            "draft_s": round(self.draft_s, 4),
+            "verify_s": round(self.verify_s, 4),
+            "total_s": round(self.total_s, 4),
+            "time_to_first_token_s": round(self.first_token_s, 4),
+            "tokens_per_s": round(self.tokens_per_s, 3),
+            "stop_reason": self.stop_reason,
+            "position_acceptance": [round(r, 4) for r in self.position_rates()],
+        }
+
+
+def speculative_decode(
+    target: CachedModel | LanguageModel,
+    drafter: Drafter | None,
+    prompt: Sequence[int],
+    sampler: Sampler,
+    *,
+    k: int,
+    max_tokens: int,
+    on_round: Callable[[Round], None] | None = None,
+) -> tuple[list[int], Stats]:
+    """Generate up to max_tokens after `prompt`; returns (new tokens, stats). k = 0 or no drafter: target alone."""
+    if not isinstance(target, CachedModel):
+        target = CachedModel(target)
+    n_ctx = target.model.n_ctx
+    if len(prompt) >= n_ctx:
+        raise ContextFullError(
+            f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}",
+            hint="shorten the prompt or raise --ctx",
+        )
+    if not prompt:
+        raise ValueError("speculative_decode needs at least one prompt token")
+    stats = Stats(prompt_tokens=len(prompt))
+    tokens = list(prompt)
+    k = k if drafter is not None else 0
+    stats.drafted_at = [0] * k
+    stats.accepted_at = [0] * k
+    start = time.perf_counter()
+    try:
+        # Prefill everything but the last prompt token; that one opens the first verify batch.
+        target.feed(tokens[:-1], 0)
+        if drafter is not None and k > 0:
+            drafter.prefill(tokens[:-1])
+        stats.prefill_s = time.perf_counter() - start
+        while True:
+            remaining = max_tokens - stats.generated
+            room = n_ctx - len(tokens)  # target's cache after verify: len(tokens) + k_round <= n_ctx
+            if remaining <= 0:
+                stats.stop_reason = "max_tokens"
+                break
+            if room <= 0:
+                stats.stop_reason = "context"
+                break
+            k_round = max(0, min(k, remaining - 1, room))
+            t0 = time.perf_counter()
+            draft = drafter.propose(tokens, k_round, sampler) if k_round and drafter else Draft()
+            _drop_foreign_ids(draft, target.model.n_vocab)
+            t1 = time.perf_counter()
+            logits = target.feed([*tokens, *draft.tokens], len(draft) + 1)
+            n_accepted, token = sampler.verify(draft.tokens, draft.q, logits)
+            t2 = time.perf_counter()
+            if drafter is not None and len(draft):
+                drafter.feedback(len(draft), n_accepted)
+            emitted, ended = _cut_at_eog(target.model, [*draft.tokens[:n_accepted], token])
+            tokens.extend(emitted)
+            _count(stats, draft, n_accepted, emitted, t1 - t0, t2 - t1)
+            if stats.rounds == 1:
+                stats.first_token_s = t2 - start
+            if on_round is not None:
+                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, t1 - t0, t2 - t1))
+            if ended:
+                stats.stop_reason = "eog"
+                break
+    except KeyboardInterrupt:
+        stats.stop_reason = "interrupted"
+    stats.total_s = time.perf_counter() - start
+    return tokens[len(prompt) :], stats
+
+
+def _drop_foreign_ids(draft: Draft, n_vocab: int) -> None:
+    """A draft id the target's vocabulary lacks can never be accepted and is invalid input to it."""
+    for i, token in enumerate(draft.tokens):
+        if not 0 <= token < n_vocab:
+            del draft.tokens[i:], draft.q[i:]
+            return
+
+
+def _cut_at_eog(model: LanguageModel, new: list[int]) -> tuple[list[int], bool]:
+    for i, token in enumerate(new):
+        if model.is_eog(token):
+            return new[:i], True
+    return new, False
+
+
+def _count(stats: Stats, draft: Draft, n_accepted: int, emitted: list[int], draft_s: float, verify_s: float):
+    stats.rounds += 1
+    stats.generated += len(emitted)
+    stats.drafted += len(draft)
+    stats.accepted += n_accepted
+    stats.draft_s += draft_s
+    stats.verify_s += verify_s
+    for i in range(len(draft)):
+        stats.drafted_at[i] += 1
+        if i < n_accepted:
+            stats.accepted_at[i] += 1
