@@ -223,7 +223,8 @@ def models(
 
 
 @app.command(
-    epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n  HF_TOKEN=... specchat pull llama3.1-8b"
+    epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n"
+    "  HF_TOKEN=... specchat pull llama3.1-8b"
 )
 def pull(
     pair: Annotated[str | None, typer.Argument(help="Pair to download (default: the default pair).")] = None,
