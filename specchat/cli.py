@@ -11,13 +11,39 @@ from typing import Annotated
 
 import click
 import typer
+from typer.core import TyperGroup
 
 from . import __version__
 from .errors import SpecchatError, UsageError
 from .view import stderr_console
 
+
+class SpecchatGroup(TyperGroup):
+    """The single error boundary: library errors become one line + hint, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        debug = os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
+        try:
+            return super().invoke(ctx)
+        except SpecchatError as exc:
+            if debug:
+                traceback.print_exc()
+            from .view import print_error
+
+            print_error(stderr_console(), exc.message, exc.hint)
+            ctx.exit(exc.exit_code)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            _restore_terminal()
+            stderr_console().print("interrupted", style="dim")
+            ctx.exit(130)
+        except BrokenPipeError:
+            _silence_stdout()
+            ctx.exit(0)
+
+
 app = typer.Typer(
     name="specchat",
+    cls=SpecchatGroup,
     help="Local LLM chat with speculative decoding that shows its work.\n\n"
     "A small draft model guesses the next tokens, the target model checks them in one batch; "
     "greedy output is exactly the target's own.",
@@ -250,34 +276,8 @@ def pull(
 
 
 def main() -> None:
-    """Entry point: the single error boundary (one line + hint, exit 1; usage 2; Ctrl-C 130)."""
-    debug = "--debug" in sys.argv or os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
-    if debug:
-        os.environ["SPECCHAT_DEBUG"] = "1"
-    code = 0
-    try:
-        result = app(standalone_mode=False)
-        code = result if isinstance(result, int) else 0
-    except SpecchatError as exc:
-        if debug:
-            traceback.print_exc()
-        from .view import print_error
-
-        print_error(stderr_console(), exc.message, exc.hint)
-        code = exc.exit_code
-    except click.exceptions.Abort:
-        code = 130
-    except KeyboardInterrupt:
-        code = 130
-    except click.ClickException as exc:  # usage errors: click's own message, exit 2
-        exc.show()
-        code = exc.exit_code
-    except BrokenPipeError:
-        code = 0
-    if code == 130:
-        _restore_terminal()
-        stderr_console().print("interrupted", style="dim")
-    _quiet_exit(code)
+    """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
+    app(prog_name="specchat")
 
 
 def _restore_terminal() -> None:
@@ -286,11 +286,10 @@ def _restore_terminal() -> None:
         sys.stderr.flush()
 
 
-def _quiet_exit(code: int) -> None:
-    """Exit without a BrokenPipeError traceback when stdout's reader has gone (`| head`)."""
+def _silence_stdout() -> None:
+    """After EPIPE (`specchat run ... | head`), point stdout at /dev/null so the final flush cannot fail."""
     try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(code)
+    except (OSError, ValueError):
+        pass

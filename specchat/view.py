@@ -57,11 +57,16 @@ def download_progress(console: Console) -> Iterator[Callable[[str, int], Callabl
     )
 
     def start(label: str, total: int) -> Callable[[int], None]:
+        if not progress.live.is_started:
+            progress.start()  # only when something is downloaded: no empty live region otherwise
         task = progress.add_task(label, total=total)
         return lambda n: progress.advance(task, n)
 
-    with progress:
+    try:
         yield start
+    finally:
+        if progress.live.is_started:
+            progress.stop()
 
 
 def stats_lines(stats: Stats, k: int, mode: str) -> list[str]:
