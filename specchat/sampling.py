@@ -78,17 +78,22 @@ class Sampler:
         return draw(probs, self.rng), probs
 
     def verify(
-        self, draft: Sequence[int], q: Sequence[np.ndarray | None] | None, target_logits: np.ndarray
+        self,
+        draft: Sequence[int],
+        q: Sequence[np.ndarray | None] | None,
+        target_logits: np.ndarray,
+        rejected_q: np.ndarray | None = None,
     ) -> tuple[int, int]:
         """How many draft tokens the target accepts, and the target's own next token.
 
         target_logits has len(draft) + 1 rows: row i scores position i of the draft, the last row is
         the position after the whole draft (the bonus token when everything is accepted).
+        rejected_q: the draft's q at that last position when its token was cut as unacceptable.
         """
         if self.greedy:
             return verify_greedy(draft, target_logits)
         p = [probabilities(row, self.params) for row in target_logits]
-        return verify_sampled(draft, q, p, self.rng)
+        return verify_sampled(draft, q, p, self.rng, rejected_q)
 
 
 def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> tuple[int, int]:
@@ -104,6 +109,7 @@ def verify_sampled(
     q: Sequence[np.ndarray | None] | None,
     p: Sequence[np.ndarray],
     rng: np.random.Generator,
+    rejected_q: np.ndarray | None = None,
 ) -> tuple[int, int]:
     for i, token in enumerate(draft):
         q_i = _aligned(q[i], len(p[i])) if q is not None and q[i] is not None else None
@@ -118,7 +124,11 @@ def verify_sampled(
             residual = np.maximum(p[i] - q_i, 0.0)
         # An all-zero residual means p == q at this position, where rejection has probability zero.
         return i, draw(residual if residual.sum() > 0 else p[i], rng)
-    return len(draft), draw(p[len(draft)], rng)
+    last = p[len(draft)]
+    if rejected_q is not None:
+        residual = np.maximum(last - _aligned(rejected_q, len(last)), 0.0)
+        return len(draft), draw(residual if residual.sum() > 0 else last, rng)
+    return len(draft), draw(last, rng)
 
 
 def _aligned(q: np.ndarray, size: int) -> np.ndarray:

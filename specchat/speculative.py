@@ -153,13 +153,14 @@ def speculative_decode(
             if room <= 0:
                 stats.stop_reason = "context"
                 break
-            k_round = max(0, min(k, remaining - 1, room))
+            # A round emits at most k_round + 1 tokens; keep the text within n_ctx, as target alone does.
+            k_round = max(0, min(k, remaining - 1, room - 1))
             t0 = time.perf_counter()
             draft = drafter.propose(tokens, k_round, sampler) if k_round and drafter else Draft()
             _drop_foreign_ids(draft, target.model.n_vocab)
             t1 = time.perf_counter()
             logits = target.feed([*tokens, *draft.tokens], len(draft) + 1)
-            n_accepted, token = sampler.verify(draft.tokens, draft.q, logits)
+            n_accepted, token = sampler.verify(draft.tokens, draft.q, logits, draft.rejected_q)
             t2 = time.perf_counter()
             if drafter is not None and len(draft):
                 drafter.feedback(len(draft), n_accepted)
@@ -183,6 +184,7 @@ def _drop_foreign_ids(draft: Draft, n_vocab: int) -> None:
     """A draft id the target's vocabulary lacks can never be accepted and is invalid input to it."""
     for i, token in enumerate(draft.tokens):
         if not 0 <= token < n_vocab:
+            draft.rejected_q = draft.q[i]
             del draft.tokens[i:], draft.q[i:]
             return
 

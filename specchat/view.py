@@ -96,18 +96,25 @@ def print_stats(console: Console, stats: Stats, k: int, mode: str) -> None:
 
 
 def models_table(rows: list[dict]) -> Table:
-    table = Table(title="specchat pairs", title_justify="left")
-    for column in ("pair", "role", "file", "size", "present", "verified"):
+    """One line per pair; rows come in target/draft order from `specchat models`."""
+    table = Table(title="specchat pairs", title_justify="left", caption="* = file name not verified on the Hub")
+    for column in ("pair", "target", "draft", "size", "present"):
         table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(
-            Text(row["pair"] + (" (default)" if row["default"] else "")),
-            row["role"],
-            Text(row["file"]),
-            f"{row['size'] / 1e9:.2f} GB" if row["size"] else "?",
-            Text("yes", style="green") if row["present"] else Text("no", style="dim"),
-            "yes" if row["verified"] else "no",
-        )
+
+    def name(row: dict) -> Text:
+        return Text(row["file"].removesuffix(".gguf") + ("" if row["verified"] else " *"))
+
+    def present(row: dict) -> Text:
+        return Text("yes", style="green") if row["present"] else Text("no", style="dim")
+
+    for target, draft in zip(rows[::2], rows[1::2], strict=True):
+        sizes = [r["size"] for r in (target, draft)]
+        size = f"{sum(sizes) / 1e9:.1f} GB" if all(sizes) else "?"
+        both = Text(" / ").join([present(target), present(draft)])
+        label = Text(target["pair"], style="bold" if target["default"] else "")
+        if target["default"]:
+            label.append(" (default)", style="dim")
+        table.add_row(label, name(target), name(draft), size, both)
     return table
 
 

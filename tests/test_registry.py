@@ -56,7 +56,7 @@ def test_syntax_error_names_file_line_and_column(tmp_path):
 def test_unknown_key_is_named(tmp_path):
     overlay = tmp_path / "models.toml"
     overlay.write_text(GOOD_MODEL.replace('file = "mine-q4.gguf"', 'file = "mine-q4.gguf"\nsha = "x"'))
-    with pytest.raises(RegistryError, match="unknown key.*sha"):
+    with pytest.raises(RegistryError, match=r"unknown key.*sha"):
         load_registry(overlay)
 
 

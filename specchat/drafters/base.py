@@ -17,6 +17,9 @@ class Draft:
 
     tokens: list[int] = field(default_factory=list)
     q: list[np.ndarray | None] = field(default_factory=list)
+    # q of a token cut off after `tokens` because the target cannot accept it (an id outside its
+    # vocabulary): that position is a certain rejection, so its correction comes from norm(max(0, p - q)).
+    rejected_q: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
