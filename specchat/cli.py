@@ -73,6 +73,13 @@ def _root(
         os.environ["SPECCHAT_DEBUG"] = "1"
 
 
+def _plain_writer(_event, segments) -> None:
+    """Plain stdout (pipes, files, TERM=dumb): the reply text only, no ghost text, no ANSI codes."""
+    text = "".join(segment.text for segment in segments if segment.kind != "rejected")
+    if text:
+        _write(text)
+
+
 def _read_stdin() -> str | None:
     if sys.stdin is None or sys.stdin.isatty():
         return None
@@ -126,67 +133,164 @@ def run(
     force_pair: Annotated[
         bool, typer.Option("--force-pair", help="Use a pair that fails the vocabulary check.")
     ] = False,
+    rejected: Annotated[
+        bool, typer.Option("--rejected/--no-rejected", help="Show rejected draft guesses as ghost text.")
+    ] = True,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-position acceptance after replies.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours (NO_COLOR is honoured too).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print a speed and acceptance summary to stderr.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (text + stats) to stdout.")] = False,
+    jsonl: Annotated[
+        bool, typer.Option("--jsonl", help="Stream one JSON event per round to stdout, then a summary.")
+    ] = False,
 ) -> None:
-    """Generate a reply with speculative decoding, streamed to stdout.
+    """Chat, or answer one prompt, with speculative decoding.
 
-    The models are pulled on first use. Status goes to stderr; stdout carries only the reply.
+    With no prompt on a terminal it starts an interactive chat (/help lists its commands). On a
+    terminal the reply shows which draft tokens the target accepted and which guesses it rejected;
+    piped or redirected, stdout carries only the reply text. Models are pulled on first use.
     """
     from .chat import Conversation, Message
-    from .runtime import LoadOptions, ModelChoice, Pipeline, resolve
+    from .repl import ChatSession, ChatSettings, chat_loop, setup_history
+    from .runtime import LoadOptions, ModelChoice
     from .sampling import SamplingParams
-    from .view import download_progress, note, print_stats, write_stdout
 
-    err = stderr_console()
+    if as_json and jsonl:
+        raise UsageError("--json and --jsonl both take stdout", hint="choose one")
     piped = _read_stdin()
     text = "\n\n".join(part for part in (piped, prompt) if part is not None and part.strip())
-    if not text.strip():
+    interactive = piped is None and prompt is None and _fancy_terminal() and not (as_json or jsonl)
+    if not text.strip() and not interactive:
         if piped is None and prompt is None:
-            raise UsageError("no prompt given", hint='specchat run "your prompt", or pipe text into it')
+            raise UsageError("no prompt given", hint='specchat run "your prompt", pipe text into it, or use a terminal')
         raise UsageError("the prompt is empty", hint="give some text to answer")
-    if draft is not None and target is None and pair is None and no_spec:
-        raise UsageError("--draft with --no-spec has nothing to do", hint="drop one of them")
+    params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=not no_spec)
-    with download_progress(err) as start:
-        resolved = resolve(choice, lambda m: note(err, m), start)
     options = LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers, force_pair)
-    pipeline = Pipeline(resolved, options)
+    pipeline, resolved = _load(choice, options)
     try:
+        settings = ChatSettings(
+            k=draft_tokens,
+            spec=not no_spec,
+            params=params,
+            max_tokens=max_tokens,
+            show_rejected=rejected,
+            verbose=verbose,
+            use_template=not no_template,
+        )
+        if interactive:
+            from .paths import history_file
+            from .view import stdout_console
+
+            setup_history(history_file())
+            code = chat_loop(ChatSession(pipeline, settings, stdout_console(no_color), system))
+            raise typer.Exit(code)
         conversation = Conversation(system=system, messages=[Message("user", text)])
-        tokens = pipeline.prompt(conversation.as_messages(), use_template=not no_template)
-        k = 0 if no_spec else draft_tokens
-        params = SamplingParams(temperature, top_k, top_p, min_p, seed)
-        on_text = None if as_json else (lambda piece, _event: write_stdout(piece))
-        reply, _ids, result = pipeline.generate(tokens, params, k=k, max_tokens=max_tokens, on_text=on_text)
+        prompt_ids = pipeline.prompt(conversation.as_messages(), use_template=not no_template)
+        k = settings.effective_k
+        mode = "target alone" if k == 0 else f"speculative k={k}"
+        if as_json or jsonl:
+            result = _machine_output(pipeline, prompt_ids, settings, resolved, mode, jsonl)
+        elif _fancy_terminal():
+            from .view import stdout_console
+
+            session = ChatSession(pipeline, settings, stdout_console(no_color), system)
+            session.conversation = conversation
+            result = session.answer(prompt_ids)
+        else:
+            reply, _ids, result = pipeline.generate(
+                prompt_ids, params, k=k, max_tokens=max_tokens, on_round=_plain_writer
+            )
+            if reply and not reply.endswith("\n"):
+                _write("\n")
     finally:
         pipeline.close()
-    mode = "target alone" if k == 0 else f"speculative k={k}"
-    if as_json:
-        payload = {
-            "text": reply,
-            "pair": resolved.pair_name,
-            "target": str(resolved.target),
-            "draft": str(resolved.draft) if resolved.draft and k else None,
-            "mode": mode,
-            "settings": {
-                "k": k,
-                "temperature": temperature,
-                "top_k": top_k,
-                "top_p": top_p,
-                "min_p": min_p,
-                "seed": seed,
-                "max_tokens": max_tokens,
-                "ctx": ctx,
-            },
-            "stats": result.as_dict(),
+    _after_reply(result, ctx, stats, k, mode)
+
+
+def _load(choice, options):
+    from .runtime import Pipeline, resolve
+    from .view import download_progress, note
+
+    err = stderr_console()
+    with download_progress(err) as start:
+        resolved = resolve(choice, lambda m: note(err, m), start)
+    return Pipeline(resolved, options), resolved
+
+
+def _fancy_terminal() -> bool:
+    """The live view needs a real terminal on stdout (and stdin for chat); TERM=dumb gets plain text."""
+    return sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+
+
+def _write(text: str) -> None:
+    from .view import write_stdout
+
+    write_stdout(text)
+
+
+def _machine_output(pipeline, prompt_ids, settings, resolved, mode: str, jsonl: bool):
+    """--json: one object at the end. --jsonl: one event per round as it happens, then a summary line."""
+    k = settings.effective_k
+    on_round = _jsonl_writer(pipeline) if jsonl else None
+    reply, _ids, result = pipeline.generate(
+        prompt_ids, settings.params, k=k, max_tokens=settings.max_tokens, on_round=on_round
+    )
+    params = settings.params
+    payload = {
+        "type": "summary",
+        "text": reply,
+        "pair": resolved.pair_name,
+        "target": str(resolved.target),
+        "draft": str(resolved.draft) if resolved.draft and k else None,
+        "mode": mode,
+        "settings": {
+            "k": k,
+            "temperature": params.temperature,
+            "top_k": params.top_k,
+            "top_p": params.top_p,
+            "min_p": params.min_p,
+            "seed": params.seed,
+            "max_tokens": settings.max_tokens,
+            "ctx": pipeline.target.n_ctx,
+        },
+        "stats": result.as_dict(),
+    }
+    if not jsonl:
+        del payload["type"]
+    _write(json.dumps(payload, ensure_ascii=False) + "\n")
+    return result
+
+
+def _jsonl_writer(pipeline):
+    def token(t: int) -> dict:
+        return {"id": t, "text": pipeline.target.piece(t).decode("utf-8", errors="replace")}
+
+    def write(event, _segments) -> None:
+        if event is None:
+            return
+        record = {
+            "type": "round",
+            "round": event.index,
+            "accepted": [token(t) for t in event.accepted_tokens],
+            "rejected": [token(t) for t in event.rejected_tokens],
+            "target": token(event.token),
+            "emitted": len(event.emitted),
+            "draft_s": round(event.draft_s, 6),
+            "verify_s": round(event.verify_s, 6),
         }
-        write_stdout(json.dumps(payload, ensure_ascii=False) + "\n")
-    elif reply and not reply.endswith("\n"):
-        write_stdout("\n")
+        _write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    return write
+
+
+def _after_reply(result, ctx: int, show_stats: bool, k: int, mode: str) -> None:
+    from .view import note, print_stats
+
+    err = stderr_console()
     if result.stop_reason == "context":
         note(err, f"stopped: the context of {ctx} tokens is full (raise --ctx for longer replies)")
-    if stats:
+    if show_stats:
         print_stats(err, result, k, mode)
     if result.stop_reason == "interrupted":
         raise KeyboardInterrupt

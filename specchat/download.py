@@ -200,6 +200,7 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
                 f"({written:,} bytes, sha256 {digest.hexdigest()[:16]}...)",
                 hint="nothing was installed; report the mirror as broken",
             )
+        os.chmod(tmp, 0o644)  # NamedTemporaryFile creates 0600; a model file is ordinary data
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from platformdirs import user_cache_dir, user_config_dir, user_data_dir
+from platformdirs import user_cache_dir, user_config_dir, user_data_dir, user_state_dir
 
 APP = "specchat"
 
@@ -32,3 +32,8 @@ def cache_dir() -> Path:
 
 def overlay_file() -> Path:
     return config_dir() / "models.toml"
+
+
+def history_file() -> Path:
+    """Readline history of the interactive chat."""
+    return _from_env("SPECCHAT_STATE_DIR", user_state_dir(APP)) / "history"

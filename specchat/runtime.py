@@ -21,6 +21,16 @@ from .registry import ModelSpec, load_registry
 from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
 
+ACCEPTED, TARGET, REJECTED = "accepted", "target", "rejected"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Text of one round as the user sees it: accepted draft tokens, the target's own, or ghost text."""
+
+    text: str
+    kind: str  # ACCEPTED | TARGET | REJECTED
+
 
 @dataclass(frozen=True)
 class ModelChoice:
@@ -110,34 +120,38 @@ class Pipeline:
         *,
         k: int,
         max_tokens: int,
-        on_text: Callable[[str, Round | None], None] | None = None,
+        on_round: Callable[[Round | None, list[Segment]], None] | None = None,
     ) -> tuple[str, list[int], Stats]:
-        """Run the loop; on_text(piece, round) streams decoded text as tokens are accepted."""
+        """Run the loop; on_round(event, segments) streams each round as styled text segments.
+
+        The last call has event None: it flushes bytes held back to keep a UTF-8 character whole.
+        """
         stream = TextStream(self.target)
         pieces: list[str] = []
 
-        def on_round(event: Round) -> None:
-            piece = "".join(stream.push(t) for t in event.emitted)
-            pieces.append(piece)
-            if on_text is not None:
-                on_text(piece, event)
+        def segments_of(event: Round) -> list[Segment]:
+            out = [Segment(stream.push(t), ACCEPTED) for t in event.emitted[: event.accepted]]
+            if event.rejected_tokens:
+                out.append(Segment(self.target.detokenize(event.rejected_tokens), REJECTED))
+            out += [Segment(stream.push(t), TARGET) for t in event.emitted[event.accepted :]]
+            return [segment for segment in out if segment.text]
+
+        def on_event(event: Round) -> None:
+            segments = segments_of(event)
+            pieces.extend(s.text for s in segments if s.kind != REJECTED)
+            if on_round is not None:
+                on_round(event, segments)
 
         drafter = self.drafter if k > 0 else None
         with self.interrupt.armed():
             tokens, stats = speculative_decode(
-                self.target_cache,
-                drafter,
-                prompt,
-                Sampler(params),
-                k=k,
-                max_tokens=max_tokens,
-                on_round=on_round,
+                self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_event
             )
         tail = stream.flush()
         if tail:
             pieces.append(tail)
-            if on_text is not None:
-                on_text(tail, None)
+            if on_round is not None:
+                on_round(None, [Segment(tail, TARGET)])
         return "".join(pieces), tokens, stats
 
     def close(self) -> None:

@@ -78,7 +78,11 @@ def test_text_matches_tokens(pipeline, prompts):
     """The streamed text is the detokenized token list (no lost or doubled pieces across rounds)."""
     pieces = []
     text, tokens, _ = pipeline.generate(
-        prompts["prose-mutex"], GREEDY, k=4, max_tokens=MAX_TOKENS, on_text=lambda piece, _e: pieces.append(piece)
+        prompts["prose-mutex"],
+        GREEDY,
+        k=4,
+        max_tokens=MAX_TOKENS,
+        on_round=lambda _e, segs: pieces.extend(s.text for s in segs if s.kind != "rejected"),
     )
     assert "".join(pieces) == text == pipeline.target.detokenize(tokens)
 
@@ -93,7 +97,7 @@ def test_self_speculation_accepts_everything(default_pair_paths, prompts):
         for name in ("code-reverse", "prose-mutex"):
             rounds: list = []
             prompt = prompts[name]
-            _, _, stats = same.generate(prompt, GREEDY, k=4, max_tokens=MAX_TOKENS, on_text=_collect(rounds))
+            _, _, stats = same.generate(prompt, GREEDY, k=4, max_tokens=MAX_TOKENS, on_round=_collect(rounds))
             assert stats.drafted > 0
             done = []
             for event in rounds:
@@ -109,7 +113,7 @@ def test_self_speculation_accepts_everything(default_pair_paths, prompts):
 
 
 def _collect(rounds: list):
-    return lambda _piece, event: rounds.append(event)
+    return lambda event, _segments: rounds.append(event)
 
 
 def test_sampling_runs_and_is_seeded(pipeline, prompts):

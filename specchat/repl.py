@@ -1,0 +1,279 @@
+"""Interactive chat: a multi-turn conversation with slash commands, on top of the live view.
+
+Line editing and history come from the standard readline module. A line ending in a backslash
+continues on the next line; a line of three double quotes starts and ends a multi-line block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from .chat import Conversation, Message
+from .chatview import ReplyView, RunningTotals, legend, position_bars, summary_line
+from .runtime import Pipeline
+from .sampling import SamplingParams
+from .speculative import Stats
+
+HELP = """\
+/help            this list
+/stats           session totals (tokens, speed, acceptance)
+/k N             draft length (1-16)
+/temp T          temperature (0 = greedy, exactly the target's output)
+/spec on|off     speculative decoding on, or the target alone
+/rejected on|off show or hide the rejected draft guesses
+/system TEXT     set the system prompt (empty: the template's default)
+/reset           forget the conversation (keeps the system prompt)
+/save FILE       save the conversation (.json, else Markdown)
+/bye             leave (Ctrl-D works too)
+Multi-line input: end a line with \\ to continue, or wrap the text in lines of \"\"\"."""
+
+
+@dataclass
+class ChatSettings:
+    k: int = 4
+    spec: bool = True
+    params: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int = 512
+    show_rejected: bool = True
+    verbose: bool = False
+    use_template: bool = True
+
+    @property
+    def effective_k(self) -> int:
+        return self.k if self.spec else 0
+
+
+class ChatSession:
+    def __init__(self, pipeline: Pipeline, settings: ChatSettings, console: Console, system: str | None) -> None:
+        self.pipeline = pipeline
+        self.settings = settings
+        self.console = console
+        self.conversation = Conversation(system=system)
+        self.totals = RunningTotals()
+        self.shown_legend = False
+
+    # -- one turn ----------------------------------------------------------------------------------------
+
+    def ask(self, text: str) -> Stats:
+        self.conversation.messages.append(Message("user", text))
+        prompt = self.pipeline.prompt(self.conversation.as_messages(), use_template=self.settings.use_template)
+        return self.answer(prompt)
+
+    def answer(self, prompt: list[int]) -> Stats:
+        """Generate the assistant's turn for prompt ids built from the conversation, in the live view."""
+        k = self.settings.effective_k if self.pipeline.drafter is not None else 0
+        mode = f"spec k={k}" if k else "target alone"
+        if k and not self.shown_legend:
+            self.console.print(legend())
+            self.shown_legend = True
+        view = ReplyView(self.console, k=k, mode=mode, show_rejected=self.settings.show_rejected)
+        with view:
+            reply, _, stats = self.pipeline.generate(
+                prompt, self.settings.params, k=k, max_tokens=self.settings.max_tokens, on_round=view.on_round
+            )
+        self._merge(view.totals)
+        interrupted = stats.stop_reason == "interrupted"
+        self.conversation.messages.append(Message("assistant", reply, interrupted=interrupted))
+        self.console.print(summary_line(stats, k, mode))
+        if self.settings.verbose and stats.drafted:
+            for line in position_bars(stats.drafted_at, stats.accepted_at):
+                self.console.print(line)
+        return stats
+
+    def _merge(self, turn: RunningTotals) -> None:
+        totals = self.totals
+        for name in ("tokens", "rounds", "drafted", "accepted", "draft_s", "verify_s"):
+            setattr(totals, name, getattr(totals, name) + getattr(turn, name))
+        for i, (drafted, accepted) in enumerate(zip(turn.drafted_at, turn.accepted_at, strict=True)):
+            if i == len(totals.drafted_at):
+                totals.drafted_at.append(0)
+                totals.accepted_at.append(0)
+            totals.drafted_at[i] += drafted
+            totals.accepted_at[i] += accepted
+
+    # -- slash commands ----------------------------------------------------------------------------------
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; False means leave."""
+        name, _, arg = line[1:].partition(" ")
+        arg = arg.strip()
+        handler = getattr(self, f"_cmd_{name.lower()}", None)
+        if handler is None:
+            self._say(f"unknown command /{name}: /help lists the commands", "yellow")
+            return True
+        return handler(arg) is not False
+
+    def _say(self, message: str, style: str = "cyan") -> None:
+        self.console.print(Text(message, style=style))
+
+    def _cmd_help(self, _arg: str) -> None:
+        self.console.print(Text(HELP))
+
+    def _cmd_bye(self, _arg: str) -> bool:
+        return False
+
+    _cmd_exit = _cmd_quit = _cmd_bye
+
+    def _cmd_stats(self, _arg: str) -> None:
+        t = self.totals
+        busy = t.draft_s + t.verify_s
+        self._say(f"session: {t.tokens} tokens in {t.rounds} rounds, {t.tokens / busy if busy else 0:.1f} tok/s")
+        if t.drafted:
+            self._say(
+                f"accepted {t.accepted}/{t.drafted} drafts ({t.accepted / t.drafted:.0%}), "
+                f"{t.accepted / t.rounds:.2f} per round + 1 target token; "
+                f"time {t.draft_s / busy:.0%} draft / {t.verify_s / busy:.0%} verify"
+            )
+            for line in position_bars(t.drafted_at, t.accepted_at):
+                self.console.print(line)
+
+    def _cmd_k(self, arg: str) -> None:
+        if not arg.isdigit() or not 1 <= int(arg) <= 16:
+            self._say("usage: /k N with N from 1 to 16", "yellow")
+            return
+        self.settings.k = int(arg)
+        self._say(f"draft length k = {self.settings.k}")
+
+    def _cmd_temp(self, arg: str) -> None:
+        try:
+            value = float(arg)
+        except ValueError:
+            value = -1.0
+        if not 0.0 <= value <= 5.0:
+            self._say("usage: /temp T with T from 0 (greedy) to 5", "yellow")
+            return
+        self.settings.params = replace(self.settings.params, temperature=value)
+        self._say(f"temperature = {value:g}" + (" (greedy)" if value == 0 else ""))
+
+    def _on_off(self, arg: str, usage: str) -> bool | None:
+        if arg.lower() in ("on", "off"):
+            return arg.lower() == "on"
+        self._say(f"usage: {usage} on|off", "yellow")
+        return None
+
+    def _cmd_spec(self, arg: str) -> None:
+        value = self._on_off(arg, "/spec")
+        if value is None:
+            return
+        if value and self.pipeline.drafter is None:
+            self._say("no draft model is loaded (started with --no-spec)", "yellow")
+            return
+        self.settings.spec = value
+        self._say("speculative decoding " + ("on" if value else "off: target alone"))
+
+    def _cmd_rejected(self, arg: str) -> None:
+        value = self._on_off(arg, "/rejected")
+        if value is not None:
+            self.settings.show_rejected = value
+            self._say("rejected guesses " + ("shown" if value else "hidden"))
+
+    def _cmd_system(self, arg: str) -> None:
+        self.conversation.system = arg or None
+        self._say("system prompt " + ("set" if arg else "cleared (template default)"))
+
+    def _cmd_reset(self, _arg: str) -> None:
+        self.conversation.messages.clear()
+        self._say("conversation cleared")
+
+    def _cmd_save(self, arg: str) -> None:
+        if not arg:
+            self._say("usage: /save FILE (.json for JSON, anything else for Markdown)", "yellow")
+            return
+        path = Path(arg).expanduser()
+        try:
+            save_conversation(self.conversation, path)
+        except OSError as exc:
+            self._say(f"could not save to {path}: {exc.strerror or exc}", "red")
+            return
+        self._say(f"saved {len(self.conversation.messages)} messages to {path}")
+
+
+def save_conversation(conversation: Conversation, path: Path) -> None:
+    """Write atomically (temporary file + rename): an existing file is never left half-written."""
+    messages = conversation.as_messages()
+    if path.suffix.lower() == ".json":
+        data = [{"role": m.role, "content": m.content, "interrupted": m.interrupted} for m in messages]
+        body = json.dumps({"messages": data}, ensure_ascii=False, indent=2) + "\n"
+    else:
+        blocks = []
+        for m in messages:
+            mark = " (interrupted)" if m.interrupted else ""
+            blocks.append(f"## {m.role}{mark}\n\n{m.content}\n")
+        body = "\n".join(blocks)
+    folder = path.parent if str(path.parent) else Path(".")
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by `with handle` below
+        "w", dir=folder, prefix=f".{path.name}.", delete=False, encoding="utf-8"
+    )
+    try:
+        with handle:
+            handle.write(body)
+        os.replace(handle.name, path)
+    finally:
+        Path(handle.name).unlink(missing_ok=True)
+
+
+def read_message(console: Console) -> str | None:
+    """One user message (None at end of input). Ctrl-C at the prompt is handled by the caller."""
+    first = console.input(Text("you › ", style="bold cyan"))
+    if first.strip() == '"""':
+        lines = []
+        while (line := console.input("... ")).strip() != '"""':
+            lines.append(line)
+        return "\n".join(lines)
+    lines = [first]
+    while lines[-1].endswith("\\"):
+        lines[-1] = lines[-1][:-1]
+        lines.append(console.input("... "))
+    return "\n".join(lines)
+
+
+def setup_history(path: Path) -> None:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - Windows without pyreadline
+        return
+    import atexit
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+    atexit.register(lambda: _write_history(readline, path))
+
+
+def _write_history(readline, path: Path) -> None:
+    with contextlib.suppress(OSError):
+        readline.write_history_file(path)
+
+
+def chat_loop(session: ChatSession) -> int:
+    """The REPL. Returns the exit code (0 for /bye and Ctrl-D)."""
+    console = session.console
+    console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
+    while True:
+        try:
+            text = read_message(console)
+        except EOFError:
+            console.print()
+            return 0
+        except KeyboardInterrupt:
+            console.print(Text("\n(Ctrl-C at the prompt does not leave: use /bye or Ctrl-D)", style="dim"))
+            continue
+        if text is None:
+            return 0
+        stripped = text.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("/") and "\n" not in stripped:
+            if not session.command(stripped):
+                return 0
+            continue
+        session.ask(text)

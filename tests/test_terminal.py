@@ -1,0 +1,88 @@
+"""The interactive chat in a real pseudo-terminal (pexpect) with the default pair.
+
+Types a prompt, sees coloured output and the live footer, presses Ctrl-C mid-reply, gets the prompt
+back, leaves with /bye (exit 0), and checks with `stty -a` that the terminal is sane afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+
+pytestmark = pytest.mark.real
+
+PROMPT = "you ›"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture
+def chat(default_pair_paths, tmp_path):
+    env = {**os.environ, "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path), "COLUMNS": "100"}
+    env.pop("NO_COLOR", None)
+    command = f"{sys.executable} -m specchat run --ctx 1024; echo EXIT=$?; stty -a"
+    # bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
+    child = pexpect.spawn(
+        "/bin/bash", ["-c", command], env=env, dimensions=(30, 100), encoding="utf-8", timeout=120, cwd=str(tmp_path)
+    )
+    child.logfile_read = (tmp_path / "session.log").open("w")
+    yield child
+    child.close(force=True)
+
+
+def test_chat_interrupt_and_leave(chat):
+    chat.expect_exact(PROMPT)
+    chat.sendline("Write a long essay about the history of computing, with many sections.")
+    chat.expect("tok/s")  # the live footer
+    chat.expect(r"\x1b\[[0-9;]*32m")  # green: a draft token the target accepted
+    chat.expect(r"legend|accepted")
+    chat.sendintr()  # Ctrl-C mid-reply
+    chat.expect_exact("[interrupted]")
+    chat.expect_exact(PROMPT)
+    chat.sendline("/k 2")
+    chat.expect_exact("draft length k = 2")
+    chat.sendline("/nonsense")
+    chat.expect_exact("unknown command /nonsense")
+    chat.sendline("/bye")
+    chat.expect(r"EXIT=(\d+)")
+    assert chat.match.group(1) == "0"
+    chat.expect(pexpect.EOF)
+    tail = chat.before
+    modes = tail.split()
+    assert "echo" in modes and "icanon" in modes, "terminal left in raw or no-echo mode"
+
+
+def test_cursor_and_colours_restored(chat):
+    """Every hidden cursor is shown again, and the output ends with attributes reset."""
+    chat.expect_exact(PROMPT)
+    chat.sendline("Say hi in three words.")
+    chat.expect_exact(PROMPT)
+    chat.sendline("/bye")
+    chat.expect(pexpect.EOF)
+    with open(chat.logfile_read.name, encoding="utf-8") as handle:
+        log = handle.read()
+    assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
+    codes = ANSI.findall(log)
+    colour_codes = [c for c in codes if c.endswith("m")]
+    assert colour_codes and colour_codes[-1] in ("\x1b[0m", "\x1b[m")
+
+
+def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
+    """stdout to a pipe: plain bytes of the reply, no ANSI escape, even with a terminal on stdin."""
+    import subprocess
+
+    env = {**os.environ, "TERM": "xterm-256color"}
+    done = subprocess.run(
+        [sys.executable, "-m", "specchat", "run", "-n", "24", "List three colours."],
+        capture_output=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.strip()
+    assert b"\x1b" not in done.stdout

@@ -1,0 +1,127 @@
+"""Rendering of the live view with Rich's recording console: styles, ghost text, literal markup."""
+
+from __future__ import annotations
+
+import io
+
+import pyte
+from rich.console import Console
+
+from specchat.chatview import STYLES, ReplyView, legend, position_bars, summary_line
+from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment
+from specchat.speculative import Round, Stats
+
+
+def recording_console(width: int = 80) -> Console:
+    return Console(record=True, width=width, force_terminal=True, color_system="truecolor", file=io.StringIO())
+
+
+def screen(console: Console, height: int = 60) -> str:
+    """What a terminal shows after all the output, cursor moves and live redraws (pyte emulates a VT100)."""
+    terminal = pyte.Screen(console.width, height)
+    pyte.Stream(terminal).feed(console.file.getvalue().replace("\n", "\r\n"))
+    return "\n".join(line.rstrip() for line in terminal.display).strip()
+
+
+def event(index: int, drafted: list[int], accepted: int, token: int) -> Round:
+    emitted = [*drafted[:accepted], token]
+    return Round(index, drafted, accepted, token, emitted, 0.01, 0.02)
+
+
+def styled_spans(console: Console) -> list[tuple[str, str]]:
+    """(text, style) for every styled span the console recorded."""
+    spans = []
+    for segment in console._record_buffer:  # Rich's own record of what was printed
+        if segment.text.strip() and segment.style is not None:
+            spans.append((segment.text, str(segment.style)))
+    return spans
+
+
+def play(console: Console, script, *, show_rejected: bool = True, k: int = 4) -> None:
+    with ReplyView(console, k=k, mode="spec k=4", show_rejected=show_rejected) as view:
+        for round_event, segments in script:
+            view.on_round(round_event, segments)
+
+
+SCRIPT = [
+    # accepted "def" + " f", draft guessed "(x" but the target chose "():" (correction)
+    (
+        event(1, [1, 2, 3], 2, 9),
+        [Segment("def", ACCEPTED), Segment(" f", ACCEPTED), Segment("(x", REJECTED), Segment("():", TARGET)],
+    ),
+    # everything accepted, plus the bonus token
+    (event(2, [4, 5], 2, 6), [Segment("\n    ", ACCEPTED), Segment("return", ACCEPTED), Segment(" 1", TARGET)]),
+]
+
+
+def test_segments_get_their_styles():
+    """Accepted drafts, the target's own tokens and rejected guesses each carry their own style."""
+    console = recording_console()
+    play(console, SCRIPT)
+    spans = styled_spans(console)
+    by_text = {text: style for text, style in spans}
+    assert by_text["def"] == STYLES[ACCEPTED] and by_text[" f"] == STYLES[ACCEPTED]
+    assert by_text["(x"] == STYLES[REJECTED]
+    assert by_text["():"] == STYLES[TARGET]
+    assert by_text[" 1"] == STYLES[TARGET]
+    text = screen(console)
+    assert "def f(x():" in text  # the ghost sits right where the draft was rejected
+    assert "    return 1" in text
+    assert "tok/s" not in text  # the footer is transient: gone once the reply is complete
+
+
+def test_rejected_can_be_hidden():
+    console = recording_console()
+    play(console, SCRIPT, show_rejected=False)
+    text = screen(console)
+    assert "def f():" in text and "(x" not in text
+
+
+def test_model_text_is_never_markup():
+    """A reply that contains [red] or [/] stays literal text."""
+    console = recording_console()
+    script = [(event(1, [1], 1, 2), [Segment("[bold red]x[/bold red]", ACCEPTED), Segment(" [/]", TARGET)])]
+    play(console, script)
+    assert "[bold red]x[/bold red] [/]" in screen(console)
+
+
+def test_ghost_newline_does_not_break_lines():
+    """A rejected guess containing a newline is shown as ⏎, so the real text keeps its lines."""
+    console = recording_console()
+    script = [(event(1, [1, 2], 0, 3), [Segment("\n\n", REJECTED), Segment("x = 1", TARGET)])]
+    play(console, script)
+    assert "⏎⏎x = 1" in screen(console)
+
+
+def test_without_draft_text_is_unstyled():
+    console = recording_console()
+    play(console, [(event(1, [], 0, 2), [Segment("plain", TARGET)])], k=0)
+    assert ("plain", STYLES[TARGET]) not in styled_spans(console)
+
+
+def test_narrow_terminal_renders_whole_text():
+    """At 40 columns long lines wrap; no text is lost or duplicated."""
+    console = recording_console(width=40)
+    words = [f"word{i}" for i in range(30)]
+    script = [(event(i + 1, [i], 1, 100 + i), [Segment(" " + w, ACCEPTED)]) for i, w in enumerate(words)]
+    play(console, script)
+    flat = " ".join(screen(console).split())
+    assert flat.count("word29") == 1 and " ".join(words) in flat
+
+
+def test_legend_summary_and_bars():
+    assert "rejected draft guess" in legend().plain
+    stats = Stats(generated=10, rounds=4, drafted=12, accepted=6, total_s=1.0, stop_reason="interrupted")
+    line = summary_line(stats, 3, "spec k=3").plain
+    assert "accepted 6/12 (50%)" in line and "[interrupted]" in line
+    bars = [b.plain for b in position_bars([4, 4], [4, 1], width=4)]
+    assert bars[0].endswith("100% of 4") and "████" in bars[0] and "█░░░" in bars[1]
+
+
+def test_screenshot_svg_export(tmp_path):
+    """The docs screenshot comes from this same recording path (see docs/view.md)."""
+    console = recording_console()
+    console.print(legend())
+    play(console, SCRIPT)
+    svg = console.export_svg(title="specchat")
+    assert svg.startswith("<svg") and "def" in svg
