@@ -106,3 +106,19 @@ def test_explicit_paths(default_pair_paths):
     result = invoke("run", "--target", str(target), "--draft", str(draft), "--json", "-n", "6", "Hi")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["pair"] is None
+
+
+@pytest.mark.real
+def test_jsonl_streams_rounds_then_summary(default_pair_paths):
+    result = invoke("run", "--jsonl", "-n", "10", "Name two rivers.")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    rounds = [r for r in records if r["type"] == "round"]
+    assert rounds and records[-1]["type"] == "summary"
+    assert sum(r["emitted"] for r in rounds) == records[-1]["stats"]["generated_tokens"]
+    first = rounds[0]
+    assert {"accepted", "rejected", "target", "draft_s", "verify_s"} <= set(first)
+
+
+def test_json_and_jsonl_together_is_usage_error():
+    assert_one_line_error(invoke("run", "--json", "--jsonl", "hi"), 2, "--json and --jsonl")

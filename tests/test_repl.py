@@ -1,0 +1,76 @@
+"""Slash commands and /save of the interactive chat (pure logic: no generation needed)."""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from specchat.chat import Message
+from specchat.repl import ChatSession, ChatSettings, save_conversation
+
+
+def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False)
+    pipeline = SimpleNamespace(drafter=object() if drafter else None)
+    return ChatSession(pipeline, ChatSettings(), console, system=None), out
+
+
+def test_k_temp_spec_rejected_commands():
+    chat, out = session()
+    assert chat.command("/k 6") and chat.settings.k == 6
+    assert chat.command("/k 99") and chat.settings.k == 6 and "usage: /k N" in out.getvalue()
+    assert chat.command("/temp 0.7") and chat.settings.params.temperature == 0.7
+    assert chat.command("/temp hot") and "usage: /temp" in out.getvalue()
+    assert chat.command("/spec off") and chat.settings.effective_k == 0
+    assert chat.command("/spec on") and chat.settings.effective_k == 6
+    assert chat.command("/rejected off") and not chat.settings.show_rejected
+
+
+def test_spec_on_without_draft_is_refused():
+    chat, out = session(drafter=False)
+    chat.settings.spec = False
+    chat.command("/spec on")
+    assert not chat.settings.spec and "no draft model" in out.getvalue()
+
+
+def test_unknown_command_hint_and_bye():
+    chat, out = session()
+    assert chat.command("/frobnicate")
+    assert "unknown command /frobnicate: /help" in out.getvalue()
+    assert chat.command("/bye") is False
+
+
+def test_system_and_reset():
+    chat, _ = session()
+    chat.conversation.messages.append(Message("user", "hi"))
+    chat.command("/system Be terse.")
+    chat.command("/reset")
+    assert chat.conversation.messages == [] and chat.conversation.system == "Be terse."
+    assert chat.conversation.as_messages()[0] == Message("system", "Be terse.")
+
+
+def test_save_json_and_markdown(tmp_path):
+    chat, out = session()
+    chat.conversation.messages += [Message("user", "hi"), Message("assistant", "hel", interrupted=True)]
+    chat.command(f"/save {tmp_path / 'c.json'}")
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data["messages"][1] == {"role": "assistant", "content": "hel", "interrupted": True}
+    chat.command(f"/save {tmp_path / 'c.md'}")
+    text = (tmp_path / "c.md").read_text()
+    assert "## assistant (interrupted)" in text and "## user\n\nhi" in text
+    assert "saved 2 messages" in out.getvalue()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
+    chat, out = session()
+    chat.command(f"/save {tmp_path / 'missing-dir' / 'c.md'}")
+    assert "could not save" in out.getvalue()
+    target = tmp_path / "keep.json"
+    target.write_text("old")
+    save_conversation(chat.conversation, target)
+    assert json.loads(target.read_text()) == {"messages": []}
