@@ -11,6 +11,7 @@ from typing import Annotated
 
 import click
 import typer
+from rich.text import Text
 from typer.core import TyperGroup
 
 from . import __version__
@@ -39,6 +40,19 @@ class SpecchatGroup(TyperGroup):
         except BrokenPipeError:
             _silence_stdout()
             ctx.exit(0)
+        except (click.exceptions.Exit, click.ClickException):
+            raise
+        except Exception as exc:  # a bug: still one line, with the way to get the details
+            if debug:
+                traceback.print_exc()
+            from .view import print_error
+
+            print_error(
+                stderr_console(),
+                f"internal error: {type(exc).__name__}: {exc}",
+                "this is a bug in specchat: rerun with --debug for the traceback and report it",
+            )
+            ctx.exit(1)
 
 
 app = typer.Typer(
@@ -294,6 +308,162 @@ def _after_reply(result, ctx: int, show_stats: bool, k: int, mode: str) -> None:
         print_stats(err, result, k, mode)
     if result.stop_reason == "interrupted":
         raise KeyboardInterrupt
+
+
+def _parse_ks(text: str) -> list[int]:
+    try:
+        ks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--ks '{text}' is not a list of integers", hint="e.g. --ks 1,2,4,8") from None
+    if not ks or any(not 1 <= k <= 16 for k in ks):
+        raise UsageError(f"--ks '{text}': every k must be 1..16", hint="k = 0 is the target alone, always included")
+    return sorted(set(ks))
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  specchat bench\n\n"
+    "  specchat bench --suite quick -r 1 -n 64\n\n"
+    "  specchat bench --ks 2,4 --format md --output bench.md --plot bench.svg\n\n"
+    "  specchat bench --prompts my_prompts.jsonl --format json --output bench.json"
+)
+def bench(
+    pair: Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")] = None,
+    target: Annotated[Path | None, typer.Option(help="Local target GGUF (overrides the pair's).")] = None,
+    draft: Annotated[Path | None, typer.Option(help="Local draft GGUF (overrides the pair's).")] = None,
+    suite: Annotated[str, typer.Option(help="Built-in suite: default, quick, tiny, or one category.")] = "default",
+    prompts: Annotated[
+        Path | None, typer.Option("--prompts", help="JSONL prompts (Spec-Bench format: category, turns).")
+    ] = None,
+    ks: Annotated[str, typer.Option("--ks", help="Draft lengths to compare with the target alone.")] = "1,2,4,8",
+    reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")] = 128,
+    temperature: Annotated[float, typer.Option(min=0.0, max=5.0, help="0 = greedy (lossless check on).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed (with --temperature > 0).")] = 0,
+    ctx: Annotated[int, typer.Option("--ctx", min=256, help="Context size in tokens.")] = 4096,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all usable cores).")] = 0,
+    gpu_layers: Annotated[int, typer.Option(help="Target layers on the GPU (-1 = all).")] = -1,
+    draft_gpu_layers: Annotated[int, typer.Option(help="Draft layers on the GPU (-1 = all).")] = -1,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Save speedup vs k as PNG or SVG (matplotlib).")] = None,
+) -> None:
+    """Measure target alone vs speculative decoding side by side, and explain the result.
+
+    Variants run interleaved per prompt (drift hits all alike), after a warm-up. Speedups are medians of
+    paired ratios. Greedy outputs are checked against the target alone. The measured cost model
+    (c, v(n)) predicts the speedup from the acceptance rate, next to the measured one.
+    See docs/bench.md for every figure.
+    """
+    from . import bench as bench_mod
+    from .benchsuite import load_prompts_file, load_suite
+    from .chat import Message
+    from .runtime import LoadOptions, ModelChoice
+    from .sampling import SamplingParams
+
+    if fmt not in ("table", "md", "csv", "json", "jsonl"):
+        raise UsageError(f"unknown --format '{fmt}'", hint="table, md, csv, json or jsonl")
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {plot}: use a .png or .svg file name", hint="e.g. --plot bench.svg")
+    k_list = _parse_ks(ks)
+    prompt_list = load_prompts_file(prompts) if prompts is not None else load_suite(suite)
+    params = SamplingParams(temperature=temperature, seed=seed)
+    choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=True)
+    pipeline, resolved = _load(choice, LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers))
+    variants = bench_mod.variants_for(k_list)
+    settings = {
+        "prompts": str(prompts or suite),
+        "ks": k_list,
+        "reps": reps,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "ctx": pipeline.target.n_ctx,
+        "threads": threads,
+        "gpu_layers": gpu_layers,
+        "draft_gpu_layers": draft_gpu_layers,
+    }
+    result = bench_mod.BenchResult(meta=bench_mod.collect_meta(resolved, settings))
+    err = stderr_console()
+    try:
+        from .costmodel import measure
+        from .view import bench_progress
+
+        err.print("measuring the cost model (single steps and verify batches of 1..16)...", style="dim")
+        context = pipeline.prompt([Message("user", prompt_list[0].text)])
+        result.cost = measure(pipeline.target, pipeline.draft, context)
+        total = reps * len(prompt_list) * len(variants)
+        with bench_progress(err, total) as progress:
+            bench_mod.run_bench(
+                pipeline,
+                prompt_list,
+                variants,
+                reps=reps,
+                max_tokens=max_tokens,
+                params=params,
+                result=result,
+                progress=progress,
+            )
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        pipeline.close()
+    _report(result, fmt, output, plot, k_list)
+    if result.interrupted:
+        raise KeyboardInterrupt
+
+
+def _report(result, fmt: str, output: Path | None, plot: Path | None, ks: list[int]) -> None:
+    from .bench import render
+    from .view import bench_table, cost_table, save_speedup_plot, speedup_plot, stdout_console
+
+    if not result.samples:
+        stderr_console().print("nothing was measured", style="yellow")
+        return
+    text = None if fmt == "table" else render(result, fmt)
+    if output is not None:
+        body = text if text is not None else render(result, "md")
+        _atomic_write(output, body)
+        stderr_console().print(f"wrote {output}", style="dim")
+    if plot is not None:
+        save_speedup_plot(result, plot)
+        stderr_console().print(f"wrote {plot}", style="dim")
+    if text is not None and output is None:
+        _write(text)
+        return
+    console = stdout_console()
+    console.print(bench_table(result))
+    if result.cost is not None:
+        console.print(cost_table(result.cost, ks))
+    lossless = result.lossless_summary()
+    console.print(
+        f"lossless check: {lossless['checked']} greedy outputs vs target alone: {lossless['equal']} equal, "
+        f"{lossless['near-tie']} diverged at a near-tie, {lossless['MISMATCH']} mismatches",
+        style="red" if lossless["MISMATCH"] else "green",
+        highlight=False,
+    )
+    if any(row.k for row in result.rows()) and console.is_terminal:
+        console.print(Text.from_ansi(speedup_plot(result)))
+    from .bench import peak_rss_mb
+
+    console.print(
+        f"peak memory {peak_rss_mb():.0f} MB; tok/s excludes prefill; speedup = median of paired ratios",
+        style="dim",
+        highlight=False,
+    )
+
+
+def _atomic_write(path: Path, body: str) -> None:
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent or ".", delete=False, encoding="utf-8", prefix=f".{path.name}."
+        ) as handle:
+            handle.write(body)
+        os.replace(handle.name, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the directory") from None
 
 
 @app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")

