@@ -98,7 +98,8 @@ class Row:
     position_acceptance: list[float]
     draft_share: float | None
     ttft_s: float
-    predicted_speedup: float | None
+    predicted_speedup: float | None  # S(k) from the acceptance rate (independent acceptances assumed)
+    cost_model_speedup: float | None  # the same cost model with the MEASURED tokens per round
 
 
 @dataclass
@@ -127,9 +128,11 @@ class BenchResult:
         rate = accepted / drafted if drafted else None
         busy = sum(s.draft_s + s.verify_s for s in mine)
         positions = _pooled_positions(mine)
-        predicted = None
+        predicted = modelled = None
         if k and rate is not None and self.cost is not None and self.cost.c is not None:
             predicted = self.cost.predicted_speedup(rate, k)
+            per_round = sum(s.generated for s in mine) / rounds if rounds else 1.0
+            modelled = per_round / (k * self.cost.c + self.cost.v(k + 1))
         return Row(
             category,
             name,
@@ -143,6 +146,7 @@ class BenchResult:
             sum(s.draft_s for s in mine) / busy if k and busy else None,
             statistics.median(s.ttft_s for s in mine),
             predicted,
+            modelled,
         )
 
     def lossless_summary(self) -> dict:
@@ -183,6 +187,7 @@ DEFINITIONS = {
     "draft_share": "draft time / (draft + verify time)",
     "ttft_s": "time to first token (prefill of both models + first round), median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
+    "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption",
 }
 
 
@@ -293,6 +298,7 @@ def run_bench(
 
 
 def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, k: int, max_tokens: int):
+    pipeline.reset()  # every run starts cold: no variant inherits another's prompt in the KV cache
     _, tokens, stats = pipeline.generate(prompt, params, k=k, max_tokens=max_tokens)
     return tokens, stats
 
@@ -309,14 +315,9 @@ def _lossless(pipeline: Pipeline, prompt: list[int], reference: list[int], token
     return ("near-tie" if margin < NEAR_TIE else "MISMATCH"), round(margin, 4)
 
 
-def expected_table(cost: CostModel, ks: Sequence[int], rates: Sequence[float] = (0.5, 0.7, 0.9)) -> list[dict]:
-    """Predicted speedup at a few acceptance rates: what this hardware could give a good draft."""
-    return [{"a": a, **{f"k={k}": round(cost.predicted_speedup(a, k), 3) for k in ks}} for a in rates] if cost.c else []
-
-
 # -- text formats (Rich rendering lives in view.py) -------------------------------------------------------
 
-COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "pred.", "accept", "acc/rnd", "draft%", "TTFT s"]
+COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "S(k)", "S(t/r)", "accept", "acc/rnd", "draft%", "TTFT"]
 
 
 def row_cells(row: Row) -> list[str]:
@@ -330,6 +331,7 @@ def row_cells(row: Row) -> list[str]:
         f"{row.tokens_per_s:.1f}",
         fmt(row.speedup, "{:.2f}x"),
         fmt(row.predicted_speedup, "{:.2f}x"),
+        fmt(row.cost_model_speedup, "{:.2f}x"),
         fmt(row.acceptance_rate, "{:.0%}"),
         fmt(row.mean_accepted_length, "{:.2f}"),
         fmt(row.draft_share, "{:.0%}"),

@@ -81,14 +81,15 @@ def measure(
     *,
     max_batch: int = 16,
     repeats: int = 3,
+    sizes: Sequence[int] | None = None,
 ) -> CostModel:
-    """Time single steps and verify batches of 1..max_batch tokens after a real context."""
+    """Time single steps and verify batches of 1..max_batch tokens (or only `sizes`) after a real context."""
     probe = list(context[-max_batch:]) * (max_batch // max(1, len(context[-max_batch:])) + 1)
     base = len(context)
     target.truncate(0)
     target.eval(context, 0)
     target_step = _timed_eval(target, probe[:1], 1, base, repeats)
-    verify = {n: _timed_eval(target, probe[:n], n, base, repeats) for n in range(1, max_batch + 1)}
+    verify = {n: _timed_eval(target, probe[:n], n, base, repeats) for n in (sizes or range(1, max_batch + 1))}
     target.truncate(0)
     draft_step = None
     if draft is not None:

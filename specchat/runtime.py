@@ -154,6 +154,14 @@ class Pipeline:
                 on_round(None, [Segment(tail, TARGET)])
         return "".join(pieces), tokens, stats
 
+    def reset(self) -> None:
+        """Forget every cached prompt (both KV caches), so the next generation starts cold."""
+        self.target.truncate(0)
+        self.target_cache.tokens = []
+        if self.drafter is not None:
+            self.drafter.cache.model.truncate(0)
+            self.drafter.cache.tokens = []
+
     def close(self) -> None:
         if self.draft is not None:
             self.draft.close()

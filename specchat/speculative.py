@@ -162,8 +162,8 @@ def speculative_decode(
             logits = target.feed([*tokens, *draft.tokens], len(draft) + 1)
             n_accepted, token = sampler.verify(draft.tokens, draft.q, logits, draft.rejected_q)
             t2 = time.perf_counter()
-            if drafter is not None and len(draft):
-                drafter.feedback(len(draft), n_accepted)
+            if drafter is not None:
+                drafter.feedback(len(draft), n_accepted, t2 - t1)
             emitted, ended = _cut_at_eog(target.model, [*draft.tokens[:n_accepted], token])
             tokens.extend(emitted)
             _count(stats, draft, n_accepted, emitted, t1 - t0, t2 - t1)

@@ -205,9 +205,10 @@ class RecordingDrafter:
         self.proposals.append(Proposal(list(context), k, list(draft.tokens), self.model.calls[n_calls:]))
         return draft
 
-    def feedback(self, drafted: int, accepted: int) -> None:
+    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
+        assert verify_s >= 0.0
         self.feedbacks.append((drafted, accepted))
-        self.inner.feedback(drafted, accepted)
+        self.inner.feedback(drafted, accepted, verify_s)
 
 
 def chisquare_pvalue(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:

@@ -36,6 +36,7 @@ class Drafter(Protocol):
         """Up to k tokens that are likely to follow `context`."""
         ...
 
-    def feedback(self, drafted: int, accepted: int) -> None:
-        """How many of the last proposal the target kept."""
+    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
+        """After every round (also one with no draft): how many tokens of the last proposal the target
+        kept, and how long the verify batch of drafted + 1 tokens took."""
         ...

@@ -39,5 +39,5 @@ class DraftModelDrafter:
             logits = self.cache.feed([*context, *draft.tokens], 1)[0]
         return draft
 
-    def feedback(self, drafted: int, accepted: int) -> None:
+    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
         """The fixed-length model drafter learns nothing; adaptive drafters override this."""

@@ -1,0 +1,193 @@
+"""Choosing, every round, whether and how much to draft: the draft length that maximises expected
+tokens per second, where "no draft" (k = 0, the target alone) is always a candidate.
+
+Expected tokens of a k-token draft: E = 1 + sum_i prod_{j<=i} a_j, with a_j the estimated acceptance
+of position j given the previous ones were accepted (learned online per strategy, with an optimistic
+bonus that shrinks as evidence grows, so an untried strategy gets a few chances and no more).
+Time: k draft steps + one verify batch of k + 1 tokens, from measured costs updated online.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..sampling import Sampler
+from .base import Draft
+from .model import DraftModelDrafter
+from .ngram import NgramDrafter
+
+MAX_K = 16
+EMA = 0.2  # weight of a new timing observation
+
+
+@dataclass
+class Costs:
+    """Seconds per verify batch of n tokens and per draft-model step, measured and kept current."""
+
+    verify: dict[int, float]
+    draft_step: float | None = None
+    ngram_step: float = 2e-5
+
+    def verify_time(self, n: int) -> float:
+        known = sorted(self.verify)
+        if n in self.verify:
+            return self.verify[n]
+        below = [m for m in known if m < n]
+        above = [m for m in known if m > n]
+        if below and above:  # linear interpolation between the nearest measurements
+            lo, hi = below[-1], above[0]
+            return self.verify[lo] + (self.verify[hi] - self.verify[lo]) * (n - lo) / (hi - lo)
+        if below:  # beyond the largest measurement: per-token cost of the last one
+            last = below[-1]
+            return self.verify[last] * n / last
+        return self.verify[above[0]]
+
+    def observe_verify(self, n: int, seconds: float) -> None:
+        old = self.verify.get(n)
+        self.verify[n] = seconds if old is None else (1 - EMA) * old + EMA * seconds
+
+    def observe_draft(self, steps: int, seconds: float) -> None:
+        if steps <= 0:
+            return
+        per_step = seconds / steps
+        self.draft_step = per_step if self.draft_step is None else (1 - EMA) * self.draft_step + EMA * per_step
+
+
+@dataclass
+class Acceptance:
+    """Per-position acceptance counts of one strategy (an "arm"), with a Beta prior."""
+
+    prior: float = 0.5
+    strength: float = 2.0
+    tried: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    accepted: list[int] = field(default_factory=lambda: [0] * MAX_K)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        for i in range(min(drafted, MAX_K)):
+            self.tried[i] += 1
+            self.accepted[i] += i < accepted
+
+    def rates(self, k: int, optimism: float) -> list[float]:
+        """Conditional acceptance a_i for positions 1..k (optimistic upper estimate)."""
+        out = []
+        for i in range(k):
+            # Position i is tried only when position i-1 was accepted: counts are conditional already.
+            n = self.tried[i] + self.strength
+            mean = (self.accepted[i] + self.prior * self.strength) / n
+            bonus = optimism * math.sqrt(mean * (1 - mean) / n)
+            out.append(min(1.0, mean + bonus))
+        return out
+
+    @property
+    def evidence(self) -> int:
+        return self.tried[0]
+
+
+def expected_tokens(rates: Sequence[float]) -> list[float]:
+    """E(k) for k = 0..len(rates): 1 (the target's own token) + expected accepted drafts."""
+    totals, survive = [1.0], 1.0
+    for rate in rates:
+        survive *= rate
+        totals.append(totals[-1] + survive)
+    return totals
+
+
+def best_length(rates: Sequence[float], step_cost: float, costs: Costs, k_max: int) -> tuple[int, float]:
+    """(k, tokens per second) maximising E(k) / (k * step_cost + verify(k + 1)); k = 0 included."""
+    expected = expected_tokens(rates[:k_max])
+    best = (0, expected[0] / costs.verify_time(1))
+    for k in range(1, len(expected)):
+        speed = expected[k] / (k * step_cost + costs.verify_time(k + 1))
+        if speed > best[1]:
+            best = (k, speed)
+    return best
+
+
+@dataclass(frozen=True)
+class Choice:
+    strategy: str  # "target" | "ngram" | "draft-model"
+    k: int
+    speed: float  # predicted tokens per second
+    reason: str
+
+
+class AdaptiveDrafter:
+    """Picks target alone, prompt lookup or the draft model each round, as the numbers say."""
+
+    name = "auto"
+
+    def __init__(
+        self,
+        costs: Costs,
+        *,
+        ngram: NgramDrafter | None = None,
+        model: DraftModelDrafter | None = None,
+        optimism: float = 1.0,
+        priors: dict[str, float] | None = None,
+    ) -> None:
+        self.costs = costs
+        self.ngram = ngram
+        self.model = model
+        self.optimism = optimism
+        self.priors = priors or {}
+        self.arms: dict[tuple, Acceptance] = {}
+        self.last: Choice = Choice("target", 0, 0.0, "no round yet")
+        self._arm: tuple | None = None
+        self._streak = False  # the previous round was a fully accepted n-gram copy
+        self.rounds_by_strategy: dict[str, int] = {"target": 0, "ngram": 0, "draft-model": 0}
+
+    def _acceptance(self, arm: tuple) -> Acceptance:
+        if arm not in self.arms:
+            self.arms[arm] = Acceptance(prior=self.priors.get(arm[0], 0.5))
+        return self.arms[arm]
+
+    def prefill(self, context: Sequence[int]) -> None:
+        if self.ngram is not None:
+            self.ngram.prefill(context)
+        if self.model is not None:
+            self.model.prefill(context)
+        self._streak = False
+
+    def choose(self, context: Sequence[int], k_max: int) -> tuple[Choice, tuple | None, int | None]:
+        k_max = min(k_max, MAX_K)
+        best = Choice("target", 0, 1.0 / self.costs.verify_time(1), "drafting would not pay")
+        best_arm, start = None, None
+        if self.ngram is not None and k_max > 0:
+            n, begin = self.ngram.match(context)
+            if begin is not None:
+                available = min(k_max, len(self.ngram.index.tokens) - begin)
+                arm = ("ngram", min(n, 4), self._streak)
+                rates = self._acceptance(arm).rates(available, self.optimism)
+                k, speed = best_length(rates, self.costs.ngram_step, self.costs, available)
+                if k and speed > best.speed:
+                    best, best_arm, start = Choice("ngram", k, speed, f"{n}-gram match"), arm, begin
+        if self.model is not None and self.costs.draft_step is not None and k_max > 0:
+            arm = ("draft-model",)
+            rates = self._acceptance(arm).rates(k_max, self.optimism)
+            k, speed = best_length(rates, self.costs.draft_step, self.costs, k_max)
+            if k and speed > best.speed:
+                best, best_arm, start = Choice("draft-model", k, speed, "draft model pays"), arm, None
+        return best, best_arm, start
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
+        choice, arm, start = self.choose(context, k)
+        self.last, self._arm = choice, arm
+        self.rounds_by_strategy[choice.strategy] += 1
+        if choice.strategy == "ngram" and self.ngram is not None and start is not None:
+            tokens = self.ngram.index.tokens[start : start + choice.k]
+            return Draft(tokens=list(tokens), q=[None] * len(tokens))
+        if choice.strategy == "draft-model" and self.model is not None:
+            started = time.perf_counter()
+            draft = self.model.propose(context, choice.k, sampler)
+            self.costs.observe_draft(len(draft), time.perf_counter() - started)
+            return draft
+        return Draft()
+
+    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
+        self.costs.observe_verify(drafted + 1, verify_s)
+        if self._arm is not None and drafted:
+            self._acceptance(self._arm).observe(drafted, accepted)
+        self._streak = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted

@@ -1,0 +1,73 @@
+"""Prompt lookup: model-free drafts copied from the prompt and the text so far.
+
+If the last n tokens (n = max_n down to min_n) occurred earlier, the tokens that followed their most
+recent earlier occurrence are proposed. It costs a dictionary lookup, and it wins where the reply
+repeats its input: editing code, quoting, JSON with repeated keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..sampling import Sampler
+from .base import Draft
+
+
+class NgramIndex:
+    """Most recent earlier occurrence of every n-gram (n <= max_n), kept up to date incrementally."""
+
+    def __init__(self, max_n: int) -> None:
+        self.max_n = max_n
+        self.tokens: list[int] = []
+        self.next_after: dict[tuple[int, ...], int] = {}  # n-gram -> index of the token that followed it
+
+    def sync(self, context: Sequence[int]) -> None:
+        n_old = len(self.tokens)
+        if len(context) < n_old or list(context[:n_old]) != self.tokens:
+            self.tokens, self.next_after, n_old = [], {}, 0  # a different conversation: rebuild
+        self.tokens.extend(context[n_old:])
+        # Index n-grams that now have a follower; the current suffix has none yet, so lookups of the
+        # suffix always find an EARLIER occurrence.
+        for follower in range(max(1, n_old), len(self.tokens)):
+            for n in range(1, min(self.max_n, follower) + 1):
+                self.next_after[tuple(self.tokens[follower - n : follower])] = follower
+
+    def lookup(self, n: int) -> int | None:
+        """Index of the token that followed the latest earlier occurrence of the last n tokens."""
+        if n > len(self.tokens):
+            return None
+        return self.next_after.get(tuple(self.tokens[-n:]))
+
+
+class NgramDrafter:
+    name = "ngram"
+
+    def __init__(self, max_n: int = 4, min_n: int = 1) -> None:
+        if not 1 <= min_n <= max_n:
+            raise ValueError("need 1 <= min_n <= max_n")
+        self.min_n = min_n
+        self.index = NgramIndex(max_n)
+        self.last_match = 0  # n of the last proposal's match (0: none); adaptive drafters condition on it
+
+    def prefill(self, context: Sequence[int]) -> None:
+        self.index.sync(context)
+
+    def match(self, context: Sequence[int]) -> tuple[int, int | None]:
+        """(n, start of the continuation) for the longest suffix match, or (0, None)."""
+        self.index.sync(context)
+        for n in range(self.index.max_n, self.min_n - 1, -1):
+            start = self.index.lookup(n)
+            if start is not None:
+                return n, start
+        return 0, None
+
+    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
+        n, start = self.match(context)
+        self.last_match = n
+        if start is None or k <= 0:
+            return Draft()
+        tokens = self.index.tokens[start : start + k]
+        return Draft(tokens=list(tokens), q=[None] * len(tokens))
+
+    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
+        """Prompt lookup has nothing to learn; the adaptive drafter keeps the statistics."""
