@@ -13,10 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from specchat.chat import Message
 from specchat.chatview import ReplyView, legend, summary_line
 from specchat.runtime import LoadOptions, ModelChoice, Pipeline, resolve
 from specchat.sampling import SamplingParams
-from specchat.chat import Message
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 

@@ -34,10 +34,23 @@ NEAR_TIE = 0.5  # logits; see tests/test_real_lossless.py for the measurement be
 class Variant:
     name: str
     k: int
+    mode: str = "spec"
 
 
-def variants_for(ks: Sequence[int]) -> list[Variant]:
-    return [Variant("target", 0)] + [Variant(f"k={k}", k) for k in ks]
+BENCH_MODES = ("spec", "ngram", "auto")
+NGRAM_K = 8
+
+
+def variants_for(ks: Sequence[int], modes: Sequence[str] = ("spec",)) -> list[Variant]:
+    """Target alone first (the reference), then the draft model per k, prompt lookup, auto."""
+    out = [Variant("target", 0, "target")]
+    if "spec" in modes:
+        out += [Variant(f"k={k}", k, "spec") for k in ks]
+    if "ngram" in modes:
+        out.append(Variant(f"ngram k={NGRAM_K}", NGRAM_K, "ngram"))
+    if "auto" in modes:
+        out.append(Variant("auto", 16, "auto"))
+    return out
 
 
 @dataclass
@@ -60,6 +73,8 @@ class Sample:
     accepted_at: list[int]
     lossless: str = ""  # "reference" | "equal" | "near-tie" | "MISMATCH"
     divergence_margin: float | None = None
+    mode: str = "spec"
+    rounds_by_source: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, prompt: Prompt, variant: Variant, rep: int, stats: Stats) -> Sample:
@@ -80,6 +95,8 @@ class Sample:
             stats.verify_s,
             list(stats.drafted_at),
             list(stats.accepted_at),
+            mode=variant.mode,
+            rounds_by_source=dict(stats.rounds_by_source),
         )
 
 
@@ -129,7 +146,8 @@ class BenchResult:
         busy = sum(s.draft_s + s.verify_s for s in mine)
         positions = _pooled_positions(mine)
         predicted = modelled = None
-        if k and rate is not None and self.cost is not None and self.cost.c is not None:
+        mode = mine[0].mode
+        if mode == "spec" and k and rate is not None and self.cost is not None and self.cost.c is not None:
             predicted = self.cost.predicted_speedup(rate, k)
             per_round = sum(s.generated for s in mine) / rounds if rounds else 1.0
             modelled = per_round / (k * self.cost.c + self.cost.v(k + 1))
@@ -272,7 +290,7 @@ def run_bench(
     encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
     warm = encoded[prompts[0].id]
     for variant in variants:
-        _generate(pipeline, warm, params, variant.k, min(16, max_tokens))
+        _generate(pipeline, warm, params, variant, min(16, max_tokens))
     done = 0
     for rep in range(reps):
         for prompt in prompts:
@@ -280,7 +298,7 @@ def run_bench(
             for variant in variants:
                 if progress:
                     progress(f"rep {rep + 1}/{reps} · {prompt.category} #{prompt.id} · {variant.name}", done)
-                tokens, stats = _generate(pipeline, encoded[prompt.id], params, variant.k, max_tokens)
+                tokens, stats = _generate(pipeline, encoded[prompt.id], params, variant, max_tokens)
                 if stats.stop_reason == "interrupted":
                     raise KeyboardInterrupt
                 sample = Sample.of(prompt, variant, rep, stats)
@@ -297,9 +315,9 @@ def run_bench(
     return result
 
 
-def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, k: int, max_tokens: int):
+def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, variant: Variant, max_tokens: int):
     pipeline.reset()  # every run starts cold: no variant inherits another's prompt in the KV cache
-    _, tokens, stats = pipeline.generate(prompt, params, k=k, max_tokens=max_tokens)
+    _, tokens, stats = pipeline.generate(prompt, params, k=variant.k, max_tokens=max_tokens, mode=variant.mode)
     return tokens, stats
 
 
@@ -307,8 +325,8 @@ def _lossless(pipeline: Pipeline, prompt: list[int], reference: list[int], token
     if tokens == reference:
         return "equal", None
     first = next((i for i, (a, b) in enumerate(zip(reference, tokens, strict=False)) if a != b), None)
-    if first is None:  # one is a prefix of the other: only max_tokens/EOG differ, which cannot happen if equal
-        return "MISMATCH", None
+    if first is None:  # one run stopped at an end-of-generation token where the other went on
+        first = min(len(reference), len(tokens))
     row = pipeline.target_cache.feed(prompt + reference[:first], 1)[0]
     top = np.sort(row)[-2:]
     margin = float(top[1] - top[0])

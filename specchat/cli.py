@@ -9,7 +9,6 @@ import traceback
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.text import Text
 from typer.core import TyperGroup
@@ -22,7 +21,7 @@ from .view import stderr_console
 class SpecchatGroup(TyperGroup):
     """The single error boundary: library errors become one line + hint, never a traceback."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         debug = os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
         try:
             return super().invoke(ctx)
@@ -33,14 +32,14 @@ class SpecchatGroup(TyperGroup):
 
             print_error(stderr_console(), exc.message, exc.hint)
             ctx.exit(exc.exit_code)
-        except (KeyboardInterrupt, click.exceptions.Abort):
+        except (KeyboardInterrupt, typer.Abort):
             _restore_terminal()
             stderr_console().print("interrupted", style="dim")
             ctx.exit(130)
         except BrokenPipeError:
             _silence_stdout()
             ctx.exit(0)
-        except (click.exceptions.Exit, click.ClickException):
+        except (typer.Exit, typer.TyperException):  # Typer's own exits and usage errors
             raise
         except Exception as exc:  # a bug: still one line, with the way to get the details
             if debug:
@@ -122,10 +121,32 @@ def run(
     pair: Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")] = None,
     target: Annotated[Path | None, typer.Option(help="Local target GGUF (overrides the pair's).")] = None,
     draft: Annotated[Path | None, typer.Option(help="Local draft GGUF (overrides the pair's).")] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            "-m",
+            help="auto: choose per round from measured costs (target alone when drafting cannot pay); "
+            "spec: draft model; ngram: prompt lookup; target: no drafting.",
+        ),
+    ] = "auto",
     draft_tokens: Annotated[
-        int, typer.Option("--draft-tokens", "-k", min=1, max=16, help="Tokens drafted per round.")
-    ] = 4,
-    no_spec: Annotated[bool, typer.Option("--no-spec", help="Target alone (same code path, k = 0).")] = False,
+        int | None,
+        typer.Option(
+            "--draft-tokens",
+            "-k",
+            min=1,
+            max=16,
+            help="Draft length (auto: the most it may use). Default: spec 4, ngram 8, auto 16.",
+        ),
+    ] = None,
+    no_spec: Annotated[bool, typer.Option("--no-spec", help="Same as --mode target.")] = False,
+    no_tuning: Annotated[
+        bool, typer.Option("--no-tuning", help="Ignore saved tuning (`specchat tune`); measure afresh.")
+    ] = False,
+    p_min: Annotated[
+        float, typer.Option("--p-min", min=0.0, max=1.0, help="Draft model stops at a guess below this probability.")
+    ] = 0.0,
     temperature: Annotated[
         float, typer.Option(min=0.0, max=5.0, help="0 = greedy (exactly the target's output).")
     ] = 0.0,
@@ -166,7 +187,7 @@ def run(
     """
     from .chat import Conversation, Message
     from .repl import ChatSession, ChatSettings, chat_loop, setup_history
-    from .runtime import LoadOptions, ModelChoice
+    from .runtime import MODES, LoadOptions, ModelChoice
     from .sampling import SamplingParams
 
     if as_json and jsonl:
@@ -179,13 +200,17 @@ def run(
             raise UsageError("no prompt given", hint='specchat run "your prompt", pipe text into it, or use a terminal')
         raise UsageError("the prompt is empty", hint="give some text to answer")
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
-    choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=not no_spec)
+    mode = "target" if no_spec else mode
+    if mode not in MODES:
+        raise UsageError(f"unknown --mode '{mode}'", hint=f"choose one of: {', '.join(MODES)}")
+    need_draft = mode in ("auto", "spec") and not (mode == "auto" and target is not None and draft is None)
+    choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=need_draft)
     options = LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers, force_pair)
-    pipeline, resolved = _load(choice, options)
+    pipeline, resolved = _load(choice, options, mode, not no_tuning, p_min)
     try:
         settings = ChatSettings(
+            mode=mode,
             k=draft_tokens,
-            spec=not no_spec,
             params=params,
             max_tokens=max_tokens,
             show_rejected=rejected,
@@ -201,10 +226,9 @@ def run(
             raise typer.Exit(code)
         conversation = Conversation(system=system, messages=[Message("user", text)])
         prompt_ids = pipeline.prompt(conversation.as_messages(), use_template=not no_template)
-        k = settings.effective_k
-        mode = "target alone" if k == 0 else f"speculative k={k}"
+        k, label = settings.effective_k, settings.label
         if as_json or jsonl:
-            result = _machine_output(pipeline, prompt_ids, settings, resolved, mode, jsonl)
+            result = _machine_output(pipeline, prompt_ids, settings, resolved, label, jsonl)
         elif _fancy_terminal():
             from .view import stdout_console
 
@@ -213,23 +237,34 @@ def run(
             result = session.answer(prompt_ids)
         else:
             reply, _ids, result = pipeline.generate(
-                prompt_ids, params, k=k, max_tokens=max_tokens, on_round=_plain_writer
+                prompt_ids, params, k=k, max_tokens=max_tokens, on_round=_plain_writer, mode=settings.effective_mode
             )
             if reply and not reply.endswith("\n"):
                 _write("\n")
     finally:
         pipeline.close()
-    _after_reply(result, ctx, stats, k, mode)
+    _after_reply(result, ctx, stats, k, label, pipeline.mode_note if settings.effective_mode == "auto" else "")
 
 
-def _load(choice, options):
+def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: float = 0.0):
+    """Resolve (pulling if needed) and load; auto mode also gets its measured costs."""
     from .runtime import Pipeline, resolve
+    from .tuning import setup_auto
     from .view import download_progress, note
 
     err = stderr_console()
     with download_progress(err) as start:
         resolved = resolve(choice, lambda m: note(err, m), start)
-    return Pipeline(resolved, options), resolved
+    pipeline = Pipeline(resolved, options)
+    if pipeline.drafter is not None:
+        pipeline.drafter.p_min = p_min
+    if mode == "auto":
+        with pipeline.interrupt.armed():
+            setup_auto(pipeline, use_saved=use_tuning, notify=lambda m: note(err, m))
+    elif mode == "spec" and pipeline.drafter is None:
+        pipeline.close()
+        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
+    return pipeline, resolved
 
 
 def _fancy_terminal() -> bool:
@@ -248,7 +283,12 @@ def _machine_output(pipeline, prompt_ids, settings, resolved, mode: str, jsonl: 
     k = settings.effective_k
     on_round = _jsonl_writer(pipeline) if jsonl else None
     reply, _ids, result = pipeline.generate(
-        prompt_ids, settings.params, k=k, max_tokens=settings.max_tokens, on_round=on_round
+        prompt_ids,
+        settings.params,
+        k=k,
+        max_tokens=settings.max_tokens,
+        on_round=on_round,
+        mode=settings.effective_mode,
     )
     params = settings.params
     payload = {
@@ -256,8 +296,9 @@ def _machine_output(pipeline, prompt_ids, settings, resolved, mode: str, jsonl: 
         "text": reply,
         "pair": resolved.pair_name,
         "target": str(resolved.target),
-        "draft": str(resolved.draft) if resolved.draft and k else None,
+        "draft": str(resolved.draft) if pipeline.draft is not None and k else None,
         "mode": mode,
+        "mode_note": pipeline.mode_note if settings.effective_mode == "auto" else "",
         "settings": {
             "k": k,
             "temperature": params.temperature,
@@ -286,6 +327,7 @@ def _jsonl_writer(pipeline):
         record = {
             "type": "round",
             "round": event.index,
+            "source": event.source,
             "accepted": [token(t) for t in event.accepted_tokens],
             "rejected": [token(t) for t in event.rejected_tokens],
             "target": token(event.token),
@@ -298,7 +340,7 @@ def _jsonl_writer(pipeline):
     return write
 
 
-def _after_reply(result, ctx: int, show_stats: bool, k: int, mode: str) -> None:
+def _after_reply(result, ctx: int, show_stats: bool, k: int, mode: str, why: str = "") -> None:
     from .view import note, print_stats
 
     err = stderr_console()
@@ -306,6 +348,8 @@ def _after_reply(result, ctx: int, show_stats: bool, k: int, mode: str) -> None:
         note(err, f"stopped: the context of {ctx} tokens is full (raise --ctx for longer replies)")
     if show_stats:
         print_stats(err, result, k, mode)
+        if why:
+            note(err, why)
     if result.stop_reason == "interrupted":
         raise KeyboardInterrupt
 
@@ -335,7 +379,10 @@ def bench(
     prompts: Annotated[
         Path | None, typer.Option("--prompts", help="JSONL prompts (Spec-Bench format: category, turns).")
     ] = None,
-    ks: Annotated[str, typer.Option("--ks", help="Draft lengths to compare with the target alone.")] = "1,2,4,8",
+    ks: Annotated[str, typer.Option("--ks", help="Draft-model lengths to compare with the target alone.")] = "1,2,4,8",
+    modes: Annotated[
+        str, typer.Option("--modes", help="Which of spec (draft model per k), ngram, auto to compare.")
+    ] = "spec,ngram,auto",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")] = 128,
     temperature: Annotated[float, typer.Option(min=0.0, max=5.0, help="0 = greedy (lossless check on).")] = 0.0,
@@ -369,8 +416,11 @@ def bench(
     prompt_list = load_prompts_file(prompts) if prompts is not None else load_suite(suite)
     params = SamplingParams(temperature=temperature, seed=seed)
     choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=True)
-    pipeline, resolved = _load(choice, LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers))
-    variants = bench_mod.variants_for(k_list)
+    pipeline, resolved = _load(choice, LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers), "spec")
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in bench_mod.BENCH_MODES for m in mode_list):
+        raise UsageError(f"--modes '{modes}'", hint=f"a comma-separated subset of {', '.join(bench_mod.BENCH_MODES)}")
+    variants = bench_mod.variants_for(k_list, mode_list)
     settings = {
         "prompts": str(prompts or suite),
         "ks": k_list,
@@ -392,6 +442,10 @@ def bench(
         err.print("measuring the cost model (single steps and verify batches of 1..16)...", style="dim")
         context = pipeline.prompt([Message("user", prompt_list[0].text)])
         result.cost = measure(pipeline.target, pipeline.draft, context)
+        if "auto" in mode_list:
+            from .tuning import setup_auto
+
+            setup_auto(pipeline, use_saved=True, notify=lambda m: err.print(m, style="dim"), keep_draft=True)
         total = reps * len(prompt_list) * len(variants)
         with bench_progress(err, total) as progress:
             bench_mod.run_bench(

@@ -18,16 +18,17 @@ from rich.text import Text
 
 from .chat import Conversation, Message
 from .chatview import ReplyView, RunningTotals, legend, position_bars, summary_line
-from .runtime import Pipeline
+from .runtime import DEFAULT_K, MODES, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 
 HELP = """\
 /help            this list
 /stats           session totals (tokens, speed, acceptance)
-/k N             draft length (1-16)
+/k N             draft length (1-16; in auto mode the largest it may choose)
 /temp T          temperature (0 = greedy, exactly the target's output)
-/spec on|off     speculative decoding on, or the target alone
+/mode M          auto, spec (draft model), ngram (prompt lookup) or target
+/spec on|off     speculation on (the chosen mode), or the target alone
 /rejected on|off show or hide the rejected draft guesses
 /system TEXT     set the system prompt (empty: the template's default)
 /reset           forget the conversation (keeps the system prompt)
@@ -38,8 +39,9 @@ Multi-line input: end a line with \\ to continue, or wrap the text in lines of \
 
 @dataclass
 class ChatSettings:
-    k: int = 4
-    spec: bool = True
+    mode: str = "auto"
+    k: int | None = None  # None: the mode's default (DEFAULT_K)
+    spec: bool = True  # False: the target alone, whatever the mode
     params: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int = 512
     show_rejected: bool = True
@@ -47,8 +49,18 @@ class ChatSettings:
     use_template: bool = True
 
     @property
+    def effective_mode(self) -> str:
+        return self.mode if self.spec else "target"
+
+    @property
     def effective_k(self) -> int:
-        return self.k if self.spec else 0
+        mode = self.effective_mode
+        return 0 if mode == "target" else (self.k or DEFAULT_K[mode])
+
+    @property
+    def label(self) -> str:
+        mode, k = self.effective_mode, self.effective_k
+        return {"target": "target alone", "auto": f"auto (k<={k})"}.get(mode, f"{mode} k={k}")
 
 
 class ChatSession:
@@ -69,15 +81,19 @@ class ChatSession:
 
     def answer(self, prompt: list[int]) -> Stats:
         """Generate the assistant's turn for prompt ids built from the conversation, in the live view."""
-        k = self.settings.effective_k if self.pipeline.drafter is not None else 0
-        mode = f"spec k={k}" if k else "target alone"
+        k, mode = self.settings.effective_k, self.settings.label
         if k and not self.shown_legend:
             self.console.print(legend())
             self.shown_legend = True
         view = ReplyView(self.console, k=k, mode=mode, show_rejected=self.settings.show_rejected)
         with view:
             reply, _, stats = self.pipeline.generate(
-                prompt, self.settings.params, k=k, max_tokens=self.settings.max_tokens, on_round=view.on_round
+                prompt,
+                self.settings.params,
+                k=k,
+                max_tokens=self.settings.max_tokens,
+                on_round=view.on_round,
+                mode=self.settings.effective_mode,
             )
         self._merge(view.totals)
         interrupted = stats.stop_reason == "interrupted"
@@ -140,7 +156,7 @@ class ChatSession:
             self._say("usage: /k N with N from 1 to 16", "yellow")
             return
         self.settings.k = int(arg)
-        self._say(f"draft length k = {self.settings.k}")
+        self._say(f"draft length k = {self.settings.k} ({self.settings.label})")
 
     def _cmd_temp(self, arg: str) -> None:
         try:
@@ -163,11 +179,24 @@ class ChatSession:
         value = self._on_off(arg, "/spec")
         if value is None:
             return
-        if value and self.pipeline.drafter is None:
-            self._say("no draft model is loaded (started with --no-spec)", "yellow")
+        if value and self.settings.mode == "target":
+            self._say("the mode is 'target': choose one with /mode auto|spec|ngram", "yellow")
+            return
+        if value and self.pipeline.drafter_for(self.settings.mode) is None:
+            self._say(f"mode {self.settings.mode} has no drafter here (no draft model loaded)", "yellow")
             return
         self.settings.spec = value
-        self._say("speculative decoding " + ("on" if value else "off: target alone"))
+        self._say("speculation " + (f"on: {self.settings.label}" if value else "off: target alone"))
+
+    def _cmd_mode(self, arg: str) -> None:
+        if arg not in MODES:
+            self._say(f"usage: /mode {'|'.join(MODES)}", "yellow")
+            return
+        if arg != "target" and self.pipeline.drafter_for(arg) is None:
+            self._say(f"mode {arg} is not available: no draft model loaded (see --mode at start)", "yellow")
+            return
+        self.settings.mode, self.settings.spec = arg, True
+        self._say(f"mode: {self.settings.label}")
 
     def _cmd_rejected(self, arg: str) -> None:
         value = self._on_off(arg, "/rejected")

@@ -14,6 +14,7 @@ from . import download
 from .chat import Message, prompt_tokens
 from .compat import PairReport, require_compatible
 from .drafters import DraftModelDrafter
+from .drafters.ngram import NgramDrafter
 from .engine import Engine, EngineConfig, Interrupt, TextStream
 from .errors import ModelFileError
 from .models_api import CachedModel
@@ -22,6 +23,8 @@ from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
 
 ACCEPTED, TARGET, REJECTED = "accepted", "target", "rejected"
+MODES = ("auto", "spec", "ngram", "target")
+DEFAULT_K = {"auto": 16, "spec": 4, "ngram": 8, "target": 0}  # for auto, the largest k it may choose
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,21 @@ class Pipeline:
                 self.pair_report = require_compatible(self.target, self.draft, force=options.force_pair)
         self.target_cache = CachedModel(self.target)
         self.drafter = DraftModelDrafter(self.draft) if self.draft is not None else None
+        self.ngram = NgramDrafter()
+        self.auto = None  # an AdaptiveDrafter, set by tuning.setup_auto()
+        self.mode_note = ""  # one line on why auto uses what it uses
+
+    def drafter_for(self, mode: str):
+        """The drafter that implements a mode (None: the target alone)."""
+        return {"spec": self.drafter, "ngram": self.ngram, "auto": self.auto}.get(mode)
+
+    def drop_draft(self) -> None:
+        """Free the draft model (auto decided it cannot pay on this machine)."""
+        if self.draft is not None:
+            self.draft.close()
+        self.draft = self.drafter = None
+        if self.auto is not None:
+            self.auto.model = None
 
     def _config(self, gpu_layers: int) -> EngineConfig:
         return EngineConfig(n_ctx=self.options.n_ctx, n_threads=self.options.threads, gpu_layers=gpu_layers)
@@ -121,6 +139,7 @@ class Pipeline:
         k: int,
         max_tokens: int,
         on_round: Callable[[Round | None, list[Segment]], None] | None = None,
+        mode: str = "spec",
     ) -> tuple[str, list[int], Stats]:
         """Run the loop; on_round(event, segments) streams each round as styled text segments.
 
@@ -142,7 +161,7 @@ class Pipeline:
             if on_round is not None:
                 on_round(event, segments)
 
-        drafter = self.drafter if k > 0 else None
+        drafter = self.drafter_for(mode) if k > 0 else None
         with self.interrupt.armed():
             tokens, stats = speculative_decode(
                 self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_event
@@ -161,6 +180,7 @@ class Pipeline:
         if self.drafter is not None:
             self.drafter.cache.model.truncate(0)
             self.drafter.cache.tokens = []
+        self.ngram.index = type(self.ngram.index)(self.ngram.index.max_n)
 
     def close(self) -> None:
         if self.draft is not None:

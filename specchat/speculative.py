@@ -29,6 +29,7 @@ class Round:
     emitted: list[int]  # tokens appended to the text (accepted drafts + token, cut before end-of-generation)
     draft_s: float
     verify_s: float
+    source: str = "target"  # who drafted: "draft-model", "ngram", or "target" (no draft)
 
     @property
     def accepted_tokens(self) -> list[int]:
@@ -60,6 +61,7 @@ class Stats:
     stop_reason: str = ""  # eog | max_tokens | context | interrupted
     drafted_at: list[int] = field(default_factory=list)  # per draft position 1..k
     accepted_at: list[int] = field(default_factory=list)
+    rounds_by_source: dict[str, int] = field(default_factory=dict)  # "target", "draft-model", "ngram"
 
     @property
     def acceptance_rate(self) -> float:
@@ -108,6 +110,7 @@ class Stats:
             "tokens_per_s": round(self.tokens_per_s, 3),
             "stop_reason": self.stop_reason,
             "position_acceptance": [round(r, 4) for r in self.position_rates()],
+            "rounds_by_source": dict(self.rounds_by_source),
         }
 
 
@@ -169,8 +172,10 @@ def speculative_decode(
             _count(stats, draft, n_accepted, emitted, t1 - t0, t2 - t1)
             if stats.rounds == 1:
                 stats.first_token_s = t2 - start
+            source = (draft.source or "draft") if len(draft) else "target"
+            stats.rounds_by_source[source] = stats.rounds_by_source.get(source, 0) + 1
             if on_round is not None:
-                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, t1 - t0, t2 - t1))
+                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, t1 - t0, t2 - t1, source))
             if ended:
                 stats.stop_reason = "eog"
                 break

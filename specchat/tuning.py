@@ -107,3 +107,50 @@ def calibrate(target, draft, context: list[int], key: str, *, full: bool = False
     )
     costs = Costs(dict(model.verify_s), model.draft_step_s)
     return Tuning(key, costs, source="tune" if full else "calibration")
+
+
+CALIBRATION_TEXT = (
+    "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n"
+    "        if a[i] <= b[j]:\n            out.append(a[i])\n            i += 1\n        else:\n"
+    "            out.append(b[j])\n            j += 1\n    return out + a[i:] + b[j:]\n"
+)
+
+
+def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False) -> Tuning:
+    """Give the pipeline its adaptive drafter: saved tuning, else a quick calibration (saved)."""
+    from .drafters.adaptive import AdaptiveDrafter
+
+    options, resolved = pipeline.options, pipeline.resolved
+    key = machine_key(
+        resolved.target, resolved.draft, options.threads, options.target_gpu_layers, options.draft_gpu_layers
+    )
+    tuning = load(key) if use_saved else None
+    if tuning is None:
+        notify("measuring llama.cpp's costs on this machine for --mode auto (once; `specchat tune` refines)")
+        context = pipeline.target.tokenize(CALIBRATION_TEXT)
+        tuning = calibrate(pipeline.target, pipeline.draft, context, key)
+        if use_saved:
+            save(tuning)
+    costs = Costs(dict(tuning.costs.verify), tuning.costs.draft_step)
+    target = pipeline.target
+    pipeline.auto = AdaptiveDrafter(
+        costs,
+        ngram=pipeline.ngram,
+        model=pipeline.drafter,
+        priors=tuning.priors,
+        breaks_line=lambda token: b"\n" in target.piece(token),
+    )
+    if pipeline.draft is not None and not tuning.draft_model_can_pay():
+        step = costs.verify_time(1)
+        c, v5 = costs.draft_step / step, costs.verify_time(5) / step
+        pipeline.mode_note = (
+            "auto: draft model off: even if every guess were accepted it could not beat the target here "
+            f"(a draft step costs {c:.2f} target steps, a batch of 5 costs {v5:.1f})"
+        )
+        if keep_draft:  # the bench still compares the draft model, outside auto
+            pipeline.auto.model = None
+        else:
+            pipeline.drop_draft()
+    else:
+        pipeline.mode_note = "auto: drafts only when the measured costs and acceptance say it pays"
+    return tuning

@@ -72,7 +72,7 @@ def test_models_json_lists_default_pair():
 
 @pytest.mark.real
 def test_stdin_json_has_text_and_stats(default_pair_paths):
-    result = invoke("run", "--json", "-n", "12", input="Name three prime numbers.")
+    result = invoke("run", "--mode", "spec", "--json", "-n", "12", input="Name three prime numbers.")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)  # nothing but one JSON object on stdout
     assert payload["text"]
@@ -122,3 +122,21 @@ def test_jsonl_streams_rounds_then_summary(default_pair_paths):
 
 def test_json_and_jsonl_together_is_usage_error():
     assert_one_line_error(invoke("run", "--json", "--jsonl", "hi"), 2, "--json and --jsonl")
+
+
+@pytest.mark.real
+def test_auto_mode_says_what_it_does(default_pair_paths, tmp_path, monkeypatch):
+    """auto (the default) measures this machine once, saves it, and explains its choice."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    first = invoke("run", "--json", "-n", "8", "--stats", "Say hi.")
+    assert first.exit_code == 0, first.output
+    payload = json.loads(first.stdout)
+    assert payload["mode"].startswith("auto") and payload["mode_note"].startswith("auto:")
+    assert "measuring llama.cpp's costs" in first.stderr
+    assert list((tmp_path / "tuning").glob("*.json")), "the calibration was not saved"
+    second = invoke("run", "--json", "-n", "8", "Say hi.")
+    assert second.exit_code == 0 and "measuring" not in second.stderr  # saved tuning reused
+
+
+def test_unknown_mode_is_usage_error():
+    assert_one_line_error(invoke("run", "--mode", "turbo", "hi"), 2, "unknown --mode 'turbo'")

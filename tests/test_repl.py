@@ -15,8 +15,10 @@ from specchat.repl import ChatSession, ChatSettings, save_conversation
 def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=False)
-    pipeline = SimpleNamespace(drafter=object() if drafter else None)
-    return ChatSession(pipeline, ChatSettings(), console, system=None), out
+    model = object() if drafter else None
+    drafters = {"spec": model, "ngram": object(), "auto": object()}
+    pipeline = SimpleNamespace(drafter=model, drafter_for=drafters.get)
+    return ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None), out
 
 
 def test_k_temp_spec_rejected_commands():
@@ -34,7 +36,19 @@ def test_spec_on_without_draft_is_refused():
     chat, out = session(drafter=False)
     chat.settings.spec = False
     chat.command("/spec on")
-    assert not chat.settings.spec and "no draft model" in out.getvalue()
+    assert not chat.settings.spec and "no drafter here" in out.getvalue()
+    chat.command("/mode spec")
+    assert chat.settings.mode == "spec" and "not available" in out.getvalue()
+
+
+def test_mode_command():
+    chat, out = session()
+    chat.command("/mode ngram")
+    assert chat.settings.effective_mode == "ngram" and chat.settings.effective_k == 8
+    chat.command("/mode auto")
+    assert chat.settings.label == "auto (k<=16)"
+    chat.command("/mode fast")
+    assert "usage: /mode auto|spec|ngram|target" in out.getvalue()
 
 
 def test_unknown_command_hint_and_bye():

@@ -24,7 +24,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def chat(default_pair_paths, tmp_path):
     env = {**os.environ, "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path), "COLUMNS": "100"}
     env.pop("NO_COLOR", None)
-    command = f"{sys.executable} -m specchat run --ctx 1024; echo EXIT=$?; stty -a"
+    # --mode spec: on a small CPU auto would (rightly) not draft at all, and this test wants to see drafts.
+    command = f"{sys.executable} -m specchat run --mode spec --ctx 1024; echo EXIT=$?; stty -a"
     # bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
     child = pexpect.spawn(
         "/bin/bash", ["-c", command], env=env, dimensions=(30, 100), encoding="utf-8", timeout=120, cwd=str(tmp_path)

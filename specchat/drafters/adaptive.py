@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..sampling import Sampler
@@ -21,6 +21,13 @@ from .ngram import NgramDrafter
 
 MAX_K = 16
 EMA = 0.2  # weight of a new timing observation
+# Prior acceptance of a copied continuation by match length: a long match means the reply is copying
+# its input (editing, quoting), and copies tend to go on. Learned online from there.
+NGRAM_PRIORS = {1: 0.1, 2: 0.2, 4: 0.35, 8: 0.6, 16: 0.8, 32: 0.9}
+
+
+def _bucket(length: int) -> int:
+    return max(b for b in NGRAM_PRIORS if b <= length)
 
 
 @dataclass
@@ -127,21 +134,31 @@ class AdaptiveDrafter:
         model: DraftModelDrafter | None = None,
         optimism: float = 1.0,
         priors: dict[str, float] | None = None,
+        breaks_line: Callable[[int], bool] | None = None,
     ) -> None:
         self.costs = costs
         self.ngram = ngram
         self.model = model
+        # Copies tend to hold within a line and break at the next one (edits change indentation and
+        # names line by line), so positions after a line break are estimated separately.
+        self.breaks_line = breaks_line or (lambda _token: False)
         self.optimism = optimism
         self.priors = priors or {}
         self.arms: dict[tuple, Acceptance] = {}
         self.last: Choice = Choice("target", 0, 0.0, "no round yet")
         self._arm: tuple | None = None
         self._streak = False  # the previous round was a fully accepted n-gram copy
+        self._drafted: list[int] = []
         self.rounds_by_strategy: dict[str, int] = {"target": 0, "ngram": 0, "draft-model": 0}
 
     def _acceptance(self, arm: tuple) -> Acceptance:
         if arm not in self.arms:
-            self.arms[arm] = Acceptance(prior=self.priors.get(arm[0], 0.5))
+            prior = self.priors.get(arm[0])
+            if prior is None:
+                prior = NGRAM_PRIORS[arm[1]] if arm[0] == "ngram" else 0.6
+            if arm[-1] == "next-line":
+                prior *= 0.5
+            self.arms[arm] = Acceptance(prior=prior)
         return self.arms[arm]
 
     def prefill(self, context: Sequence[int]) -> None:
@@ -158,12 +175,12 @@ class AdaptiveDrafter:
         if self.ngram is not None and k_max > 0:
             n, begin = self.ngram.match(context)
             if begin is not None:
-                available = min(k_max, len(self.ngram.index.tokens) - begin)
-                arm = ("ngram", min(n, 4), self._streak)
-                rates = self._acceptance(arm).rates(available, self.optimism)
-                k, speed = best_length(rates, self.costs.ngram_step, self.costs, available)
+                continuation = self.ngram.index.tokens[begin : begin + min(k_max, MAX_K)]
+                arm = ("ngram", _bucket(n), self._streak)
+                rates = self._ngram_rates(arm, continuation)
+                k, speed = best_length(rates, self.costs.ngram_step, self.costs, len(continuation))
                 if k and speed > best.speed:
-                    best, best_arm, start = Choice("ngram", k, speed, f"{n}-gram match"), arm, begin
+                    best, best_arm, start = Choice("ngram", k, speed, f"copying a {n}-token match"), arm, begin
         if self.model is not None and self.costs.draft_step is not None and k_max > 0:
             arm = ("draft-model",)
             rates = self._acceptance(arm).rates(k_max, self.optimism)
@@ -172,13 +189,30 @@ class AdaptiveDrafter:
                 best, best_arm, start = Choice("draft-model", k, speed, "draft model pays"), arm, None
         return best, best_arm, start
 
+    def _ngram_rates(self, arm: tuple, continuation: Sequence[int]) -> list[float]:
+        """Rates for this line's part of the copy from `arm`, for the part after a line break from its
+        "next line" twin (positions counted from the break)."""
+        cut = next((i + 1 for i, t in enumerate(continuation) if self.breaks_line(t)), len(continuation))
+        here = self._acceptance(arm).rates(cut, self.optimism)
+        rest = len(continuation) - cut
+        if rest <= 0:
+            return here
+        return here + self._acceptance((*arm, "next-line")).rates(rest, self.optimism)
+
+    def _observe_ngram(self, drafted: list[int], accepted: int) -> None:
+        cut = next((i + 1 for i, t in enumerate(drafted) if self.breaks_line(t)), len(drafted))
+        self._acceptance(self._arm).observe(min(cut, len(drafted)), min(accepted, cut))
+        if len(drafted) > cut and accepted >= cut:  # the next line was only tried if this one held
+            self._acceptance((*self._arm, "next-line")).observe(len(drafted) - cut, accepted - cut)
+
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         choice, arm, start = self.choose(context, k)
         self.last, self._arm = choice, arm
         self.rounds_by_strategy[choice.strategy] += 1
         if choice.strategy == "ngram" and self.ngram is not None and start is not None:
-            tokens = self.ngram.index.tokens[start : start + choice.k]
-            return Draft(tokens=list(tokens), q=[None] * len(tokens))
+            tokens = list(self.ngram.index.tokens[start : start + choice.k])
+            self._drafted = tokens
+            return Draft(tokens=tokens, q=[None] * len(tokens), source="ngram")
         if choice.strategy == "draft-model" and self.model is not None:
             started = time.perf_counter()
             draft = self.model.propose(context, choice.k, sampler)
@@ -189,5 +223,8 @@ class AdaptiveDrafter:
     def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
         self.costs.observe_verify(drafted + 1, verify_s)
         if self._arm is not None and drafted:
-            self._acceptance(self._arm).observe(drafted, accepted)
+            if self._arm[0] == "ngram":
+                self._observe_ngram(self._drafted[:drafted], accepted)
+            else:
+                self._acceptance(self._arm).observe(drafted, accepted)
         self._streak = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted

@@ -20,6 +20,7 @@ class Draft:
     # q of a token cut off after `tokens` because the target cannot accept it (an id outside its
     # vocabulary): that position is a certain rejection, so its correction comes from norm(max(0, p - q)).
     rejected_q: np.ndarray | None = None
+    source: str = ""  # which strategy drafted it ("draft-model", "ngram"), for stats and the view
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..models_api import CachedModel, LanguageModel
 from ..sampling import Sampler
 from .base import Draft
@@ -19,19 +21,22 @@ class DraftModelDrafter:
 
     name = "draft-model"
 
-    def __init__(self, model: LanguageModel) -> None:
+    def __init__(self, model: LanguageModel, p_min: float = 0.0) -> None:
         self.cache = CachedModel(model)
+        self.p_min = p_min  # confidence stop: no guess whose probability is below this (0 = off)
 
     def prefill(self, context: Sequence[int]) -> None:
         self.cache.feed(context, 0)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
-        draft = Draft()
+        draft = Draft(source=self.name)
         if k <= 0:
             return draft
         logits = self.cache.feed(context, 1)[0]
         for _ in range(k):
             token, q = sampler.pick(logits)
+            if self.p_min > 0.0 and _confidence(logits, token, q) < self.p_min:
+                break  # an unlikely guess is likely rejected: stop before paying to verify it
             draft.tokens.append(token)
             draft.q.append(q)
             if len(draft) == k or self.cache.model.is_eog(token):
@@ -41,3 +46,11 @@ class DraftModelDrafter:
 
     def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
         """The fixed-length model drafter learns nothing; adaptive drafters override this."""
+
+
+def _confidence(logits: np.ndarray, token: int, q: np.ndarray | None) -> float:
+    """The draft's probability of its own guess (softmax of the raw logits when greedy)."""
+    if q is not None:
+        return float(q[token])
+    shifted = np.exp(logits - logits.max())
+    return float(shifted[token] / shifted.sum())

@@ -52,13 +52,21 @@ class NgramDrafter:
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
 
-    def match(self, context: Sequence[int]) -> tuple[int, int | None]:
-        """(n, start of the continuation) for the longest suffix match, or (0, None)."""
+    def match(self, context: Sequence[int], longest: int = 32) -> tuple[int, int | None]:
+        """(match length, start of the continuation) for the longest suffix match, or (0, None).
+
+        The index finds matches of up to max_n tokens; the length is then extended backwards (up to
+        `longest`), because a long match means the reply is copying its input, and copies continue.
+        """
         self.index.sync(context)
+        tokens = self.index.tokens
         for n in range(self.index.max_n, self.min_n - 1, -1):
             start = self.index.lookup(n)
             if start is not None:
-                return n, start
+                length = n
+                while length < min(longest, start) and tokens[start - 1 - length] == tokens[-1 - length]:
+                    length += 1
+                return length, start
         return 0, None
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
@@ -67,7 +75,7 @@ class NgramDrafter:
         if start is None or k <= 0:
             return Draft()
         tokens = self.index.tokens[start : start + k]
-        return Draft(tokens=list(tokens), q=[None] * len(tokens))
+        return Draft(tokens=list(tokens), q=[None] * len(tokens), source=self.name)
 
     def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
         """Prompt lookup has nothing to learn; the adaptive drafter keeps the statistics."""

@@ -1,0 +1,152 @@
+"""Prompt lookup (n-gram) drafting and the adaptive chooser, on synthetic inputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.drafters.adaptive import (
+    MAX_K,
+    Acceptance,
+    AdaptiveDrafter,
+    Costs,
+    best_length,
+    expected_tokens,
+)
+from specchat.drafters.ngram import NgramDrafter
+from specchat.sampling import Sampler, SamplingParams
+
+GREEDY = Sampler(SamplingParams())
+
+
+def propose(context, k=8, **kwargs):
+    return NgramDrafter(**kwargs).propose(context, k, GREEDY).tokens
+
+
+def test_no_match_proposes_nothing():
+    assert propose([1, 2, 3, 4]) == []
+    assert propose([]) == []
+
+
+def test_copies_what_followed_the_earlier_occurrence():
+    assert propose([7, 8, 9, 1, 2, 7, 8]) == [9, 1, 2, 7, 8]
+
+
+def test_prefers_the_longest_match():
+    # "3" alone last occurred before 5; "2 3" occurred before 9: the longer match wins.
+    assert propose([2, 3, 9, 4, 3, 5, 2, 3], k=1) == [9]
+
+
+def test_most_recent_occurrence_wins():
+    assert propose([1, 2, 10, 1, 2, 20, 1, 2], k=1) == [20]
+
+
+def test_match_at_the_very_end_of_the_history():
+    # The only earlier "5 6" is immediately before the suffix: its continuation is the suffix itself.
+    assert propose([5, 6, 5, 6], k=4) == [5, 6]
+
+
+def test_repeated_pattern_continues_periodically():
+    assert propose([1, 2, 3, 1, 2, 3, 1], k=5) == [2, 3, 1]
+
+
+def test_k_longer_than_the_available_continuation():
+    assert propose([4, 5, 6, 4], k=16) == [5, 6, 4]
+
+
+def test_k_zero_and_min_n():
+    assert propose([1, 2, 1], k=0) == []
+    assert propose([1, 2, 9, 2], k=2, min_n=2) == []  # only a 1-token match exists
+
+
+def test_index_follows_growing_and_changed_contexts():
+    drafter = NgramDrafter()
+    assert drafter.propose([1, 2, 3, 1], 2, GREEDY).tokens == [2, 3]
+    assert drafter.propose([1, 2, 3, 1, 2], 2, GREEDY).tokens == [3, 1]
+    assert drafter.propose([9, 9, 8, 9], 2, GREEDY).tokens == [8, 9]  # a new conversation: rebuilt
+
+
+def test_match_length_extends_beyond_max_n():
+    drafter = NgramDrafter(max_n=2)
+    context = [1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6]
+    length, start = drafter.match(context)
+    assert length == 6 and context[start] == 0
+
+
+# -- the chooser -----------------------------------------------------------------------------------------
+
+
+def linear_costs(per_token: float, base: float = 1.0) -> Costs:
+    """verify(n) = base + per_token * (n - 1) target steps (1 step = 1 s)."""
+    return Costs({n: base + per_token * (n - 1) for n in range(1, MAX_K + 2)})
+
+
+def analytic_best(rate: float, step: float, costs: Costs, k_max: int) -> int:
+    speeds = [
+        (1 + sum(rate**i for i in range(1, k + 1))) / (k * step + costs.verify_time(k + 1)) for k in range(k_max + 1)
+    ]
+    return max(range(k_max + 1), key=lambda k: (speeds[k], -k))
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3, 0.6, 0.8, 0.95, 1.0])
+@pytest.mark.parametrize(("per_token", "step"), [(0.05, 0.05), (0.1, 0.02), (0.5, 0.0), (1.0, 0.6), (0.9, 0.0)])
+def test_best_length_is_the_analytic_optimum(rate, per_token, step):
+    costs = linear_costs(per_token)
+    k, speed = best_length([rate] * 12, step, costs, 12)
+    assert k == analytic_best(rate, step, costs, 12)
+    assert speed == pytest.approx(expected_tokens([rate] * k)[k] / (k * step + costs.verify_time(k + 1)))
+
+
+def test_k_zero_when_drafting_cannot_pay():
+    """A compute-bound CPU: verifying n tokens costs n steps and a draft step 0.6: never draft."""
+    costs = linear_costs(1.0)
+    assert best_length([1.0] * MAX_K, 0.6, costs, MAX_K)[0] == 0
+
+
+def test_gpu_like_costs_draft_long():
+    costs = linear_costs(0.03)
+    k, speed = best_length([0.9] * MAX_K, 0.03, costs, MAX_K)
+    assert k >= 6 and speed > 3.0
+
+
+def test_expected_tokens_matches_the_closed_form():
+    a, k = 0.7, 5
+    assert expected_tokens([a] * k)[k] == pytest.approx((1 - a ** (k + 1)) / (1 - a))
+
+
+def test_costs_interpolate_and_learn():
+    costs = Costs({1: 1.0, 5: 3.0})
+    assert costs.verify_time(3) == pytest.approx(2.0)
+    assert costs.verify_time(10) == pytest.approx(6.0)  # per-token cost of the largest measurement
+    costs.observe_verify(1, 2.0)
+    assert costs.verify(1) > 1.0 if callable(getattr(costs, "verify", None)) else 1.0 < costs.verify[1] < 2.0
+
+
+def test_acceptance_learns_and_optimism_shrinks():
+    arm = Acceptance(prior=0.5)
+    before = arm.rates(1, optimism=1.0)[0]
+    for _ in range(50):
+        arm.observe(4, 0)
+    after = arm.rates(1, optimism=1.0)[0]
+    assert after < 0.1 < before
+
+
+def test_auto_uses_ngram_copies_when_they_pay_and_stops_when_they_fail():
+    """Cheap verify (GPU-like): copies are drafted; after many rejections of short matches, no more."""
+    ngram = NgramDrafter()
+    auto = AdaptiveDrafter(linear_costs(0.05), ngram=ngram)
+    context = list(range(100, 140)) + list(range(100, 120))  # the reply is copying its input
+    draft = auto.propose(context, 16, GREEDY)
+    assert draft.source == "ngram" and draft.tokens == list(range(120, 120 + len(draft)))
+    auto.feedback(len(draft), len(draft), auto.costs.verify_time(len(draft) + 1))
+    # A context whose 1-token matches never continue: after enough failures auto stops drafting.
+    noisy = [1, 5, 1, 6, 1, 7, 1, 8, 1]
+    for _ in range(60):
+        d = auto.propose(noisy, 16, GREEDY)
+        auto.feedback(len(d), 0, auto.costs.verify_time(len(d) + 1))
+    assert auto.propose(noisy, 16, GREEDY).tokens == []
+
+
+def test_auto_never_drafts_on_a_compute_bound_machine_without_matches():
+    auto = AdaptiveDrafter(linear_costs(1.0), ngram=NgramDrafter())
+    assert auto.propose([1, 2, 3, 4, 5], 16, GREEDY).tokens == []
+    assert auto.last.strategy == "target"
