@@ -520,6 +520,69 @@ def _atomic_write(path: Path, body: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the directory") from None
 
 
+@app.command(
+    epilog="Examples:\n\n  specchat tune\n\n  specchat tune qwen2.5-coder-7b --gpu-layers -1\n\n"
+    "  specchat tune --threads 8 -n 48"
+)
+def tune(
+    pair: Annotated[str | None, typer.Argument(help="Pair to tune (default: the default pair).")] = None,
+    target: Annotated[Path | None, typer.Option(help="Local target GGUF (overrides the pair's).")] = None,
+    draft: Annotated[Path | None, typer.Option(help="Local draft GGUF (overrides the pair's).")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=8, help="Tokens per measurement.")] = 64,
+    ctx: Annotated[int, typer.Option("--ctx", min=256, help="Context size in tokens.")] = 4096,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = all usable cores); tuned per value.")] = 0,
+    gpu_layers: Annotated[int, typer.Option(help="Target layers on the GPU (-1 = all); tuned per value.")] = -1,
+    draft_gpu_layers: Annotated[int, typer.Option(help="Draft layers on the GPU (-1 = all).")] = -1,
+) -> None:
+    """Measure this machine (c, v(n), acceptance) and save what --mode auto should start from.
+
+    Runs the quick suite with the draft model (k = 8) and with prompt lookup, prints the predicted
+    speedup of each mode, and saves the numbers per pair and machine in the config directory.
+    `run` and `bench` use them automatically; `--no-tuning` ignores them.
+    """
+    from rich.table import Table
+
+    from .benchsuite import load_suite
+    from .runtime import LoadOptions, ModelChoice
+    from .tuning import save
+    from .tuning import tune as run_tune
+    from .view import bench_progress, note, stdout_console
+
+    err = stderr_console()
+    choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=True)
+    pipeline, resolved = _load(choice, LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers), "spec")
+    prompts = load_suite("quick")
+    runs = len(prompts) * (2 if pipeline.draft is not None else 1)
+    try:
+        with bench_progress(err, runs) as progress:
+            tuning, estimates = run_tune(
+                pipeline, prompts, max_tokens=max_tokens, notify=lambda m: note(err, m), progress=progress
+            )
+    finally:
+        pipeline.close()
+    path = save(tuning)
+    table = Table(title=f"specchat tune: {resolved.pair_name or resolved.target.name}", title_justify="left")
+    for column in ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for e in estimates:
+        accept = f"{e.acceptance:.0%}" if e.acceptance is not None else "-"
+        drafting = f"{e.drafting_speedup:.2f}x" if e.drafting_speedup is not None else "-"
+        table.add_row(e.mode, accept, str(e.k), f"{e.predicted_speedup:.2f}x", str(e.best_drafting_k or "-"), drafting)
+    out = stdout_console()
+    out.print(table)
+    costs = tuning.costs
+    step = costs.verify_time(1)
+    c_text = f"c = {costs.draft_step / step:.2f}, " if costs.draft_step else ""
+    out.print(
+        f"{c_text}v(2) = {costs.verify_time(2) / step:.2f}, v(5) = {costs.verify_time(5) / step:.2f}, "
+        f"v(9) = {costs.verify_time(9) / step:.2f}, v(16) = {costs.verify_time(16) / step:.2f} target steps",
+        highlight=False,
+    )
+    best = max(estimates, key=lambda e: e.predicted_speedup)
+    verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
+    out.print(f"on this machine auto starts from: {verdict}; saved to {path}", highlight=False)
+
+
 @app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")
 def models(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,

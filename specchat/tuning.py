@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .costmodel import measure
-from .drafters.adaptive import MAX_K, Costs, best_length
+from .drafters.adaptive import MAX_K, Costs, best_length, expected_tokens
 from .paths import config_dir
 
 QUICK_BATCHES = (1, 2, 3, 5, 9, 17)
@@ -154,3 +154,82 @@ def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False) -
     else:
         pipeline.mode_note = "auto: drafts only when the measured costs and acceptance say it pays"
     return tuning
+
+
+@dataclass(frozen=True)
+class ModeEstimate:
+    mode: str
+    k: int
+    acceptance: float | None
+    predicted_speedup: float
+    best_drafting_k: int = 0  # the best k >= 1, and its predicted speedup (below 1: drafting loses here)
+    drafting_speedup: float | None = None
+
+
+def conditional_rates(drafted_at: list[int], accepted_at: list[int]) -> list[float]:
+    """P(position i accepted | position i-1 accepted), from per-position counts of a fixed-k run."""
+    rates = []
+    for i, (drafted, accepted) in enumerate(zip(drafted_at, accepted_at, strict=True)):
+        reached = accepted_at[i - 1] if i else drafted
+        rates.append(accepted / reached if reached else 0.0)
+        del drafted
+    return rates
+
+
+def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> tuple[Tuning, list[ModeEstimate]]:
+    """Full calibration plus measured acceptance of each strategy; predicted speedup per mode."""
+    from .chat import Message
+    from .sampling import SamplingParams
+    from .speculative import Stats
+
+    options, resolved = pipeline.options, pipeline.resolved
+    key = machine_key(
+        resolved.target, resolved.draft, options.threads, options.target_gpu_layers, options.draft_gpu_layers
+    )
+    notify("timing single steps and verify batches of 1..16 tokens")
+    context = pipeline.target.tokenize(CALIBRATION_TEXT)
+    tuning = calibrate(pipeline.target, pipeline.draft, context, key, full=True)
+    greedy = SamplingParams()
+    totals: dict[str, Stats] = {}
+    plan = [("spec", 8), ("ngram", MAX_K)] if pipeline.draft is not None else [("ngram", MAX_K)]
+    for index, (mode, k) in enumerate((m, k) for m, k in plan for _ in prompts):
+        prompt = prompts[index % len(prompts)]
+        if progress:
+            progress(f"{mode} k={k} · {prompt.category} #{prompt.id}", index)
+        pipeline.reset()
+        ids = pipeline.prompt([Message("user", prompt.text)])
+        _, _, stats = pipeline.generate(ids, greedy, k=k, max_tokens=max_tokens, mode=mode)
+        total = totals.setdefault(mode, Stats(drafted_at=[0] * k, accepted_at=[0] * k))
+        for field_name in ("drafted", "accepted", "rounds", "generated"):
+            setattr(total, field_name, getattr(total, field_name) + getattr(stats, field_name))
+        for i in range(k):
+            total.drafted_at[i] += stats.drafted_at[i]
+            total.accepted_at[i] += stats.accepted_at[i]
+    estimates = [ModeEstimate("target", 0, None, 1.0)]
+    costs = tuning.costs
+    for mode, stats in totals.items():
+        rates = conditional_rates(stats.drafted_at, stats.accepted_at)
+        step = costs.draft_step if mode == "spec" else Costs({}).ngram_step
+        k, speed = best_length(rates, step or 0.0, costs, len(rates))
+        expected = expected_tokens(rates)
+        speeds = [expected[j] / (j * (step or 0.0) + costs.verify_time(j + 1)) for j in range(1, len(expected))]
+        forced = max(range(len(speeds)), key=speeds.__getitem__) if speeds else None
+        estimates.append(
+            ModeEstimate(
+                mode,
+                k,
+                stats.acceptance_rate,
+                speed * costs.verify_time(1),
+                (forced + 1) if forced is not None else 0,
+                speeds[forced] * costs.verify_time(1) if forced is not None else None,
+            )
+        )
+        if mode == "spec":
+            tuning.priors["draft-model"] = round(stats.acceptance_rate, 4)
+    tuning.details = {
+        "acceptance": {mode: round(s.acceptance_rate, 4) for mode, s in totals.items()},
+        "estimates": [e.__dict__ for e in estimates],
+        "prompts": len(prompts),
+        "max_tokens": max_tokens,
+    }
+    return tuning, estimates
