@@ -1,9 +1,10 @@
 """`specchat bench`: target alone vs speculative decoding, side by side, in one run.
 
 Methodology: a warm-up per variant; then for each repetition and each prompt, every variant runs back to
-back (target alone first: its output is the lossless reference), so drift of a shared machine hits all
-variants alike. tok/s = generated tokens / decode time (prefill excluded: it is the same for all
-variants and reported separately as time to first token). The speedup is the median of paired ratios
+back, in an order rotated from block to block, so that drift of a shared machine hits all variants alike
+and none always runs first. Greedy outputs are checked against the target-alone output of the block.
+tok/s = generated tokens / decode time (prefill excluded: it is the same for all variants and reported
+separately as time to first token). The speedup is the median of paired ratios
 (variant tok/s / target tok/s, same prompt, same repetition), never a ratio of medians.
 """
 
@@ -293,26 +294,35 @@ def run_bench(
         _generate(pipeline, warm, params, variant, min(16, max_tokens))
     done = 0
     for rep in range(reps):
-        for prompt in prompts:
-            reference: list[int] | None = None
-            for variant in variants:
+        for index, prompt in enumerate(prompts):
+            # Rotate the order per block, so that no variant always runs first or last (drift, warmth).
+            shift = (rep + index) % len(variants)
+            outputs: dict[str, list[int]] = {}
+            block: list[Sample] = []
+            for variant in variants[shift:] + variants[:shift]:
                 if progress:
                     progress(f"rep {rep + 1}/{reps} · {prompt.category} #{prompt.id} · {variant.name}", done)
                 tokens, stats = _generate(pipeline, encoded[prompt.id], params, variant, max_tokens)
                 if stats.stop_reason == "interrupted":
                     raise KeyboardInterrupt
-                sample = Sample.of(prompt, variant, rep, stats)
-                if variant.k == 0:
-                    reference, sample.lossless = tokens, "reference"
-                elif params.greedy and reference is not None:
-                    sample.lossless, sample.divergence_margin = _lossless(
-                        pipeline, encoded[prompt.id], reference, tokens
-                    )
-                result.samples.append(sample)
+                outputs[variant.name] = tokens
+                block.append(Sample.of(prompt, variant, rep, stats))
                 done += 1
+            _check_block(pipeline, encoded[prompt.id], block, outputs, params)
+            result.samples.extend(block)
     if progress:
         progress("done", done)
     return result
+
+
+def _check_block(pipeline, prompt, block: list[Sample], outputs: dict[str, list[int]], params) -> None:
+    """Greedy: every speculative output against the target-alone output of the same block."""
+    reference = outputs.get("target")
+    for sample in block:
+        if sample.k == 0:
+            sample.lossless = "reference"
+        elif params.greedy and reference is not None:
+            sample.lossless, sample.divergence_margin = _lossless(pipeline, prompt, reference, outputs[sample.variant])
 
 
 def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, variant: Variant, max_tokens: int):

@@ -255,12 +255,26 @@ def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: f
     err = stderr_console()
     with download_progress(err) as start:
         resolved = resolve(choice, lambda m: note(err, m), start)
+    tuning = None
+    if mode == "auto" and use_tuning and resolved.draft is not None:
+        from dataclasses import replace
+
+        from .tuning import key_for, load
+
+        tuning = load(key_for(resolved, options))
+        if tuning is not None and not tuning.draft_model_can_pay():
+            # Measured before: the draft model cannot pay on this machine, so do not even load it.
+            pipeline = Pipeline(replace(resolved, draft=None), options)
+            pipeline.resolved = resolved  # keep the pair's identity (tuning key, --json)
+            with pipeline.interrupt.armed():
+                setup_auto(pipeline, use_saved=True, notify=lambda m: note(err, m), tuning=tuning)
+            return pipeline, resolved
     pipeline = Pipeline(resolved, options)
     if pipeline.drafter is not None:
         pipeline.drafter.p_min = p_min
     if mode == "auto":
         with pipeline.interrupt.armed():
-            setup_auto(pipeline, use_saved=use_tuning, notify=lambda m: note(err, m))
+            setup_auto(pipeline, use_saved=use_tuning, notify=lambda m: note(err, m), tuning=tuning)
     elif mode == "spec" and pipeline.drafter is None:
         pipeline.close()
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")

@@ -116,15 +116,19 @@ CALIBRATION_TEXT = (
 )
 
 
-def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False) -> Tuning:
-    """Give the pipeline its adaptive drafter: saved tuning, else a quick calibration (saved)."""
-    from .drafters.adaptive import AdaptiveDrafter
-
-    options, resolved = pipeline.options, pipeline.resolved
-    key = machine_key(
+def key_for(resolved, options) -> str:
+    return machine_key(
         resolved.target, resolved.draft, options.threads, options.target_gpu_layers, options.draft_gpu_layers
     )
-    tuning = load(key) if use_saved else None
+
+
+def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False, tuning: Tuning | None = None) -> Tuning:
+    """Give the pipeline its adaptive drafter: the given or saved tuning, else a quick calibration (saved)."""
+    from .drafters.adaptive import AdaptiveDrafter
+
+    key = key_for(pipeline.resolved, pipeline.options)
+    if tuning is None and use_saved:
+        tuning = load(key)
     if tuning is None:
         notify("measuring llama.cpp's costs on this machine for --mode auto (once; `specchat tune` refines)")
         context = pipeline.target.tokenize(CALIBRATION_TEXT)
@@ -140,7 +144,7 @@ def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False) -
         priors=tuning.priors,
         breaks_line=lambda token: b"\n" in target.piece(token),
     )
-    if pipeline.draft is not None and not tuning.draft_model_can_pay():
+    if not tuning.draft_model_can_pay():
         step = costs.verify_time(1)
         c, v5 = costs.draft_step / step, costs.verify_time(5) / step
         pipeline.mode_note = (
