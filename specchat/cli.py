@@ -39,8 +39,15 @@ class SpecchatGroup(TyperGroup):
         except BrokenPipeError:
             _silence_stdout()
             ctx.exit(0)
-        except (typer.Exit, typer.TyperException):  # Typer's own exits and usage errors
+        except typer.Exit:
             raise
+        except typer.TyperException as exc:  # a bad option value: one line too, exit 2
+            from .view import print_error
+
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            command = f"specchat {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "specchat"
+            print_error(stderr_console(), message, f"see `{command} --help`")
+            ctx.exit(getattr(exc, "exit_code", 2))
         except Exception as exc:  # a bug: still one line, with the way to get the details
             if debug:
                 traceback.print_exc()

@@ -78,10 +78,15 @@ def stats_lines(stats: Stats, k: int, mode: str) -> list[str]:
         f"stop: {stats.stop_reason}",
     ]
     lines = [f"[{mode}] " + ", ".join(parts)]
+    if len(stats.rounds_by_source) > 1 or set(stats.rounds_by_source) - {"target", "draft-model"}:
+        names = {"target": "target alone", "ngram": "prompt lookup", "draft-model": "draft model"}
+        split = ", ".join(f"{n} {names.get(s, s)}" for s, n in sorted(stats.rounds_by_source.items()))
+        lines.append(f"rounds: {split}")
     if stats.drafted:
         split = stats.draft_s + stats.verify_s
         draft_share = stats.draft_s / split if split else 0.0
-        rates = " ".join(f"{r:.0%}" for r in stats.position_rates())
+        reached = [r for r, n in zip(stats.position_rates(), stats.drafted_at, strict=True) if n]
+        rates = " ".join(f"{r:.0%}" for r in reached)
         lines.append(
             f"k={k}: accepted {stats.accepted}/{stats.drafted} drafts ({stats.acceptance_rate:.0%}), "
             f"{stats.mean_accepted:.2f} accepted per round (+1 target token), "
