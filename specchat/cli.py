@@ -22,11 +22,13 @@ class SpecchatGroup(TyperGroup):
     """The single error boundary: library errors become one line + hint, never a traceback."""
 
     def invoke(self, ctx):
-        debug = os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
+        def debug() -> bool:  # read late: the --debug callback runs inside super().invoke
+            return os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
+
         try:
             return super().invoke(ctx)
         except SpecchatError as exc:
-            if debug:
+            if debug():
                 traceback.print_exc()
             from .view import print_error
 
@@ -49,7 +51,7 @@ class SpecchatGroup(TyperGroup):
             print_error(stderr_console(), message, f"see `{command} --help`")
             ctx.exit(getattr(exc, "exit_code", 2))
         except Exception as exc:  # a bug: still one line, with the way to get the details
-            if debug:
+            if debug():
                 traceback.print_exc()
             from .view import print_error
 
@@ -250,7 +252,8 @@ def run(
                 _write("\n")
     finally:
         pipeline.close()
-    _after_reply(result, ctx, stats, k, label, pipeline.mode_note if settings.effective_mode == "auto" else "")
+    note_auto = pipeline.mode_note if settings.effective_mode == "auto" else ""
+    _after_reply(result, pipeline.target.n_ctx, stats, k, label, note_auto)
 
 
 def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: float = 0.0):
@@ -273,15 +276,23 @@ def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: f
             # Measured before: the draft model cannot pay on this machine, so do not even load it.
             pipeline = Pipeline(replace(resolved, draft=None), options)
             pipeline.resolved = resolved  # keep the pair's identity (tuning key, --json)
-            with pipeline.interrupt.armed():
-                setup_auto(pipeline, use_saved=True, notify=lambda m: note(err, m), tuning=tuning)
+            try:
+                with pipeline.interrupt.armed():
+                    setup_auto(pipeline, use_saved=True, notify=lambda m: note(err, m), tuning=tuning)
+            except BaseException:
+                pipeline.close()
+                raise
             return pipeline, resolved
     pipeline = Pipeline(resolved, options)
     if pipeline.drafter is not None:
         pipeline.drafter.p_min = p_min
     if mode == "auto":
-        with pipeline.interrupt.armed():
-            setup_auto(pipeline, use_saved=use_tuning, notify=lambda m: note(err, m), tuning=tuning)
+        try:
+            with pipeline.interrupt.armed():
+                setup_auto(pipeline, use_saved=use_tuning, notify=lambda m: note(err, m), tuning=tuning)
+        except BaseException:
+            pipeline.close()
+            raise
     elif mode == "spec" and pipeline.drafter is None:
         pipeline.close()
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
@@ -434,13 +445,18 @@ def bench(
     if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot}: use a .png or .svg file name", hint="e.g. --plot bench.svg")
     k_list = _parse_ks(ks)
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in bench_mod.BENCH_MODES for m in mode_list):
+        raise UsageError(f"--modes '{modes}'", hint=f"a comma-separated subset of {', '.join(bench_mod.BENCH_MODES)}")
+    for path in (output, plot):
+        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
+            raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
+    if plot is not None:
+        _require_matplotlib()
     prompt_list = load_prompts_file(prompts) if prompts is not None else load_suite(suite)
     params = SamplingParams(temperature=temperature, seed=seed)
     choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=True)
     pipeline, resolved = _load(choice, LoadOptions(ctx, threads, gpu_layers, draft_gpu_layers), "spec")
-    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-    if not mode_list or any(m not in bench_mod.BENCH_MODES for m in mode_list):
-        raise UsageError(f"--modes '{modes}'", hint=f"a comma-separated subset of {', '.join(bench_mod.BENCH_MODES)}")
     variants = bench_mod.variants_for(k_list, mode_list)
     settings = {
         "prompts": str(prompts or suite),
@@ -528,17 +544,29 @@ def _report(result, fmt: str, output: Path | None, plot: Path | None, ks: list[i
     )
 
 
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
+
+
 def _atomic_write(path: Path, body: str) -> None:
+    """Temporary file + rename: an existing report is never left half-written, nothing stays behind."""
     import tempfile
 
+    tmp = None
     try:
-        with tempfile.NamedTemporaryFile(
-            "w", dir=path.parent or ".", delete=False, encoding="utf-8", prefix=f".{path.name}."
-        ) as handle:
-            handle.write(body)
-        os.replace(handle.name, path)
+        handle, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(body)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the directory") from None
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 @app.command(

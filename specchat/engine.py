@@ -166,7 +166,9 @@ class Engine:
         return np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)).copy()
 
     def truncate(self, n: int) -> None:
-        if n < self._n_past and not lib.llama_memory_seq_rm(self.memory, 0, n, -1):
+        # Always ask llama.cpp, even when n >= n_past: a Ctrl-C that lands between a finished decode and
+        # the n_past update leaves cells beyond n_past, and this removes them (a no-op otherwise).
+        if not lib.llama_memory_seq_rm(self.memory, 0, n, -1):
             raise EngineError(f"llama.cpp could not roll the KV cache back to {n} tokens")
         self._n_past = min(self._n_past, n)
 

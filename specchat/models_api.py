@@ -49,8 +49,7 @@ class CachedModel:
         """Make the cache hold `context`; return logits for its last n_logits positions."""
         # n_past bounds it too: someone else (the cost-model probe) may have rolled the cache back.
         keep = min(common_prefix(self.tokens, context), len(context) - n_logits, self.model.n_past)
-        if keep < self.model.n_past:
-            self.model.truncate(keep)
+        self.model.truncate(keep)  # cheap, and also clears cells an interrupted decode may have left
         # Cache = context[:keep] now; if eval raises, say so, so that the next feed rolls back correctly.
         self.tokens = list(context[:keep])
         rows = self.model.eval(context[keep:], n_logits)

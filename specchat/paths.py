@@ -26,7 +26,7 @@ def config_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Downloaded mirror wheels: kept so that a re-pull does not download again."""
+    """Mirror wheels while a pull runs (each deleted once appended), and small caches such as sha256s."""
     return _from_env("SPECCHAT_CACHE_DIR", user_cache_dir(APP))
 
 

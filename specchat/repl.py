@@ -18,6 +18,7 @@ from rich.text import Text
 
 from .chat import Conversation, Message
 from .chatview import ReplyView, RunningTotals, legend, position_bars, summary_line
+from .errors import SpecchatError
 from .runtime import DEFAULT_K, MODES, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
@@ -193,7 +194,7 @@ class ChatSession:
             self._say(f"usage: /mode {'|'.join(MODES)}", "yellow")
             return
         if arg != "target" and self.pipeline.drafter_for(arg) is None:
-            self._say(f"mode {arg} is not available: no draft model loaded (see --mode at start)", "yellow")
+            self._say(f"mode {arg} is not available in this session (start with --mode {arg})", "yellow")
             return
         self.settings.mode, self.settings.spec = arg, True
         self._say(f"mode: {self.settings.label}")
@@ -296,6 +297,9 @@ def chat_loop(session: ChatSession) -> int:
         except KeyboardInterrupt:
             console.print(Text("\n(Ctrl-C at the prompt does not leave: use /bye or Ctrl-D)", style="dim"))
             continue
+        except UnicodeDecodeError:
+            console.print(Text("that input was not valid UTF-8; please type it again", style="yellow"))
+            continue
         if text is None:
             return 0
         stripped = text.strip()
@@ -305,4 +309,10 @@ def chat_loop(session: ChatSession) -> int:
             if not session.command(stripped):
                 return 0
             continue
-        session.ask(text)
+        try:
+            session.ask(text)
+        except SpecchatError as exc:  # e.g. the conversation outgrew the context: say so, keep chatting
+            if session.conversation.messages and session.conversation.messages[-1].role == "user":
+                session.conversation.messages.pop()
+            hint = f"  hint: {exc.hint}" if exc.hint else ""
+            console.print(Text(f"error: {exc.message}{hint} (or /reset to start over)", style="red"))

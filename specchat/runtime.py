@@ -104,9 +104,15 @@ class Pipeline:
         self.pair_report: PairReport | None = None
         with self.interrupt.armed():
             self.target = Engine(resolved.target, self._config(options.target_gpu_layers), self.interrupt)
-            if resolved.draft is not None:
-                self.draft = Engine(resolved.draft, self._config(options.draft_gpu_layers), self.interrupt)
-                self.pair_report = require_compatible(self.target, self.draft, force=options.force_pair)
+            try:
+                if resolved.draft is not None:
+                    self.draft = Engine(resolved.draft, self._config(options.draft_gpu_layers), self.interrupt)
+                    self.pair_report = require_compatible(self.target, self.draft, force=options.force_pair)
+            except BaseException:  # a bad draft, an incompatible pair, Ctrl-C: free what was loaded
+                if self.draft is not None:
+                    self.draft.close()
+                self.target.close()
+                raise
         self.target_cache = CachedModel(self.target)
         self.drafter = DraftModelDrafter(self.draft) if self.draft is not None else None
         self.ngram = NgramDrafter()

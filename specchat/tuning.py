@@ -87,11 +87,18 @@ def load(key: str) -> Tuning | None:
 
 
 def save(tuning: Tuning) -> Path:
+    """Atomic (a private temporary file, then rename), so concurrent first runs cannot collide."""
+    import tempfile
+
     path = tuning_path(tuning.key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(tuning.as_dict(), indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(json.dumps(tuning.as_dict(), indent=2))
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
     return path
 
 
@@ -134,7 +141,10 @@ def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False, t
         context = pipeline.target.tokenize(CALIBRATION_TEXT)
         tuning = calibrate(pipeline.target, pipeline.draft, context, key)
         if use_saved:
-            save(tuning)
+            try:
+                save(tuning)
+            except OSError as exc:  # not worth failing a run for: next time it measures again
+                notify(f"could not save the measurement ({exc.strerror or exc}); it will be repeated next time")
     costs = Costs(dict(tuning.costs.verify), tuning.costs.draft_step)
     target = pipeline.target
     pipeline.auto = AdaptiveDrafter(

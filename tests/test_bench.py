@@ -55,11 +55,12 @@ def test_bench_json_has_every_field(bench_run):
     assert cost["c"] > 0 and set(cost["v"]) == {str(n) for n in range(1, 17)}
     assert data["peak_rss_mb"] > 100
     variants = {(row["category"], row["variant"]) for row in data["summary"]}
-    assert variants == {(c, v) for c in ("code", "chat", "all") for v in ("target", "k=1", "k=3")}
+    names = ("target", "k=1", "k=3", "ngram k=8", "auto")  # default --modes spec,ngram,auto
+    assert variants == {(c, v) for c in ("code", "chat", "all") for v in names}
     for row in data["summary"]:
-        if row["k"]:
+        if row["variant"] in ("k=1", "k=3"):
             assert 0 <= row["acceptance_rate"] <= 1 and len(row["position_acceptance"]) == row["k"]
-            assert row["predicted_speedup"] > 0
+            assert row["predicted_speedup"] > 0 and row["cost_model_speedup"] > 0
     assert plot.read_text().lstrip().startswith(("<?xml", "<svg"))
 
 
@@ -83,7 +84,7 @@ def test_ratios_are_quotients_of_paired_tok_s(bench_run):
 def test_lossless_check_ran(bench_run):
     _, out, _ = bench_run
     lossless = json.loads(out.read_text())["lossless"]
-    assert lossless["checked"] == 2 * 2 * 2  # prompts x reps x speculative variants
+    assert lossless["checked"] == 2 * 2 * 4  # prompts x reps x (k=1, k=3, ngram, auto)
     assert lossless["MISMATCH"] == 0
     assert lossless["equal"] + lossless["near-tie"] == lossless["checked"]
 

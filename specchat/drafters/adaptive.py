@@ -214,17 +214,23 @@ class AdaptiveDrafter:
             self._drafted = tokens
             return Draft(tokens=tokens, q=[None] * len(tokens), source="ngram")
         if choice.strategy == "draft-model" and self.model is not None:
+            # Catch the draft's cache up first (rounds without it leave it behind), so that only the
+            # drafting steps are timed: catch-up is not what a draft step costs.
+            self.model.cache.feed(context[:-1], 0)
             started = time.perf_counter()
             draft = self.model.propose(context, choice.k, sampler)
-            self.costs.observe_draft(len(draft), time.perf_counter() - started)
+            self.costs.observe_draft(max(1, len(draft)), time.perf_counter() - started)
             return draft
         return Draft()
 
     def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
         self.costs.observe_verify(drafted + 1, verify_s)
+        if self._arm is not None and self._arm[0] == "draft-model" and drafted == 0:
+            self._acceptance(self._arm).observe(1, 0)  # a confidence stop before the first guess: a miss
         if self._arm is not None and drafted:
             if self._arm[0] == "ngram":
                 self._observe_ngram(self._drafted[:drafted], accepted)
             else:
                 self._acceptance(self._arm).observe(drafted, accepted)
         self._streak = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted
+        self._arm = None  # a round without a proposal (k_round = 0) must not be booked to the last arm
