@@ -119,3 +119,26 @@ def test_size_mismatch_is_not_present(mirror_env):
     models.mkdir(parents=True)
     (models / "fake.gguf").write_bytes(b"short")  # e.g. a truncated copy
     assert download.locate(spec) is None
+
+
+def test_hub_checksum_failure_falls_back_to_the_mirror(mirror_env, monkeypatch):
+    """A Hub file that fails its sha256 (e.g. re-uploaded upstream) is not fatal when a mirror exists."""
+    spec, blob, _ = mirror_env
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: True)
+
+    def bad_hub(_model):
+        raise ModelFileError("hub copy has sha256 0000..., expected ...")
+
+    monkeypatch.setattr(download, "_from_hub", bad_hub)
+    result, notes = quiet_pull(spec)
+    assert result.source == "mirror" and result.path.read_bytes() == blob
+    assert any("hub copy has sha256" in note for note in notes)
+
+
+def test_unwritable_models_dir_is_a_clear_error(mirror_env, monkeypatch, tmp_path):
+    spec, _, _ = mirror_env
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(blocker / "models"))
+    with pytest.raises(DownloadError, match=r"cannot write fake\.gguf"):
+        quiet_pull(spec)

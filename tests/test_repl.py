@@ -88,3 +88,23 @@ def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
     target.write_text("old")
     save_conversation(chat.conversation, target)
     assert json.loads(target.read_text()) == {"messages": []}
+
+
+def test_chat_survives_a_full_context(monkeypatch):
+    """An error in one turn (here: the conversation outgrew the context) is reported; the chat goes on."""
+    from specchat import repl
+    from specchat.errors import ContextFullError
+
+    chat, out = session()
+    lines = iter(["hello", "/bye"])
+    monkeypatch.setattr(repl, "read_message", lambda _console: next(lines))
+
+    def full(_text):
+        chat.conversation.messages.append(Message("user", "hello"))
+        raise ContextFullError("the prompt has 300 tokens but the context holds 256", hint="raise --ctx")
+
+    monkeypatch.setattr(chat, "ask", full)
+    assert repl.chat_loop(chat) == 0
+    text = out.getvalue()
+    assert "error: the prompt has 300 tokens" in text and "/reset" in text
+    assert chat.conversation.messages == []  # the unanswered message was dropped
