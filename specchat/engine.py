@@ -105,6 +105,9 @@ class Engine:
         self.config = config
         self.interrupt = interrupt or Interrupt()
         self._n_past = 0
+        from .gguf import check
+
+        check(self.path)  # malformed files end here with a clear error, not inside llama.cpp's parser
         model_params = lib.llama_model_default_params()
         layers = config.gpu_layers if config.gpu_layers >= 0 else 999
         model_params.n_gpu_layers = layers if gpu_offload_supported() else 0

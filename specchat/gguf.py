@@ -1,0 +1,214 @@
+"""A bounded GGUF header check in Python, run before a file reaches llama.cpp.
+
+llama.cpp's GGUF parser has had memory-safety bugs and aborts the whole process on some malformed files.
+This reads the header with explicit bounds (magic, version 2 or 3, sane counts, every string and array
+inside the file, n_dims <= 4, every tensor's data inside the file) and turns any violation into a
+one-line ModelFileError. Results are remembered per (path, size, mtime), so a good file costs once.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from .errors import ModelFileError
+from .paths import cache_dir
+
+MAX_TENSORS = 1 << 20
+MAX_KV = 1 << 16
+MAX_ARRAY = 1 << 26
+MAX_STRING = 1 << 26
+MAX_DIMS = 4
+# value type -> (struct format, size); 8 = string, 9 = array
+SCALARS = {
+    0: ("<B", 1),
+    1: ("<b", 1),
+    2: ("<H", 2),
+    3: ("<h", 2),
+    4: ("<I", 4),
+    5: ("<i", 4),
+    6: ("<f", 4),
+    7: ("<?", 1),
+    10: ("<Q", 8),
+    11: ("<q", 8),
+    12: ("<d", 8),
+}
+# ggml type -> (elements per block, bytes per block), from ggml.c's type traits
+BLOCKS = {
+    0: (1, 4),
+    1: (1, 2),
+    2: (32, 18),
+    3: (32, 20),
+    6: (32, 22),
+    7: (32, 24),
+    8: (32, 34),
+    9: (32, 36),
+    10: (256, 84),
+    11: (256, 110),
+    12: (256, 144),
+    13: (256, 176),
+    14: (256, 210),
+    15: (256, 292),
+    16: (256, 66),
+    17: (256, 74),
+    18: (256, 98),
+    19: (256, 50),
+    20: (32, 18),
+    21: (256, 110),
+    22: (256, 82),
+    23: (256, 136),
+    24: (1, 1),
+    25: (1, 2),
+    26: (1, 4),
+    27: (1, 8),
+    28: (1, 8),
+    29: (256, 56),
+    30: (1, 2),
+    34: (256, 54),
+    35: (256, 66),
+    39: (32, 17),
+}
+
+
+class _Reader:
+    def __init__(self, data, name: str) -> None:
+        self.data, self.pos, self.name, self.size = data, 0, name, len(data)
+
+    def fail(self, why: str) -> ModelFileError:
+        return ModelFileError(
+            f"{self.name} is not a valid GGUF file: {why}",
+            hint="re-download it (`specchat pull`) or check that it is a GGUF model",
+        )
+
+    def take(self, fmt: str, size: int):
+        if self.pos + size > self.size:
+            raise self.fail(f"truncated at byte {self.pos} (file has {self.size})")
+        value = struct.unpack_from(fmt, self.data, self.pos)[0]
+        self.pos += size
+        return value
+
+    def u32(self) -> int:
+        return self.take("<I", 4)
+
+    def u64(self) -> int:
+        return self.take("<Q", 8)
+
+    def string(self) -> bytes:
+        length = self.u64()
+        if length > MAX_STRING or self.pos + length > self.size:
+            raise self.fail(f"a string of {length} bytes at byte {self.pos} runs past the end of the file")
+        value = self.data[self.pos : self.pos + length]
+        self.pos += length
+        return bytes(value)
+
+    def skip_value(self, kind: int, depth: int = 0):
+        if kind in SCALARS:
+            fmt, size = SCALARS[kind]
+            return self.take(fmt, size)
+        if kind == 8:
+            return self.string()
+        if kind == 9:
+            if depth > 1:
+                raise self.fail("arrays nested too deeply")
+            inner, count = self.u32(), self.u64()
+            if count > MAX_ARRAY or count > self.size - self.pos:
+                raise self.fail(f"an array claims {count} elements at byte {self.pos}")
+            if inner in SCALARS:  # fixed size: skip in one step
+                size = SCALARS[inner][1] * count
+                if self.pos + size > self.size:
+                    raise self.fail(f"an array of {count} values runs past the end of the file")
+                self.pos += size
+                return None
+            for _ in range(count):
+                self.skip_value(inner, depth + 1)
+            return None
+        raise self.fail(f"unknown value type {kind} at byte {self.pos}")
+
+
+def check(path: Path) -> None:
+    """Raise ModelFileError unless `path` has a well-formed GGUF header whose tensors lie inside the file."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise ModelFileError(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
+    key = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    known = _load_cache()
+    if known.get(key):
+        return
+    if stat.st_size < 24:
+        raise ModelFileError(
+            f"{path.name} is not a valid GGUF file: only {stat.st_size} bytes",
+            hint="re-download it (`specchat pull`) or check that it is a GGUF model",
+        )
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        _check_bytes(data, path.name)
+    known[key] = True
+    _save_cache(known)
+
+
+def _check_bytes(data, name: str) -> None:
+    reader = _Reader(data, name)
+    if bytes(data[:4]) != b"GGUF":
+        raise reader.fail("bad magic (the file does not start with 'GGUF')")
+    reader.pos = 4
+    version = reader.u32()
+    if version not in (2, 3):
+        raise reader.fail(f"unsupported GGUF version {version} (2 or 3 expected)")
+    n_tensors, n_kv = reader.u64(), reader.u64()
+    if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
+        raise reader.fail(f"implausible counts ({n_tensors} tensors, {n_kv} metadata keys)")
+    alignment = 32
+    for _ in range(n_kv):
+        key = reader.string()
+        kind = reader.u32()
+        value = reader.skip_value(kind)
+        if key == b"general.alignment":
+            if not isinstance(value, int) or value <= 0 or value & (value - 1):
+                raise reader.fail(f"general.alignment {value!r} is not a power of two")
+            alignment = value
+    tensors = []
+    for _ in range(n_tensors):
+        tensor = reader.string().decode("utf-8", errors="replace")
+        n_dims = reader.u32()
+        if n_dims > MAX_DIMS:
+            raise reader.fail(f"tensor {tensor!r} has {n_dims} dimensions (at most {MAX_DIMS})")
+        dims = [reader.u64() for _ in range(n_dims)]
+        tensors.append((tensor, dims, reader.u32(), reader.u64()))
+    data_start = -(-reader.pos // alignment) * alignment
+    for tensor, dims, kind, offset in tensors:
+        elements = 1
+        for dim in dims:
+            elements *= dim
+        per_block, block_bytes = BLOCKS.get(kind, (1, 0))
+        size = -(-elements // per_block) * block_bytes
+        if data_start + offset + size > reader.size:
+            raise reader.fail(
+                f"tensor {tensor!r} lies outside the file (data at {data_start + offset}, {size} bytes, "
+                f"file has {reader.size}): truncated download?"
+            )
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "gguf-checked.json"
+
+
+def _load_cache() -> dict:
+    try:
+        return json.loads(_cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_cache(known: dict) -> None:
+    try:
+        path = _cache_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(known), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # only a cache

@@ -1,0 +1,110 @@
+"""The bounded GGUF header check: a corpus of broken files made here, each a clear error, none a crash."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from specchat import gguf
+from specchat.cli import app
+from specchat.errors import ModelFileError
+
+
+def s(text: bytes) -> bytes:
+    return struct.pack("<Q", len(text)) + text
+
+
+def tiny_gguf(*, version=3, magic=b"GGUF", n_dims=2, offset2=64, alignment=32, extra_kv=b"", n_kv=None) -> bytes:
+    """A small but complete GGUF: 3 metadata keys, two F32 tensors of 4x4 with their data."""
+    kv = [
+        s(b"general.name") + struct.pack("<I", 8) + s(b"tiny"),
+        s(b"general.alignment") + struct.pack("<I", 4) + struct.pack("<I", alignment),
+        s(b"tokenizer.ggml.tokens") + struct.pack("<I", 9) + struct.pack("<IQ", 8, 3) + s(b"a") + s(b"b") + s(b"c"),
+    ]
+    if extra_kv:
+        kv.append(extra_kv)
+    tensors = b""
+    for name, offset in ((b"w1", 0), (b"w2", offset2)):
+        tensors += s(name) + struct.pack("<I", n_dims) + struct.pack("<Q", 4) * n_dims + struct.pack("<IQ", 0, offset)
+    head = magic + struct.pack("<IQQ", version, 2, len(kv) if n_kv is None else n_kv) + b"".join(kv) + tensors
+    padding = (-len(head)) % 32
+    return head + b"\0" * padding + b"\1" * 128  # 2 tensors x 16 floats x 4 bytes
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def write(tmp_path, data: bytes, name="m.gguf"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_valid_tiny_file_passes(tmp_path):
+    gguf.check(write(tmp_path, tiny_gguf()))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"magic": b"GGML"}, "bad magic"),
+        ({"version": 1}, "unsupported GGUF version 1"),
+        ({"version": 4}, "unsupported GGUF version 4"),
+        ({"n_kv": 1 << 40}, "implausible counts"),
+        ({"n_dims": 5}, "5 dimensions"),
+        ({"offset2": 1 << 30}, "lies outside the file"),
+        ({"alignment": 24}, "not a power of two"),
+        ({"extra_kv": s(b"x") + struct.pack("<I", 99)}, "unknown value type 99"),
+        ({"extra_kv": s(b"x") + struct.pack("<I", 8) + struct.pack("<Q", 1 << 40)}, "runs past the end"),
+        ({"extra_kv": s(b"x") + struct.pack("<I", 9) + struct.pack("<IQ", 4, 1 << 40)}, "claims"),
+    ],
+)
+def test_broken_files_give_clear_errors(tmp_path, kwargs, needle):
+    with pytest.raises(ModelFileError, match=needle) as err:
+        gguf.check(write(tmp_path, tiny_gguf(**kwargs)))
+    assert "m.gguf is not a valid GGUF file" in err.value.message and err.value.hint
+
+
+@pytest.mark.parametrize("cut", [0, 3, 10, 23, 40, 80, 150, 250, -1])
+def test_every_truncation_is_caught(tmp_path, cut):
+    data = tiny_gguf()
+    with pytest.raises(ModelFileError):
+        gguf.check(write(tmp_path, data[: cut if cut >= 0 else len(data) - 1]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), min_size=1, max_size=6))
+def test_mutated_headers_never_crash(tmp_path, flips):
+    """Random byte changes: the check either accepts the file or raises ModelFileError, nothing else."""
+    data = bytearray(tiny_gguf())
+    for position, value in flips:
+        data[position % len(data)] = value
+    path = write(tmp_path, bytes(data), name="mutant.gguf")
+    with contextlib.suppress(ModelFileError):
+        gguf.check(path)
+
+
+@pytest.mark.real
+def test_truncated_real_model(default_pair_paths, tmp_path):
+    """The first 8 MB of the real draft model (a download cut short): refused before llama.cpp sees it."""
+    _, draft = default_pair_paths
+    with draft.open("rb") as source:
+        head = source.read(8 << 20)
+    path = write(tmp_path, head, name="cut.gguf")
+    with pytest.raises(ModelFileError, match="lies outside the file"):
+        gguf.check(path)
+    gguf.check(draft)  # and the complete file passes
+
+
+def test_cli_refuses_a_broken_target(tmp_path):
+    path = write(tmp_path, tiny_gguf(magic=b"XXXX"), name="broken.gguf")
+    result = CliRunner().invoke(app, ["run", "--target", str(path), "--no-spec", "hi"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "broken.gguf is not a valid GGUF file: bad magic" in result.stderr
