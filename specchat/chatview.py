@@ -7,8 +7,6 @@ long streamed text when it owns it, so it never does here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
@@ -29,43 +27,17 @@ def legend() -> Text:
     return text
 
 
-@dataclass
-class RunningTotals:
-    """What the footer and /stats show, accumulated from round events."""
-
-    tokens: int = 0
-    rounds: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    draft_s: float = 0.0
-    verify_s: float = 0.0
-    drafted_at: list[int] = field(default_factory=list)
-    accepted_at: list[int] = field(default_factory=list)
-
-    def add(self, event: Round) -> None:
-        self.tokens += len(event.emitted)
-        self.rounds += 1
-        self.drafted += len(event.drafted)
-        self.accepted += event.accepted
-        self.draft_s += event.draft_s
-        self.verify_s += event.verify_s
-        while len(self.drafted_at) < len(event.drafted):
-            self.drafted_at.append(0)
-            self.accepted_at.append(0)
-        for i in range(len(event.drafted)):
-            self.drafted_at[i] += 1
-            self.accepted_at[i] += i < event.accepted
-
-    def footer(self, mode: str) -> Text:
-        busy = self.draft_s + self.verify_s
-        parts = [f"{self.tokens / busy if busy else 0.0:5.1f} tok/s", mode]
-        if self.drafted:
-            parts += [
-                f"accepted {self.accepted / self.drafted:.0%}",
-                f"{self.accepted / self.rounds:.1f}/round",
-                f"draft {self.draft_s / busy:.0%} / verify {self.verify_s / busy:.0%}",
-            ]
-        return Text(" · ".join(parts), style="reverse", no_wrap=True, overflow="ellipsis")
+def footer(stats: Stats, mode: str) -> Text:
+    """The one-line live footer: speed so far, mode, acceptance, draft/verify split."""
+    busy = stats.draft_s + stats.verify_s
+    parts = [f"{stats.generated / busy if busy else 0.0:5.1f} tok/s", mode]
+    if stats.drafted:
+        parts += [
+            f"accepted {stats.acceptance_rate:.0%}",
+            f"{stats.mean_accepted:.1f}/round",
+            f"draft {stats.draft_s / busy:.0%} / verify {stats.verify_s / busy:.0%}",
+        ]
+    return Text(" · ".join(parts), style="reverse", no_wrap=True, overflow="ellipsis")
 
 
 def summary_line(stats: Stats, k: int, mode: str) -> Text:
@@ -105,7 +77,7 @@ class ReplyView:
         self.mode = mode
         self.show_rejected = show_rejected
         self.partial = Text()
-        self.totals = RunningTotals()
+        self.totals = Stats()
         self.live = Live(
             console=console, auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False
         )
@@ -123,7 +95,7 @@ class ReplyView:
 
     def on_round(self, event: Round | None, segments: list[Segment]) -> None:
         if event is not None:
-            self.totals.add(event)
+            self.totals.record(len(event.drafted), event.accepted, len(event.emitted), event.draft_s, event.verify_s)
         for segment in segments:
             if segment.kind == REJECTED and not self.show_rejected:
                 continue
@@ -144,4 +116,4 @@ class ReplyView:
                 self.partial = Text()
 
     def _refresh(self) -> None:
-        self.live.update(Group(self.partial, self.totals.footer(self.mode)), refresh=True)
+        self.live.update(Group(self.partial, footer(self.totals, self.mode)), refresh=True)

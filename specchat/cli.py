@@ -258,8 +258,10 @@ def run(
 
 def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: float = 0.0):
     """Resolve (pulling if needed) and load; auto mode also gets its measured costs."""
+    from dataclasses import replace
+
     from .runtime import Pipeline, resolve
-    from .tuning import setup_auto
+    from .tuning import key_for, load, setup_auto
     from .view import download_progress, note
 
     err = stderr_console()
@@ -267,25 +269,16 @@ def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: f
         resolved = resolve(choice, lambda m: note(err, m), start)
     tuning = None
     if mode == "auto" and use_tuning and resolved.draft is not None:
-        from dataclasses import replace
-
-        from .tuning import key_for, load
-
         tuning = load(key_for(resolved, options))
-        if tuning is not None and not tuning.draft_model_can_pay():
-            # Measured before: the draft model cannot pay on this machine, so do not even load it.
-            pipeline = Pipeline(replace(resolved, draft=None), options)
-            pipeline.resolved = resolved  # keep the pair's identity (tuning key, --json)
-            try:
-                with pipeline.interrupt.armed():
-                    setup_auto(pipeline, use_saved=True, notify=lambda m: note(err, m), tuning=tuning)
-            except BaseException:
-                pipeline.close()
-                raise
-            return pipeline, resolved
-    pipeline = Pipeline(resolved, options)
+    # Measured before that the draft model cannot pay on this machine: do not even load it.
+    skip_draft = tuning is not None and not tuning.draft_model_can_pay()
+    pipeline = Pipeline(replace(resolved, draft=None) if skip_draft else resolved, options)
+    pipeline.resolved = resolved  # the pair's identity (tuning key, --json), whatever was loaded
     if pipeline.drafter is not None:
         pipeline.drafter.p_min = p_min
+    if mode == "spec" and pipeline.drafter is None:
+        pipeline.close()
+        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
     if mode == "auto":
         try:
             with pipeline.interrupt.armed():
@@ -293,9 +286,6 @@ def _load(choice, options, mode: str = "spec", use_tuning: bool = True, p_min: f
         except BaseException:
             pipeline.close()
             raise
-    elif mode == "spec" and pipeline.drafter is None:
-        pipeline.close()
-        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
     return pipeline, resolved
 
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .chat import Conversation, Message
-from .chatview import ReplyView, RunningTotals, legend, position_bars, summary_line
+from .chatview import ReplyView, legend, position_bars, summary_line
 from .errors import SpecchatError
 from .runtime import DEFAULT_K, MODES, Pipeline
 from .sampling import SamplingParams
@@ -70,7 +70,7 @@ class ChatSession:
         self.settings = settings
         self.console = console
         self.conversation = Conversation(system=system)
-        self.totals = RunningTotals()
+        self.totals = Stats()
         self.shown_legend = False
 
     # -- one turn ----------------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ class ChatSession:
                 on_round=view.on_round,
                 mode=self.settings.effective_mode,
             )
-        self._merge(view.totals)
+        self.totals.merge(view.totals)
         interrupted = stats.stop_reason == "interrupted"
         self.conversation.messages.append(Message("assistant", reply, interrupted=interrupted))
         self.console.print(summary_line(stats, k, mode))
@@ -104,17 +104,6 @@ class ChatSession:
             for line in position_bars(stats.drafted_at, stats.accepted_at):
                 self.console.print(line)
         return stats
-
-    def _merge(self, turn: RunningTotals) -> None:
-        totals = self.totals
-        for name in ("tokens", "rounds", "drafted", "accepted", "draft_s", "verify_s"):
-            setattr(totals, name, getattr(totals, name) + getattr(turn, name))
-        for i, (drafted, accepted) in enumerate(zip(turn.drafted_at, turn.accepted_at, strict=True)):
-            if i == len(totals.drafted_at):
-                totals.drafted_at.append(0)
-                totals.accepted_at.append(0)
-            totals.drafted_at[i] += drafted
-            totals.accepted_at[i] += accepted
 
     # -- slash commands ----------------------------------------------------------------------------------
 
@@ -142,7 +131,7 @@ class ChatSession:
     def _cmd_stats(self, _arg: str) -> None:
         t = self.totals
         busy = t.draft_s + t.verify_s
-        self._say(f"session: {t.tokens} tokens in {t.rounds} rounds, {t.tokens / busy if busy else 0:.1f} tok/s")
+        self._say(f"session: {t.generated} tokens in {t.rounds} rounds, {t.generated / busy if busy else 0:.1f} tok/s")
         if t.drafted:
             self._say(
                 f"accepted {t.accepted}/{t.drafted} drafts ({t.accepted / t.drafted:.0%}), "

@@ -87,6 +87,35 @@ class Stats:
         """Generated tokens / decode time (prefill excluded: it is the same with or without a draft)."""
         return self.generated / self.decode_s if self.decode_s > 0 else 0.0
 
+    def record(self, drafted: int, accepted: int, emitted: int, draft_s: float, verify_s: float) -> None:
+        """Add one round."""
+        self.rounds += 1
+        self.generated += emitted
+        self.drafted += drafted
+        self.accepted += accepted
+        self.draft_s += draft_s
+        self.verify_s += verify_s
+        self._grow(drafted)
+        for i in range(drafted):
+            self.drafted_at[i] += 1
+            self.accepted_at[i] += i < accepted
+
+    def merge(self, other: Stats) -> None:
+        """Add another generation's rounds (session totals, tuning over a suite)."""
+        for name in ("generated", "rounds", "drafted", "accepted", "draft_s", "verify_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self._grow(len(other.drafted_at))
+        for i, (drafted, accepted) in enumerate(zip(other.drafted_at, other.accepted_at, strict=True)):
+            self.drafted_at[i] += drafted
+            self.accepted_at[i] += accepted
+        for source, count in other.rounds_by_source.items():
+            self.rounds_by_source[source] = self.rounds_by_source.get(source, 0) + count
+
+    def _grow(self, positions: int) -> None:
+        while len(self.drafted_at) < positions:
+            self.drafted_at.append(0)
+            self.accepted_at.append(0)
+
     def position_rates(self) -> list[float]:
         """Acceptance rate at draft position i (1-based in the UI), among rounds that drafted position i."""
         return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
@@ -169,7 +198,7 @@ def speculative_decode(
                 drafter.feedback(len(draft), n_accepted, t2 - t1)
             emitted, ended = _cut_at_eog(target.model, [*draft.tokens[:n_accepted], token])
             tokens.extend(emitted)
-            _count(stats, draft, n_accepted, emitted, t1 - t0, t2 - t1)
+            stats.record(len(draft), n_accepted, len(emitted), t1 - t0, t2 - t1)
             if stats.rounds == 1:
                 stats.first_token_s = t2 - start
             source = (draft.source or "draft") if len(draft) else "target"
@@ -199,16 +228,3 @@ def _cut_at_eog(model: LanguageModel, new: list[int]) -> tuple[list[int], bool]:
         if model.is_eog(token):
             return new[:i], True
     return new, False
-
-
-def _count(stats: Stats, draft: Draft, n_accepted: int, emitted: list[int], draft_s: float, verify_s: float):
-    stats.rounds += 1
-    stats.generated += len(emitted)
-    stats.drafted += len(draft)
-    stats.accepted += n_accepted
-    stats.draft_s += draft_s
-    stats.verify_s += verify_s
-    for i in range(len(draft)):
-        stats.drafted_at[i] += 1
-        if i < n_accepted:
-            stats.accepted_at[i] += 1

@@ -213,12 +213,7 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
         pipeline.reset()
         ids = pipeline.prompt([Message("user", prompt.text)])
         _, _, stats = pipeline.generate(ids, greedy, k=k, max_tokens=max_tokens, mode=mode)
-        total = totals.setdefault(mode, Stats(drafted_at=[0] * k, accepted_at=[0] * k))
-        for field_name in ("drafted", "accepted", "rounds", "generated"):
-            setattr(total, field_name, getattr(total, field_name) + getattr(stats, field_name))
-        for i in range(k):
-            total.drafted_at[i] += stats.drafted_at[i]
-            total.accepted_at[i] += stats.accepted_at[i]
+        totals.setdefault(mode, Stats(drafted_at=[0] * k, accepted_at=[0] * k)).merge(stats)
     estimates = [ModeEstimate("target", 0, None, 1.0)]
     costs = tuning.costs
     for mode, stats in totals.items():
