@@ -150,8 +150,32 @@ def check(path: Path) -> None:
     _save_cache(known)
 
 
-def _check_bytes(data, name: str) -> None:
+def metadata(path: Path) -> dict:
+    """Scalar and string metadata of a GGUF file (arrays skipped), read with the same bounds."""
+    with Path(path).open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return _check_bytes(data, Path(path).name, keep=True, tensors=False)
+
+
+def memory_needed(path: Path, n_ctx: int) -> tuple[int, int]:
+    """(weights bytes, f16 KV-cache bytes at n_ctx) of a model, from its file size and metadata."""
+    meta = metadata(path)
+    arch = meta.get("general.architecture", "")
+
+    def number(key: str, default: int = 0) -> int:
+        value = meta.get(f"{arch}.{key}", default)
+        return int(value) if isinstance(value, int | float) else default
+
+    layers, embd, heads = number("block_count"), number("embedding_length"), number("attention.head_count", 1)
+    kv_heads = number("attention.head_count_kv", heads) or heads
+    key_len = number("attention.key_length", embd // max(heads, 1))
+    value_len = number("attention.value_length", key_len)
+    kv_bytes = n_ctx * layers * kv_heads * (key_len + value_len) * 2
+    return Path(path).stat().st_size, kv_bytes
+
+
+def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -> dict:
     reader = _Reader(data, name)
+    values: dict = {}
     if bytes(data[:4]) != b"GGUF":
         raise reader.fail("bad magic (the file does not start with 'GGUF')")
     reader.pos = 4
@@ -166,20 +190,26 @@ def _check_bytes(data, name: str) -> None:
         key = reader.string()
         kind = reader.u32()
         value = reader.skip_value(kind)
+        if keep and value is not None:
+            values[key.decode("utf-8", errors="replace")] = (
+                value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+            )
         if key == b"general.alignment":
             if not isinstance(value, int) or value <= 0 or value & (value - 1):
                 raise reader.fail(f"general.alignment {value!r} is not a power of two")
             alignment = value
-    tensors = []
+    if not tensors:
+        return values
+    infos = []
     for _ in range(n_tensors):
         tensor = reader.string().decode("utf-8", errors="replace")
         n_dims = reader.u32()
         if n_dims > MAX_DIMS:
             raise reader.fail(f"tensor {tensor!r} has {n_dims} dimensions (at most {MAX_DIMS})")
         dims = [reader.u64() for _ in range(n_dims)]
-        tensors.append((tensor, dims, reader.u32(), reader.u64()))
+        infos.append((tensor, dims, reader.u32(), reader.u64()))
     data_start = -(-reader.pos // alignment) * alignment
-    for tensor, dims, kind, offset in tensors:
+    for tensor, dims, kind, offset in infos:
         elements = 1
         for dim in dims:
             elements *= dim
@@ -190,6 +220,7 @@ def _check_bytes(data, name: str) -> None:
                 f"tensor {tensor!r} lies outside the file (data at {data_start + offset}, {size} bytes, "
                 f"file has {reader.size}): truncated download?"
             )
+    return values
 
 
 def _cache_file() -> Path:

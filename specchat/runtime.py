@@ -16,7 +16,7 @@ from .compat import PairReport, require_compatible
 from .drafters import DraftModelDrafter
 from .drafters.ngram import NgramDrafter
 from .engine import Engine, EngineConfig, Interrupt, TextStream
-from .errors import ModelFileError
+from .errors import EngineError, ModelFileError
 from .models_api import CachedModel
 from .registry import ModelSpec, load_registry
 from .sampling import Sampler, SamplingParams
@@ -93,6 +93,45 @@ def _opt_path(path: Path | None) -> Path | None:
     return Path(path) if path is not None else None
 
 
+OVERHEAD_BYTES = 300_000_000  # per model: compute buffers, context, output logits (measured ~200 MB here)
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated without swapping (Linux); None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def check_memory(resolved: Resolved, options: LoadOptions) -> None:
+    """Refuse, with the numbers, a pair that cannot fit in RAM: better than an OOM kill mid-load."""
+    from .engine import gpu_offload_supported
+    from .gguf import memory_needed
+
+    if gpu_offload_supported() and (options.target_gpu_layers != 0 or options.draft_gpu_layers != 0):
+        return  # weights go to the GPU, whose free memory is not known here
+    available = available_memory()
+    if available is None:
+        return
+    weights = kv = 0
+    for path in (resolved.target, resolved.draft):
+        if path is not None:
+            w, k = memory_needed(path, options.n_ctx)
+            weights, kv = weights + w, kv + k + OVERHEAD_BYTES
+    if weights + kv > available:
+        raise EngineError(
+            f"not enough memory: the models need about {(weights + kv) / 1e9:.1f} GB (weights "
+            f"{weights / 1e9:.1f} GB + KV cache and buffers {kv / 1e9:.1f} GB at --ctx {options.n_ctx}), "
+            f"{available / 1e9:.1f} GB are available",
+            hint="use a smaller --ctx, a smaller pair, or --no-spec (the target without its draft)",
+        )
+
+
 class Pipeline:
     """A loaded target (and optional draft) that can answer prompts."""
 
@@ -102,6 +141,7 @@ class Pipeline:
         self.interrupt = Interrupt()
         self.draft: Engine | None = None
         self.pair_report: PairReport | None = None
+        check_memory(resolved, options)
         with self.interrupt.armed():
             self.target = Engine(resolved.target, self._config(options.target_gpu_layers), self.interrupt)
             try:

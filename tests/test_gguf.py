@@ -108,3 +108,21 @@ def test_cli_refuses_a_broken_target(tmp_path):
     result = CliRunner().invoke(app, ["run", "--target", str(path), "--no-spec", "hi"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "broken.gguf is not a valid GGUF file: bad magic" in result.stderr
+
+
+@pytest.mark.real
+def test_memory_estimate_refuses_with_numbers(default_pair_paths, monkeypatch):
+    """A pair that cannot fit is refused before loading, with the numbers and a hint."""
+    from specchat import runtime
+    from specchat.errors import EngineError
+
+    target, draft = default_pair_paths
+    weights, kv = gguf.memory_needed(target, 4096)
+    assert weights == target.stat().st_size
+    assert kv == 4096 * 28 * 2 * (128 + 128) * 2  # Qwen2.5 1.5B: 28 layers, 2 KV heads of 128, f16
+    monkeypatch.setattr(runtime, "available_memory", lambda: 1_000_000_000)
+    resolved = runtime.Resolved(None, target, draft)
+    with pytest.raises(EngineError) as err:
+        runtime.Pipeline(resolved, runtime.LoadOptions(n_ctx=4096))
+    assert "not enough memory" in err.value.message and "1.0 GB are available" in err.value.message
+    assert "--ctx" in err.value.hint
