@@ -442,7 +442,9 @@ def bench(
         if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
             raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
     if plot is not None:
-        _require_matplotlib()
+        from .view import require_matplotlib
+
+        require_matplotlib()  # fail before a long run, not after it
     prompt_list = load_prompts_file(prompts) if prompts is not None else load_suite(suite)
     params = SamplingParams(temperature=temperature, seed=seed)
     choice = ModelChoice(pair=pair, target_path=target, draft_path=draft, need_draft=True)
@@ -534,29 +536,13 @@ def _report(result, fmt: str, output: Path | None, plot: Path | None, ks: list[i
     )
 
 
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
-
-
 def _atomic_write(path: Path, body: str) -> None:
-    """Temporary file + rename: an existing report is never left half-written, nothing stays behind."""
-    import tempfile
+    from .paths import write_atomic
 
-    tmp = None
     try:
-        handle, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(body)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(path, body)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 @app.command(

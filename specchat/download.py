@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .errors import DownloadError, ModelFileError
-from .paths import cache_dir, models_dir
+from .paths import cache_dir, models_dir, write_atomic
 from .registry import ModelSpec
 
 CHUNK = 1 << 20
@@ -278,7 +278,5 @@ def cached_sha256(path: Path) -> str:
     if key not in known:
         known[key] = sha256_of(path)
         store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_suffix(".tmp")
-        tmp.write_text(json.dumps(known), encoding="utf-8")
-        os.replace(tmp, store)
+        write_atomic(store, json.dumps(known))
     return known[key]

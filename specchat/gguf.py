@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import struct
 from pathlib import Path
 
 from .errors import ModelFileError
-from .paths import cache_dir
+from .paths import cache_dir, write_atomic
 
 MAX_TENSORS = 1 << 20
 MAX_KV = 1 << 16
@@ -238,8 +237,6 @@ def _save_cache(known: dict) -> None:
     try:
         path = _cache_file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(known), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(known))
     except OSError:
         pass  # only a cache

@@ -37,3 +37,19 @@ def overlay_file() -> Path:
 def history_file() -> Path:
     """Readline history of the interactive chat."""
     return _from_env("SPECCHAT_STATE_DIR", user_state_dir(APP)) / "history"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text through a private temporary file and a rename: readers see the old file or the new
+    one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind."""
+    import tempfile
+
+    folder = path.parent if str(path.parent) else Path(".")
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; these are ordinary user files
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from rich.text import Text
 from .chat import Conversation, Message
 from .chatview import ReplyView, legend, position_bars, summary_line
 from .errors import SpecchatError
+from .paths import write_atomic
 from .runtime import DEFAULT_K, MODES, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
@@ -227,16 +226,7 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
             mark = " (interrupted)" if m.interrupted else ""
             blocks.append(f"## {m.role}{mark}\n\n{m.content}\n")
         body = "\n".join(blocks)
-    folder = path.parent if str(path.parent) else Path(".")
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by `with handle` below
-        "w", dir=folder, prefix=f".{path.name}.", delete=False, encoding="utf-8"
-    )
-    try:
-        with handle:
-            handle.write(body)
-        os.replace(handle.name, path)
-    finally:
-        Path(handle.name).unlink(missing_ok=True)
+    write_atomic(path, body)
 
 
 def read_message(console: Console) -> str | None:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .costmodel import measure
 from .drafters.adaptive import MAX_K, Costs, best_length, expected_tokens
-from .paths import config_dir
+from .paths import config_dir, write_atomic
 
 QUICK_BATCHES = (1, 2, 3, 5, 9, 17)
 VERSION = 1
@@ -87,18 +86,10 @@ def load(key: str) -> Tuning | None:
 
 
 def save(tuning: Tuning) -> Path:
-    """Atomic (a private temporary file, then rename), so concurrent first runs cannot collide."""
-    import tempfile
-
+    """Atomic, so concurrent first runs cannot collide."""
     path = tuning_path(tuning.key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps(tuning.as_dict(), indent=2))
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    write_atomic(path, json.dumps(tuning.as_dict(), indent=2))
     return path
 
 

@@ -176,8 +176,8 @@ def speedup_plot(result, width: int = 70, height: int = 16) -> str:
     return plotext.build()
 
 
-def save_speedup_plot(result, path) -> None:
-    """Speedup vs k per category as PNG or SVG (matplotlib, from the `plot` extra)."""
+def require_matplotlib():
+    """matplotlib (the `plot` extra) set up for files, or a usage error saying how to get it."""
     from .errors import UsageError
 
     try:
@@ -187,6 +187,12 @@ def save_speedup_plot(result, path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
+    return plt
+
+
+def save_speedup_plot(result, path) -> None:
+    """Speedup vs k per category as PNG or SVG (matplotlib, from the `plot` extra)."""
+    plt = require_matplotlib()
     figure, axis = plt.subplots(figsize=(7, 4.2))
     for category, points in _speedup_series(result).items():
         axis.plot([k for k, _ in points], [s for _, s in points], marker="o", label=category)
