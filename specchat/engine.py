@@ -55,33 +55,48 @@ def default_threads() -> int:
 
 
 class Interrupt:
-    """Ctrl-C that can stop a running llama_decode through llama.cpp's abort callback.
+    """Ctrl-C that can stop a running llama_decode (or model load) through llama.cpp's callbacks.
 
-    Python runs signal handlers only between bytecodes, so while the main thread is inside llama_decode
-    the handler merely sets a flag; ggml polls the abort callback between graph nodes and stops.
+    Python runs signal handlers only between bytecodes. While llama.cpp runs, the only Python that runs
+    is our abort/progress callback, and an exception raised there is swallowed by ctypes, so around every
+    native call (`native()`) Ctrl-C merely sets a flag: the callback returns it, ggml stops between graph
+    nodes, and the flag becomes a KeyboardInterrupt once the call has returned.
     """
 
     def __init__(self) -> None:
         self.requested = False
-        self.in_native = False
         self.callback = lib.ggml_abort_callback(lambda _data: self.requested)
 
-    def _handler(self, _signum, _frame) -> None:
+    def _flag(self, _signum, _frame) -> None:
         self.requested = True
-        if not self.in_native:
-            raise KeyboardInterrupt
+
+    def _raise(self, _signum, _frame) -> None:
+        self.requested = True
+        raise KeyboardInterrupt
 
     @contextmanager
-    def armed(self) -> Iterator[None]:
+    def _handling(self, handler) -> Iterator[None]:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        self.requested = False
-        previous = signal.signal(signal.SIGINT, self._handler)
+        previous = signal.signal(signal.SIGINT, handler)
+        if previous is signal.SIG_IGN:  # started in the background by a shell: Ctrl-C is not ours
+            signal.signal(signal.SIGINT, previous)
         try:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
+
+    @contextmanager
+    def armed(self) -> Iterator[None]:
+        """A fresh start for one generation: an older Ctrl-C that was already handled is forgotten."""
+        self.requested = False
+        with self._handling(self._raise):
+            yield
+
+    def native(self):
+        """Around one call into llama.cpp: Ctrl-C only sets the flag that the callbacks return."""
+        return self._handling(self._flag)
 
     def check(self) -> None:
         if self.requested:
@@ -111,7 +126,16 @@ class Engine:
         model_params = lib.llama_model_default_params()
         layers = config.gpu_layers if config.gpu_layers >= 0 else 999
         model_params.n_gpu_layers = layers if gpu_offload_supported() else 0
-        self.model = lib.llama_model_load_from_file(str(self.path).encode(), model_params)
+        # Loading a cold multi-GB file can take seconds inside C: the progress callback lets Ctrl-C abort it.
+        self._on_progress = lib.llama_progress_callback(lambda _progress, _data: not self.interrupt.requested)
+        model_params.progress_callback = self._on_progress
+        with self.interrupt.native():
+            self.model = lib.llama_model_load_from_file(str(self.path).encode(), model_params)
+        if self.interrupt.requested:
+            if self.model:
+                lib.llama_model_free(self.model)
+            self.model = None
+            self.interrupt.check()
         if not self.model:
             raise EngineError(
                 f"llama.cpp could not load {self.path}",
@@ -189,11 +213,8 @@ class Engine:
             batch.logits[i] = 1 if i >= n - n_logits else 0
         batch.n_tokens = n
         self.interrupt.check()
-        self.interrupt.in_native = True
-        try:
+        with self.interrupt.native():
             status = lib.llama_decode(self.ctx, batch)
-        finally:
-            self.interrupt.in_native = False
         if status == 2 or self.interrupt.requested:
             # Aborted: drop whatever part of the batch reached the cache, so the state stays exact.
             lib.llama_memory_seq_rm(self.memory, 0, self._n_past, -1)

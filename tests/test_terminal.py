@@ -87,3 +87,28 @@ def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.strip()
     assert b"\x1b" not in done.stdout
+
+
+def test_one_shot_ctrl_c_restores_the_terminal(default_pair_paths, tmp_path):
+    """Ctrl-C during a one-shot reply on a terminal: exit 130, cursor shown, colours reset, modes sane."""
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"}
+    env.pop("NO_COLOR", None)
+    prompt = "Write a long story about a lighthouse keeper."
+    command = f"{sys.executable} -m specchat run --mode spec -n 2000 '{prompt}'; echo EXIT=$?; stty -a"
+    child = pexpect.spawn("/bin/bash", ["-c", command], env=env, dimensions=(30, 100), encoding="utf-8", timeout=120)
+    child.logfile_read = (tmp_path / "session.log").open("w")
+    try:
+        child.expect("tok/s")  # the live footer: generation is under way
+        child.sendintr()
+        child.expect(r"EXIT=(\d+)", timeout=5)
+        assert child.match.group(1) == "130"
+        child.expect(pexpect.EOF)
+        modes = child.before.split()
+        assert "echo" in modes and "icanon" in modes, "terminal left in raw or no-echo mode"
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8")
+    assert "Traceback" not in log
+    assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
+    colour_codes = [c for c in ANSI.findall(log.split("EXIT=")[0]) if c.endswith("m")]
+    assert colour_codes and colour_codes[-1] in ("\x1b[0m", "\x1b[m")

