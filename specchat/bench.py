@@ -24,7 +24,7 @@ import numpy as np
 from .benchsuite import Prompt
 from .chat import Message
 from .costmodel import CostModel
-from .runtime import Pipeline
+from .runtime import DEFAULT_K, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 
@@ -50,7 +50,7 @@ def variants_for(ks: Sequence[int], modes: Sequence[str] = ("spec",)) -> list[Va
     if "ngram" in modes:
         out.append(Variant(f"ngram k={NGRAM_K}", NGRAM_K, "ngram"))
     if "auto" in modes:
-        out.append(Variant("auto", 16, "auto"))
+        out.append(Variant("auto", DEFAULT_K["auto"], "auto"))
     return out
 
 

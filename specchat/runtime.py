@@ -24,7 +24,7 @@ from .speculative import Round, Stats, speculative_decode
 
 ACCEPTED, TARGET, REJECTED = "accepted", "target", "rejected"
 MODES = ("auto", "spec", "ngram", "target")
-DEFAULT_K = {"auto": 16, "spec": 4, "ngram": 8, "target": 0}  # for auto, the largest k it may choose
+DEFAULT_K = {"auto": 64, "spec": 4, "ngram": 8, "target": 0}  # for auto, the largest k it may choose
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .costmodel import measure
-from .drafters.adaptive import MAX_K, Costs, best_length, expected_tokens
+from .drafters.adaptive import MAX_K, MODEL_MAX_K, Costs, best_length, expected_tokens
 from .paths import config_dir, write_atomic
 
-QUICK_BATCHES = (1, 2, 3, 5, 9, 17)
-VERSION = 1
+# Batch sizes timed on a first run (once per pair and machine): enough points for the interpolation,
+# including the long batches that copies use. `specchat tune` times FULL_BATCHES.
+QUICK_BATCHES = (1, 2, 3, 5, 9, 17, 33, 65)
+FULL_BATCHES = (*range(1, 18), 24, 33, 48, 65)
+VERSION = 2  # 2: batches up to 65 (copies of up to 64 tokens)
 
 
 @dataclass
@@ -30,7 +33,7 @@ class Tuning:
         """Could the draft model beat the target alone even if every guess were accepted?"""
         if self.costs.draft_step is None:
             return True  # unknown: let the adaptive drafter find out
-        k, _ = best_length([1.0] * MAX_K, self.costs.draft_step, self.costs, MAX_K)
+        k, _ = best_length([1.0] * MODEL_MAX_K, self.costs.draft_step, self.costs, MODEL_MAX_K)
         return k > 0
 
     def as_dict(self) -> dict:
@@ -94,15 +97,9 @@ def save(tuning: Tuning) -> Path:
 
 
 def calibrate(target, draft, context: list[int], key: str, *, full: bool = False) -> Tuning:
-    """Time single steps and verify batches: a few sizes (about a second on a CPU), or 1..16 when full."""
-    model = measure(
-        target,
-        draft,
-        context,
-        max_batch=16 if full else max(QUICK_BATCHES),
-        repeats=3 if full else 1,
-        sizes=None if full else QUICK_BATCHES,
-    )
+    """Time single steps and verify batches: a few sizes (a few seconds on a CPU), or more when full."""
+    sizes = FULL_BATCHES if full else QUICK_BATCHES
+    model = measure(target, draft, context, max_batch=max(sizes), repeats=3 if full else 1, sizes=sizes)
     costs = Costs(dict(model.verify_s), model.draft_step_s)
     return Tuning(key, costs, source="tune" if full else "calibration")
 
@@ -191,7 +188,7 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
     key = machine_key(
         resolved.target, resolved.draft, options.threads, options.target_gpu_layers, options.draft_gpu_layers
     )
-    notify("timing single steps and verify batches of 1..16 tokens")
+    notify("timing single steps and verify batches of 1..17, 24, 33, 48 and 65 tokens")
     context = pipeline.target.tokenize(CALIBRATION_TEXT)
     tuning = calibrate(pipeline.target, pipeline.draft, context, key, full=True)
     greedy = SamplingParams()

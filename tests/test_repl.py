@@ -46,7 +46,7 @@ def test_mode_command():
     chat.command("/mode ngram")
     assert chat.settings.effective_mode == "ngram" and chat.settings.effective_k == 8
     chat.command("/mode auto")
-    assert chat.settings.label == "auto (k<=16)"
+    assert chat.settings.label == "auto (k<=64)"
     chat.command("/mode fast")
     assert "usage: /mode auto|spec|ngram|target" in out.getvalue()
 

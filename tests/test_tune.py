@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specchat.cli import app
-from specchat.tuning import conditional_rates
+from specchat.tuning import FULL_BATCHES, conditional_rates
 
 pytestmark = pytest.mark.real
 
@@ -22,7 +22,7 @@ def test_tune_saves_costs_and_acceptance(default_pair_paths, tmp_path, monkeypat
     assert len(saved) == 1
     data = json.loads(saved[0].read_text())
     assert data["source"] == "tune"
-    assert set(data["verify_s"]) == {str(n) for n in range(1, 17)} and data["draft_step_s"] > 0
+    assert set(data["verify_s"]) == {str(n) for n in FULL_BATCHES} and data["draft_step_s"] > 0
     assert 0.0 <= data["priors"]["draft-model"] <= 1.0
     modes = {e["mode"] for e in data["details"]["estimates"]}
     assert modes == {"target", "spec", "ngram"}

@@ -19,7 +19,9 @@ from .base import Draft
 from .model import DraftModelDrafter
 from .ngram import NgramDrafter
 
-MAX_K = 16
+MAX_K = 64  # longest copy: a verify batch of 33-65 tokens costs far less per token than one of 2-9
+MODEL_MAX_K = 16  # longest draft-model draft: each of its tokens costs a draft step
+FIRST_COPY_CAP = 8  # longest copy before this reply has shown that it copies long runs
 EMA = 0.2  # weight of a new timing observation
 # Prior acceptance of a copied continuation by match length: a long match means the reply is copying
 # its input (editing, quoting), and copies tend to go on. Learned online from there.
@@ -148,6 +150,8 @@ class AdaptiveDrafter:
         self.last: Choice = Choice("target", 0, 0.0, "no round yet")
         self._arm: tuple | None = None
         self._streak = False  # the previous round was a fully accepted n-gram copy
+        self._run = 0  # tokens copied in a row (over fully accepted rounds) in this reply
+        self._longest_run = 0
         self._drafted: list[int] = []
         self.rounds_by_strategy: dict[str, int] = {"target": 0, "ngram": 0, "draft-model": 0}
 
@@ -167,6 +171,14 @@ class AdaptiveDrafter:
         if self.model is not None:
             self.model.prefill(context)
         self._streak = False
+        self._run = self._longest_run = 0
+
+    @property
+    def copy_cap(self) -> int:
+        """Copies may grow to twice the longest run this reply has copied so far: a long draft is only
+        risked where the reply has shown it is copying its input (a prose reply quoting a few words
+        would otherwise be offered a 60-token guess whose every position looks likely)."""
+        return min(MAX_K, max(FIRST_COPY_CAP, 2 * self._longest_run))
 
     def choose(self, context: Sequence[int], k_max: int) -> tuple[Choice, tuple | None, int | None]:
         k_max = min(k_max, MAX_K)
@@ -175,7 +187,7 @@ class AdaptiveDrafter:
         if self.ngram is not None and k_max > 0:
             n, begin = self.ngram.match(context)
             if begin is not None:
-                continuation = self.ngram.index.tokens[begin : begin + min(k_max, MAX_K)]
+                continuation = self.ngram.index.tokens[begin : begin + min(k_max, self.copy_cap)]
                 arm = ("ngram", _bucket(n), self._streak)
                 rates = self._ngram_rates(arm, continuation)
                 k, speed = best_length(rates, self.costs.ngram_step, self.costs, len(continuation))
@@ -183,8 +195,9 @@ class AdaptiveDrafter:
                     best, best_arm, start = Choice("ngram", k, speed, f"copying a {n}-token match"), arm, begin
         if self.model is not None and self.costs.draft_step is not None and k_max > 0:
             arm = ("draft-model",)
-            rates = self._acceptance(arm).rates(k_max, self.optimism)
-            k, speed = best_length(rates, self.costs.draft_step, self.costs, k_max)
+            model_k = min(k_max, MODEL_MAX_K)
+            rates = self._acceptance(arm).rates(model_k, self.optimism)
+            k, speed = best_length(rates, self.costs.draft_step, self.costs, model_k)
             if k and speed > best.speed:
                 best, best_arm, start = Choice("draft-model", k, speed, "draft model pays"), arm, None
         return best, best_arm, start
@@ -233,4 +246,9 @@ class AdaptiveDrafter:
             else:
                 self._acceptance(self._arm).observe(drafted, accepted)
         self._streak = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted
+        if self.last.strategy == "ngram" and drafted:
+            self._run += accepted
+            self._longest_run = max(self._longest_run, self._run)
+            if not self._streak:
+                self._run = 0
         self._arm = None  # a round without a proposal (k_round = 0) must not be booked to the last arm
