@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -80,16 +81,21 @@ def build_server() -> Path:
 
 class Server:
     def __init__(self, binary: Path, target: Path, draft: Path, *, k: int, threads: int, ctx: int):
-        self.port = 18000 + os.getpid() % 1000
+        with socket.socket() as probe:  # a free port, so no stale server answers in its place
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
         command = [str(binary), "-m", str(target), "-md", str(draft), "--spec-type", "draft-simple"]
         command += ["--spec-draft-n-max", str(k)]
         command += ["-t", str(threads), "-tb", str(threads), "-td", str(threads), "-tbd", str(threads)]
         command += ["-c", str(ctx), "-np", "1", "--no-webui", "--port", str(self.port), "-ngl", "0", "-ngld", "0"]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.log = binary.parent.parent / "llama-server.log"
+        with self.log.open("wb") as log:  # a file, not a pipe: llama.cpp logs a lot and must never block
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SystemExit(f"llama-server exited: {self.process.stderr.read().decode()[-2000:]}")
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise SystemExit(f"llama-server exited: {tail}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1) as reply:
                     if reply.status == 200:
@@ -149,10 +155,12 @@ def main() -> None:
     prompts = load_suite(args.suite)
     encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
     greedy = SamplingParams(temperature=0.0)
-    server = Server(binary, resolved.target, resolved.draft, k=args.k, threads=args.threads, ctx=args.ctx)
-    servers = {"llama-server": server}
+    servers: dict[str, Server] = {}
     samples: list[dict] = []
     try:
+        servers["llama-server"] = Server(
+            binary, resolved.target, resolved.draft, k=args.k, threads=args.threads, ctx=args.ctx
+        )
         names = ["specchat", *servers]
         for tokens in list(encoded.values())[:1]:  # warm-up, not measured
             pipeline.generate(tokens, greedy, k=args.k, max_tokens=16, mode="spec")

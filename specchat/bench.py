@@ -291,7 +291,8 @@ def run_bench(
     encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
     warm = encoded[prompts[0].id]
     for variant in variants:
-        _generate(pipeline, warm, params, variant, min(16, max_tokens))
+        if _generate(pipeline, warm, params, variant, min(16, max_tokens))[1].stop_reason == "interrupted":
+            raise KeyboardInterrupt
     done = 0
     for rep in range(reps):
         for index, prompt in enumerate(prompts):

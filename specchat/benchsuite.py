@@ -15,10 +15,10 @@ from .errors import UsageError
 
 CATEGORIES = ("code", "code-edit", "structured", "chat", "summarize")
 SUITES = {
-    "default": "all 15 prompts: 3 per category (code, code-edit, structured, chat, summarize)",
+    "default": "all 17 prompts: code (5), code-edit (3), structured, chat, summarize (3 each)",
     "quick": "the first prompt of each category (5 prompts)",
     "tiny": "one short code prompt and one short chat prompt (for smoke tests)",
-    **{name: f"the 3 {name} prompts" for name in CATEGORIES},
+    **{name: f"the {name} prompts" for name in CATEGORIES},
 }
 TINY = [
     {"question_id": "tiny-1", "category": "code", "turns": ["Write a Python function that returns the square of x."]},

@@ -211,19 +211,22 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
         os.chmod(tmp, 0o644)  # NamedTemporaryFile creates 0600; a model file is ordinary data
         os.replace(tmp, target)
     except OSError as exc:
-        raise _write_error(exc, target, size - written) from None
+        on_disk = tmp.stat().st_size if tmp.exists() else written
+        raise _write_error(exc, target, size - on_disk) from None
     finally:
         tmp.unlink(missing_ok=True)
     return target
 
 
 def _write_error(exc: OSError, target: Path, remaining: int) -> DownloadError:
-    if exc.errno == errno.ENOSPC:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return DownloadError(
-            f"disk full while writing {target.name}: {remaining / 1e9:.2f} GB more were needed in {target.parent}",
+            f"disk full while writing {target.name}: at least {max(remaining, 0) / 1e9:.2f} GB more were needed "
+            f"in {target.parent}",
             hint="nothing was installed; free some space or set SPECCHAT_MODELS_DIR to a larger disk",
         )
-    return DownloadError(f"cannot write {target}: {exc.strerror or exc}", hint="nothing was installed")
+    where = exc.filename or target
+    return DownloadError(f"pull of {target.name} failed: {where}: {exc.strerror or exc}", hint="nothing was installed")
 
 
 def _pip_download(requirement: str, dest: Path) -> Path:

@@ -133,7 +133,8 @@ class Engine:
             self.model = lib.llama_model_load_from_file(str(self.path).encode(), model_params)
         if self.interrupt.requested:
             if self.model:
-                lib.llama_model_free(self.model)
+                with self.interrupt.native():
+                    lib.llama_model_free(self.model)
             self.model = None
             self.interrupt.check()
         if not self.model:
@@ -152,10 +153,15 @@ class Engine:
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
         ctx_params.no_perf = True
-        self.ctx = lib.llama_init_from_model(self.model, ctx_params)
-        if not self.ctx:
-            lib.llama_model_free(self.model)
+        with self.interrupt.native():  # allocates the KV cache and logs through a Python callback
+            self.ctx = lib.llama_init_from_model(self.model, ctx_params)
+        if not self.ctx or self.interrupt.requested:
+            with self.interrupt.native():
+                if self.ctx:
+                    lib.llama_free(self.ctx)
+                lib.llama_model_free(self.model)
             self.model = None
+            self.interrupt.check()
             raise EngineError(
                 f"llama.cpp could not create a context of {config.n_ctx} tokens for {self.path.name}",
                 hint="try a smaller --ctx",
@@ -302,9 +308,10 @@ class Engine:
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        lib.llama_batch_free(self._batch)
-        lib.llama_free(self.ctx)
-        lib.llama_model_free(self.model)
+        with self.interrupt.native():  # llama.cpp logs while freeing, through a Python callback
+            lib.llama_batch_free(self._batch)
+            lib.llama_free(self.ctx)
+            lib.llama_model_free(self.model)
 
     def __enter__(self) -> Engine:
         return self

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from .chat import Conversation, Message
 from .chatview import ReplyView, legend, position_bars, summary_line
+from .drafters.adaptive import MAX_K
 from .errors import SpecchatError
 from .paths import write_atomic
 from .runtime import DEFAULT_K, MODES, Pipeline
@@ -25,7 +26,7 @@ from .speculative import Stats
 HELP = """\
 /help            this list
 /stats           session totals (tokens, speed, acceptance)
-/k N             draft length (1-16; in auto mode the largest it may choose)
+/k N             draft length (1-64; in auto mode the largest it may choose)
 /temp T          temperature (0 = greedy, exactly the target's output)
 /mode M          auto, spec (draft model), ngram (prompt lookup) or target
 /spec on|off     speculation on (the chosen mode), or the target alone
@@ -141,8 +142,8 @@ class ChatSession:
                 self.console.print(line)
 
     def _cmd_k(self, arg: str) -> None:
-        if not arg.isdigit() or not 1 <= int(arg) <= 16:
-            self._say("usage: /k N with N from 1 to 16", "yellow")
+        if not arg.isdigit() or not 1 <= int(arg) <= MAX_K:
+            self._say(f"usage: /k N with N from 1 to {MAX_K}", "yellow")
             return
         self.settings.k = int(arg)
         self._say(f"draft length k = {self.settings.k} ({self.settings.label})")

@@ -201,6 +201,8 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
         pipeline.reset()
         ids = pipeline.prompt([Message("user", prompt.text)])
         _, _, stats = pipeline.generate(ids, greedy, k=k, max_tokens=max_tokens, mode=mode)
+        if stats.stop_reason == "interrupted":  # generate keeps the text; tune must stop, not save
+            raise KeyboardInterrupt
         totals.setdefault(mode, Stats(drafted_at=[0] * k, accepted_at=[0] * k)).merge(stats)
     estimates = [ModeEstimate("target", 0, None, 1.0)]
     costs = tuning.costs

@@ -249,6 +249,6 @@ class AdaptiveDrafter:
         if self.last.strategy == "ngram" and drafted:
             self._run += accepted
             self._longest_run = max(self._longest_run, self._run)
-            if not self._streak:
-                self._run = 0
+        if not self._streak:  # any round that is not a whole copy ends the run
+            self._run = 0
         self._arm = None  # a round without a proposal (k_round = 0) must not be booked to the last arm
