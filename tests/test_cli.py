@@ -140,3 +140,8 @@ def test_auto_mode_says_what_it_does(default_pair_paths, tmp_path, monkeypatch):
 
 def test_unknown_mode_is_usage_error():
     assert_one_line_error(invoke("run", "--mode", "turbo", "hi"), 2, "unknown --mode 'turbo'")
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n"])
+def test_empty_prompt_is_usage_error(prompt):
+    assert_one_line_error(invoke("run", prompt), 2, "the prompt is empty")

@@ -1,0 +1,62 @@
+"""The pair check (llama.cpp's rules for speculative pairs) on fake vocabularies: pure logic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from specchat.compat import check_pair, require_compatible
+from specchat.errors import PairError
+
+
+@dataclass
+class Vocab:
+    n_vocab: int = 1000
+    vocab_type: int = 2
+    bos: int = 1
+    eos: int = 2
+    add_bos: bool = False
+    changed: dict[int, bytes] = field(default_factory=dict)
+
+    def token_text(self, token: int) -> bytes:
+        return self.changed.get(token, f"tok{token}".encode())
+
+
+def test_same_vocabulary_is_compatible():
+    assert check_pair(Vocab(), Vocab()).compatible
+
+
+def test_a_few_extra_tokens_are_fine():
+    assert check_pair(Vocab(n_vocab=1000), Vocab(n_vocab=1100)).compatible  # within 128, same texts
+
+
+@pytest.mark.parametrize(
+    ("draft", "reason"),
+    [
+        (Vocab(vocab_type=1), "vocabulary types differ"),
+        (Vocab(bos=7), "BOS differs"),
+        (Vocab(add_bos=True), "BOS differs"),
+        (Vocab(eos=9), "EOS differs"),
+        (Vocab(n_vocab=800), "vocab sizes differ by more than 128"),
+        (Vocab(changed={640: b"other"}), "draft vocabulary differs at token 640"),
+    ],
+)
+def test_incompatible_pairs_say_why_and_may_be_forced(draft, reason):
+    report = check_pair(Vocab(), draft)
+    assert not report.compatible and reason in report.reason and report.forceable
+    with pytest.raises(PairError) as err:
+        require_compatible(Vocab(), draft)
+    assert reason in err.value.message and "--force-pair" in err.value.hint
+    assert require_compatible(Vocab(), draft, force=True) is not None  # forced: goes ahead
+
+
+def test_differences_below_token_5_are_ignored():
+    assert check_pair(Vocab(), Vocab(changed={3: b"<unk2>"})).compatible  # llama.cpp skips ids 0-4
+
+
+def test_a_draft_with_ids_beyond_the_target_cannot_be_forced():
+    """Its ids could be invalid input to the target: --force-pair is refused, with no hint to use it."""
+    with pytest.raises(PairError) as err:
+        require_compatible(Vocab(n_vocab=1000), Vocab(n_vocab=1200), force=True)
+    assert "1200 tokens" in err.value.message and "--force-pair" not in err.value.hint
