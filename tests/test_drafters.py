@@ -138,12 +138,31 @@ def test_auto_uses_ngram_copies_when_they_pay_and_stops_when_they_fail():
     draft = auto.propose(context, 16, GREEDY)
     assert draft.source == "ngram" and draft.tokens == list(range(120, 120 + len(draft)))
     auto.feedback(len(draft), len(draft), auto.costs.verify_time(len(draft) + 1))
-    # A context whose 1-token matches never continue: after enough failures auto stops drafting.
+    # A reply whose 1-token matches never continue (every "1" is followed by a new token): once the
+    # text has shown the offered copies failing, auto stops drafting them.
     noisy = [1, 5, 1, 6, 1, 7, 1, 8, 1]
-    for _ in range(60):
+    for step in range(60):
         d = auto.propose(noisy, 16, GREEDY)
         auto.feedback(len(d), 0, auto.costs.verify_time(len(d) + 1))
+        noisy = [*noisy, 900 + step, 1]
     assert auto.propose(noisy, 16, GREEDY).tokens == []
+
+
+def test_offered_copies_are_learned_without_drafting_them():
+    """A copy auto did not draft is still checked against what the target produced: its arm learns."""
+    auto = AdaptiveDrafter(linear_costs(1.0), ngram=NgramDrafter())  # compute-bound: never drafts
+    context = list(range(100, 140)) + list(range(100, 110))
+    assert auto.propose(context, 16, GREEDY).tokens == []
+    context += [*range(110, 140), 999]  # the reply went on copying 30 tokens, then left the copy
+    auto.propose(context, 16, GREEDY)
+    arm = auto.arms[("ngram", 8, False)]  # the 10-token match it was offered
+    assert arm.tried[:32] == [1] * 31 + [0] and arm.accepted[:32] == [1] * 30 + [0, 0]
+
+
+def test_acceptance_counts_are_conditional():
+    arm = Acceptance()
+    arm.observe(4, 1)  # position 1 accepted, position 2 rejected: positions 3-4 were never reached
+    assert arm.tried[:4] == [1, 1, 0, 0] and arm.accepted[:4] == [1, 0, 0, 0]
 
 
 def test_auto_never_drafts_on_a_compute_bound_machine_without_matches():

@@ -75,7 +75,8 @@ class Acceptance:
     accepted: list[int] = field(default_factory=lambda: [0] * MAX_K)
 
     def observe(self, drafted: int, accepted: int) -> None:
-        for i in range(min(drafted, MAX_K)):
+        # Conditional counts: position i is tried only when positions before it were all accepted.
+        for i in range(min(drafted, accepted + 1, MAX_K)):
             self.tried[i] += 1
             self.accepted[i] += i < accepted
 
@@ -153,6 +154,9 @@ class AdaptiveDrafter:
         self._run = 0  # tokens copied in a row (over fully accepted rounds) in this reply
         self._longest_run = 0
         self._drafted: list[int] = []
+        # Copies that were on offer, with the context length they were offered at: checked against the
+        # tokens the target then produced, so every arm learns every round, drafted or not.
+        self._offers: list[tuple[tuple, list[int], int, int]] = []  # arm, copy, context length, booked
         self.rounds_by_strategy: dict[str, int] = {"target": 0, "ngram": 0, "draft-model": 0}
 
     def _acceptance(self, arm: tuple) -> Acceptance:
@@ -172,6 +176,7 @@ class AdaptiveDrafter:
             self.model.prefill(context)
         self._streak = False
         self._run = self._longest_run = 0
+        self._offers = []
 
     @property
     def copy_cap(self) -> int:
@@ -187,8 +192,10 @@ class AdaptiveDrafter:
         if self.ngram is not None and k_max > 0:
             n, begin = self.ngram.match(context)
             if begin is not None:
-                continuation = self.ngram.index.tokens[begin : begin + min(k_max, self.copy_cap)]
                 arm = ("ngram", _bucket(n), self._streak)
+                if len(self._offers) < MAX_K:
+                    self._offers.append((arm, self.ngram.index.tokens[begin : begin + MAX_K], len(context), 0))
+                continuation = self.ngram.index.tokens[begin : begin + min(k_max, self.copy_cap)]
                 rates = self._ngram_rates(arm, continuation)
                 k, speed = best_length(rates, self.costs.ngram_step, self.costs, len(continuation))
                 if k and speed > best.speed:
@@ -206,19 +213,39 @@ class AdaptiveDrafter:
         """Rates for this line's part of the copy from `arm`, for the part after a line break from its
         "next line" twin (positions counted from the break)."""
         cut = next((i + 1 for i, t in enumerate(continuation) if self.breaks_line(t)), len(continuation))
-        here = self._acceptance(arm).rates(cut, self.optimism)
+        # No optimism: every offered copy is checked against what the target produced (_check_offers),
+        # so prompt lookup needs no exploration.
+        here = self._acceptance(arm).rates(cut, 0.0)
         rest = len(continuation) - cut
         if rest <= 0:
             return here
-        return here + self._acceptance((*arm, "next-line")).rates(rest, self.optimism)
+        return here + self._acceptance((*arm, "next-line")).rates(rest, 0.0)
 
-    def _observe_ngram(self, drafted: list[int], accepted: int) -> None:
-        cut = next((i + 1 for i, t in enumerate(drafted) if self.breaks_line(t)), len(drafted))
-        self._acceptance(self._arm).observe(min(cut, len(drafted)), min(accepted, cut))
-        if len(drafted) > cut and accepted >= cut:  # the next line was only tried if this one held
-            self._acceptance((*self._arm, "next-line")).observe(len(drafted) - cut, accepted - cut)
+    def _check_offers(self, context: Sequence[int]) -> None:
+        """Book each offered copy position by position as the text shows whether it held."""
+        waiting = []
+        for arm, offered, at, booked in self._offers:
+            produced = context[at : at + len(offered)]
+            held = next((i for i, (a, b) in enumerate(zip(offered, produced, strict=False)) if a != b), len(produced))
+            broke = held < len(produced)
+            self._book(arm, offered, booked, held, broke)
+            if not broke and held < len(offered):
+                waiting.append((arm, offered, at, held))
+        self._offers = waiting
+
+    def _book(self, arm: tuple, offered: list[int], first: int, held: int, broke: bool) -> None:
+        """Positions first..held-1 held, and position `held` failed if `broke`. Positions after the
+        copy's first line break go to the arm's "next line" twin, counted from the break."""
+        cut = next((i + 1 for i, t in enumerate(offered) if self.breaks_line(t)), len(offered))
+        for i in range(first, held + broke):
+            where, position = (arm, i) if i < cut else ((*arm, "next-line"), i - cut)
+            if position < MAX_K:
+                counts = self._acceptance(where)
+                counts.tried[position] += 1
+                counts.accepted[position] += i < held
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
+        self._check_offers(context)
         choice, arm, start = self.choose(context, k)
         self.last, self._arm = choice, arm
         self.rounds_by_strategy[choice.strategy] += 1
@@ -240,11 +267,8 @@ class AdaptiveDrafter:
         self.costs.observe_verify(drafted + 1, verify_s)
         if self._arm is not None and self._arm[0] == "draft-model" and drafted == 0:
             self._acceptance(self._arm).observe(1, 0)  # a confidence stop before the first guess: a miss
-        if self._arm is not None and drafted:
-            if self._arm[0] == "ngram":
-                self._observe_ngram(self._drafted[:drafted], accepted)
-            else:
-                self._acceptance(self._arm).observe(drafted, accepted)
+        if self._arm is not None and drafted and self._arm[0] != "ngram":  # copies: booked by _check_offers
+            self._acceptance(self._arm).observe(drafted, accepted)
         self._streak = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted
         if self.last.strategy == "ngram" and drafted:
             self._run += accepted
