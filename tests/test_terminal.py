@@ -14,6 +14,8 @@ import pytest
 
 pexpect = pytest.importorskip("pexpect")
 
+from sighelp import default_sigint  # noqa: E402 - after the skip: pexpect is an optional test dependency
+
 pytestmark = pytest.mark.real
 
 PROMPT = "you ›"
@@ -28,7 +30,14 @@ def chat(default_pair_paths, tmp_path):
     command = f"{sys.executable} -m specchat run --mode spec --ctx 1024; echo EXIT=$?; stty -a"
     # bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
     child = pexpect.spawn(
-        "/bin/bash", ["-c", command], env=env, dimensions=(30, 100), encoding="utf-8", timeout=120, cwd=str(tmp_path)
+        "/bin/bash",
+        ["-c", command],
+        env=env,
+        dimensions=(30, 100),
+        encoding="utf-8",
+        timeout=120,
+        preexec_fn=default_sigint,
+        cwd=str(tmp_path),
     )
     child.logfile_read = (tmp_path / "session.log").open("w")
     yield child
@@ -95,7 +104,15 @@ def test_one_shot_ctrl_c_restores_the_terminal(default_pair_paths, tmp_path):
     env.pop("NO_COLOR", None)
     prompt = "Write a long story about a lighthouse keeper."
     command = f"{sys.executable} -m specchat run --mode spec -n 2000 '{prompt}'; echo EXIT=$?; stty -a"
-    child = pexpect.spawn("/bin/bash", ["-c", command], env=env, dimensions=(30, 100), encoding="utf-8", timeout=120)
+    child = pexpect.spawn(
+        "/bin/bash",
+        ["-c", command],
+        env=env,
+        dimensions=(30, 100),
+        encoding="utf-8",
+        timeout=120,
+        preexec_fn=default_sigint,
+    )
     child.logfile_read = (tmp_path / "session.log").open("w")
     try:
         child.expect("tok/s")  # the live footer: generation is under way
