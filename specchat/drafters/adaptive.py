@@ -153,7 +153,6 @@ class AdaptiveDrafter:
         self._streak = False  # the previous round was a fully accepted n-gram copy
         self._run = 0  # tokens copied in a row (over fully accepted rounds) in this reply
         self._longest_run = 0
-        self._drafted: list[int] = []
         # Copies that were on offer, with the context length they were offered at: checked against the
         # tokens the target then produced, so every arm learns every round, drafted or not.
         self._offers: list[tuple[tuple, list[int], int, int]] = []  # arm, copy, context length, booked
@@ -212,7 +211,7 @@ class AdaptiveDrafter:
     def _ngram_rates(self, arm: tuple, continuation: Sequence[int]) -> list[float]:
         """Rates for this line's part of the copy from `arm`, for the part after a line break from its
         "next line" twin (positions counted from the break)."""
-        cut = next((i + 1 for i, t in enumerate(continuation) if self.breaks_line(t)), len(continuation))
+        cut = self._line_cut(continuation)
         # No optimism: every offered copy is checked against what the target produced (_check_offers),
         # so prompt lookup needs no exploration.
         here = self._acceptance(arm).rates(cut, 0.0)
@@ -220,6 +219,10 @@ class AdaptiveDrafter:
         if rest <= 0:
             return here
         return here + self._acceptance((*arm, "next-line")).rates(rest, 0.0)
+
+    def _line_cut(self, copy: Sequence[int]) -> int:
+        """Length of the copy's first line, its line break included (the whole copy if it has none)."""
+        return next((i + 1 for i, token in enumerate(copy) if self.breaks_line(token)), len(copy))
 
     def _check_offers(self, context: Sequence[int]) -> None:
         """Book each offered copy position by position as the text shows whether it held."""
@@ -236,7 +239,7 @@ class AdaptiveDrafter:
     def _book(self, arm: tuple, offered: list[int], first: int, held: int, broke: bool) -> None:
         """Positions first..held-1 held, and position `held` failed if `broke`. Positions after the
         copy's first line break go to the arm's "next line" twin, counted from the break."""
-        cut = next((i + 1 for i, t in enumerate(offered) if self.breaks_line(t)), len(offered))
+        cut = self._line_cut(offered)
         for i in range(first, held + broke):
             where, position = (arm, i) if i < cut else ((*arm, "next-line"), i - cut)
             if position < MAX_K:
@@ -251,7 +254,6 @@ class AdaptiveDrafter:
         self.rounds_by_strategy[choice.strategy] += 1
         if choice.strategy == "ngram" and self.ngram is not None and start is not None:
             tokens = list(self.ngram.index.tokens[start : start + choice.k])
-            self._drafted = tokens
             return Draft(tokens=tokens, q=[None] * len(tokens), source="ngram")
         if choice.strategy == "draft-model" and self.model is not None:
             # Catch the draft's cache up first (rounds without it leave it behind), so that only the
