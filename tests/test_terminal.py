@@ -22,13 +22,14 @@ PROMPT = "you ›"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-@pytest.fixture
-def chat(default_pair_paths, tmp_path):
+def spawn_in_terminal(run_args: str, tmp_path):
+    """`specchat run ARGS` in a 30x100 pty, then `echo EXIT=$?; stty -a`; output logged to session.log.
+
+    bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
+    """
     env = {**os.environ, "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path), "COLUMNS": "100"}
     env.pop("NO_COLOR", None)
-    # --mode spec: on a small CPU auto would (rightly) not draft at all, and this test wants to see drafts.
-    command = f"{sys.executable} -m specchat run --mode spec --ctx 1024; echo EXIT=$?; stty -a"
-    # bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
+    command = f"{sys.executable} -m specchat run {run_args}; echo EXIT=$?; stty -a"
     child = pexpect.spawn(
         "/bin/bash",
         ["-c", command],
@@ -40,6 +41,24 @@ def chat(default_pair_paths, tmp_path):
         cwd=str(tmp_path),
     )
     child.logfile_read = (tmp_path / "session.log").open("w")
+    return child
+
+
+def assert_modes_sane(stty_output: str) -> None:
+    modes = stty_output.split()
+    assert "echo" in modes and "icanon" in modes, "terminal left in raw or no-echo mode"
+
+
+def assert_cursor_and_colours_restored(log: str) -> None:
+    assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
+    colour_codes = [c for c in ANSI.findall(log) if c.endswith("m")]
+    assert colour_codes and colour_codes[-1] in ("\x1b[0m", "\x1b[m")
+
+
+@pytest.fixture
+def chat(default_pair_paths, tmp_path):
+    # --mode spec: on a small CPU auto would (rightly) not draft at all, and this test wants to see drafts.
+    child = spawn_in_terminal("--mode spec --ctx 1024", tmp_path)
     yield child
     child.close(force=True)
 
@@ -61,9 +80,7 @@ def test_chat_interrupt_and_leave(chat):
     chat.expect(r"EXIT=(\d+)")
     assert chat.match.group(1) == "0"
     chat.expect(pexpect.EOF)
-    tail = chat.before
-    modes = tail.split()
-    assert "echo" in modes and "icanon" in modes, "terminal left in raw or no-echo mode"
+    assert_modes_sane(chat.before)
 
 
 def test_cursor_and_colours_restored(chat):
@@ -74,11 +91,7 @@ def test_cursor_and_colours_restored(chat):
     chat.sendline("/bye")
     chat.expect(pexpect.EOF)
     with open(chat.logfile_read.name, encoding="utf-8") as handle:
-        log = handle.read()
-    assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
-    codes = ANSI.findall(log)
-    colour_codes = [c for c in codes if c.endswith("m")]
-    assert colour_codes and colour_codes[-1] in ("\x1b[0m", "\x1b[m")
+        assert_cursor_and_colours_restored(handle.read())
 
 
 def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
@@ -100,32 +113,16 @@ def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
 
 def test_one_shot_ctrl_c_restores_the_terminal(default_pair_paths, tmp_path):
     """Ctrl-C during a one-shot reply on a terminal: exit 130, cursor shown, colours reset, modes sane."""
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"}
-    env.pop("NO_COLOR", None)
-    prompt = "Write a long story about a lighthouse keeper."
-    command = f"{sys.executable} -m specchat run --mode spec -n 2000 '{prompt}'; echo EXIT=$?; stty -a"
-    child = pexpect.spawn(
-        "/bin/bash",
-        ["-c", command],
-        env=env,
-        dimensions=(30, 100),
-        encoding="utf-8",
-        timeout=120,
-        preexec_fn=default_sigint,
-    )
-    child.logfile_read = (tmp_path / "session.log").open("w")
+    child = spawn_in_terminal("--mode spec -n 2000 'Write a long story about a lighthouse keeper.'", tmp_path)
     try:
         child.expect("tok/s")  # the live footer: generation is under way
         child.sendintr()
         child.expect(r"EXIT=(\d+)", timeout=5)
         assert child.match.group(1) == "130"
         child.expect(pexpect.EOF)
-        modes = child.before.split()
-        assert "echo" in modes and "icanon" in modes, "terminal left in raw or no-echo mode"
+        assert_modes_sane(child.before)
     finally:
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8")
     assert "Traceback" not in log
-    assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
-    colour_codes = [c for c in ANSI.findall(log.split("EXIT=")[0]) if c.endswith("m")]
-    assert colour_codes and colour_codes[-1] in ("\x1b[0m", "\x1b[m")
+    assert_cursor_and_colours_restored(log.split("EXIT=")[0])
