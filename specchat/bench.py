@@ -291,8 +291,7 @@ def run_bench(
     encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
     warm = encoded[prompts[0].id]
     for variant in variants:
-        if _generate(pipeline, warm, params, variant, min(16, max_tokens))[1].stop_reason == "interrupted":
-            raise KeyboardInterrupt
+        _generate(pipeline, warm, params, variant, min(16, max_tokens))
     done = 0
     for rep in range(reps):
         for index, prompt in enumerate(prompts):
@@ -304,8 +303,6 @@ def run_bench(
                 if progress:
                     progress(f"rep {rep + 1}/{reps} · {prompt.category} #{prompt.id} · {variant.name}", done)
                 tokens, stats = _generate(pipeline, encoded[prompt.id], params, variant, max_tokens)
-                if stats.stop_reason == "interrupted":
-                    raise KeyboardInterrupt
                 outputs[variant.name] = tokens
                 block.append(Sample.of(prompt, variant, rep, stats))
                 done += 1
@@ -329,6 +326,8 @@ def _check_block(pipeline, prompt, block: list[Sample], outputs: dict[str, list[
 def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, variant: Variant, max_tokens: int):
     pipeline.reset()  # every run starts cold: no variant inherits another's prompt in the KV cache
     _, tokens, stats = pipeline.generate(prompt, params, k=variant.k, max_tokens=max_tokens, mode=variant.mode)
+    if stats.stop_reason == "interrupted":  # generate keeps a cut-short text; a bench must stop instead
+        raise KeyboardInterrupt
     return tokens, stats
 
 
