@@ -208,6 +208,10 @@ class Engine:
     def is_eog(self, token: int) -> bool:
         return bool(lib.llama_vocab_is_eog(self.vocab, token))
 
+    def is_control(self, token: int) -> bool:
+        """Chat-template markup such as <|im_start|> (end-of-generation tokens included)."""
+        return bool(lib.llama_vocab_is_control(self.vocab, token)) or self.is_eog(token)
+
     def _decode(self, tokens: Sequence[int], n_logits: int) -> None:
         batch = self._batch
         n = len(tokens)

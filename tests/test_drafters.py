@@ -8,6 +8,7 @@ from specchat.drafters.adaptive import (
     MAX_K,
     Acceptance,
     AdaptiveDrafter,
+    CopyOdds,
     Costs,
     best_length,
     expected_tokens,
@@ -149,14 +150,51 @@ def test_auto_uses_ngram_copies_when_they_pay_and_stops_when_they_fail():
 
 
 def test_offered_copies_are_learned_without_drafting_them():
-    """A copy auto did not draft is still checked against what the target produced: its arm learns."""
+    """A copy auto did not draft is still checked against what the target produced, token by token,
+    each with the match length it had reached by then."""
     auto = AdaptiveDrafter(linear_costs(1.0), ngram=NgramDrafter())  # compute-bound: never drafts
     context = list(range(100, 140)) + list(range(100, 110))
-    assert auto.propose(context, 16, GREEDY).tokens == []
+    assert auto.propose(context, 16, GREEDY).tokens == []  # offered: a copy after a 10-token match
     context += [*range(110, 140), 999]  # the reply went on copying 30 tokens, then left the copy
     auto.propose(context, 16, GREEDY)
-    arm = auto.arms[("ngram", 8, False)]  # the 10-token match it was offered
-    assert arm.tried[:32] == [1] * 31 + [0] and arm.accepted[:32] == [1] * 30 + [0, 0]
+    # lengths 10..39 held, 40 broke: buckets 9 (10-16), 17 (17-32), 33 (33-40)
+    assert auto.copies.tried == {9: 7, 17: 16, 33: 8}
+    assert auto.copies.held == {9: 7, 17: 16, 33: 7}
+
+
+def test_copy_odds_learn_from_failures_and_successes():
+    odds = CopyOdds()
+    before = odds.rate(2)
+    for _ in range(40):
+        odds.observe(2, False)
+    assert odds.rate(2) < 0.1 < before
+    for _ in range(200):
+        odds.observe(40, True)
+    assert odds.rate(40) > 0.98
+
+
+def test_copy_stops_before_control_tokens():
+    """A reply quoting the end of the user's message is not offered the chat template that follows it."""
+    auto = AdaptiveDrafter(linear_costs(0.01), ngram=NgramDrafter(), ends_copy=lambda token: token >= 900)
+    question = list(range(100, 130))
+    context = [*question, 900, 901, 7, *question]  # "...question<|im_end|>\n<|im_start|>assistant\n" + quote
+    auto._longest_run = 32  # a reply that has been copying: long copies allowed
+    draft = auto.propose([*context[:-20]], 64, GREEDY)
+    assert draft.tokens and 900 not in draft.tokens
+
+
+def test_only_measured_batch_sizes_are_chosen():
+    """Costs are not smooth in n (a batch of 16 can cost less than one of 15): no interpolated sizes."""
+    costs = Costs({1: 1.0, 2: 1.9, 8: 7.0, 16: 8.5})
+    k, _ = best_length([0.99] * 20, 0.0, costs, 20)
+    assert k + 1 in costs.verify and k == 15
+
+
+def test_match_prefers_the_occurrence_that_matches_furthest_back():
+    # "1 2 3 4" occurs twice; only the first is preceded by "8 9" as the suffix is.
+    context = [8, 9, 1, 2, 3, 4, 50, 0, 1, 2, 3, 4, 60, 0, 8, 9, 1, 2, 3, 4]
+    length, start = NgramDrafter().match(context)
+    assert context[start] == 50 and length == 6
 
 
 def test_acceptance_counts_are_conditional():

@@ -2,9 +2,11 @@
 tokens per second, where "no draft" (k = 0, the target alone) is always a candidate.
 
 Expected tokens of a k-token draft: E = 1 + sum_i prod_{j<=i} a_j, with a_j the estimated acceptance
-of position j given the previous ones were accepted (learned online per strategy, with an optimistic
-bonus that shrinks as evidence grows, so an untried strategy gets a few chances and no more).
-Time: k draft steps + one verify batch of k + 1 tokens, from measured costs updated online.
+of position j given the previous ones were accepted. For the draft model a_j is learned per position
+(with an optimistic bonus that shrinks as evidence grows, so an untried strategy gets a few chances and
+no more); for a copy (prompt lookup) it is the chance that a copy which has matched L tokens so far
+holds for one more, learned from every copy on offer. Time: k draft steps + one verify batch of k + 1
+tokens, from measured costs updated online; only measured batch sizes are candidates.
 """
 
 from __future__ import annotations
@@ -22,14 +24,19 @@ from .ngram import NgramDrafter
 MAX_K = 64  # longest copy: a verify batch of 33-65 tokens costs far less per token than one of 2-9
 MODEL_MAX_K = 16  # longest draft-model draft: each of its tokens costs a draft step
 FIRST_COPY_CAP = 8  # longest copy before this reply has shown that it copies long runs
+COPY_CAP_GROWTH = 3  # later copies may be this many times the longest run copied so far
 EMA = 0.2  # weight of a new timing observation
-# Prior acceptance of a copied continuation by match length: a long match means the reply is copying
-# its input (editing, quoting), and copies tend to go on. Learned online from there.
-NGRAM_PRIORS = {1: 0.1, 2: 0.2, 4: 0.35, 8: 0.6, 16: 0.8, 32: 0.9}
+# Prior chance that a copy holds for one more token, by how many tokens it has matched so far (bucket:
+# the largest key <= the length). Measured on whole-file edits and free-form replies that are not in the
+# built-in suite: a copy that has matched 9+ tokens is the reply copying its input and goes on 95-99%
+# of the time; a 1-2 token match is a coincidence more often than not. Learned online from there.
+COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.85, 9: 0.95, 17: 0.97, 33: 0.98, 65: 0.98}
+COPY_PRIOR_WEIGHT = 12.0  # in observed tokens: the priors come from data, a few tokens do not undo them
+COPY_CAUTION = 1.0  # standard errors below the mean: a copy not drafted is still learned from
 
 
 def _bucket(length: int) -> int:
-    return max(b for b in NGRAM_PRIORS if b <= length)
+    return max(b for b in COPY_PRIORS if b <= max(1, length))
 
 
 @dataclass
@@ -96,6 +103,31 @@ class Acceptance:
         return self.tried[0]
 
 
+@dataclass
+class CopyOdds:
+    """The chance that a copy holds for one more token, by how many tokens it has matched by then.
+
+    Shared by every position of every copy, so a few offers teach it. Every copy on offer is checked
+    token by token against what the target produced (drafted or not), so prompt lookup needs no
+    exploration: the estimate is a cautious one (a standard error below the mean), since a wrong long
+    copy costs a whole verify batch while a copy passed over costs only its gain.
+    """
+
+    tried: dict[int, int] = field(default_factory=dict)
+    held: dict[int, int] = field(default_factory=dict)
+
+    def rate(self, length: int) -> float:
+        bucket = _bucket(length)
+        n = self.tried.get(bucket, 0) + COPY_PRIOR_WEIGHT
+        mean = (self.held.get(bucket, 0) + COPY_PRIORS[bucket] * COPY_PRIOR_WEIGHT) / n
+        return max(0.0, mean - COPY_CAUTION * math.sqrt(mean * (1 - mean) / n))
+
+    def observe(self, length: int, held: bool) -> None:
+        bucket = _bucket(length)
+        self.tried[bucket] = self.tried.get(bucket, 0) + 1
+        self.held[bucket] = self.held.get(bucket, 0) + held
+
+
 def expected_tokens(rates: Sequence[float]) -> list[float]:
     """E(k) for k = 0..len(rates): 1 (the target's own token) + expected accepted drafts."""
     totals, survive = [1.0], 1.0
@@ -106,10 +138,17 @@ def expected_tokens(rates: Sequence[float]) -> list[float]:
 
 
 def best_length(rates: Sequence[float], step_cost: float, costs: Costs, k_max: int) -> tuple[int, float]:
-    """(k, tokens per second) maximising E(k) / (k * step_cost + verify(k + 1)); k = 0 included."""
+    """(k, tokens per second) maximising E(k) / (k * step_cost + verify(k + 1)); k = 0 included.
+
+    Only batch sizes that were measured are candidates: verify costs are not smooth in n (on a CPU a
+    batch whose size is a multiple of the kernel's tile can cost less than a smaller one), so an
+    interpolated cost could pick a size that is in truth dearer than its neighbours.
+    """
     expected = expected_tokens(rates[:k_max])
     best = (0, expected[0] / costs.verify_time(1))
     for k in range(1, len(expected)):
+        if k + 1 not in costs.verify:
+            continue
         speed = expected[k] / (k * step_cost + costs.verify_time(k + 1))
         if speed > best[1]:
             best = (k, speed)
@@ -137,35 +176,28 @@ class AdaptiveDrafter:
         model: DraftModelDrafter | None = None,
         optimism: float = 1.0,
         priors: dict[str, float] | None = None,
-        breaks_line: Callable[[int], bool] | None = None,
+        ends_copy: Callable[[int], bool] | None = None,
     ) -> None:
         self.costs = costs
         self.ngram = ngram
         self.model = model
-        # Copies tend to hold within a line and break at the next one (edits change indentation and
-        # names line by line), so positions after a line break are estimated separately.
-        self.breaks_line = breaks_line or (lambda _token: False)
+        # A copy ends before a control token: a reply quoting the end of the user's message must not be
+        # offered the chat template's markup that follows it in the prompt.
+        self.ends_copy = ends_copy or (lambda _token: False)
         self.optimism = optimism
         self.priors = priors or {}
         self.arms: dict[tuple, Acceptance] = {}
+        self.copies = CopyOdds()
         self.last: Choice = Choice("target", 0, 0.0, "no round yet")
         self._arm: tuple | None = None
-        self._streak = False  # the previous round was a fully accepted n-gram copy
         self._run = 0  # tokens copied in a row (over fully accepted rounds) in this reply
         self._longest_run = 0
-        # Copies that were on offer, with the context length they were offered at: checked against the
-        # tokens the target then produced, so every arm learns every round, drafted or not.
-        self._offers: list[tuple[tuple, list[int], int, int]] = []  # arm, copy, context length, booked
+        self._offer: tuple[list[int], int, int] | None = None  # copy on offer, its match length, context length
         self.rounds_by_strategy: dict[str, int] = {"target": 0, "ngram": 0, "draft-model": 0}
 
     def _acceptance(self, arm: tuple) -> Acceptance:
         if arm not in self.arms:
-            prior = self.priors.get(arm[0])
-            if prior is None:
-                prior = NGRAM_PRIORS[arm[1]] if arm[0] == "ngram" else 0.6
-            if arm[-1] == "next-line":
-                prior *= 0.5
-            self.arms[arm] = Acceptance(prior=prior)
+            self.arms[arm] = Acceptance(prior=self.priors.get(arm[0], 0.6))
         return self.arms[arm]
 
     def prefill(self, context: Sequence[int]) -> None:
@@ -173,16 +205,15 @@ class AdaptiveDrafter:
             self.ngram.prefill(context)
         if self.model is not None:
             self.model.prefill(context)
-        self._streak = False
         self._run = self._longest_run = 0
-        self._offers = []
+        self._offer = None
 
     @property
     def copy_cap(self) -> int:
-        """Copies may grow to twice the longest run this reply has copied so far: a long draft is only
-        risked where the reply has shown it is copying its input (a prose reply quoting a few words
+        """Copies may grow to a few times the longest run this reply has copied so far: a long draft is
+        only risked where the reply has shown it is copying its input (a prose reply quoting a few words
         would otherwise be offered a 60-token guess whose every position looks likely)."""
-        return min(MAX_K, max(FIRST_COPY_CAP, 2 * self._longest_run))
+        return min(MAX_K, max(FIRST_COPY_CAP, COPY_CAP_GROWTH * self._longest_run))
 
     def choose(self, context: Sequence[int], k_max: int) -> tuple[Choice, tuple | None, int | None]:
         k_max = min(k_max, MAX_K)
@@ -191,14 +222,13 @@ class AdaptiveDrafter:
         if self.ngram is not None and k_max > 0:
             n, begin = self.ngram.match(context)
             if begin is not None:
-                arm = ("ngram", _bucket(n), self._streak)
-                if len(self._offers) < MAX_K:
-                    self._offers.append((arm, self.ngram.index.tokens[begin : begin + MAX_K], len(context), 0))
-                continuation = self.ngram.index.tokens[begin : begin + min(k_max, self.copy_cap)]
-                rates = self._ngram_rates(arm, continuation)
-                k, speed = best_length(rates, self.costs.ngram_step, self.costs, len(continuation))
+                copy = self.ngram.index.tokens[begin : begin + MAX_K]
+                copy = copy[: next((i for i, token in enumerate(copy) if self.ends_copy(token)), len(copy))]
+                self._offer = (copy, n, len(context))
+                rates = [self.copies.rate(n + i) for i in range(min(len(copy), k_max, self.copy_cap))]
+                k, speed = best_length(rates, self.costs.ngram_step, self.costs, len(rates))
                 if k and speed > best.speed:
-                    best, best_arm, start = Choice("ngram", k, speed, f"copying a {n}-token match"), arm, begin
+                    best, best_arm, start = Choice("ngram", k, speed, f"copying a {n}-token match"), ("ngram",), begin
         if self.model is not None and self.costs.draft_step is not None and k_max > 0:
             arm = ("draft-model",)
             model_k = min(k_max, MODEL_MAX_K)
@@ -208,47 +238,21 @@ class AdaptiveDrafter:
                 best, best_arm, start = Choice("draft-model", k, speed, "draft model pays"), arm, None
         return best, best_arm, start
 
-    def _ngram_rates(self, arm: tuple, continuation: Sequence[int]) -> list[float]:
-        """Rates for this line's part of the copy from `arm`, for the part after a line break from its
-        "next line" twin (positions counted from the break)."""
-        cut = self._line_cut(continuation)
-        # No optimism: every offered copy is checked against what the target produced (_check_offers),
-        # so prompt lookup needs no exploration.
-        here = self._acceptance(arm).rates(cut, 0.0)
-        rest = len(continuation) - cut
-        if rest <= 0:
-            return here
-        return here + self._acceptance((*arm, "next-line")).rates(rest, 0.0)
-
-    def _line_cut(self, copy: Sequence[int]) -> int:
-        """Length of the copy's first line, its line break included (the whole copy if it has none)."""
-        return next((i + 1 for i, token in enumerate(copy) if self.breaks_line(token)), len(copy))
-
-    def _check_offers(self, context: Sequence[int]) -> None:
-        """Book each offered copy position by position as the text shows whether it held."""
-        waiting = []
-        for arm, offered, at, booked in self._offers:
-            produced = context[at : at + len(offered)]
-            held = next((i for i, (a, b) in enumerate(zip(offered, produced, strict=False)) if a != b), len(produced))
-            broke = held < len(produced)
-            self._book(arm, offered, booked, held, broke)
-            if not broke and held < len(offered):
-                waiting.append((arm, offered, at, held))
-        self._offers = waiting
-
-    def _book(self, arm: tuple, offered: list[int], first: int, held: int, broke: bool) -> None:
-        """Positions first..held-1 held, and position `held` failed if `broke`. Positions after the
-        copy's first line break go to the arm's "next line" twin, counted from the break."""
-        cut = self._line_cut(offered)
-        for i in range(first, held + broke):
-            where, position = (arm, i) if i < cut else ((*arm, "next-line"), i - cut)
-            if position < MAX_K:
-                counts = self._acceptance(where)
-                counts.tried[position] += 1
-                counts.accepted[position] += i < held
+    def _check_offer(self, context: Sequence[int]) -> None:
+        """Book the last copy on offer against the tokens produced since, up to the first that broke it.
+        Only those: the next offer covers what follows, so each token is booked once, with the match
+        length the chooser saw when it had to judge that token."""
+        if self._offer is None:
+            return
+        copy, matched, at = self._offer
+        produced = context[at : at + len(copy)]
+        held = next((i for i, (a, b) in enumerate(zip(copy, produced, strict=False)) if a != b), len(produced))
+        for i in range(min(held + 1, len(produced))):
+            self.copies.observe(matched + i, i < held)
+        self._offer = None
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
-        self._check_offers(context)
+        self._check_offer(context)
         choice, arm, start = self.choose(context, k)
         self.last, self._arm = choice, arm
         self.rounds_by_strategy[choice.strategy] += 1
@@ -267,14 +271,13 @@ class AdaptiveDrafter:
 
     def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
         self.costs.observe_verify(drafted + 1, verify_s)
-        if self._arm is not None and self._arm[0] == "draft-model" and drafted == 0:
-            self._acceptance(self._arm).observe(1, 0)  # a confidence stop before the first guess: a miss
-        if self._arm is not None and drafted and self._arm[0] != "ngram":  # copies: booked by _check_offers
-            self._acceptance(self._arm).observe(drafted, accepted)
-        self._streak = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted
+        if self._arm is not None and self._arm[0] == "draft-model":
+            # A confidence stop before the first guess counts as a miss.
+            self._acceptance(self._arm).observe(max(drafted, 1), accepted)
+        whole_copy = self.last.strategy == "ngram" and drafted > 0 and accepted == drafted
         if self.last.strategy == "ngram" and drafted:
             self._run += accepted
             self._longest_run = max(self._longest_run, self._run)
-        if not self._streak:  # any round that is not a whole copy ends the run
+        if not whole_copy:  # any round that is not a whole copy ends the run
             self._run = 0
         self._arm = None  # a round without a proposal (k_round = 0) must not be booked to the last arm
