@@ -170,6 +170,7 @@ class Engine:
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))
         self.memory = lib.llama_get_memory(self.ctx)
         self._batch = lib.llama_batch_init(config.n_batch, 0, 1)
+        self._control: dict[int, bool] = {}
         self._closed = False
 
     # -- the LanguageModel protocol ------------------------------------------------------------------
@@ -210,7 +211,10 @@ class Engine:
 
     def is_control(self, token: int) -> bool:
         """Chat-template markup such as <|im_start|> (end-of-generation tokens included)."""
-        return bool(lib.llama_vocab_is_control(self.vocab, token)) or self.is_eog(token)
+        known = self._control.get(token)
+        if known is None:  # asked for every token a copy offers: remembered, not a ctypes call each time
+            known = self._control[token] = bool(lib.llama_vocab_is_control(self.vocab, token)) or self.is_eog(token)
+        return known
 
     def _decode(self, tokens: Sequence[int], n_logits: int) -> None:
         batch = self._batch

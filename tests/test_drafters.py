@@ -153,10 +153,11 @@ def test_offered_copies_are_learned_without_drafting_them():
     """A copy auto did not draft is still checked against what the target produced, token by token,
     each with the match length it had reached by then."""
     auto = AdaptiveDrafter(linear_costs(1.0), ngram=NgramDrafter())  # compute-bound: never drafts
+    auto._longest_run = 32  # a reply that has copied long runs: copies of up to 64 tokens are on offer
     context = list(range(100, 140)) + list(range(100, 110))
-    assert auto.propose(context, 16, GREEDY).tokens == []  # offered: a copy after a 10-token match
+    assert auto.propose(context, 64, GREEDY).tokens == []  # offered: a copy after a 10-token match
     context += [*range(110, 140), 999]  # the reply went on copying 30 tokens, then left the copy
-    auto.propose(context, 16, GREEDY)
+    auto.propose(context, 64, GREEDY)
     # lengths 10..39 held, 40 broke: buckets 9 (10-16), 17 (17-32), 33 (33-40)
     assert auto.copies.tried == {9: 7, 17: 16, 33: 8}
     assert auto.copies.held == {9: 7, 17: 16, 33: 7}
@@ -171,6 +172,17 @@ def test_copy_odds_learn_from_failures_and_successes():
     for _ in range(200):
         odds.observe(40, True)
     assert odds.rate(40) > 0.98
+
+
+def test_copy_odds_never_fall_with_the_match_length():
+    """One early break of a 40-token match does not outweigh thirty 20-token matches that held."""
+    odds = CopyOdds()
+    for _ in range(30):
+        odds.observe(20, True)
+    odds.observe(40, False)
+    assert odds.rate(40) >= odds.rate(20) > 0.9
+    rates = [odds.rate(n) for n in range(1, 80)]
+    assert rates == sorted(rates)
 
 
 def test_copy_stops_before_control_tokens():

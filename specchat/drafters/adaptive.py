@@ -24,7 +24,7 @@ from .ngram import NgramDrafter
 MAX_K = 64  # longest copy: a verify batch of 33-65 tokens costs far less per token than one of 2-9
 MODEL_MAX_K = 16  # longest draft-model draft: each of its tokens costs a draft step
 FIRST_COPY_CAP = 8  # longest copy before this reply has shown that it copies long runs
-COPY_CAP_GROWTH = 3  # later copies may be this many times the longest run copied so far
+COPY_CAP_GROWTH = 2  # later copies may be this many times the longest run copied so far
 EMA = 0.2  # weight of a new timing observation
 # Prior chance that a copy holds for one more token, by how many tokens it has matched so far (bucket:
 # the largest key <= the length). Measured on whole-file edits and free-form replies that are not in the
@@ -115,17 +115,42 @@ class CopyOdds:
 
     tried: dict[int, int] = field(default_factory=dict)
     held: dict[int, int] = field(default_factory=dict)
+    _table: dict[int, float] | None = field(default=None, repr=False)
 
     def rate(self, length: int) -> float:
-        bucket = _bucket(length)
-        n = self.tried.get(bucket, 0) + COPY_PRIOR_WEIGHT
-        mean = (self.held.get(bucket, 0) + COPY_PRIORS[bucket] * COPY_PRIOR_WEIGHT) / n
-        return max(0.0, mean - COPY_CAUTION * math.sqrt(mean * (1 - mean) / n))
+        if self._table is None:
+            self._table = self._estimate()
+        return self._table[_bucket(length)]
 
     def observe(self, length: int, held: bool) -> None:
         bucket = _bucket(length)
         self.tried[bucket] = self.tried.get(bucket, 0) + 1
         self.held[bucket] = self.held.get(bucket, 0) + held
+        self._table = None
+
+    def _estimate(self) -> dict[int, float]:
+        """Posterior means per bucket, made non-decreasing in the match length by pooling neighbours
+        that disagree (a longer match is never less of a copy): one early break of a 40-token match
+        must not outweigh thirty 20-token matches that held."""
+        blocks: list[tuple[float, float, list[int]]] = []  # (held, tried, buckets), priors included
+        for bucket in sorted(COPY_PRIORS):
+            block = (
+                self.held.get(bucket, 0) + COPY_PRIORS[bucket] * COPY_PRIOR_WEIGHT,
+                self.tried.get(bucket, 0) + COPY_PRIOR_WEIGHT,
+                [bucket],
+            )
+            while blocks and blocks[-1][0] / blocks[-1][1] > block[0] / block[1]:
+                held, tried, buckets = blocks.pop()
+                block = (held + block[0], tried + block[1], buckets + block[2])
+            blocks.append(block)
+        table, floor = {}, 0.0
+        for held, tried, buckets in blocks:
+            mean = held / tried
+            # The caution shrinks with evidence, so it could undo the order: keep it non-decreasing.
+            floor = max(floor, mean - COPY_CAUTION * math.sqrt(mean * (1 - mean) / tried))
+            for bucket in buckets:
+                table[bucket] = floor
+        return table
 
 
 def expected_tokens(rates: Sequence[float]) -> list[float]:
@@ -207,6 +232,10 @@ class AdaptiveDrafter:
             self.model.prefill(context)
         self._run = self._longest_run = 0
         self._offer = None
+        # Each reply learns its own copy odds from the measured priors: how much the last reply copied
+        # says little about this one (kept across replies, a summary's broken quotes made the next
+        # reply's code edits timid, and an edit's long copies made the next prose reply reckless).
+        self.copies = CopyOdds()
 
     @property
     def copy_cap(self) -> int:
@@ -222,10 +251,12 @@ class AdaptiveDrafter:
         if self.ngram is not None and k_max > 0:
             n, begin = self.ngram.match(context)
             if begin is not None:
-                copy = self.ngram.index.tokens[begin : begin + MAX_K]
+                longest = min(k_max, self.copy_cap)
+                # One token more than can be drafted: the round's own token is checked against it too.
+                copy = self.ngram.index.tokens[begin : begin + longest + 1]
                 copy = copy[: next((i for i, token in enumerate(copy) if self.ends_copy(token)), len(copy))]
                 self._offer = (copy, n, len(context))
-                rates = [self.copies.rate(n + i) for i in range(min(len(copy), k_max, self.copy_cap))]
+                rates = [self.copies.rate(n + i) for i in range(min(len(copy), longest))]
                 k, speed = best_length(rates, self.costs.ngram_step, self.costs, len(rates))
                 if k and speed > best.speed:
                     best, best_arm, start = Choice("ngram", k, speed, f"copying a {n}-token match"), ("ngram",), begin
