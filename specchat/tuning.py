@@ -214,15 +214,17 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
         step = costs.draft_step if mode == "spec" else Costs({}).ngram_step
         k, speed = best_length(rates, step or 0.0, costs, len(rates))
         expected = expected_tokens(rates)
-        speeds = [expected[j] / (j * (step or 0.0) + costs.verify_time(j + 1)) for j in range(1, len(expected))]
-        forced = max(range(len(speeds)), key=speeds.__getitem__) if speeds else None
+        # The best k >= 1 among the measured batch sizes, as auto would pick it (shows why a mode loses).
+        speeds = {j: expected[j] / (j * (step or 0.0) + costs.verify_time(j + 1)) for j in range(1, len(expected))}
+        speeds = {j: speed for j, speed in speeds.items() if j + 1 in costs.verify}
+        forced = max(speeds, key=speeds.__getitem__) if speeds else None
         estimates.append(
             ModeEstimate(
                 mode,
                 k,
                 stats.acceptance_rate,
                 speed * costs.verify_time(1),
-                (forced + 1) if forced is not None else 0,
+                forced or 0,
                 speeds[forced] * costs.verify_time(1) if forced is not None else None,
             )
         )
