@@ -108,6 +108,8 @@ def main() -> None:
             if tuning is None:
                 raise SystemExit("no saved tuning for this pair: run `specchat run --mode auto ...` once first")
             for category, prompt, answer in runs:
+                if not answer:  # the target stopped at once: nothing to replay
+                    continue
                 speedup = replay(prompt, answer, tuning.costs.verify, pipeline.target.is_control)
                 Console().print(f"{category:10} {len(answer):4} tokens  predicted auto speedup {speedup:.2f}x")
     finally:

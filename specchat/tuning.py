@@ -17,7 +17,7 @@ from .paths import config_dir, write_atomic
 # Batch sizes timed on a first run (once per pair and machine); auto drafts only to measured sizes.
 # Costs are not smooth in n: on this 2-core AVX-512 CPU a batch of 16 costs 8.6 target steps and one of
 # 15 costs 10.1 (multiples of 16 suit llama.cpp's kernels), so the powers of two and multiples of 16 are
-# measured, up to the longest copy (64 tokens, a batch of 64 = 63 copied tokens + 1). `specchat tune`
+# measured, up to the longest copy (a batch of 64: 63 copied tokens and the target's own). `specchat tune`
 # times FULL_BATCHES.
 QUICK_BATCHES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
 FULL_BATCHES = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64)

@@ -139,14 +139,28 @@ def test_auto_uses_ngram_copies_when_they_pay_and_stops_when_they_fail():
     draft = auto.propose(context, 16, GREEDY)
     assert draft.source == "ngram" and draft.tokens == list(range(120, 120 + len(draft)))
     auto.feedback(len(draft), len(draft), auto.costs.verify_time(len(draft) + 1))
-    # A reply whose 1-token matches never continue (every "1" is followed by a new token): once the
-    # text has shown the offered copies failing, auto stops drafting them.
-    noisy = [1, 5, 1, 6, 1, 7, 1, 8, 1]
+    # A reply whose 3-token matches never continue ("7 8 9" is followed by a new token every time):
+    # on a machine where a batch of 2 costs 1.5 steps such a copy is drafted at the priors; once the
+    # text has shown it failing, it is not.
+    auto = AdaptiveDrafter(linear_costs(0.5), ngram=NgramDrafter())
+    noisy = [7, 8, 9, 1, 7, 8, 9, 2, 7, 8, 9]
+    assert auto.propose(noisy, 16, GREEDY).tokens[:1] == [2]
     for step in range(60):
+        noisy = [*noisy, 900 + step, 7, 8, 9]
         d = auto.propose(noisy, 16, GREEDY)
         auto.feedback(len(d), 0, auto.costs.verify_time(len(d) + 1))
-        noisy = [*noisy, 900 + step, 1]
     assert auto.propose(noisy, 16, GREEDY).tokens == []
+    assert auto.copies.rate(3) < 0.2  # from the 0.7 prior (pooled with the 2-token bucket it undercut)
+
+
+def test_each_reply_starts_from_the_priors():
+    """Copy evidence of one reply does not carry into the next (prefill starts a reply)."""
+    auto = AdaptiveDrafter(linear_costs(0.05), ngram=NgramDrafter())
+    for _ in range(50):
+        auto.copies.observe(3, False)
+    low = auto.copies.rate(3)
+    auto.prefill([1, 2, 3])
+    assert auto.copies.rate(3) > low and auto.copies.tried == {}
 
 
 def test_offered_copies_are_learned_without_drafting_them():

@@ -21,9 +21,9 @@ from .base import Draft
 from .model import DraftModelDrafter
 from .ngram import NgramDrafter
 
-MAX_K = 64  # longest copy: a verify batch of 33-65 tokens costs far less per token than one of 2-9
+MAX_K = 64  # longest copy (63 tokens in a batch of 64): long batches cost far less per token than short ones
 MODEL_MAX_K = 16  # longest draft-model draft: each of its tokens costs a draft step
-FIRST_COPY_CAP = 8  # longest copy before this reply has shown that it copies long runs
+FIRST_COPY_CAP = 7  # longest copy (a batch of 8) before this reply has shown that it copies long runs
 COPY_CAP_GROWTH = 2  # later copies may be this many times the longest run copied so far
 EMA = 0.2  # weight of a new timing observation
 # Prior chance that a copy holds for one more token, by how many tokens it has matched so far (bucket:
@@ -62,8 +62,11 @@ class Costs:
         return self.verify[above[0]]
 
     def observe_verify(self, n: int, seconds: float) -> None:
+        """Keep measured sizes current. A size never measured (a draft cut short) is not added: one
+        noisy timing would make it a candidate that the calibration never vetted."""
         old = self.verify.get(n)
-        self.verify[n] = seconds if old is None else (1 - EMA) * old + EMA * seconds
+        if old is not None:
+            self.verify[n] = (1 - EMA) * old + EMA * seconds
 
     def observe_draft(self, steps: int, seconds: float) -> None:
         if steps <= 0:
@@ -97,10 +100,6 @@ class Acceptance:
             bonus = optimism * math.sqrt(mean * (1 - mean) / n)
             out.append(min(1.0, mean + bonus))
         return out
-
-    @property
-    def evidence(self) -> int:
-        return self.tried[0]
 
 
 @dataclass

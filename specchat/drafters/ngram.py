@@ -1,7 +1,8 @@
 """Prompt lookup: model-free drafts copied from the prompt and the text so far.
 
-If the last n tokens (n = max_n down to min_n) occurred earlier, the tokens that followed their most
-recent earlier occurrence are proposed. It costs a dictionary lookup, and it wins where the reply
+If the last n tokens (n = max_n down to min_n) occurred earlier, the tokens that followed an earlier
+occurrence are proposed: for n = max_n the one whose past matches furthest back (among the latest
+CANDIDATES), else the most recent. It costs a dictionary lookup, and it wins where the reply
 repeats its input: editing code, quoting, JSON with repeated keys.
 """
 
@@ -63,7 +64,6 @@ class NgramDrafter:
             raise ValueError("need 1 <= min_n <= max_n")
         self.min_n = min_n
         self.index = NgramIndex(max_n)
-        self.last_match = 0  # n of the last proposal's match (0: none); adaptive drafters condition on it
 
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
@@ -94,8 +94,7 @@ class NgramDrafter:
         return 0, None
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
-        n, start = self.match(context)
-        self.last_match = n
+        _, start = self.match(context)
         if start is None or k <= 0:
             return Draft()
         tokens = self.index.tokens[start : start + k]
