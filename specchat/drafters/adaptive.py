@@ -29,7 +29,8 @@ EMA = 0.2  # weight of a new timing observation
 # Prior chance that a copy holds for one more token, by how many tokens it has matched so far (bucket:
 # the largest key <= the length). Measured on whole-file edits and free-form replies that are not in the
 # built-in suite: a copy that has matched 9+ tokens is the reply copying its input and goes on 95-99%
-# of the time; a 1-2 token match is a coincidence more often than not. Learned online from there.
+# of the time; a 1-token match holds one time in six, a 2-token match half the time. Learned online
+# from there (benchmarks/copy_odds.py measures them again).
 COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.85, 9: 0.95, 17: 0.97, 33: 0.98, 65: 0.98}
 COPY_PRIOR_WEIGHT = 12.0  # in observed tokens: the priors come from data, a few tokens do not undo them
 COPY_CAUTION = 1.0  # standard errors below the mean: a copy not drafted is still learned from
