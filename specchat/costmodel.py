@@ -1,100 +1,229 @@
-"""The cost model of speculative decoding, measured on this machine.
+"""The cost model of speculative decoding: what a verify batch and a draft step cost on this machine.
 
     c     = draft step time / target step time
     v(n)  = time for the target to verify a batch of n tokens / one target step
-    E(a,k) = (1 - a^(k+1)) / (1 - a)          expected tokens per round at acceptance rate a
-    S(k)  = E(a, k) / (k c + v(k + 1))         predicted speedup over the target alone
+    E(k)  = 1 + sum_i prod_{j<=i} a_j          expected tokens of a k-token draft (a_j: conditional acceptance)
+    S(k)  = E(k) / (k c + v(k + 1))            speedup over the target alone
 
-On a GPU v(n) stays near 1 for small n (memory-bound) and c is small, so S > 1. On a small CPU the
-batch is compute-bound, v(n) grows almost like n, and drafting can lose even at high acceptance.
+Decisions use only the RATIOS c and v(n), measured together (interleaved, within one measurement), so
+that a machine that gets busier or quieter later scales every size alike: the online updates move one
+scale, seconds per target step, and never divide a fresh single step into stale batch times.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .models_api import LanguageModel
 
+EMA = 0.1  # weight of one new timing in the online scale
+LOOKUP_STEP = 5e-4  # a lookup-drafted token in target steps (a dictionary lookup next to a forward pass)
+DRIFT = 1.25  # the step time moved by more than this factor: the saved calibration is stale
+DRIFT_ROUNDS = 32  # ... judged over at least this many rounds
+BUSY_SHARE = 0.25  # other processes used more than this share of the CPUs while we measured: "busy"
 
-def expected_tokens(a: float, k: int) -> float:
-    """E(a, k): tokens per round (accepted drafts + the target's own), acceptance a, draft length k."""
-    if k <= 0:
-        return 1.0
-    if a >= 1.0:
-        return float(k + 1)
-    return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+def expected_tokens(rates: Sequence[float]) -> list[float]:
+    """E(k) for k = 0..len(rates): 1 (the target's own token) + expected accepted drafts."""
+    totals, survive = [1.0], 1.0
+    for rate in rates:
+        survive *= rate
+        totals.append(totals[-1] + survive)
+    return totals
+
+
+def iid_expected(a: float, k: int) -> float:
+    """E(a, k) = (1 - a^(k+1)) / (1 - a): the same with one acceptance rate a at every position."""
+    return expected_tokens([a] * max(k, 0))[-1]
 
 
 @dataclass
-class CostModel:
-    target_step_s: float
-    draft_step_s: float | None
-    verify_s: dict[int, float] = field(default_factory=dict)  # batch size n -> seconds
+class Costs:
+    """Ratios in target steps (v(1) = 1) plus the current seconds of one target step."""
+
+    verify: dict[int, float]  # batch size n -> v(n); only measured sizes are drafted to
+    draft_step: float | None = None  # c; None: no draft model measured
+    step_s: float = 0.0  # seconds of one target step, kept current online
+    calibrated_step_s: float = 0.0  # ... as the calibration measured it
+    busy: bool = False  # measured while other processes used the CPUs
+    rounds_seen: int = 0
+
+    @classmethod
+    def from_seconds(cls, verify_s: dict[int, float], draft_step_s: float | None = None, **extra) -> Costs:
+        step = verify_s[1]
+        ratios = {n: s / step for n, s in verify_s.items()}
+        c = draft_step_s / step if draft_step_s is not None else None
+        return cls(ratios, c, step, step, **extra)
+
+    def v(self, n: int) -> float:
+        """Verify cost of n tokens in target steps; between measured sizes, interpolated."""
+        if n in self.verify:
+            return self.verify[n]
+        below = [m for m in self.verify if m < n]
+        above = [m for m in self.verify if m > n]
+        if below and above:
+            lo, hi = max(below), min(above)
+            return self.verify[lo] + (self.verify[hi] - self.verify[lo]) * (n - lo) / (hi - lo)
+        if below:  # beyond the largest measurement: its per-token cost
+            last = max(below)
+            return self.verify[last] * n / last
+        return self.verify[min(above)]
 
     @property
     def c(self) -> float | None:
-        return self.draft_step_s / self.target_step_s if self.draft_step_s is not None else None
+        return self.draft_step
 
-    def v(self, n: int) -> float:
-        if n in self.verify_s:
-            return self.verify_s[n] / self.target_step_s
-        # Beyond the measured range: extrapolate linearly from the last two points.
-        largest = max(self.verify_s)
-        slope = (self.verify_s[largest] - self.verify_s[largest - 1]) / self.target_step_s
-        return self.verify_s[largest] / self.target_step_s + slope * (n - largest)
+    def measured(self, n: int) -> bool:
+        return n in self.verify
 
-    def predicted_speedup(self, a: float, k: int, c: float | None = None) -> float:
-        """S(k) for a model drafter (c from the measurement) or any drafter whose step costs c."""
-        if k <= 0:
-            return 1.0
-        cost = k * (self.c if c is None else c) + self.v(k + 1)
-        return expected_tokens(a, k) / cost
+    def speedup(self, rates: Sequence[float], step_cost: float) -> list[float]:
+        """S(k) for k = 0..len(rates), each draft token costing step_cost target steps (0 for k = 0: 1.0)."""
+        expected = expected_tokens(rates)
+        return [expected[k] / (k * step_cost + self.v(k + 1)) for k in range(len(expected))]
+
+    def best_length(self, rates: Sequence[float], step_cost: float) -> tuple[int, float]:
+        """(k, S(k)) maximising the speedup over measured batch sizes; k = 0 (S = 1) always a candidate.
+
+        Interpolated sizes are never chosen: batch costs are not smooth in n (on a CPU a batch that fills
+        the kernel's tile can cost less than a smaller one), so an interpolated cost could pick a size
+        that is dearer than its neighbours."""
+        best = (0, 1.0)
+        for k, speed in enumerate(self.speedup(rates, step_cost)):
+            if k and self.measured(k + 1) and speed > best[1]:
+                best = (k, speed)
+        return best
+
+    # -- keeping the scale current -------------------------------------------------------------------
+
+    def observe_verify(self, n: int, seconds: float) -> None:
+        """A verify batch of n tokens took `seconds`: one sample of seconds per target step."""
+        if n not in self.verify or seconds <= 0:
+            return
+        sample = seconds / self.verify[n]
+        self.step_s = sample if self.step_s <= 0 else (1 - EMA) * self.step_s + EMA * sample
+        self.rounds_seen += 1
+
+    def observe_draft(self, steps: int, seconds: float) -> None:
+        """Draft steps are timed in the same rounds as verifies, so their ratio is like for like."""
+        if steps <= 0 or self.step_s <= 0:
+            return
+        sample = seconds / steps / self.step_s
+        self.draft_step = sample if self.draft_step is None else (1 - EMA) * self.draft_step + EMA * sample
+
+    @property
+    def drift(self) -> float:
+        """Seconds per target step now / as calibrated (1.0: unchanged)."""
+        return self.step_s / self.calibrated_step_s if self.calibrated_step_s > 0 and self.step_s > 0 else 1.0
+
+    @property
+    def drifted(self) -> bool:
+        """The machine runs at another speed than when calibrated: the calibration should be taken again."""
+        return self.rounds_seen >= DRIFT_ROUNDS and not 1 / DRIFT <= self.drift <= DRIFT
 
     def as_dict(self) -> dict:
         return {
-            "target_step_s": round(self.target_step_s, 6),
-            "draft_step_s": round(self.draft_step_s, 6) if self.draft_step_s is not None else None,
-            "c": round(self.c, 4) if self.c is not None else None,
-            "v": {str(n): round(self.v(n), 4) for n in sorted(self.verify_s)},
+            "target_step_s": round(self.calibrated_step_s, 6),
+            "c": round(self.draft_step, 4) if self.draft_step is not None else None,
+            "v": {str(n): round(v, 4) for n, v in sorted(self.verify.items())},
+            "busy": self.busy,
         }
 
 
-def _timed_eval(model: LanguageModel, tokens: Sequence[int], n_logits: int, base: int, repeats: int) -> float:
-    """Median seconds of evaluating `tokens` after a cache of `base` tokens (rolled back every time)."""
-    times = []
-    for _ in range(repeats):
-        model.truncate(base)
-        start = time.perf_counter()
-        model.eval(tokens, n_logits)
-        times.append(time.perf_counter() - start)
+# -- measuring --------------------------------------------------------------------------------------------
+
+
+def _timed(model: LanguageModel, tokens: Sequence[int], n_logits: int, base: int, clock: Callable[[], float]) -> float:
     model.truncate(base)
-    return statistics.median(times)
+    start = clock()
+    model.eval(tokens, n_logits)
+    return clock() - start
 
 
 def measure(
     target: LanguageModel,
     draft: LanguageModel | None,
     context: Sequence[int],
+    sizes: Sequence[int],
     *,
-    max_batch: int = 16,
-    repeats: int = 3,
-    sizes: Sequence[int] | None = None,
-) -> CostModel:
-    """Time single steps and verify batches of 1..max_batch tokens (or only `sizes`) after a real context."""
-    probe = list(context[-max_batch:]) * (max_batch // max(1, len(context[-max_batch:])) + 1)
+    repeats: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Costs:
+    """Time verify batches of `sizes` and a draft step after a real context, INTERLEAVED: every batch
+    is timed next to a single target step, and v(n) is the median of those paired ratios, so a load that
+    comes and goes during the measurement shifts both sides of each ratio alike. Marks the result busy
+    when other processes used the CPUs meanwhile, or the single steps disagree among themselves."""
+    sizes = sorted(set(sizes) | {1})
+    probe = (list(context[-max(sizes) :]) * (max(sizes) // max(1, len(context)) + 1))[: max(sizes)]
     base = len(context)
+    load = CpuLoad()
     target.truncate(0)
     target.eval(context, 0)
-    target_step = _timed_eval(target, probe[:1], 1, base, repeats)
-    verify = {n: _timed_eval(target, probe[:n], n, base, repeats) for n in (sizes or range(1, max_batch + 1))}
-    target.truncate(0)
-    draft_step = None
     if draft is not None:
         draft.truncate(0)
         draft.eval(context, 0)
-        draft_step = _timed_eval(draft, probe[:1], 1, base, repeats)
+    steps: list[float] = []
+    ratios: dict[int, list[float]] = {n: [] for n in sizes}
+    draft_ratios: list[float] = []
+    for _ in range(repeats):
+        for n in sizes:
+            single = _timed(target, probe[:1], 1, base, clock)
+            steps.append(single)
+            ratios[n].append(_timed(target, probe[:n], n, base, clock) / single if n > 1 else 1.0)
+            if draft is not None and n in (1, 8, 32):
+                draft_ratios.append(_timed(draft, probe[:1], 1, base, clock) / single)
+    target.truncate(0)
+    if draft is not None:
         draft.truncate(0)
-    return CostModel(target_step, draft_step, verify)
+    step = statistics.median(steps)
+    noisy = max(steps) > 2.0 * min(steps)  # a quiet machine repeats a single step within a few percent
+    return Costs(
+        {n: statistics.median(r) for n, r in ratios.items()},
+        statistics.median(draft_ratios) if draft_ratios else None,
+        step,
+        step,
+        busy=noisy or load.busy(),
+    )
+
+
+@dataclass
+class CpuLoad:
+    """How much CPU OTHER processes used since this was made (Linux /proc; elsewhere unknown = quiet)."""
+
+    start: tuple[float, float] | None = field(default=None)
+    started_at: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.start = _cpu_counters()
+
+    def other_share(self) -> float | None:
+        end = _cpu_counters()
+        elapsed = time.monotonic() - self.started_at
+        if self.start is None or end is None or elapsed <= 0:
+            return None
+        busy_all, ours = end[0] - self.start[0], end[1] - self.start[1]
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(0.0, busy_all - ours) / (elapsed * cpus)
+
+    def busy(self) -> bool:
+        share = self.other_share()
+        return share is not None and share > BUSY_SHARE
+
+
+def _cpu_counters() -> tuple[float, float] | None:
+    """(seconds all CPUs were busy, seconds this process ran) from /proc, or None where unavailable."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = handle.readline().split()[1:]
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            mine = handle.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+        busy = (user + nice + system + irq + softirq + steal) / tick
+        ours = (int(mine[11]) + int(mine[12])) / tick  # utime, stime (fields 14 and 15 of stat(5))
+        return busy, ours
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None

@@ -28,18 +28,33 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         f"llama-cpp-python is not usable: {exc}", hint="pip install 'llama-cpp-python>=0.3.36,<0.4'"
     ) from None
 
-_DEBUG = os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0")
 
 
-@lib.llama_log_callback
-def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    # llama.cpp logs every tensor on load; keep stderr for specchat's own messages unless debugging.
-    if _DEBUG and text:
-        os.write(2, text)
+class _Backend:
+    """llama.cpp's process-wide state, started by the first Engine (importing this module starts
+    nothing): the backend, and a log callback that shows llama.cpp's log only when debugging."""
+
+    debug = False
+    started = False
+
+    @staticmethod
+    @lib.llama_log_callback
+    def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        # llama.cpp logs every tensor on load; keep stderr for specchat's own messages unless debugging.
+        if _Backend.debug and text:
+            os.write(2, text)
+
+    @classmethod
+    def start(cls) -> None:
+        if not cls.started:
+            lib.llama_log_set(cls._log, ctypes.c_void_p(0))
+            lib.llama_backend_init()
+            cls.started = True
 
 
-lib.llama_log_set(_log, ctypes.c_void_p(0))
-lib.llama_backend_init()
+def set_debug(enabled: bool) -> None:
+    """Show llama.cpp's own log on stderr (the --debug setting)."""
+    _Backend.debug = enabled
 
 
 def gpu_offload_supported() -> bool:
@@ -120,6 +135,7 @@ class Engine:
         self.config = config
         self.interrupt = interrupt or Interrupt()
         self._n_past = 0
+        _Backend.start()
         from .gguf import check
 
         check(self.path)  # malformed files end here with a clear error, not inside llama.cpp's parser

@@ -55,3 +55,8 @@ class CachedModel:
         rows = self.model.eval(context[keep:], n_logits)
         self.tokens = list(context)
         return rows
+
+    def forget(self) -> None:
+        """Empty the cache (a new conversation, or a run that must start cold)."""
+        self.model.truncate(0)
+        self.tokens = []

@@ -1,7 +1,8 @@
-"""From options to a loaded target/draft pair, and from a prompt to generated text with stats.
+"""From options to a ready pipeline, and from a prompt to generated text with stats.
 
-This is the glue the CLI, the bench and the tests share: resolve files (pulling when needed), load both
-engines, check the pair, and run the speculative loop with text streaming.
+`open_pipeline(options)` is the one way in: it resolves the files (pulling when needed), checks memory,
+loads the engines, checks the pair, builds every drafter the mode needs and, for auto, its measured
+costs. The CLI, the bench, tune and the tests use the object it returns as it is.
 """
 
 from __future__ import annotations
@@ -10,21 +11,46 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import download
+from . import download, modes
+from .backends import for_path
 from .chat import Message, prompt_tokens
 from .compat import PairReport, require_compatible
-from .drafters import DraftModelDrafter
-from .drafters.ngram import NgramDrafter
-from .engine import Engine, EngineConfig, Interrupt, TextStream
-from .errors import EngineError, ModelFileError
+from .drafters import DraftModelDrafter, Drafter, NgramDrafter
+from .drafters.auto import AutoDrafter
+from .engine import EngineConfig, Interrupt, TextStream
+from .errors import EngineError, ModelFileError, UsageError
 from .models_api import CachedModel
 from .registry import ModelSpec, load_registry
 from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
 
 ACCEPTED, TARGET, REJECTED = "accepted", "target", "rejected"
-MODES = ("auto", "spec", "ngram", "target")
-DEFAULT_K = {"auto": 64, "spec": 4, "ngram": 8, "target": 0}  # for auto, the largest k it may choose
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything that decides what is loaded and how auto starts."""
+
+    pair: str | None = None
+    target_path: Path | None = None  # explicit local files win over the pair's
+    draft_path: Path | None = None
+    mode: str = "auto"
+    n_ctx: int = 4096
+    threads: int = 0
+    target_gpu_layers: int = -1
+    draft_gpu_layers: int = -1
+    force_pair: bool = False
+    use_tuning: bool = True  # False: ignore saved tuning, measure afresh
+    p_min: float = 0.0  # the draft model's confidence stop
+    keep_draft: bool = False  # load the draft model even where auto would not use it (bench, tune)
+    debug: bool = False
+
+    @property
+    def wants_draft(self) -> bool:
+        if self.mode == "auto" and self.target_path is not None and self.draft_path is None:
+            return self.keep_draft  # a lone --target: auto copies with prompt lookup
+        return modes.get(self.mode).needs_draft_model or self.keep_draft
 
 
 @dataclass(frozen=True)
@@ -36,22 +62,19 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class ModelChoice:
-    """Which files to use: a registry pair, or explicit local paths (which win)."""
+class Update:
+    """One streamed step of a reply: the round (None for the final flush), its text, the stats so far."""
 
-    pair: str | None = None
-    target_path: Path | None = None
-    draft_path: Path | None = None
-    need_draft: bool = True
+    round: Round | None
+    segments: list[Segment]
+    stats: Stats
 
 
-@dataclass(frozen=True)
-class LoadOptions:
-    n_ctx: int = 4096
-    threads: int = 0
-    target_gpu_layers: int = -1
-    draft_gpu_layers: int = -1
-    force_pair: bool = False
+@dataclass
+class Generation:
+    text: str
+    tokens: list[int]
+    stats: Stats
 
 
 @dataclass
@@ -62,31 +85,44 @@ class Resolved:
     specs: dict[str, ModelSpec] = field(default_factory=dict)
 
 
-def resolve(choice: ModelChoice, notify: Callable[[str], None], start_progress) -> Resolved:
+def _file_problem(path: Path) -> str | None:
+    """Why a path given as a model file is not one (None: it is a regular file)."""
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        return "is not a regular file (a device, a FIFO or a socket)"
+    return "does not exist"
+
+
+def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     """Paths of the files to load; registry models that are missing are pulled first (with a message)."""
-    for label, path in (("--target", choice.target_path), ("--draft", choice.draft_path)):
-        if path is not None and not Path(path).is_file():
-            raise ModelFileError(f"{label} file not found: {path}", hint="give the path of a .gguf file")
-    if choice.target_path is not None and (choice.draft_path is not None or not choice.need_draft):
-        return Resolved(None, Path(choice.target_path), _opt_path(choice.draft_path))
-    pair = load_registry().pair(choice.pair)
-    wanted = []
-    if choice.target_path is None:
-        wanted.append(("target", pair.target))
-    if choice.need_draft and choice.draft_path is None:
-        wanted.append(("draft", pair.draft))
+    for label, path in (("--target", options.target_path), ("--draft", options.draft_path)):
+        problem = _file_problem(Path(path)) if path is not None else None
+        if problem:
+            raise ModelFileError(f"{label} {path} {problem}", hint="give the path of a .gguf file")
+    want_draft = options.wants_draft
+    if options.target_path is not None and (options.draft_path is not None or not want_draft):
+        return Resolved(None, Path(options.target_path), _opt_path(options.draft_path))
+    pair = load_registry().pair(options.pair)
     paths: dict[str, Path] = {}
-    for role, spec in wanted:
-        found = download.locate(spec)
-        if found is None:
-            notify(f"{spec.local_name} is not on this machine yet: pulling it first (once)")
-            result = download.pull(spec, notify, start_progress)
-            notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
-            found = result.path
-        paths[role] = found
-    target = Path(choice.target_path) if choice.target_path else paths["target"]
-    draft = _opt_path(choice.draft_path) or paths.get("draft")
+    for role, spec, given in (("target", pair.target, options.target_path), ("draft", pair.draft, options.draft_path)):
+        if given is None and (role == "target" or want_draft):
+            paths[role] = _present_or_pulled(spec, notify, start_progress)
+    target = Path(options.target_path) if options.target_path else paths["target"]
+    draft = _opt_path(options.draft_path) or paths.get("draft")
     return Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+
+
+def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:
+    found = download.locate(spec)
+    if found is None:
+        notify(f"{spec.local_name} is not on this machine yet: pulling it first (once)")
+        result = download.pull(spec, notify, start_progress)
+        notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
+        found = result.path
+    return found
 
 
 def _opt_path(path: Path | None) -> Path | None:
@@ -108,71 +144,41 @@ def available_memory() -> int | None:
     return None
 
 
-def check_memory(resolved: Resolved, options: LoadOptions) -> None:
-    """Refuse, with the numbers, a pair that cannot fit in RAM: better than an OOM kill mid-load."""
-    from .engine import gpu_offload_supported
-    from .gguf import memory_needed
-
-    if gpu_offload_supported() and (options.target_gpu_layers != 0 or options.draft_gpu_layers != 0):
-        return  # weights go to the GPU, whose free memory is not known here
+def check_memory(paths: list[Path], n_ctx: int) -> None:
+    """Refuse, with the numbers, models that cannot fit in RAM: better than an OOM kill mid-load."""
     available = available_memory()
-    if available is None:
-        return
-    weights = kv = 0
-    for path in (resolved.target, resolved.draft):
-        if path is not None:
-            w, k = memory_needed(path, options.n_ctx)
-            weights, kv = weights + w, kv + k + OVERHEAD_BYTES
+    needs = [for_path(path).memory_needed(path, n_ctx) for path in paths]
+    if available is None or any(need is None for need in needs):
+        return  # unknown, or weights go to a GPU whose free memory is not known here
+    weights = sum(w for w, _ in needs)
+    kv = sum(k + OVERHEAD_BYTES for _, k in needs)
     if weights + kv > available:
         raise EngineError(
             f"not enough memory: the models need about {(weights + kv) / 1e9:.1f} GB (weights "
-            f"{weights / 1e9:.1f} GB + KV cache and buffers {kv / 1e9:.1f} GB at --ctx {options.n_ctx}), "
+            f"{weights / 1e9:.1f} GB + KV cache and buffers {kv / 1e9:.1f} GB at --ctx {n_ctx}), "
             f"{available / 1e9:.1f} GB are available",
             hint="use a smaller --ctx, a smaller pair, or --no-spec (the target without its draft)",
         )
 
 
 class Pipeline:
-    """A loaded target (and optional draft) that can answer prompts."""
+    """A loaded target (and optional draft) with a drafter per available mode, ready to answer prompts.
+    Built by open_pipeline(); nobody sets its fields afterwards."""
 
-    def __init__(self, resolved: Resolved, options: LoadOptions) -> None:
+    def __init__(self, resolved: Resolved, options: Options, target, draft, interrupt: Interrupt) -> None:
         self.resolved = resolved
         self.options = options
-        self.interrupt = Interrupt()
-        self.draft: Engine | None = None
+        self.target = target
+        self.draft = draft
+        self.interrupt = interrupt
+        self.target_cache = CachedModel(target)
         self.pair_report: PairReport | None = None
-        check_memory(resolved, options)
-        with self.interrupt.armed():
-            self.target = Engine(resolved.target, self._config(options.target_gpu_layers), self.interrupt)
-            try:
-                if resolved.draft is not None:
-                    self.draft = Engine(resolved.draft, self._config(options.draft_gpu_layers), self.interrupt)
-                    self.pair_report = require_compatible(self.target, self.draft, force=options.force_pair)
-            except BaseException:  # a bad draft, an incompatible pair, Ctrl-C: free what was loaded
-                if self.draft is not None:
-                    self.draft.close()
-                self.target.close()
-                raise
-        self.target_cache = CachedModel(self.target)
-        self.drafter = DraftModelDrafter(self.draft) if self.draft is not None else None
-        self.ngram = NgramDrafter()
-        self.auto = None  # an AdaptiveDrafter, set by tuning.setup_auto()
+        self.drafters: dict[str, Drafter] = {}
+        self.tuning = None  # tuning.Tuning behind auto
         self.mode_note = ""  # one line on why auto uses what it uses
 
-    def drafter_for(self, mode: str):
-        """The drafter that implements a mode (None: the target alone)."""
-        return {"spec": self.drafter, "ngram": self.ngram, "auto": self.auto}.get(mode)
-
-    def drop_draft(self) -> None:
-        """Free the draft model (auto decided it cannot pay on this machine)."""
-        if self.draft is not None:
-            self.draft.close()
-        self.draft = self.drafter = None
-        if self.auto is not None:
-            self.auto.model = None
-
-    def _config(self, gpu_layers: int) -> EngineConfig:
-        return EngineConfig(n_ctx=self.options.n_ctx, n_threads=self.options.threads, gpu_layers=gpu_layers)
+    def available(self, mode: str) -> bool:
+        return mode == "target" or mode in self.drafters
 
     def prompt(self, messages: list[Message], *, use_template: bool = True) -> list[int]:
         return prompt_tokens(self.target, messages, use_template=use_template)
@@ -182,53 +188,142 @@ class Pipeline:
         prompt: list[int],
         params: SamplingParams,
         *,
+        mode: str,
         k: int,
         max_tokens: int,
-        on_round: Callable[[Round | None, list[Segment]], None] | None = None,
-        mode: str = "spec",
-    ) -> tuple[str, list[int], Stats]:
-        """Run the loop; on_round(event, segments) streams each round as styled text segments.
-
-        The last call has event None: it flushes bytes held back to keep a UTF-8 character whole.
-        """
+        on_update: Callable[[Update], None] | None = None,
+    ) -> Generation:
+        """Run the loop; on_update streams each round as styled text segments with the stats so far.
+        The last update has round None: it flushes bytes held back to keep a UTF-8 character whole."""
         stream = TextStream(self.target)
         pieces: list[str] = []
 
-        def segments_of(event: Round) -> list[Segment]:
+        def on_round(event: Round, stats: Stats) -> None:
             out = [Segment(stream.push(t), ACCEPTED) for t in event.emitted[: event.accepted]]
             if event.rejected_tokens:
                 out.append(Segment(self.target.detokenize(event.rejected_tokens), REJECTED))
             out += [Segment(stream.push(t), TARGET) for t in event.emitted[event.accepted :]]
-            return [segment for segment in out if segment.text]
-
-        def on_event(event: Round) -> None:
-            segments = segments_of(event)
+            segments = [segment for segment in out if segment.text]
             pieces.extend(s.text for s in segments if s.kind != REJECTED)
-            if on_round is not None:
-                on_round(event, segments)
+            if on_update is not None:
+                on_update(Update(event, segments, stats))
 
-        drafter = self.drafter_for(mode) if k > 0 else None
+        drafter = self.drafters.get(mode) if k > 0 else None
         with self.interrupt.armed():
             tokens, stats = speculative_decode(
-                self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_event
+                self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_round
             )
         tail = stream.flush()
         if tail:
             pieces.append(tail)
-            if on_round is not None:
-                on_round(None, [Segment(tail, TARGET)])
-        return "".join(pieces), tokens, stats
+            if on_update is not None:
+                on_update(Update(None, [Segment(tail, TARGET)], stats))
+        self._check_drift(drafter)
+        return Generation("".join(pieces), tokens, stats)
+
+    def _check_drift(self, drafter) -> None:
+        if isinstance(drafter, AutoDrafter) and drafter.costs.drifted and self.tuning is not None:
+            from .tuning import mark_stale
+
+            mark_stale(self.tuning)
 
     def reset(self) -> None:
-        """Forget every cached prompt (both KV caches), so the next generation starts cold."""
-        self.target.truncate(0)
-        self.target_cache.tokens = []
-        if self.drafter is not None:
-            self.drafter.cache.model.truncate(0)
-            self.drafter.cache.tokens = []
-        self.ngram.index = type(self.ngram.index)(self.ngram.index.max_n)
+        """Forget every cached prompt and what the drafters learned, so the next generation starts cold."""
+        self.target_cache.forget()
+        for drafter in self.drafters.values():
+            drafter.reset()
 
     def close(self) -> None:
-        if self.draft is not None:
-            self.draft.close()
-        self.target.close()
+        for engine in (self.draft, self.target):
+            if engine is not None:
+                engine.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipeline:
+    """Resolve, load and set up everything a mode needs; on any failure nothing stays loaded."""
+    from . import engine, tuning
+
+    if options.mode not in modes.MODES:
+        raise UsageError(f"unknown --mode '{options.mode}'", hint=f"choose one of: {', '.join(modes.MODES)}")
+    engine.set_debug(options.debug)
+    resolved = resolve(options, notify, start_progress or _no_progress)
+    saved = None
+    if options.mode == "auto" and options.use_tuning and resolved.draft is not None and not options.keep_draft:
+        saved = tuning.load(tuning.key_for(resolved, options))
+    # Measured before on a quiet machine that the draft model cannot pay here: do not even load it.
+    skip_draft = tuning.trusted(saved) and not saved.draft_model_can_pay()
+    draft_path = None if skip_draft else resolved.draft
+    check_memory([p for p in (resolved.target, draft_path) if p is not None], options.n_ctx)
+    interrupt = Interrupt()
+    with interrupt.armed():
+        target = _load(resolved.target, options, options.target_gpu_layers, interrupt)
+        draft = None
+        try:
+            if draft_path is not None:
+                draft = _load(draft_path, options, options.draft_gpu_layers, interrupt)
+            pipeline = Pipeline(resolved, options, target, draft, interrupt)
+            if draft is not None:
+                pipeline.pair_report = require_compatible(target, draft, force=options.force_pair)
+            _add_drafters(pipeline, saved, notify)
+        except BaseException:  # a bad draft, an incompatible pair, Ctrl-C: free what was loaded
+            for model in (draft, target):
+                if model is not None:
+                    model.close()
+            raise
+    return pipeline
+
+
+def _no_progress(_label: str, _total: int):
+    return lambda _n: None
+
+
+def _load(path: Path, options: Options, gpu_layers: int, interrupt: Interrupt):
+    config = EngineConfig(n_ctx=options.n_ctx, n_threads=options.threads, gpu_layers=gpu_layers)
+    return for_path(path).load(path, config, interrupt)
+
+
+def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
+    """One drafter per mode the loaded models allow; auto gets measured costs and the others as arms."""
+    from . import tuning
+
+    options = pipeline.options
+    priors = saved.priors if saved is not None else {}
+    drafters: dict[str, Drafter] = {}
+    if pipeline.draft is not None:
+        drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
+    drafters["ngram"] = NgramDrafter(ends_copy=getattr(pipeline.target, "is_control", None))
+    if options.mode == "spec" and "spec" not in drafters:
+        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
+    if options.mode == "auto":
+        key = tuning.key_for(pipeline.resolved, options)
+        chosen = tuning.prepare(pipeline.target, pipeline.draft, key, use_saved=options.use_tuning, notify=notify)
+        pipeline.tuning = chosen
+        arms = list(drafters.values())
+        if pipeline.resolved.draft is not None and not chosen.draft_model_can_pay():
+            arms = [d for d in arms if d.name != "spec"]
+            costs = chosen.costs
+            pipeline.mode_note = (
+                "auto: draft model off: even if every guess were accepted it could not beat the target here "
+                f"(a draft step costs {costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f})"
+            )
+            if not options.keep_draft and pipeline.draft is not None:  # the bench still compares it
+                drafters.pop("spec")
+                pipeline.draft.close()
+                pipeline.draft = None
+        else:
+            pipeline.mode_note = "auto: drafts only when the measured costs and acceptance say it pays"
+        drafters["auto"] = AutoDrafter(_fresh_costs(chosen.costs), arms)
+    pipeline.drafters = drafters
+
+
+def _fresh_costs(costs):
+    """auto's own copy: its online updates must not change what tune or the bench report."""
+    from dataclasses import replace
+
+    return replace(costs, verify=dict(costs.verify))

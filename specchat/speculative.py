@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .drafters.base import Draft, Drafter
+from .drafters.base import Draft, Drafter, Outcome
 from .errors import ContextFullError
 from .models_api import CachedModel, LanguageModel
 from .sampling import Sampler
@@ -29,7 +29,7 @@ class Round:
     emitted: list[int]  # tokens appended to the text (accepted drafts + token, cut before end-of-generation)
     draft_s: float
     verify_s: float
-    source: str = "target"  # who drafted: "draft-model", "ngram", or "target" (no draft)
+    source: str = "target"  # the mode whose drafter drafted ("spec", "ngram"), or "target" (no draft)
 
     @property
     def accepted_tokens(self) -> list[int]:
@@ -61,7 +61,7 @@ class Stats:
     stop_reason: str = ""  # eog | max_tokens | context | interrupted
     drafted_at: list[int] = field(default_factory=list)  # per draft position 1..k
     accepted_at: list[int] = field(default_factory=list)
-    rounds_by_source: dict[str, int] = field(default_factory=dict)  # "target", "draft-model", "ngram"
+    rounds_by_source: dict[str, int] = field(default_factory=dict)  # "target", "spec", "ngram", ...
 
     @property
     def acceptance_rate(self) -> float:
@@ -87,9 +87,12 @@ class Stats:
         """Generated tokens / decode time (prefill excluded: it is the same with or without a draft)."""
         return self.generated / self.decode_s if self.decode_s > 0 else 0.0
 
-    def record(self, drafted: int, accepted: int, emitted: int, draft_s: float, verify_s: float) -> None:
-        """Add one round."""
+    def record(
+        self, drafted: int, accepted: int, emitted: int, draft_s: float, verify_s: float, source: str = "target"
+    ) -> None:
+        """Add one round: the only place where rounds are counted."""
         self.rounds += 1
+        self.rounds_by_source[source] = self.rounds_by_source.get(source, 0) + 1
         self.generated += emitted
         self.drafted += drafted
         self.accepted += accepted
@@ -151,9 +154,13 @@ def speculative_decode(
     *,
     k: int,
     max_tokens: int,
-    on_round: Callable[[Round], None] | None = None,
+    on_round: Callable[[Round, Stats], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[list[int], Stats]:
-    """Generate up to max_tokens after `prompt`; returns (new tokens, stats). k = 0 or no drafter: target alone."""
+    """Generate up to max_tokens after `prompt`; returns (new tokens, stats). k = 0 or no drafter: target alone.
+
+    on_round(round, stats) streams every round with the statistics so far; `clock` is injectable so
+    that a simulator can replay the loop on a virtual clock."""
     if not isinstance(target, CachedModel):
         target = CachedModel(target)
     n_ctx = target.model.n_ctx
@@ -169,13 +176,13 @@ def speculative_decode(
     k = k if drafter is not None else 0
     stats.drafted_at = [0] * k
     stats.accepted_at = [0] * k
-    start = time.perf_counter()
+    start = clock()
     try:
         # Prefill everything but the last prompt token; that one opens the first verify batch.
         target.feed(tokens[:-1], 0)
         if drafter is not None and k > 0:
             drafter.prefill(tokens[:-1])
-        stats.prefill_s = time.perf_counter() - start
+        stats.prefill_s = clock() - start
         while True:
             remaining = max_tokens - stats.generated
             room = n_ctx - len(tokens)  # target's cache after verify: len(tokens) + k_round <= n_ctx
@@ -187,30 +194,30 @@ def speculative_decode(
                 break
             # A round emits at most k_round + 1 tokens; keep the text within n_ctx, as target alone does.
             k_round = max(0, min(k, remaining - 1, room - 1))
-            t0 = time.perf_counter()
+            t0 = clock()
             draft = drafter.propose(tokens, k_round, sampler) if k_round and drafter else Draft()
             _drop_foreign_ids(draft, target.model.n_vocab)
-            t1 = time.perf_counter()
+            t1 = clock()
             logits = target.feed([*tokens, *draft.tokens], len(draft) + 1)
             n_accepted, token = sampler.verify(draft.tokens, draft.q, logits, draft.rejected_q)
-            t2 = time.perf_counter()
+            t2 = clock()
+            produced = [*draft.tokens[:n_accepted], token]
             if drafter is not None:
-                drafter.feedback(len(draft), n_accepted, t2 - t1)
-            emitted, ended = _cut_at_eog(target.model, [*draft.tokens[:n_accepted], token])
+                drafter.learn(Outcome(len(tokens), draft, n_accepted, produced, t2 - t1))
+            emitted, ended = _cut_at_eog(target.model, produced)
             tokens.extend(emitted)
-            stats.record(len(draft), n_accepted, len(emitted), t1 - t0, t2 - t1)
+            source = (draft.source or "draft") if len(draft) else "target"
+            stats.record(len(draft), n_accepted, len(emitted), t1 - t0, t2 - t1, source)
             if stats.rounds == 1:
                 stats.first_token_s = t2 - start
-            source = (draft.source or "draft") if len(draft) else "target"
-            stats.rounds_by_source[source] = stats.rounds_by_source.get(source, 0) + 1
             if on_round is not None:
-                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, t1 - t0, t2 - t1, source))
+                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, t1 - t0, t2 - t1, source), stats)
             if ended:
                 stats.stop_reason = "eog"
                 break
     except KeyboardInterrupt:
         stats.stop_reason = "interrupted"
-    stats.total_s = time.perf_counter() - start
+    stats.total_s = clock() - start
     return tokens[len(prompt) :], stats
 
 

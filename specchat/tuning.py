@@ -1,42 +1,51 @@
 """Measured costs and acceptance priors, saved per pair and machine (`specchat tune`, or a quick
-calibration the first time `--mode auto` runs), so that the adaptive drafter starts from this
-machine's numbers instead of guesses, and learns the rest online.
+calibration the first time `--mode auto` runs), so that auto starts from this machine's numbers.
+
+A calibration is only saved when it was taken on a quiet machine: one taken while other processes
+used the CPUs is used for that run alone and taken again next time. A run whose step time drifts far
+from the saved calibration marks it stale, so the next start measures again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .costmodel import measure
-from .drafters.adaptive import MAX_K, MODEL_MAX_K, Costs, best_length, expected_tokens
+from .costmodel import Costs, measure
+from .modes import SPEC
 from .paths import config_dir, write_atomic
 
 # Batch sizes timed on a first run (once per pair and machine); auto drafts only to measured sizes.
-# Costs are not smooth in n: on this 2-core AVX-512 CPU a batch of 16 costs 8.6 target steps and one of
-# 15 costs 10.1 (multiples of 16 suit llama.cpp's kernels), so the powers of two and multiples of 16 are
-# measured, up to the longest copy (a batch of 64: 63 copied tokens and the target's own). `specchat tune`
-# times FULL_BATCHES.
+# Costs are not smooth in n (multiples of 16 suit llama.cpp's CPU kernels), so the powers of two and
+# multiples of 16 are measured, up to the longest copy. `specchat tune` times FULL_BATCHES.
 QUICK_BATCHES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
 FULL_BATCHES = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64)
-VERSION = 3  # 3: batch sizes that include the multiples of 16
+VERSION = 4  # 4: ratios measured interleaved, with the load they were measured under
+
+CALIBRATION_TEXT = (
+    "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n"
+    "        if a[i] <= b[j]:\n            out.append(a[i])\n            i += 1\n        else:\n"
+    "            out.append(b[j])\n            j += 1\n    return out + a[i:] + b[j:]\n"
+)
 
 
 @dataclass
 class Tuning:
     key: str
     costs: Costs
-    priors: dict[str, float] = field(default_factory=dict)
+    priors: dict[str, float] = field(default_factory=dict)  # measured acceptance per mode
     source: str = "calibration"  # or "tune"
     details: dict = field(default_factory=dict)
+    stale: bool = False
 
     def draft_model_can_pay(self) -> bool:
         """Could the draft model beat the target alone even if every guess were accepted?"""
         if self.costs.draft_step is None:
-            return True  # unknown: let the adaptive drafter find out
-        k, _ = best_length([1.0] * MODEL_MAX_K, self.costs.draft_step, self.costs, MODEL_MAX_K)
+            return True  # unknown: let auto find out
+        k, _ = self.costs.best_length([1.0] * SPEC.max_k, self.costs.draft_step)
         return k > 0
 
     def as_dict(self) -> dict:
@@ -44,8 +53,11 @@ class Tuning:
             "version": VERSION,
             "key": self.key,
             "source": self.source,
-            "verify_s": {str(n): s for n, s in sorted(self.costs.verify.items())},
-            "draft_step_s": self.costs.draft_step,
+            "step_s": self.costs.calibrated_step_s,
+            "v": {str(n): v for n, v in sorted(self.costs.verify.items())},
+            "c": self.costs.draft_step,
+            "busy": self.costs.busy,
+            "stale": self.stale,
             "priors": self.priors,
             "details": self.details,
         }
@@ -54,23 +66,19 @@ class Tuning:
 def machine_key(target: Path, draft: Path | None, threads: int, gpu_layers: int, draft_gpu_layers: int) -> str:
     """Tuning is valid for these files on this CPU/GPU setup and llama.cpp build."""
     import platform
-
-    import llama_cpp
+    from importlib.metadata import PackageNotFoundError, version
 
     from .bench import machine_info
 
-    parts = [
-        machine_info()["cpu"],
-        platform.machine(),
-        llama_cpp.__version__,
-        str(threads),
-        str(gpu_layers),
-        str(draft_gpu_layers),
-    ]
+    try:
+        llama_version = version("llama-cpp-python")
+    except PackageNotFoundError:
+        llama_version = "?"
+    parts = [machine_info()["cpu"], platform.machine(), llama_version]
+    parts += [str(threads), str(gpu_layers), str(draft_gpu_layers)]
     for path in (target, draft):
         if path is not None:
-            stat = path.stat()
-            parts += [path.name, str(stat.st_size)]
+            parts += [path.name, str(path.stat().st_size)]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -78,17 +86,43 @@ def tuning_path(key: str) -> Path:
     return config_dir() / "tuning" / f"{key}.json"
 
 
+def _number(value, *, low: float = 0.0) -> float:
+    """A finite number above `low`, or ValueError (a saved file is never trusted blindly)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= low:
+        raise ValueError(f"not a positive number: {value!r}")
+    return float(value)
+
+
+def parse(data: object, key: str) -> Tuning:
+    """A saved tuning, validated in shape and values; ValueError for anything odd."""
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        raise ValueError("not a tuning of this version")
+    ratios = data.get("v")
+    if not isinstance(ratios, dict) or "1" not in ratios:
+        raise ValueError("no verify costs")
+    verify = {int(n): _number(v) for n, v in ratios.items() if str(n).isdigit() and int(n) >= 1}
+    c = data.get("c")
+    step = _number(data.get("step_s"))
+    costs = Costs(verify, None if c is None else _number(c), step, step, busy=data.get("busy") is True)
+    priors = data.get("priors") if isinstance(data.get("priors"), dict) else {}
+    priors = {str(m): min(1.0, _number(p)) for m, p in priors.items()}
+    details = data.get("details") if isinstance(data.get("details"), dict) else {}
+    source = data.get("source") if data.get("source") in ("calibration", "tune") else "calibration"
+    return Tuning(key, costs, priors, source, details, stale=data.get("stale") is True)
+
+
 def load(key: str) -> Tuning | None:
+    """The saved tuning, or None when missing or unusable (then it is measured again: a cache or a
+    calibration never stops the tool)."""
     try:
-        data = json.loads(tuning_path(key).read_text(encoding="utf-8"))
-        if data.get("version") != VERSION:
-            return None
-        costs = Costs({int(n): float(s) for n, s in data["verify_s"].items()}, data.get("draft_step_s"))
-        return Tuning(
-            key, costs, dict(data.get("priors", {})), data.get("source", "calibration"), dict(data.get("details", {}))
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # missing or unreadable: calibrate again rather than fail
+        return parse(json.loads(tuning_path(key).read_text(encoding="utf-8")), key)
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+
+
+def trusted(tuning: Tuning | None) -> bool:
+    """Good for decisions: measured on a quiet machine and not found stale since."""
+    return tuning is not None and not tuning.costs.busy and not tuning.stale
 
 
 def save(tuning: Tuning) -> Path:
@@ -99,66 +133,59 @@ def save(tuning: Tuning) -> Path:
     return path
 
 
-def calibrate(target, draft, context: list[int], key: str, *, full: bool = False) -> Tuning:
-    """Time single steps and verify batches: a few sizes (a few seconds on a CPU), or more when full."""
-    sizes = FULL_BATCHES if full else QUICK_BATCHES
-    model = measure(target, draft, context, max_batch=max(sizes), repeats=3 if full else 2, sizes=sizes)
-    costs = Costs(dict(model.verify_s), model.draft_step_s)
+def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
+    """Time single steps, verify batches and a draft step, interleaved, after a real context."""
+    context = target.tokenize(CALIBRATION_TEXT)
+    costs = measure(target, draft, context, FULL_BATCHES if full else QUICK_BATCHES, repeats=3 if full else 2)
     return Tuning(key, costs, source="tune" if full else "calibration")
 
 
-CALIBRATION_TEXT = (
-    "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n"
-    "        if a[i] <= b[j]:\n            out.append(a[i])\n            i += 1\n        else:\n"
-    "            out.append(b[j])\n            j += 1\n    return out + a[i:] + b[j:]\n"
-)
+def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
+    """The tuning auto starts from: the saved one when it can be trusted, else a fresh calibration,
+    saved only when it was taken on a quiet machine (priors measured by `tune` are kept)."""
+    saved = load(key) if use_saved else None
+    if trusted(saved):
+        return saved
+    why = "the saved one is stale" if saved is not None and saved.stale else "once"
+    notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why}; `specchat tune` refines)")
+    tuning = calibrate(target, draft, key)
+    if saved is not None:
+        tuning.priors = saved.priors
+    if tuning.costs.busy:
+        notify("other programs were using the CPUs while measuring: used for this run only, measured again next time")
+    elif use_saved:
+        try:
+            save(tuning)
+        except OSError as exc:  # not worth failing a run for: next time it measures again
+            notify(f"could not save the measurement ({exc.strerror or exc}); it will be repeated next time")
+    return tuning
+
+
+def mark_stale(tuning: Tuning) -> None:
+    """The machine ran at another speed than the saved calibration says: measure again next start."""
+    saved = load(tuning.key)
+    if saved is None or saved.stale:
+        return
+    saved.stale = True
+    try:
+        save(saved)
+    except OSError:
+        pass  # then it is simply trusted once more
+
+
+def conditional_rates(drafted_at: list[int], accepted_at: list[int]) -> list[float]:
+    """P(position i accepted | position i-1 accepted), from per-position counts of a fixed-k run."""
+    rates = []
+    for i, drafted in enumerate(drafted_at):
+        reached = accepted_at[i - 1] if i else drafted
+        rates.append(accepted_at[i] / reached if reached else 0.0)
+    return rates
 
 
 def key_for(resolved, options) -> str:
     return machine_key(
         resolved.target, resolved.draft, options.threads, options.target_gpu_layers, options.draft_gpu_layers
     )
-
-
-def setup_auto(pipeline, *, use_saved: bool, notify, keep_draft: bool = False, tuning: Tuning | None = None) -> Tuning:
-    """Give the pipeline its adaptive drafter: the given or saved tuning, else a quick calibration (saved)."""
-    from .drafters.adaptive import AdaptiveDrafter
-
-    key = key_for(pipeline.resolved, pipeline.options)
-    if tuning is None and use_saved:
-        tuning = load(key)
-    if tuning is None:
-        notify("measuring llama.cpp's costs on this machine for --mode auto (once; `specchat tune` refines)")
-        context = pipeline.target.tokenize(CALIBRATION_TEXT)
-        tuning = calibrate(pipeline.target, pipeline.draft, context, key)
-        if use_saved:
-            try:
-                save(tuning)
-            except OSError as exc:  # not worth failing a run for: next time it measures again
-                notify(f"could not save the measurement ({exc.strerror or exc}); it will be repeated next time")
-    costs = Costs(dict(tuning.costs.verify), tuning.costs.draft_step)
-    target = pipeline.target
-    pipeline.auto = AdaptiveDrafter(
-        costs,
-        ngram=pipeline.ngram,
-        model=pipeline.drafter,
-        priors=tuning.priors,
-        ends_copy=target.is_control,
-    )
-    if not tuning.draft_model_can_pay():
-        step = costs.verify_time(1)
-        c, v5 = costs.draft_step / step, costs.verify_time(5) / step
-        pipeline.mode_note = (
-            "auto: draft model off: even if every guess were accepted it could not beat the target here "
-            f"(a draft step costs {c:.2f} target steps, a batch of 5 costs {v5:.1f})"
-        )
-        if keep_draft:  # the bench still compares the draft model, outside auto
-            pipeline.auto.model = None
-        else:
-            pipeline.drop_draft()
-    else:
-        pipeline.mode_note = "auto: drafts only when the measured costs and acceptance say it pays"
-    return tuning
 
 
 @dataclass(frozen=True)
@@ -171,69 +198,49 @@ class ModeEstimate:
     drafting_speedup: float | None = None
 
 
-def conditional_rates(drafted_at: list[int], accepted_at: list[int]) -> list[float]:
-    """P(position i accepted | position i-1 accepted), from per-position counts of a fixed-k run."""
-    rates = []
-    for i, (drafted, accepted) in enumerate(zip(drafted_at, accepted_at, strict=True)):
-        reached = accepted_at[i - 1] if i else drafted
-        rates.append(accepted / reached if reached else 0.0)
-        del drafted
-    return rates
+def estimate(mode: str, stats, costs: Costs) -> ModeEstimate:
+    """Predicted speedup of a mode from its measured per-position acceptance, as auto would judge it."""
+    from .costmodel import LOOKUP_STEP
+
+    rates = conditional_rates(stats.drafted_at, stats.accepted_at)
+    step = (costs.draft_step or 0.0) if mode == "spec" else LOOKUP_STEP
+    k, speedup = costs.best_length(rates, step)
+    drafting = [(j, s) for j, s in enumerate(costs.speedup(rates, step)) if j and costs.measured(j + 1)]
+    forced = max(drafting, key=lambda item: item[1], default=(0, None))
+    return ModeEstimate(mode, k, stats.acceptance_rate, speedup, forced[0], forced[1])
 
 
 def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> tuple[Tuning, list[ModeEstimate]]:
     """Full calibration plus measured acceptance of each strategy; predicted speedup per mode."""
     from .chat import Message
+    from .modes import NGRAM
     from .sampling import SamplingParams
     from .speculative import Stats
 
-    options, resolved = pipeline.options, pipeline.resolved
-    key = machine_key(
-        resolved.target, resolved.draft, options.threads, options.target_gpu_layers, options.draft_gpu_layers
-    )
     notify("timing single steps and verify batches of 1..16, 20, 24, 28, 32, 40, 48, 56 and 64 tokens")
-    context = pipeline.target.tokenize(CALIBRATION_TEXT)
-    tuning = calibrate(pipeline.target, pipeline.draft, context, key, full=True)
-    greedy = SamplingParams()
+    result = calibrate(pipeline.target, pipeline.draft, key_for(pipeline.resolved, pipeline.options), full=True)
+    if result.costs.busy:
+        notify("other programs were using the CPUs while measuring: the numbers may be off; run tune again when idle")
+    plan = [(m, k) for m, k in (("spec", 8), ("ngram", NGRAM.max_k - 1)) if pipeline.available(m)]
     totals: dict[str, Stats] = {}
-    plan = [("spec", 8), ("ngram", MAX_K)] if pipeline.draft is not None else [("ngram", MAX_K)]
     for index, (mode, k) in enumerate((m, k) for m, k in plan for _ in prompts):
         prompt = prompts[index % len(prompts)]
         if progress:
             progress(f"{mode} k={k} · {prompt.category} #{prompt.id}", index)
         pipeline.reset()
         ids = pipeline.prompt([Message("user", prompt.text)])
-        _, _, stats = pipeline.generate(ids, greedy, k=k, max_tokens=max_tokens, mode=mode)
+        stats = pipeline.generate(ids, SamplingParams(), mode=mode, k=k, max_tokens=max_tokens).stats
         if stats.stop_reason == "interrupted":  # generate keeps the text; tune must stop, not save
             raise KeyboardInterrupt
-        totals.setdefault(mode, Stats(drafted_at=[0] * k, accepted_at=[0] * k)).merge(stats)
+        totals.setdefault(mode, Stats()).merge(stats)
     estimates = [ModeEstimate("target", 0, None, 1.0)]
-    costs = tuning.costs
-    for mode, stats in totals.items():
-        rates = conditional_rates(stats.drafted_at, stats.accepted_at)
-        step = costs.draft_step if mode == "spec" else Costs({}).ngram_step
-        k, speed = best_length(rates, step or 0.0, costs, len(rates))
-        expected = expected_tokens(rates)
-        # The best k >= 1 among the measured batch sizes, as auto would pick it (shows why a mode loses).
-        speeds = {j: expected[j] / (j * (step or 0.0) + costs.verify_time(j + 1)) for j in range(1, len(expected))}
-        speeds = {j: speed for j, speed in speeds.items() if j + 1 in costs.verify}
-        forced = max(speeds, key=speeds.__getitem__) if speeds else None
-        estimates.append(
-            ModeEstimate(
-                mode,
-                k,
-                stats.acceptance_rate,
-                speed * costs.verify_time(1),
-                forced or 0,
-                speeds[forced] * costs.verify_time(1) if forced is not None else None,
-            )
-        )
-        if mode == "spec":
-            tuning.priors["draft-model"] = round(stats.acceptance_rate, 4)
-    tuning.details = {
+    estimates += [estimate(mode, stats, result.costs) for mode, stats in totals.items()]
+    if "spec" in totals:
+        result.priors["spec"] = round(totals["spec"].acceptance_rate, 4)
+    result.details = {
         "acceptance": {mode: round(s.acceptance_rate, 4) for mode, s in totals.items()},
         "estimates": [e.__dict__ for e in estimates],
         "prompts": len(prompts),
         "max_tokens": max_tokens,
     }
-    return tuning, estimates
+    return result, estimates

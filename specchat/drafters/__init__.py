@@ -1,6 +1,10 @@
-"""Drafters: small strategy objects that propose tokens and learn from how many were accepted."""
+"""Drafters: small strategy objects that propose tokens and learn from what the target produced.
 
-from .base import Draft, Drafter
+A new drafter is one module here (implementing drafters.base.Drafter) plus one row in modes.py.
+"""
+
+from .base import NO_OFFER, Draft, Drafter, Offer, Outcome
 from .model import DraftModelDrafter
+from .ngram import NgramDrafter
 
-__all__ = ["Draft", "DraftModelDrafter", "Drafter"]
+__all__ = ["NO_OFFER", "Draft", "DraftModelDrafter", "Drafter", "NgramDrafter", "Offer", "Outcome"]

@@ -1,4 +1,10 @@
-"""The drafter contract (after transformers' candidate generators)."""
+"""The drafter contract (after transformers' candidate generators).
+
+A drafter is a small strategy object. It offers its own confidence in the tokens it could propose
+(`offer`), proposes them (`propose`), and learns from what the target produced after every round
+(`learn`), whether or not its proposal was the one verified. `reset` forgets the conversation. The
+auto controller combines any number of drafters through exactly these calls.
+"""
 
 from __future__ import annotations
 
@@ -20,24 +26,57 @@ class Draft:
     # q of a token cut off after `tokens` because the target cannot accept it (an id outside its
     # vocabulary): that position is a certain rejection, so its correction comes from norm(max(0, p - q)).
     rejected_q: np.ndarray | None = None
-    source: str = ""  # which strategy drafted it ("draft-model", "ngram"), for stats and the view
+    source: str = ""  # the mode whose drafter drafted it ("spec", "ngram"), for stats and the view
 
     def __len__(self) -> int:
         return len(self.tokens)
 
 
+@dataclass(frozen=True)
+class Offer:
+    """What a drafter could propose now: per position, the chance that the token holds given the ones
+    before it held. `rates` is the cautious estimate decisions use; `upper` an optimistic one that says
+    whether trying the drafter could be worth it (equal to `rates` for drafters that learn without
+    being drafted)."""
+
+    rates: list[float]
+    upper: list[float]
+
+
+NO_OFFER = Offer([], [])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One verified round as every drafter learns from it."""
+
+    at: int  # length of the text before the round
+    draft: Draft  # what was verified (empty: the target alone)
+    accepted: int
+    produced: list[int]  # the tokens the target kept: accepted drafts + its own
+    verify_s: float
+
+
 class Drafter(Protocol):
-    name: str
+    name: str  # the mode it implements; also the `source` of the rounds it drafts
+    uses_model: bool  # its tokens cost draft-model steps (else lookups, nearly free)
+
+    def reset(self) -> None:
+        """Forget every earlier text (a new conversation, or a bench run that must start cold)."""
+        ...
 
     def prefill(self, context: Sequence[int]) -> None:
-        """Optional warm-up on the prompt, so that its cost counts as prefill, not as drafting."""
+        """Warm up on the prompt, so that its cost counts as prefill, not as drafting."""
+        ...
+
+    def offer(self, context: Sequence[int], k_max: int) -> Offer:
+        """Confidence in up to k_max next tokens, without drafting them (NO_OFFER: nothing to propose)."""
         ...
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         """Up to k tokens that are likely to follow `context`."""
         ...
 
-    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
-        """After every round (also one with no draft): how many tokens of the last proposal the target
-        kept, and how long the verify batch of drafted + 1 tokens took."""
+    def learn(self, outcome: Outcome) -> None:
+        """After every round, also one this drafter did not draft."""
         ...

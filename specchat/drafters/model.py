@@ -2,13 +2,52 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..models_api import CachedModel, LanguageModel
 from ..sampling import Sampler
-from .base import Draft
+from .base import Draft, Offer, Outcome
+
+PRIOR = 0.6  # acceptance believed before any evidence (`specchat tune` measures a better one)
+PRIOR_STRENGTH = 4.0  # in observed tokens
+DECAY = 0.93  # weight kept by old evidence per round: prose after code must be noticed within a few rounds
+CAUTION = 1.0  # standard errors below the mean for decisions (above it for "worth trying")
+
+
+@dataclass
+class Acceptance:
+    """Conditional acceptance per draft position, from recent rounds (old ones fade), with a prior."""
+
+    prior: float = PRIOR
+    strength: float = PRIOR_STRENGTH
+    tried: list[float] = field(default_factory=list)
+    held: list[float] = field(default_factory=list)
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        # Position i is tried only when the positions before it were all accepted: conditional counts.
+        self.tried = [t * DECAY for t in self.tried]
+        self.held = [h * DECAY for h in self.held]
+        for i in range(min(drafted, accepted + 1)):
+            if i == len(self.tried):
+                self.tried.append(0.0)
+                self.held.append(0.0)
+            self.tried[i] += 1
+            self.held[i] += i < accepted
+
+    def rates(self, k: int, caution: float) -> list[float]:
+        """a_1..a_k, `caution` standard errors from the posterior mean (negative: optimistic)."""
+        out = []
+        for i in range(k):
+            tried = self.tried[i] if i < len(self.tried) else 0.0
+            held = self.held[i] if i < len(self.held) else 0.0
+            n = tried + self.strength
+            mean = (held + self.prior * self.strength) / n
+            out.append(min(1.0, max(0.0, mean - caution * math.sqrt(mean * (1 - mean) / n))))
+        return out
 
 
 class DraftModelDrafter:
@@ -19,14 +58,29 @@ class DraftModelDrafter:
     batch together with the target's bonus token.
     """
 
-    name = "draft-model"
+    name = "spec"
+    uses_model = True
 
-    def __init__(self, model: LanguageModel, p_min: float = 0.0) -> None:
+    def __init__(self, model: LanguageModel, p_min: float = 0.0, prior: float = PRIOR) -> None:
         self.cache = CachedModel(model)
         self.p_min = p_min  # confidence stop: no guess whose probability is below this (0 = off)
+        self.prior = prior
+        self.acceptance = Acceptance(prior)
+
+    def reset(self) -> None:
+        self.cache.forget()
+        self.acceptance = Acceptance(self.prior)
 
     def prefill(self, context: Sequence[int]) -> None:
         self.cache.feed(context, 0)
+
+    def catch_up(self, context: Sequence[int]) -> None:
+        """Bring the cache up to the text before drafting (rounds drafted by others leave it behind), so
+        that timing a proposal times drafting only."""
+        self.cache.feed(context[:-1], 0)
+
+    def offer(self, context: Sequence[int], k_max: int) -> Offer:
+        return Offer(self.acceptance.rates(k_max, CAUTION), self.acceptance.rates(k_max, -CAUTION))
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         draft = Draft(source=self.name)
@@ -44,8 +98,10 @@ class DraftModelDrafter:
             logits = self.cache.feed([*context, *draft.tokens], 1)[0]
         return draft
 
-    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
-        """The fixed-length model drafter learns nothing; adaptive drafters override this."""
+    def learn(self, outcome: Outcome) -> None:
+        if outcome.draft.source == self.name:
+            # A confidence stop before the first guess counts as a miss.
+            self.acceptance.observe(max(len(outcome.draft), 1), outcome.accepted)
 
 
 def _confidence(logits: np.ndarray, token: int, q: np.ndarray | None) -> float:

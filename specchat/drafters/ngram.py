@@ -8,12 +8,23 @@ repeats its input: editing code, quoting, JSON with repeated keys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from ..sampling import Sampler
-from .base import Draft
+from .base import NO_OFFER, Draft, Offer, Outcome
 
 CANDIDATES = 16  # earlier occurrences of the longest n-gram compared by how far back they match
+MAX_COPY = 63  # longest copy (a batch of 64): long batches cost far less per token than short ones
+FIRST_COPY_CAP = 7  # longest copy (a batch of 8) before this reply has shown that it copies long runs
+COPY_CAP_GROWTH = 2  # later copies may be this many times the longest run copied so far
+# Prior chance that a copy holds for one more token, by how many tokens it has matched so far (bucket:
+# the largest key <= the length). A long match is the reply copying its input and goes on; a 1-token
+# match rarely does. Measured on held-out replies by benchmarks/copy_odds.py (numbers in docs/modes.md).
+COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.85, 9: 0.95, 17: 0.97, 33: 0.98, 65: 0.98}
+COPY_PRIOR_WEIGHT = 12.0  # in observed tokens: the priors come from data, a few tokens do not undo them
+COPY_CAUTION = 1.0  # standard errors below the mean: a copy not drafted is still learned from
 
 
 class NgramIndex:
@@ -56,17 +67,107 @@ class NgramIndex:
         return self.all_after.get(tuple(self.tokens[-self.max_n :]), [])
 
 
-class NgramDrafter:
-    name = "ngram"
+def _bucket(length: int) -> int:
+    return max(b for b in COPY_PRIORS if b <= max(1, length))
 
-    def __init__(self, max_n: int = 4, min_n: int = 1) -> None:
+
+@dataclass
+class CopyOdds:
+    """The chance that a copy holds for one more token, by how many tokens it has matched by then.
+
+    Shared by every position of every copy, so a few offers teach it. Every copy on offer is checked
+    token by token against what the target produced (drafted or not), so prompt lookup needs no
+    exploration: the estimate is a cautious one (a standard error below the mean), since a wrong long
+    copy costs a whole verify batch while a copy passed over costs only its gain.
+    """
+
+    tried: dict[int, int] = field(default_factory=dict)
+    held: dict[int, int] = field(default_factory=dict)
+    _table: dict[int, float] | None = field(default=None, repr=False)
+
+    def rate(self, length: int) -> float:
+        if self._table is None:
+            self._table = self._estimate()
+        return self._table[_bucket(length)]
+
+    def observe(self, length: int, held: bool) -> None:
+        bucket = _bucket(length)
+        self.tried[bucket] = self.tried.get(bucket, 0) + 1
+        self.held[bucket] = self.held.get(bucket, 0) + held
+        self._table = None
+
+    def _estimate(self) -> dict[int, float]:
+        """Posterior means per bucket, made non-decreasing in the match length by pooling neighbours
+        that disagree (a longer match is never less of a copy): one early break of a 40-token match
+        must not outweigh thirty 20-token matches that held."""
+        blocks: list[tuple[float, float, list[int]]] = []  # (held, tried, buckets), priors included
+        for bucket in sorted(COPY_PRIORS):
+            block = (
+                self.held.get(bucket, 0) + COPY_PRIORS[bucket] * COPY_PRIOR_WEIGHT,
+                self.tried.get(bucket, 0) + COPY_PRIOR_WEIGHT,
+                [bucket],
+            )
+            while blocks and blocks[-1][0] / blocks[-1][1] > block[0] / block[1]:
+                held, tried, buckets = blocks.pop()
+                block = (held + block[0], tried + block[1], buckets + block[2])
+            blocks.append(block)
+        table, floor = {}, 0.0
+        for held, tried, buckets in blocks:
+            mean = held / tried
+            # The caution shrinks with evidence, so it could undo the order: keep it non-decreasing.
+            floor = max(floor, mean - COPY_CAUTION * math.sqrt(mean * (1 - mean) / tried))
+            for bucket in buckets:
+                table[bucket] = floor
+        return table
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """The copy on offer: its tokens, the match length it starts from, and where in the text."""
+
+    tokens: list[int]
+    matched: int
+    at: int
+
+
+class NgramDrafter:
+    """Prompt lookup as a drafter: copies with odds that depend on how long the match is."""
+
+    name = "ngram"
+    uses_model = False
+
+    def __init__(self, max_n: int = 4, min_n: int = 1, ends_copy: Callable[[int], bool] | None = None) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError("need 1 <= min_n <= max_n")
         self.min_n = min_n
         self.index = NgramIndex(max_n)
+        # A copy ends before a control token: a reply quoting the end of the user's message must not be
+        # offered the chat template's markup that follows it in the prompt.
+        self.ends_copy = ends_copy or (lambda _token: False)
+        self.reset()
+
+    def reset(self) -> None:
+        self.index = NgramIndex(self.index.max_n)
+        self._start_reply()
+
+    def _start_reply(self) -> None:
+        # Each reply learns its own copy odds from the measured priors: how much the last reply copied
+        # says little about this one (kept across replies, a summary's broken quotes made the next
+        # reply's code edits timid, and an edit's long copies made the next prose reply reckless).
+        self.odds = CopyOdds()
+        self._copy: _Copy | None = None
+        self._run = self._longest_run = 0  # tokens copied in a row (over whole-copy rounds)
 
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
+        self._start_reply()
+
+    @property
+    def copy_cap(self) -> int:
+        """Copies may grow to a few times the longest run this reply has copied so far: a long draft is
+        only risked where the reply has shown it is copying its input (a prose reply quoting a few words
+        would otherwise be offered a 60-token guess whose every position looks likely)."""
+        return min(MAX_COPY, max(FIRST_COPY_CAP, COPY_CAP_GROWTH * self._longest_run))
 
     def match(self, context: Sequence[int], longest: int = 128) -> tuple[int, int | None]:
         """(match length, start of the continuation) for the longest suffix match, or (0, None).
@@ -93,12 +194,46 @@ class NgramDrafter:
                 return n, start
         return 0, None
 
+    def _copy_at(self, context: Sequence[int]) -> _Copy | None:
+        """The copy at this text (remembered: learn() books it against what was produced)."""
+        if self._copy is not None and self._copy.at == len(context):
+            return self._copy
+        n, begin = self.match(context)
+        if begin is None:
+            return None
+        # One token more than can be drafted: the round's own token is checked against it too.
+        tokens = self.index.tokens[begin : begin + MAX_COPY + 1]
+        tokens = tokens[: next((i for i, token in enumerate(tokens) if self.ends_copy(token)), len(tokens))]
+        self._copy = _Copy(tokens, n, len(context))
+        return self._copy
+
+    def offer(self, context: Sequence[int], k_max: int) -> Offer:
+        copy = self._copy_at(context) if k_max > 0 else None
+        if copy is None:
+            return NO_OFFER
+        rates = [self.odds.rate(copy.matched + i) for i in range(min(len(copy.tokens), k_max, self.copy_cap))]
+        return Offer(rates, rates)
+
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
-        _, start = self.match(context)
-        if start is None or k <= 0:
+        copy = self._copy_at(context) if k > 0 else None
+        if copy is None:
             return Draft()
-        tokens = self.index.tokens[start : start + k]
+        tokens = copy.tokens[:k]
         return Draft(tokens=list(tokens), q=[None] * len(tokens), source=self.name)
 
-    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
-        """Prompt lookup has nothing to learn; the adaptive drafter keeps the statistics."""
+    def learn(self, outcome: Outcome) -> None:
+        """Book the copy on offer against the tokens produced, up to the first that broke it. Only those:
+        the next offer covers what follows, so each token is booked once, with the match length the
+        chooser saw when it had to judge that token."""
+        copy, self._copy = self._copy, None
+        if copy is not None and copy.at == outcome.at:
+            produced = outcome.produced[: len(copy.tokens)]
+            held = next((i for i, (a, b) in enumerate(zip(copy.tokens, produced, strict=False)) if a != b), len(produced))
+            for i in range(min(held + 1, len(produced))):
+                self.odds.observe(copy.matched + i, i < held)
+        drafted = outcome.draft.source == self.name and len(outcome.draft) > 0
+        whole_copy = drafted and outcome.accepted == len(outcome.draft)
+        self._run = self._run + outcome.accepted if drafted else 0
+        self._longest_run = max(self._longest_run, self._run)
+        if not whole_copy:  # any round that is not a whole copy ends the run
+            self._run = 0

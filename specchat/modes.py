@@ -1,0 +1,53 @@
+"""The one table of decoding modes: what each is called, shows as, drafts with, and may draft.
+
+The CLI, the bench, tune, the chat and the views all read this table; a new drafter is one file in
+drafters/ plus one row here. A mode's name is also the `source` of the rounds its drafter drafts, so
+stats, the view and JSON output use one name for one thing ("target" rounds drafted nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str  # the --mode value, the JSON field, the source of the rounds it drafts
+    label: str  # how views name its rounds
+    default_k: int  # draft length when the user gives none (auto: the longest it may choose)
+    max_k: int
+    needs_draft_model: bool
+    help: str
+
+    def describe(self, k: int) -> str:
+        """The short header of a reply: "auto (k<=64)", "spec k=4", "target alone"."""
+        if k <= 0 or self.name == "target":
+            return "target alone"
+        return f"auto (k<={k})" if self.name == "auto" else f"{self.name} k={k}"
+
+
+TARGET = Mode("target", "target alone", 0, 0, False, "no drafting: the target model alone")
+SPEC = Mode("spec", "draft model", 4, 16, True, "the draft model guesses k tokens every round")
+NGRAM = Mode("ngram", "prompt lookup", 8, 64, False, "copy what followed the last few tokens earlier in the text")
+AUTO = Mode(
+    "auto",
+    "auto",
+    64,
+    64,
+    True,
+    "choose per round from measured costs and acceptance: target alone, prompt lookup or the draft model",
+)
+
+MODES: dict[str, Mode] = {mode.name: mode for mode in (AUTO, SPEC, NGRAM, TARGET)}
+DRAFTING = tuple(name for name in MODES if name != "target")  # the modes `bench --modes` compares
+
+
+def get(name: str) -> Mode:
+    """The mode called `name`; KeyError for an unknown one (the CLI turns it into a usage error)."""
+    return MODES[name]
+
+
+def label_of(source: str) -> str:
+    """A round's source as people read it ("spec" -> "draft model")."""
+    mode = MODES.get(source)
+    return mode.label if mode is not None else source
