@@ -80,19 +80,20 @@ class Costs:
     def measured(self, n: int) -> bool:
         return n in self.verify
 
-    def speedup(self, rates: Sequence[float], step_cost: float) -> list[float]:
-        """S(k) for k = 0..len(rates), each draft token costing step_cost target steps (0 for k = 0: 1.0)."""
+    def speedup(self, rates: Sequence[float], step_cost: float, fixed: float = 0.0) -> list[float]:
+        """S(k) for k = 0..len(rates), each draft token costing step_cost target steps and drafting at all
+        `fixed` more (k = 0 drafts nothing: 1.0)."""
         expected = expected_tokens(rates)
-        return [expected[k] / (k * step_cost + self.v(k + 1)) for k in range(len(expected))]
+        return [expected[k] / ((fixed + k * step_cost) * (k > 0) + self.v(k + 1)) for k in range(len(expected))]
 
-    def best_length(self, rates: Sequence[float], step_cost: float) -> tuple[int, float]:
+    def best_length(self, rates: Sequence[float], step_cost: float, fixed: float = 0.0) -> tuple[int, float]:
         """(k, S(k)) maximising the speedup over measured batch sizes; k = 0 (S = 1) always a candidate.
 
         Interpolated sizes are never chosen: batch costs are not smooth in n (on a CPU a batch that fills
         the kernel's tile can cost less than a smaller one), so an interpolated cost could pick a size
         that is dearer than its neighbours."""
         best = (0, 1.0)
-        for k, speed in enumerate(self.speedup(rates, step_cost)):
+        for k, speed in enumerate(self.speedup(rates, step_cost, fixed)):
             if k and self.measured(k + 1) and speed > best[1]:
                 best = (k, speed)
         return best
@@ -151,6 +152,7 @@ def measure(
     *,
     repeats: int = 2,
     clock: Callable[[], float] = time.perf_counter,
+    load: CpuLoad | None = None,
 ) -> Costs:
     """Time verify batches of `sizes` and a draft step after a real context, INTERLEAVED: every batch
     is timed next to a single target step, and v(n) is the median of those paired ratios, so a load that
@@ -159,7 +161,7 @@ def measure(
     sizes = sorted(set(sizes) | {1})
     probe = (list(context[-max(sizes) :]) * (max(sizes) // max(1, len(context)) + 1))[: max(sizes)]
     base = len(context)
-    load = CpuLoad()
+    load = load or CpuLoad()
     target.truncate(0)
     target.eval(context, 0)
     if draft is not None:
@@ -170,7 +172,7 @@ def measure(
     draft_ratios: list[float] = []
     for _ in range(repeats):
         for n in sizes:
-            single = _timed(target, probe[:1], 1, base, clock)
+            single = max(_timed(target, probe[:1], 1, base, clock), 1e-9)
             steps.append(single)
             ratios[n].append(_timed(target, probe[:n], n, base, clock) / single if n > 1 else 1.0)
             if draft is not None and n in (1, 8, 32):

@@ -8,6 +8,7 @@ from the saved calibration marks it stale, so the next start measures again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -167,10 +168,8 @@ def mark_stale(tuning: Tuning) -> None:
     if saved is None or saved.stale:
         return
     saved.stale = True
-    try:
+    with contextlib.suppress(OSError):  # then it is simply trusted once more
         save(saved)
-    except OSError:
-        pass  # then it is simply trusted once more
 
 
 def conditional_rates(drafted_at: list[int], accepted_at: list[int]) -> list[float]:

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from specchat.drafters import Draft, DraftModelDrafter
+from specchat.drafters import Draft, DraftModelDrafter, Offer, Outcome
 from specchat.sampling import Sampler
 
 EOG = 1  # the end-of-generation id of every fake
@@ -187,6 +187,8 @@ class Proposal:
 class RecordingDrafter:
     """DraftModelDrafter plus a record of every proposal and the draft-model evals it made."""
 
+    uses_model = True
+
     def __init__(self, model: FakeModel) -> None:
         self.model = model
         self.inner = DraftModelDrafter(model)
@@ -194,8 +196,14 @@ class RecordingDrafter:
         self.proposals: list[Proposal] = []
         self.feedbacks: list[tuple[int, int]] = []
 
+    def reset(self) -> None:
+        self.inner.reset()
+
     def prefill(self, context: Sequence[int]) -> None:
         self.inner.prefill(context)
+
+    def offer(self, context: Sequence[int], k_max: int) -> Offer:
+        return self.inner.offer(context, k_max)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         if isinstance(self.model.logits_fn, DraftLM):
@@ -205,10 +213,10 @@ class RecordingDrafter:
         self.proposals.append(Proposal(list(context), k, list(draft.tokens), self.model.calls[n_calls:]))
         return draft
 
-    def feedback(self, drafted: int, accepted: int, verify_s: float) -> None:
-        assert verify_s >= 0.0
-        self.feedbacks.append((drafted, accepted))
-        self.inner.feedback(drafted, accepted, verify_s)
+    def learn(self, outcome: Outcome) -> None:
+        assert outcome.verify_s >= 0.0
+        self.feedbacks.append((len(outcome.draft), outcome.accepted))
+        self.inner.learn(outcome)
 
 
 def chisquare_pvalue(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:

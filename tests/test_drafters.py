@@ -1,19 +1,14 @@
-"""Prompt lookup (n-gram) drafting and the adaptive chooser, on synthetic inputs."""
+"""Prompt lookup (n-gram) drafting, copy odds and the auto controller's choices, on synthetic inputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from specchat.drafters.adaptive import (
-    MAX_K,
-    Acceptance,
-    AdaptiveDrafter,
-    CopyOdds,
-    Costs,
-    best_length,
-    expected_tokens,
-)
-from specchat.drafters.ngram import NgramDrafter
+from specchat.costmodel import Costs, expected_tokens
+from specchat.drafters import Draft, Outcome
+from specchat.drafters.auto import AutoDrafter
+from specchat.drafters.model import Acceptance
+from specchat.drafters.ngram import CopyOdds, NgramDrafter
 from specchat.sampling import Sampler, SamplingParams
 
 GREEDY = Sampler(SamplingParams())
@@ -75,37 +70,46 @@ def test_match_length_extends_beyond_max_n():
 
 # -- the chooser -----------------------------------------------------------------------------------------
 
+MAX_K = 64
+
 
 def linear_costs(per_token: float, base: float = 1.0) -> Costs:
-    """verify(n) = base + per_token * (n - 1) target steps (1 step = 1 s)."""
-    return Costs({n: base + per_token * (n - 1) for n in range(1, MAX_K + 2)})
+    """v(n) = base + per_token * (n - 1) target steps; one step is 1 s."""
+    return Costs({n: base + per_token * (n - 1) for n in range(1, MAX_K + 2)}, None, 1.0, 1.0)
 
 
 def analytic_best(rate: float, step: float, costs: Costs, k_max: int) -> int:
-    speeds = [
-        (1 + sum(rate**i for i in range(1, k + 1))) / (k * step + costs.verify_time(k + 1)) for k in range(k_max + 1)
-    ]
+    speeds = [(1 + sum(rate**i for i in range(1, k + 1))) / (k * step + costs.v(k + 1)) for k in range(k_max + 1)]
     return max(range(k_max + 1), key=lambda k: (speeds[k], -k))
+
+
+def one_round(auto: AutoDrafter, context: list[int], produced_after, k: int = 64) -> Draft:
+    """Propose, then let the target 'produce' produced_after(draft) and teach every drafter."""
+    draft = auto.propose(context, k, GREEDY)
+    produced = produced_after(draft)
+    accepted = next((i for i, (a, b) in enumerate(zip(draft.tokens, produced, strict=False)) if a != b), len(draft))
+    accepted = min(accepted, len(produced) - 1)
+    auto.learn(Outcome(len(context), draft, accepted, produced, auto.costs.v(len(draft) + 1) * auto.costs.step_s))
+    context.extend(produced)
+    return draft
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.3, 0.6, 0.8, 0.95, 1.0])
 @pytest.mark.parametrize(("per_token", "step"), [(0.05, 0.05), (0.1, 0.02), (0.5, 0.0), (1.0, 0.6), (0.9, 0.0)])
 def test_best_length_is_the_analytic_optimum(rate, per_token, step):
     costs = linear_costs(per_token)
-    k, speed = best_length([rate] * 12, step, costs, 12)
+    k, speed = costs.best_length([rate] * 12, step)
     assert k == analytic_best(rate, step, costs, 12)
-    assert speed == pytest.approx(expected_tokens([rate] * k)[k] / (k * step + costs.verify_time(k + 1)))
+    assert speed == pytest.approx(expected_tokens([rate] * k)[k] / (k * step + costs.v(k + 1)))
 
 
 def test_k_zero_when_drafting_cannot_pay():
     """A compute-bound CPU: verifying n tokens costs n steps and a draft step 0.6: never draft."""
-    costs = linear_costs(1.0)
-    assert best_length([1.0] * MAX_K, 0.6, costs, MAX_K)[0] == 0
+    assert linear_costs(1.0).best_length([1.0] * MAX_K, 0.6)[0] == 0
 
 
 def test_gpu_like_costs_draft_long():
-    costs = linear_costs(0.03)
-    k, speed = best_length([0.9] * MAX_K, 0.03, costs, MAX_K)
+    k, speed = linear_costs(0.03).best_length([0.9] * MAX_K, 0.03)
     assert k >= 6 and speed > 3.0
 
 
@@ -114,67 +118,76 @@ def test_expected_tokens_matches_the_closed_form():
     assert expected_tokens([a] * k)[k] == pytest.approx((1 - a ** (k + 1)) / (1 - a))
 
 
-def test_costs_interpolate_and_learn():
-    costs = Costs({1: 1.0, 5: 3.0})
-    assert costs.verify_time(3) == pytest.approx(2.0)
-    assert costs.verify_time(10) == pytest.approx(6.0)  # per-token cost of the largest measurement
-    costs.observe_verify(1, 2.0)
-    assert costs.verify(1) > 1.0 if callable(getattr(costs, "verify", None)) else 1.0 < costs.verify[1] < 2.0
+def test_costs_interpolate_and_rescale_every_size_together():
+    costs = Costs({1: 1.0, 5: 3.0}, None, 0.04, 0.04)
+    assert costs.v(3) == pytest.approx(2.0)
+    assert costs.v(10) == pytest.approx(6.0)  # per-token cost of the largest measurement
+    for _ in range(50):
+        costs.observe_verify(1, 0.08)  # the machine got twice as slow: a single step now takes 80 ms
+    assert costs.verify == {1: 1.0, 5: 3.0}  # ratios untouched: a fresh v(1) never divides into stale sizes
+    assert costs.step_s == pytest.approx(0.08, rel=0.02) and costs.drifted
 
 
-def test_acceptance_learns_and_optimism_shrinks():
+def test_acceptance_learns_and_the_cautious_estimate_is_below_the_optimistic_one():
     arm = Acceptance(prior=0.5)
-    before = arm.rates(1, optimism=1.0)[0]
+    cautious, hopeful = arm.rates(1, 1.0)[0], arm.rates(1, -1.0)[0]
+    assert cautious < 0.5 < hopeful
     for _ in range(50):
         arm.observe(4, 0)
-    after = arm.rates(1, optimism=1.0)[0]
-    assert after < 0.1 < before
+    assert arm.rates(1, -1.0)[0] < 0.2 < cautious
 
 
-def test_auto_uses_ngram_copies_when_they_pay_and_stops_when_they_fail():
+def test_acceptance_forgets_old_rounds_quickly():
+    """Code then prose in one conversation: the prose rounds decide within a few rounds."""
+    arm = Acceptance(prior=0.6)
+    for _ in range(40):
+        arm.observe(4, 4)  # code: everything accepted
+    for _ in range(8):
+        arm.observe(1, 0)  # prose: nothing is
+    assert arm.rates(1, 0.0)[0] < 0.6
+
+
+def test_auto_uses_copies_when_they_pay_and_stops_when_they_fail():
     """Cheap verify (GPU-like): copies are drafted; after many rejections of short matches, no more."""
-    ngram = NgramDrafter()
-    auto = AdaptiveDrafter(linear_costs(0.05), ngram=ngram)
+    auto = AutoDrafter(linear_costs(0.05), [NgramDrafter()])
     context = list(range(100, 140)) + list(range(100, 120))  # the reply is copying its input
     draft = auto.propose(context, 16, GREEDY)
     assert draft.source == "ngram" and draft.tokens == list(range(120, 120 + len(draft)))
-    auto.feedback(len(draft), len(draft), auto.costs.verify_time(len(draft) + 1))
-    # A reply whose 3-token matches never continue ("7 8 9" is followed by a new token every time):
-    # on a machine where a batch of 2 costs 1.5 steps such a copy is drafted at the priors; once the
-    # text has shown it failing, it is not.
-    auto = AdaptiveDrafter(linear_costs(0.5), ngram=NgramDrafter())
+    # A reply whose 3-token matches never continue ("7 8 9" is followed by a new token every time): on a
+    # machine where a batch of 2 costs 1.5 steps such a copy is drafted at the priors; once the text has
+    # shown it failing, it is not.
+    auto = AutoDrafter(linear_costs(0.5), [NgramDrafter()])
     noisy = [7, 8, 9, 1, 7, 8, 9, 2, 7, 8, 9]
     assert auto.propose(noisy, 16, GREEDY).tokens[:1] == [2]
     for step in range(60):
-        noisy = [*noisy, 900 + step, 7, 8, 9]
-        d = auto.propose(noisy, 16, GREEDY)
-        auto.feedback(len(d), 0, auto.costs.verify_time(len(d) + 1))
+        one_round(auto, noisy, lambda _d, s=step: [900 + s, 7, 8, 9][:1])
+        noisy += [7, 8, 9]
     assert auto.propose(noisy, 16, GREEDY).tokens == []
-    assert auto.copies.rate(3) < 0.2  # from the 0.7 prior (pooled with the 2-token bucket it undercut)
+    assert auto.drafters[0].odds.rate(3) < 0.2  # from the 0.7 prior (pooled with the 2-token bucket)
 
 
 def test_each_reply_starts_from_the_priors():
     """Copy evidence of one reply does not carry into the next (prefill starts a reply)."""
-    auto = AdaptiveDrafter(linear_costs(0.05), ngram=NgramDrafter())
+    ngram = NgramDrafter()
     for _ in range(50):
-        auto.copies.observe(3, False)
-    low = auto.copies.rate(3)
-    auto.prefill([1, 2, 3])
-    assert auto.copies.rate(3) > low and auto.copies.tried == {}
+        ngram.odds.observe(3, False)
+    low = ngram.odds.rate(3)
+    AutoDrafter(linear_costs(0.05), [ngram]).prefill([1, 2, 3])
+    assert ngram.odds.rate(3) > low and ngram.odds.tried == {}
 
 
 def test_offered_copies_are_learned_without_drafting_them():
     """A copy auto did not draft is still checked against what the target produced, token by token,
     each with the match length it had reached by then."""
-    auto = AdaptiveDrafter(linear_costs(1.0), ngram=NgramDrafter())  # compute-bound: never drafts
-    auto._longest_run = 32  # a reply that has copied long runs: copies of up to 64 tokens are on offer
-    context = list(range(100, 140)) + list(range(100, 110))
-    assert auto.propose(context, 64, GREEDY).tokens == []  # offered: a copy after a 10-token match
-    context += [*range(110, 140), 999]  # the reply went on copying 30 tokens, then left the copy
-    auto.propose(context, 64, GREEDY)
+    ngram = NgramDrafter()
+    auto = AutoDrafter(linear_costs(1.0), [ngram])  # compute-bound: never drafts
+    ngram._longest_run = 32  # a reply that has copied long runs: copies of up to 63 tokens are on offer
+    context = list(range(100, 140)) + list(range(100, 110))  # a copy after a 10-token match
+    draft = one_round(auto, context, lambda _d: [*range(110, 140), 999])  # 30 more copied, then it left
+    assert draft.tokens == []
     # lengths 10..39 held, 40 broke: buckets 9 (10-16), 17 (17-32), 33 (33-40)
-    assert auto.copies.tried == {9: 7, 17: 16, 33: 8}
-    assert auto.copies.held == {9: 7, 17: 16, 33: 7}
+    assert ngram.odds.tried == {9: 7, 17: 16, 33: 8}
+    assert ngram.odds.held == {9: 7, 17: 16, 33: 7}
 
 
 def test_copy_odds_learn_from_failures_and_successes():
@@ -201,10 +214,11 @@ def test_copy_odds_never_fall_with_the_match_length():
 
 def test_copy_stops_before_control_tokens():
     """A reply quoting the end of the user's message is not offered the chat template that follows it."""
-    auto = AdaptiveDrafter(linear_costs(0.01), ngram=NgramDrafter(), ends_copy=lambda token: token >= 900)
+    ngram = NgramDrafter(ends_copy=lambda token: token >= 900)
+    auto = AutoDrafter(linear_costs(0.01), [ngram])
     question = list(range(100, 130))
     context = [*question, 900, 901, 7, *question]  # "...question<|im_end|>\n<|im_start|>assistant\n" + quote
-    auto._longest_run = 32  # a reply that has been copying: long copies allowed
+    ngram._longest_run = 32  # a reply that has been copying: long copies allowed
     draft = auto.propose([*context[:-20]], 64, GREEDY)
     assert draft.tokens and 900 not in draft.tokens
 
@@ -212,7 +226,7 @@ def test_copy_stops_before_control_tokens():
 def test_only_measured_batch_sizes_are_chosen():
     """Costs are not smooth in n (a batch of 16 can cost less than one of 15): no interpolated sizes."""
     costs = Costs({1: 1.0, 2: 1.9, 8: 7.0, 16: 8.5})
-    k, _ = best_length([0.99] * 20, 0.0, costs, 20)
+    k, _ = costs.best_length([0.99] * 20, 0.0)
     assert k + 1 in costs.verify and k == 15
 
 
@@ -226,10 +240,16 @@ def test_match_prefers_the_occurrence_that_matches_furthest_back():
 def test_acceptance_counts_are_conditional():
     arm = Acceptance()
     arm.observe(4, 1)  # position 1 accepted, position 2 rejected: positions 3-4 were never reached
-    assert arm.tried[:4] == [1, 1, 0, 0] and arm.accepted[:4] == [1, 0, 0, 0]
+    assert arm.tried == [1, 1] and arm.held == [1, 0]
 
 
 def test_auto_never_drafts_on_a_compute_bound_machine_without_matches():
-    auto = AdaptiveDrafter(linear_costs(1.0), ngram=NgramDrafter())
+    auto = AutoDrafter(linear_costs(1.0), [NgramDrafter()])
     assert auto.propose([1, 2, 3, 4, 5], 16, GREEDY).tokens == []
-    assert auto.last.strategy == "target"
+    assert auto.last.source == "target"
+
+
+def test_fixed_prompt_lookup_drafts_k_tokens_whatever_the_copy_cap():
+    """--mode ngram -k 12 drafts 12 tokens of a copy; the copy cap is auto's caution, not the mode's."""
+    context = list(range(100, 140)) + list(range(100, 110))
+    assert NgramDrafter().propose(context, 12, GREEDY).tokens == list(range(110, 122))

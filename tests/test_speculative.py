@@ -73,7 +73,8 @@ def run(
     result = Run([], Stats(), [], target, cached, drafter)
     committed = list(prompt)
 
-    def on_round(event: Round) -> None:
+    def on_round(event: Round, stats: Stats) -> None:
+        assert stats.rounds == event.index, "the stats passed with a round include that round"
         result.before.append(list(committed))
         committed.extend(event.emitted)
         result.rounds.append(event)
@@ -412,6 +413,8 @@ def test_round_events_and_stats_agree(k, draft):
     assert stats.prompt_tokens == len(prompt)
     assert stats.stop_reason == "eog" and len(result.out) == 33
     assert stats.as_dict()["position_acceptance"] == [round(r, 4) for r in stats.position_rates()]
+    by_source = {source: sum(e.source == source for e in rounds) for source in {e.source for e in rounds}}
+    assert stats.rounds_by_source == by_source and set(by_source) <= {"spec", "target"}
     assert stats.total_s >= stats.prefill_s >= 0 and stats.first_token_s > 0
 
 

@@ -8,7 +8,7 @@ losing by much on any machine:
 - a drafter whose offer only pays optimistically is tried within an exploration budget, a few percent of
   the reply's time, so trying cannot cost more than that;
 - a drafter whose rounds really ran slower than the target alone (measured time, not the model) is set
-  aside until its evidence fades, whatever its estimates say: costs can be wrong, clocks are not.
+  aside for a while, longer each time, whatever its estimates say: costs can be wrong, clocks are not.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from .base import Draft, Drafter, Outcome
 
 EXPLORE_SHARE = 0.03  # exploration may cost at most this share of the reply's time
 EXPLORE_MAX_K = 4  # exploration drafts short: it is for learning, not for winning
-GUARD_DECAY = 0.97  # per round: a drafter set aside is tried again once its bad rounds fade
-GUARD_WEIGHT = 2.0  # rounds of evidence before realized speed can set a drafter aside
+GUARD_DECAY = 0.9  # per round of that drafter: recent rounds decide
+GUARD_ROUNDS = 2.0  # rounds of evidence before realized speed can set a drafter aside
 GUARD_MARGIN = 0.97  # realized speed below this share of the target alone's: set aside
+SET_ASIDE_ROUNDS = 16  # ... for this many rounds, doubled each time it happens again
+REFERENCE_EVERY = 32  # rounds: the target alone runs at least this often, so the guard measures it
 
 
 @dataclass(frozen=True)
@@ -35,39 +37,72 @@ class Choice:
     k: int
     speedup: float  # predicted, over the target alone
     reason: str
+    fixed: float = 0.0  # target steps of work before drafting (a lagging draft model's catch-up)
     explore: bool = False
 
 
 @dataclass
 class Realized:
-    """Recent rounds of one drafter: tokens produced and seconds spent, old rounds fading."""
+    """Recent rounds of one source: tokens produced and seconds spent, older rounds fading."""
 
     tokens: float = 0.0
     seconds: float = 0.0
     weight: float = 0.0
 
-    def fade(self) -> None:
-        self.tokens, self.seconds, self.weight = (x * GUARD_DECAY for x in (self.tokens, self.seconds, self.weight))
-
     def add(self, tokens: int, seconds: float) -> None:
-        self.tokens, self.seconds, self.weight = self.tokens + tokens, self.seconds + seconds, self.weight + 1
+        self.tokens = self.tokens * GUARD_DECAY + tokens
+        self.seconds = self.seconds * GUARD_DECAY + seconds
+        self.weight = self.weight * GUARD_DECAY + 1
 
-    def losing(self, step_s: float) -> bool:
-        """Slower than the target alone (one token per step_s) over enough recent rounds."""
-        if self.weight < GUARD_WEIGHT or self.seconds <= 0 or step_s <= 0:
-            return False
-        return self.tokens * step_s / self.seconds < GUARD_MARGIN
+    def step_s(self, evidence: float = GUARD_ROUNDS) -> float | None:
+        """Seconds per token, once there is evidence."""
+        return self.seconds / self.tokens if self.weight >= evidence and self.tokens > 0 else None
+
+
+@dataclass
+class Guard:
+    """Sets a drafter aside when its rounds really ran slower than the target alone: measured time, not
+    the model, so wrong costs or a wrong acceptance estimate cannot keep a losing drafter on."""
+
+    realized: dict[str, Realized] = field(default_factory=dict)
+    aside_until: dict[str, int] = field(default_factory=dict)
+    times_aside: dict[str, int] = field(default_factory=dict)
+    round: int = 0
+    last_target_round: int = 0
+
+    def allowed(self, name: str) -> bool:
+        return self.round >= self.aside_until.get(name, 0)
+
+    def needs_reference(self) -> bool:
+        """Time to run the target alone once: without it the guard would judge against a stale number."""
+        return self.round - self.last_target_round >= REFERENCE_EVERY
+
+    def record(self, source: str, tokens: int, seconds: float, target_step_s: float) -> None:
+        self.round += 1
+        self.realized.setdefault(source, Realized()).add(tokens, seconds)
+        if source == "target":
+            self.last_target_round = self.round
+            return
+        # The target alone's speed as measured in recent target rounds; before any, the online estimate.
+        reference = self.realized.get("target", Realized()).step_s(evidence=1.0) or target_step_s
+        mine = self.realized[source].step_s()
+        if mine is not None and reference > 0 and reference / mine < GUARD_MARGIN:
+            count = self.times_aside.get(source, 0)
+            self.aside_until[source] = self.round + SET_ASIDE_ROUNDS * 2**count
+            self.times_aside[source] = count + 1
+            self.realized[source] = Realized()  # judged afresh when it comes back
 
 
 @dataclass
 class Budget:
-    """Exploration spending of one reply, in target steps."""
+    """Exploration spending of one reply, in target steps: a share of the time so far, plus one step so
+    that the first round, when a draft model is in step with the prompt, can try it cheaply."""
 
     spent: float = 0.0
     elapsed: float = 0.0
 
-    def allows(self, cost: float) -> bool:
-        return self.spent + cost <= EXPLORE_SHARE * self.elapsed
+    def left(self) -> float:
+        return EXPLORE_SHARE * self.elapsed + 1.0 - self.spent
 
 
 @dataclass
@@ -80,14 +115,14 @@ class AutoDrafter:
     last: Choice = field(default_factory=lambda: Choice("target", 0, 1.0, "no round yet"))
 
     def __post_init__(self) -> None:
-        self.realized = {d.name: Realized() for d in self.drafters}
+        self.guard = Guard()
         self.budget = Budget()
-        self._draft_s = 0.0
+        self._draft_s = self._catch_up_s = 0.0
 
     def reset(self) -> None:
         for drafter in self.drafters:
             drafter.reset()
-        self.realized = {d.name: Realized() for d in self.drafters}
+        self.guard = Guard()
         self.budget = Budget()
 
     def prefill(self, context: Sequence[int]) -> None:
@@ -101,6 +136,11 @@ class AutoDrafter:
     def _step_cost(self, drafter: Drafter) -> float | None:
         return self.costs.draft_step if drafter.uses_model else LOOKUP_STEP
 
+    def _catch_up_cost(self, drafter: Drafter, tokens: int) -> float:
+        """A lagging draft model first evaluates what it missed, in one batch: c x v(tokens) target steps
+        (the target's batch curve stands in for the draft's)."""
+        return (self.costs.draft_step or 0.0) * self.costs.v(tokens) if tokens and drafter.uses_model else 0.0
+
     def choose(self, context: Sequence[int], k_max: int) -> Choice:
         """The best choice for this round (no side effects beyond the drafters' remembered offers)."""
         best = Choice("target", 0, 1.0, "drafting would not pay")
@@ -112,35 +152,37 @@ class AutoDrafter:
             offer = drafter.offer(context, min(k_max, MODES[drafter.name].max_k))
             if not offer.rates:
                 continue
-            k, speedup = self.costs.best_length(offer.rates, step)
-            losing = self.realized[drafter.name].losing(self.costs.step_s)
-            if k and speedup > best.speedup and not losing:
-                best = Choice(drafter.name, k, speedup, f"{drafter.name} pays")
-            if offer.upper != offer.rates or losing:
-                k_try, hope = self.costs.best_length(offer.upper[:EXPLORE_MAX_K], step)
-                if k_try and hope > 1.0 and (trial is None or hope > trial.speedup):
-                    trial = Choice(drafter.name, k_try, hope, f"trying {drafter.name}", explore=True)
-        if best.k == 0 and trial is not None and self.budget.allows(self._trial_cost(trial)):
+            fixed = self._catch_up_cost(drafter, offer.catch_up)
+            k, speedup = self.costs.best_length(offer.rates, step, fixed)
+            allowed = self.guard.allowed(drafter.name)
+            if k and speedup > best.speedup and allowed:
+                best = Choice(drafter.name, k, speedup, f"{drafter.name} pays", fixed)
+            if offer.upper != offer.rates and allowed:
+                hopes = self.costs.speedup(offer.upper[:EXPLORE_MAX_K], step, fixed)
+                for k_try, hope in enumerate(hopes):
+                    affordable = fixed + k_try * step + self.costs.v(k_try + 1) - 1.0 <= self.budget.left()
+                    good = hope > max(1.0, trial.speedup if trial else 0.0) and self.costs.measured(k_try + 1)
+                    if k_try and good and affordable:
+                        trial = Choice(drafter.name, k_try, hope, f"trying {drafter.name}", fixed, explore=True)
+        if trial is not None and trial.speedup > best.speedup:
             return trial
+        if best.k and self.guard.needs_reference():
+            return Choice("target", 0, 1.0, "timing the target alone (the guard's reference)")
         return best
-
-    def _trial_cost(self, choice: Choice) -> float:
-        """What a trial may lose, in target steps: its whole cost minus the one token it surely yields."""
-        drafter = next(d for d in self.drafters if d.name == choice.source)
-        return choice.k * (self._step_cost(drafter) or 0.0) + self.costs.v(choice.k + 1) - 1.0
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         self.last = choice = self.choose(context, k)
-        self._draft_s = 0.0
+        self._draft_s = self._catch_up_s = 0.0
         drafter = next((d for d in self.drafters if d.name == choice.source), None)
         if drafter is None or choice.k == 0:
             return Draft()
+        started = self.clock()
         catch_up = getattr(drafter, "catch_up", None)
         if catch_up is not None:
-            catch_up(context)  # not part of what a draft step costs
-        started = self.clock()
+            catch_up(context)  # timed apart: catching up is not what a draft step costs
+        drafting = self.clock()
         draft = drafter.propose(context, choice.k, sampler)
-        self._draft_s = self.clock() - started
+        self._draft_s, self._catch_up_s = self.clock() - started, drafting - started
         return draft
 
     def learn(self, outcome: Outcome) -> None:
@@ -149,13 +191,12 @@ class AutoDrafter:
         source = draft.source if len(draft) else "target"
         model_drafted = any(d.uses_model and d.name == source for d in self.drafters)
         if model_drafted:
-            self.costs.observe_draft(len(draft), self._draft_s)
+            self.costs.observe_draft(len(draft), self._draft_s - self._catch_up_s)
         for drafter in self.drafters:
             drafter.learn(outcome)
-            self.realized[drafter.name].fade()
-        if source in self.realized:
-            self.realized[source].add(len(outcome.produced), self._draft_s + outcome.verify_s)
-        steps = (self._draft_s + outcome.verify_s) / self.costs.step_s if self.costs.step_s > 0 else 1.0
+        seconds = self._draft_s + outcome.verify_s
+        self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s)
+        steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
         if self.last.explore:
             self.budget.spent += max(0.0, steps - len(outcome.produced))

@@ -41,6 +41,7 @@ class Offer:
 
     rates: list[float]
     upper: list[float]
+    catch_up: int = 0  # tokens the drafter must process before it can draft (a draft model that lags)
 
 
 NO_OFFER = Offer([], [])

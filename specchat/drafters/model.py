@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models_api import CachedModel, LanguageModel
+from ..models_api import CachedModel, LanguageModel, common_prefix
 from ..sampling import Sampler
 from .base import Draft, Offer, Outcome
 
@@ -39,14 +39,17 @@ class Acceptance:
             self.held[i] += i < accepted
 
     def rates(self, k: int, caution: float) -> list[float]:
-        """a_1..a_k, `caution` standard errors from the posterior mean (negative: optimistic)."""
-        out = []
+        """a_1..a_k, `caution` standard errors from the posterior mean (negative: optimistic). A position
+        never reached starts from the one before it, not from the prior: positions behave alike, and
+        otherwise a drafter that was only ever tried short could never look good long."""
+        out, prior = [], self.prior
         for i in range(k):
             tried = self.tried[i] if i < len(self.tried) else 0.0
             held = self.held[i] if i < len(self.held) else 0.0
             n = tried + self.strength
-            mean = (held + self.prior * self.strength) / n
+            mean = (held + prior * self.strength) / n
             out.append(min(1.0, max(0.0, mean - caution * math.sqrt(mean * (1 - mean) / n))))
+            prior = mean
         return out
 
 
@@ -80,7 +83,9 @@ class DraftModelDrafter:
         self.cache.feed(context[:-1], 0)
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
-        return Offer(self.acceptance.rates(k_max, CAUTION), self.acceptance.rates(k_max, -CAUTION))
+        # Rounds drafted by others leave the cache behind: catching up is part of what drafting costs now.
+        behind = max(0, len(context) - 1 - common_prefix(self.cache.tokens, context))
+        return Offer(self.acceptance.rates(k_max, CAUTION), self.acceptance.rates(k_max, -CAUTION), behind)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         draft = Draft(source=self.name)

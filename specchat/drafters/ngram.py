@@ -228,7 +228,9 @@ class NgramDrafter:
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
             produced = outcome.produced[: len(copy.tokens)]
-            held = next((i for i, (a, b) in enumerate(zip(copy.tokens, produced, strict=False)) if a != b), len(produced))
+            held = next(
+                (i for i, (a, b) in enumerate(zip(copy.tokens, produced, strict=False)) if a != b), len(produced)
+            )
             for i in range(min(held + 1, len(produced))):
                 self.odds.observe(copy.matched + i, i < held)
         drafted = outcome.draft.source == self.name and len(outcome.draft) > 0

@@ -1,0 +1,217 @@
+"""auto's rules on fake machines with a virtual clock (issue: auto keeps its promise on any machine).
+
+The real loop, the real drafters and controller run on fake models whose every eval advances a virtual
+clock by what that batch costs on the machine being imitated, so "faster" and "slower" are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
+
+from specchat import tuning
+from specchat.costmodel import Costs, measure
+from specchat.drafters import DraftModelDrafter, NgramDrafter
+from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter
+from specchat.models_api import CachedModel
+from specchat.sampling import Sampler, SamplingParams
+from specchat.speculative import speculative_decode
+
+V = 64
+SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+@dataclass
+class Machine:
+    """A cost regime: v(n) per batch size, c per draft step, in target steps; `load` slows everything."""
+
+    v: dict[int, float]
+    c: float
+    load: float = 1.0
+
+    def batch(self, n: int) -> float:
+        return Costs(self.v).v(n) * self.load
+
+    def costs(self) -> Costs:
+        """What a quiet calibration of this machine would say (1 target step = 1 s)."""
+        return Costs(dict(self.v), self.c, 1.0, 1.0)
+
+
+XEON = Machine(
+    {1: 1, 2: 1.5, 3: 1.8, 4: 2.0, 5: 2.2, 6: 2.4, 8: 2.8, 12: 3.6, 16: 4.75, 24: 6.5, 32: 8, 48: 11, 64: 14}, 0.45
+)
+GPU = Machine({n: 1 + 0.01 * n for n in SIZES}, 0.1)
+CPU_BOUND = Machine({n: float(n) for n in SIZES}, 0.6)
+
+
+class QuietLoad:
+    """No other process: what /proc would say on an idle machine (the real one may be busy in CI)."""
+
+    def busy(self) -> bool:
+        return False
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class TimedModel:
+    """A FakeModel whose evals cost virtual time: the target per batch size, the draft per token."""
+
+    def __init__(self, inner: FakeModel, clock: Clock, cost) -> None:
+        self.inner, self.clock, self.cost = inner, clock, cost
+        self.n_ctx, self.n_vocab = inner.n_ctx, inner.n_vocab
+
+    @property
+    def n_past(self) -> int:
+        return self.inner.n_past
+
+    def eval(self, tokens, n_logits):
+        self.clock.t += self.cost(len(tokens))
+        return self.inner.eval(tokens, n_logits)
+
+    def truncate(self, n: int) -> None:
+        self.inner.truncate(n)
+
+    def is_eog(self, token: int) -> bool:
+        return self.inner.is_eog(token)
+
+    def tokenize(self, text: str) -> list[int]:
+        return [2 + b % (V - 2) for b in text.encode()]
+
+
+def decode_seconds(machine: Machine, agree, *, auto: bool, costs: Costs | None = None, n=128, prompt=None):
+    """Virtual decode time of n tokens (prefill excluded), target alone or auto with a draft model."""
+    clock = Clock()
+    target_fn = HashLM(n_vocab=V)
+    target = TimedModel(FakeModel(target_fn, n_vocab=V, n_ctx=2048), clock, machine.batch)
+    draft = TimedModel(
+        FakeModel(DraftLM(target_fn, agree), n_vocab=V, n_ctx=2048), clock, lambda m: machine.c * machine.batch(m)
+    )
+    drafter = None
+    if auto:
+        arms = [DraftModelDrafter(draft), NgramDrafter()]
+        drafter = AutoDrafter(costs or machine.costs(), arms, clock=clock)
+    prompt = prompt or [5, 6, 7, 8, 9, 10, 11, 12]
+    _, stats = speculative_decode(
+        CachedModel(target), drafter, prompt, Sampler(SamplingParams()), k=64, max_tokens=n, clock=clock
+    )
+    assert stats.generated == n
+    return stats.decode_s, stats
+
+
+def test_a_low_acceptance_reply_costs_almost_nothing():
+    """Prose on a CPU where the draft model pays only on code: ~50% acceptance must not make auto slower."""
+    alone, _ = decode_seconds(XEON, agree_hashed(0.5), auto=False)
+    mine, stats = decode_seconds(XEON, agree_hashed(0.5), auto=True)
+    assert mine <= 1.03 * alone
+    assert stats.rounds_by_source.get("spec", 0) <= 0.1 * stats.rounds
+
+
+def test_a_good_draft_model_on_a_gpu_is_used_and_wins():
+    alone, _ = decode_seconds(GPU, agree_hashed(0.9), auto=False)
+    mine, stats = decode_seconds(GPU, agree_hashed(0.9), auto=True)
+    assert mine < alone / 2
+    assert stats.rounds_by_source["spec"] > stats.rounds / 2
+
+
+def test_the_guard_sets_aside_a_drafter_whose_real_cost_is_higher_than_calibrated():
+    """The calibration says GPU (batches and draft steps nearly free) but the machine is compute-bound:
+    measured time, not the cost model, switches the draft model off within a few rounds."""
+    alone, _ = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=False, n=400)
+    mine, stats = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=True, costs=GPU.costs(), n=400)
+    assert mine <= 1.25 * alone  # calibration wrong 4-7x; set aside for 16, 32, 64... rounds at a time
+    assert stats.rounds_by_source.get("spec", 0) <= 8
+
+
+def test_exploration_costs_at_most_its_budget():
+    """An untried draft model that might pay (optimistically) but never does: trying it is bounded."""
+    maybe = Machine({n: 1 + 0.01 * n for n in SIZES}, 0.5)
+    alone, _ = decode_seconds(maybe, agree_never, auto=False, n=400)
+    mine, stats = decode_seconds(maybe, agree_never, auto=True, n=400)
+    assert stats.rounds_by_source.get("spec", 0) >= 1  # it was tried
+    assert mine <= (1 + EXPLORE_SHARE) * alone + 2.0  # and cost at most the budget (+ one round)
+
+
+def test_a_busy_calibration_keeps_its_ratios_and_says_it_was_busy():
+    """Load that comes and goes during calibration: every batch is timed next to a single step, so the
+    ratios hold; the single steps disagree, so the result is marked busy (not saved, not trusted) even
+    where /proc cannot tell."""
+    clock = Clock()
+
+    def cost(n):  # another program takes the CPUs for 40 steps, leaves them for 40, and so on
+        return XEON.batch(n) * (4.0 if int(clock.t // 40) % 2 else 1.0)
+
+    target = TimedModel(FakeModel(HashLM(n_vocab=V), n_vocab=V, n_ctx=512), clock, cost)
+    costs = measure(target, None, list(range(2, 40)), SIZES, repeats=3, clock=clock, load=QuietLoad())
+    assert costs.busy
+    for n in (2, 8, 16, 64):
+        assert costs.v(n) == pytest.approx(XEON.v[n], rel=0.05)
+    quiet_clock = Clock()
+    quiet_target = TimedModel(FakeModel(HashLM(n_vocab=V), n_vocab=V, n_ctx=512), quiet_clock, XEON.batch)
+    quiet = measure(quiet_target, None, list(range(2, 40)), SIZES, clock=quiet_clock, load=QuietLoad())
+    assert quiet.v(16) == pytest.approx(XEON.v[16]) and quiet.busy is False
+
+
+def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
+    """A first run under load is used for that run only; the next run measures again and saves; a run
+    whose step time drifted marks the saved calibration stale, so the run after measures again."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    measured = []
+
+    def fake_calibrate(target, draft, key, *, full=False):
+        busy = not measured  # the first measurement happens under load
+        measured.append(busy)
+        return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04, busy=busy))
+
+    monkeypatch.setattr(tuning, "calibrate", fake_calibrate)
+    notes = []
+    first = tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    assert first.costs.busy and tuning.load("k1") is None and any("other programs" in n for n in notes)
+    second = tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    assert not second.costs.busy and tuning.trusted(tuning.load("k1"))
+    assert tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append).costs.busy is False
+    assert len(measured) == 2  # the trusted one was reused
+    tuning.mark_stale(second)
+    assert not tuning.trusted(tuning.load("k1"))
+    tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    assert len(measured) == 3 and tuning.trusted(tuning.load("k1"))
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[]", '"abc"', '{"version": 4, "v": {}}', '{"version": 4, "v": {"1": 0}, "step_s": 1}', "{", "null"],
+)
+def test_an_odd_saved_tuning_is_ignored(tmp_path, monkeypatch, content):
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    path = tuning.tuning_path("odd")
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert tuning.load("odd") is None
+
+
+def test_cpu_load_sees_another_process_using_the_cpus():
+    """What marks a calibration busy on Linux: CPU time of OTHER processes while it ran."""
+    import subprocess
+    import sys
+    import time
+
+    from specchat.costmodel import CpuLoad
+
+    if CpuLoad().other_share() is None:
+        pytest.skip("no /proc here")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        load = CpuLoad()
+        time.sleep(1.0)
+        assert load.busy() and load.other_share() > 0.4
+    finally:
+        for hog in hogs:
+            hog.kill()
