@@ -64,7 +64,9 @@ class Sampler:
 
     def __init__(self, params: SamplingParams) -> None:
         self.params = params
-        self.rng = np.random.default_rng(params.seed)
+        # A negative seed means "random", as in llama.cpp (-1); numpy refuses negative seeds.
+        seed = params.seed if params.seed is None or params.seed >= 0 else None
+        self.rng = np.random.default_rng(seed)
 
     @property
     def greedy(self) -> bool:
