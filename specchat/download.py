@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .errors import DownloadError, ModelFileError
-from .paths import cache_dir, models_dir, write_atomic
+from .paths import cache_dir, models_dir, read_json_object, write_atomic
 from .registry import ModelSpec
 
 CHUNK = 1 << 20
@@ -287,12 +287,16 @@ def cached_sha256(path: Path) -> str:
     stat = path.stat()
     key = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
     store = cache_dir() / "sha256.json"
-    try:
-        known = json.loads(store.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
+    known = read_json_object(store, _is_sha256)  # anything odd in it: hash again and rewrite it
     if key not in known:
         known[key] = sha256_of(path)
-        store.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(store, json.dumps(known))
+        try:
+            store.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(store, json.dumps(known))
+        except OSError:
+            pass  # only a cache: the next run hashes again
     return known[key]
+
+
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(ch in "0123456789abcdef" for ch in value)

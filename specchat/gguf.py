@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 from .errors import ModelFileError
-from .paths import cache_dir, write_atomic
+from .paths import cache_dir, read_json_object, write_atomic
 
 MAX_TENSORS = 1 << 20
 MAX_KV = 1 << 16
@@ -227,10 +227,8 @@ def _cache_file() -> Path:
 
 
 def _load_cache() -> dict:
-    try:
-        return json.loads(_cache_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    # Only `true` marks a checked file; any other shape is ignored and the files are checked again.
+    return read_json_object(_cache_file(), lambda value: value is True)
 
 
 def _save_cache(known: dict) -> None:

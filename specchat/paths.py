@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_cache_dir, user_config_dir, user_data_dir, user_state_dir
 
@@ -53,3 +56,17 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def read_json_object(path: Path, valid: Callable[[Any], bool]) -> dict[str, Any]:
+    """A cache file's JSON object, or {} when the file is missing, unreadable, or not an object whose
+    every value passes `valid`: a cache of the wrong shape is rebuilt, never a reason to stop."""
+    try:
+        if not path.is_file():  # a FIFO or a directory in its place would block or fail the read
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # RecursionError: thousands of nested brackets
+        return {}
+    if not isinstance(data, dict) or not all(valid(value) for value in data.values()):
+        return {}
+    return data

@@ -48,6 +48,76 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+# --- 3. state files of the wrong shape -----------------------------------------------------------------
+
+
+def tiny_gguf() -> bytes:
+    """A GGUF header with no tensors and one metadata key: enough for the bounded check."""
+    import struct
+
+    key, value = b"general.name", b"tiny"
+    kv = struct.pack("<Q", len(key)) + key + struct.pack("<I", 8) + struct.pack("<Q", len(value)) + value
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv
+
+
+@pytest.mark.parametrize("content", ["null", "[1,2]", '{"x": 5}', '"abc"', "[" * 100_000, "\xff\xfe", '{"k": "yes"}'])
+def test_an_odd_gguf_check_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, content):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "gguf-checked.json"
+    cache.parent.mkdir()
+    cache.write_bytes(content.encode("latin-1"))
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(tiny_gguf())
+    gguf.check(model)
+    gguf.check(model)  # the second time from the rewritten cache
+    assert list(json.loads(cache.read_text()).values()) == [True]
+
+
+def test_a_bad_gguf_still_fails_when_the_cache_is_odd(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path))
+    (tmp_path / "gguf-checked.json").write_text("[1, 2]")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 40)
+    with pytest.raises(gguf.ModelFileError, match="not a valid GGUF"):
+        gguf.check(bad)
+
+
+@pytest.mark.parametrize(
+    "content", ["[]", '{"a": 3}', "null", "7", '{"k": "not-a-sha"}', "{" * 100_000, '{"k": ["0"]}']
+)
+def test_an_odd_sha256_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, content):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    store = tmp_path / "cache" / "sha256.json"
+    store.parent.mkdir()
+    store.write_text(content)
+    data = tmp_path / "model.gguf"
+    data.write_bytes(b"weights")
+    expected = hashlib.sha256(b"weights").hexdigest()
+    assert download.cached_sha256(data) == expected
+    assert download.cached_sha256(data) == expected
+    assert list(json.loads(store.read_text()).values()) == [expected]
+
+
+def test_a_wrong_cached_sha256_for_this_file_is_not_believed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "model.gguf"
+    data.write_bytes(b"weights")
+    stat = data.stat()
+    store = tmp_path / "cache" / "sha256.json"
+    store.parent.mkdir()
+    store.write_text(json.dumps({f"{data.resolve()}:{stat.st_size}:{stat.st_mtime_ns}": 3}))
+    assert download.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
+
+
+def test_an_unwritable_sha256_cache_does_not_stop_the_hash(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(blocker / "cache"))
+    data = tmp_path / "model.gguf"
+    data.write_bytes(b"weights")
+    assert download.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
+
+
 # --- 4. --seed -1 ---------------------------------------------------------------------------------------
 
 
