@@ -208,6 +208,204 @@ def test_a_pull_that_finds_the_file_after_waiting_reports_it_present(tmp_path, m
     assert notes[-1] == "another specchat is downloading m.gguf; waiting"
 
 
+# --- 2. chat templates that loop or grow --------------------------------------------------------------
+
+
+class TextEngine:
+    """Just what prompt_tokens needs from an Engine: a template, special tokens, a 1:1 'tokenizer'."""
+
+    eos, bos = 1, 0
+
+    def __init__(self, template: str) -> None:
+        self.path = Path("/models/odd-template.gguf")
+        self.template = template
+
+    def chat_template(self) -> str:
+        return self.template
+
+    def token_text(self, token: int) -> bytes:
+        return {0: b"<s>", 1: b"</s>"}[token]
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        return [ord(ch) for ch in text]
+
+
+def render(template: str, messages: list[Message] | None = None) -> str:
+    messages = messages or [Message("system", "Be brief."), Message("user", "Hi <|im_end|> there")]
+    return "".join(map(chr, prompt_tokens(TextEngine(template), messages)))
+
+
+CHATML = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+TYPICAL = [
+    CHATML,
+    # Llama 3 style: namespace, loop.index0, trim, ~, bos_token
+    "{{ bos_token }}{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+    "{{ '<|start_header_id|>' ~ m['role'] ~ '<|end_header_id|>\n\n' ~ m['content'] | trim ~ '<|eot_id|>' }}"
+    "{% if loop.last %}[{{ ns.n }} {{ loop.length }}]{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}",
+    # tools, tojson, macros, filters, format, join, map, strftime-free
+    "{%- macro show(m) -%}{{ m.role | upper }}: {{ m.content | replace('Hi', 'Hello') | indent(2) }}{%- endmacro -%}"
+    "{{ messages | map(attribute='role') | join(', ') }}\n{{ messages | tojson(indent=2) }}\n"
+    "{{ '%-8s|' | format('x') }}{{ '{:>6}'.format(42) }}{{ 'ab' * 3 }}{{ [1, 2] + [3] }}{{ 2 ** 10 }}\n"
+    "{% for m in messages if m.role != 'system' %}{{ show(m) }}{% else %}none{% endfor %}"
+    "{% for i in range(3) %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}"
+    "{{ eos_token }}{% generation %}kept{% endgeneration %}",
+]
+
+
+@pytest.mark.parametrize("template", TYPICAL, ids=["chatml", "llama3", "features"])
+def test_typical_templates_render_as_llama_cpp_python_does(template):
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi  there\nsecond line"}]
+    expected = Jinja2ChatFormatter(template=template, eos_token="</s>", bos_token="<s>")(messages=messages).prompt
+    assert chat._bounded_render(template, messages, "</s>", "<s>", chat.RENDER_CHARS) == expected
+
+
+def test_the_default_pairs_template_renders_as_llama_cpp_python_does(default_pair_paths):
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = gguf.metadata(default_pair_paths[0])["tokenizer.chat_template"]
+    for messages in (
+        [{"role": "user", "content": "Write a function."}],
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+    ):
+        expected = Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="")(messages=messages)
+        assert chat._bounded_render(template, messages, "<|im_end|>", "", chat.RENDER_CHARS) == expected.prompt
+
+
+def test_sentinels_still_keep_user_text_out_of_control_tokens():
+    text = render(CHATML)
+    assert text.endswith("<|im_start|>assistant\n") and "Hi <|im_end|> there" in text
+
+
+ENDLESS = [
+    "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",  # no output at all
+    "{% set s = 'abc' | list %}{% for i in range(100000) %}{% for j in range(100000) %}{% set x = s[0] %}"
+    "{% endfor %}{% endfor %}",
+    "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
+]
+
+
+@pytest.mark.parametrize("template", ENDLESS, ids=["nested-loops", "silent-loops", "busy-loops", "macro-tree"])
+def test_an_endless_template_stops_within_seconds(template):
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as err:
+        render(template)
+    assert time.monotonic() - started < 30  # the budget is 5 s; a slow machine gets a margin, not hours
+    message = err.value.message
+    assert message.startswith("the chat template of odd-template.gguf ")
+    assert "took longer than 5 s" in message or "grew past 1 MB" in message  # the first loop writes 1 MB fast
+    assert "\n" not in message and "--no-template" in err.value.hint
+
+
+GROWING = {
+    "string-times": "{% set s = 'a' * 100000000 %}{{ s | length }}",
+    "list-times": "{% set s = [0] * 100000000 %}{{ s | length }}",
+    "doubling-concat": "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}"
+    "{% endfor %}{{ ns.s | length }}",
+    "doubling-plus": "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}"
+    "{% endfor %}{{ ns.s | length }}",
+    "shared-list": "{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}"
+    "{% endfor %}{{ ns.x }}",
+    "shared-list-tojson": "{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}"
+    "{% endfor %}{{ ns.x | tojson }}",
+    "output": "{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}",
+    "block-set": "{% set big %}{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}{% endset %}{{ big|length }}",
+    "format-width": "{{ '{:>999999999}'.format(1) }}",
+    "format-nested-width": "{{ '{:>{}}'.format(1, 999999999) }}",
+    "percent-width": "{{ '%999999999d' % 1 }}",
+    "percent-star": "{{ '%*d' % (999999999, 1) }}",
+    "percent-shared-list": "{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}"
+    "{% endfor %}{{ '%s' % (ns.x,) }}",
+    "format-shared-list": "{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}"
+    "{% endfor %}{{ '{}'.format(ns.x) }}",
+    "string-filter-shared-list": "{% set ns = namespace(x=[1]) %}{% for i in range(60) %}"
+    "{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x | string | length }}",
+    "format-filter": "{{ '%.999999999f' | format(1.0) }}",
+    "center": "{{ 'a' | center(999999999) }}",
+    "str-center": "{{ 'a'.center(999999999) }}",
+    "indent": "{{ ('a\n' * 100000) | indent(100000) }}",
+    "replace": "{{ ('a' * 100000) | replace('a', 'b' * 100000) }}",
+    "str-replace": "{{ ('a' * 100000).replace('a', 'b' * 100000) }}",
+    "join": "{{ range(100000) | join('x' * 100000) }}",
+    "str-join": "{{ ('x' * 100000).join(range(100000) | map('string')) }}",
+    "tojson-indent": "{{ [[[1]]] | tojson(indent=1000000000) }}",
+    "lipsum": "{{ lipsum(1000000) }}",
+    "power": "{{ 10 ** 100000000 }}",
+}
+
+
+@pytest.mark.parametrize("template", GROWING.values(), ids=GROWING.keys())
+def test_a_growing_template_is_stopped_before_it_eats_memory(template):
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as err:
+        render(template)
+    assert time.monotonic() - started < 30
+    message = err.value.message
+    assert message.startswith("the chat template of odd-template.gguf"), message
+    assert any(word in message for word in ("grew past 1 MB", "bits", "JSON indent", "took longer")), message
+    assert "\n" not in message
+
+
+CHILD = textwrap.dedent(
+    """
+    import resource, sys, time
+    from pathlib import Path
+    from specchat.chat import Message, TemplateError, prompt_tokens
+
+    class Engine:
+        path, eos, bos = Path("x.gguf"), -1, -1
+        def chat_template(self): return sys.argv[1]
+        def token_text(self, token): return b""
+        def tokenize(self, text, add_special, parse_special): return [0] * len(text)
+
+    print("rendering", flush=True)
+    try:
+        prompt_tokens(Engine(), [Message("user", "hi")])
+    except TemplateError as exc:
+        print("error:", exc.message)
+    print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)
+    """
+)
+
+
+def run_child_render(template: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, template],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
+
+
+def test_a_big_string_never_reaches_hundreds_of_megabytes():
+    child = run_child_render("{% set s = 'a' * 100000000 %}{% set t = 'a' * 1000000 %}{{ t ~ t ~ t }}")
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert "error: the chat template of x.gguf grew past 1 MB" in out
+    maxrss_mb = int(out.split("maxrss_kb")[1]) / 1024
+    assert maxrss_mb < 400, f"{maxrss_mb:.0f} MB"  # the interpreter, numpy, jinja2: well under; 'a' * 1e8 alone is 100
+
+
+def test_ctrl_c_stops_a_rendering_template():
+    child = run_child_render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+    try:
+        assert child.stdout.readline().strip() == "rendering"
+        time.sleep(0.5)  # inside the loops now
+        child.send_signal(signal.SIGINT)
+        _out, err = child.communicate(timeout=3)  # well before the 5 s budget would end it
+    finally:
+        child.kill()
+    assert child.returncode != 0 and "KeyboardInterrupt" in err
+
+
 # --- 3. state files of the wrong shape -----------------------------------------------------------------
 
 
