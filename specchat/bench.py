@@ -10,23 +10,23 @@ separately as time to first token). The speedup is the median of paired ratios
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import platform
-import resource
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .benchsuite import Prompt
-from .chat import Message
-from .costmodel import CostModel
-from .runtime import DEFAULT_K, Pipeline
+from .costmodel import Costs, iid_expected
+from .modes import AUTO, DRAFTING, NGRAM
 from .sampling import SamplingParams
 from .speculative import Stats
+
+if TYPE_CHECKING:
+    from .runtime import Pipeline
 
 NEAR_TIE = 0.5  # logits; see tests/test_real_lossless.py for the measurement behind it
 
@@ -38,8 +38,7 @@ class Variant:
     mode: str = "spec"
 
 
-BENCH_MODES = ("spec", "ngram", "auto")
-NGRAM_K = 8
+BENCH_MODES = DRAFTING  # compared with the target alone: the draft model per k, prompt lookup, auto
 
 
 def variants_for(ks: Sequence[int], modes: Sequence[str] = ("spec",)) -> list[Variant]:
@@ -48,9 +47,9 @@ def variants_for(ks: Sequence[int], modes: Sequence[str] = ("spec",)) -> list[Va
     if "spec" in modes:
         out += [Variant(f"k={k}", k, "spec") for k in ks]
     if "ngram" in modes:
-        out.append(Variant(f"ngram k={NGRAM_K}", NGRAM_K, "ngram"))
+        out.append(Variant(f"ngram k={NGRAM.default_k}", NGRAM.default_k, "ngram"))
     if "auto" in modes:
-        out.append(Variant("auto", DEFAULT_K["auto"], "auto"))
+        out.append(Variant("auto", AUTO.default_k, "auto"))
     return out
 
 
@@ -123,7 +122,7 @@ class Row:
 @dataclass
 class BenchResult:
     samples: list[Sample] = field(default_factory=list)
-    cost: CostModel | None = None
+    cost: Costs | None = None
     interrupted: bool = False
     meta: dict = field(default_factory=dict)
 
@@ -149,9 +148,10 @@ class BenchResult:
         predicted = modelled = None
         mode = mine[0].mode
         if mode == "spec" and k and rate is not None and self.cost is not None and self.cost.c is not None:
-            predicted = self.cost.predicted_speedup(rate, k)
+            round_cost = k * self.cost.c + self.cost.v(k + 1)
+            predicted = iid_expected(rate, k) / round_cost
             per_round = sum(s.generated for s in mine) / rounds if rounds else 1.0
-            modelled = per_round / (k * self.cost.c + self.cost.v(k + 1))
+            modelled = per_round / round_cost
         return Row(
             category,
             name,
@@ -167,6 +167,14 @@ class BenchResult:
             predicted,
             modelled,
         )
+
+    def speedup_series(self) -> dict[str, list[tuple[int, float]]]:
+        """(k, speedup) per category, for the plots."""
+        series: dict[str, list[tuple[int, float]]] = {}
+        for row in self.rows():
+            if row.k and row.speedup is not None:
+                series.setdefault(row.category, []).append((row.k, row.speedup))
+        return series
 
     def lossless_summary(self) -> dict:
         checked = [s for s in self.samples if s.lossless not in ("", "reference")]
@@ -267,13 +275,55 @@ def collect_meta(resolved, settings: dict) -> dict:
     }
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process (ru_maxrss is KiB on Linux)."""
+def peak_rss_mb() -> float | None:
+    """Peak resident memory of this process (ru_maxrss is KiB on Linux); None where unknown (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
     scale = 1 / 1024 if platform.system() == "Linux" else 1 / (1024 * 1024)
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, 1)
 
 
 Progress = Callable[[str, int], None]  # (description, completed runs)
+
+
+def run(
+    pipeline: Pipeline,
+    prompts: list[Prompt],
+    variants: list[Variant],
+    *,
+    reps: int,
+    max_tokens: int,
+    params: SamplingParams,
+    settings: dict,
+    notify: Callable[[str], None],
+    progress: Callable[[int], AbstractContextManager[Progress]],
+) -> BenchResult:
+    """The whole measurement: what was run where, the cost model, then the interleaved runs.
+    Ctrl-C ends it early and keeps what was measured (result.interrupted)."""
+    from .chat import Message
+    from .costmodel import measure
+
+    result = BenchResult(meta=collect_meta(pipeline.resolved, settings))
+    try:
+        notify("measuring the cost model (single steps and verify batches of 1..16)...")
+        context = pipeline.prompt([Message("user", prompts[0].text)])
+        result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, 17))
+        with progress(reps * len(prompts) * len(variants)) as advance:
+            run_bench(
+                pipeline,
+                prompts,
+                variants,
+                reps=reps,
+                max_tokens=max_tokens,
+                params=params,
+                result=result,
+                progress=advance,
+            )
+    except KeyboardInterrupt:
+        result.interrupted = True
+    return result
 
 
 def run_bench(
@@ -288,6 +338,8 @@ def run_bench(
     progress: Progress | None = None,
 ) -> BenchResult:
     """Fill `result` (passed in so that Ctrl-C keeps what was measured so far)."""
+    from .chat import Message
+
     encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
     warm = encoded[prompts[0].id]
     for variant in variants:
@@ -325,10 +377,10 @@ def _check_block(pipeline, prompt, block: list[Sample], outputs: dict[str, list[
 
 def _generate(pipeline: Pipeline, prompt: list[int], params: SamplingParams, variant: Variant, max_tokens: int):
     pipeline.reset()  # every run starts cold: no variant inherits another's prompt in the KV cache
-    _, tokens, stats = pipeline.generate(prompt, params, k=variant.k, max_tokens=max_tokens, mode=variant.mode)
-    if stats.stop_reason == "interrupted":  # generate keeps a cut-short text; a bench must stop instead
+    generation = pipeline.generate(prompt, params, mode=variant.mode, k=variant.k, max_tokens=max_tokens)
+    if generation.stats.stop_reason == "interrupted":  # generate keeps a cut-short text; a bench must stop
         raise KeyboardInterrupt
-    return tokens, stats
+    return generation.tokens, generation.stats
 
 
 def _lossless(pipeline: Pipeline, prompt: list[int], reference: list[int], tokens: list[int]):
@@ -341,56 +393,3 @@ def _lossless(pipeline: Pipeline, prompt: list[int], reference: list[int], token
     top = np.sort(row)[-2:]
     margin = float(top[1] - top[0])
     return ("near-tie" if margin < NEAR_TIE else "MISMATCH"), round(margin, 4)
-
-
-# -- text formats (Rich rendering lives in view.py) -------------------------------------------------------
-
-COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "S(k)", "S(t/r)", "accept", "acc/rnd", "draft%", "TTFT"]
-
-
-def row_cells(row: Row) -> list[str]:
-    def fmt(value, pattern):
-        return pattern.format(value) if value is not None else "-"
-
-    return [
-        row.category,
-        row.variant,
-        str(row.n),
-        f"{row.tokens_per_s:.1f}",
-        fmt(row.speedup, "{:.2f}x"),
-        fmt(row.predicted_speedup, "{:.2f}x"),
-        fmt(row.cost_model_speedup, "{:.2f}x"),
-        fmt(row.acceptance_rate, "{:.0%}"),
-        fmt(row.mean_accepted_length, "{:.2f}"),
-        fmt(row.draft_share, "{:.0%}"),
-        f"{row.ttft_s:.2f}",
-    ]
-
-
-def to_markdown(result: BenchResult) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(row_cells(row)) + " |" for row in result.rows()]
-    return "\n".join(lines) + "\n"
-
-
-def to_csv(result: BenchResult) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    fields = list(Row.__dataclass_fields__)
-    writer.writerow(fields)
-    for row in result.rows():
-        writer.writerow([json.dumps(v) if isinstance(v, list) else v for v in asdict(row).values()])
-    return buffer.getvalue()
-
-
-def to_jsonl(result: BenchResult) -> str:
-    data = result.as_dict()
-    lines = [json.dumps({"type": "sample", **s}) for s in data.pop("samples")]
-    lines.append(json.dumps({"type": "summary", **data}))
-    return "\n".join(lines) + "\n"
-
-
-def render(result: BenchResult, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(result.as_dict(), indent=2) + "\n"
-    return {"md": to_markdown, "csv": to_csv, "jsonl": to_jsonl}[fmt](result)

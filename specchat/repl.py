@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
+from . import modes
 from .chat import Conversation, Message
-from .chatview import ReplyView, legend, position_bars, summary_line
-from .drafters.adaptive import MAX_K
-from .errors import SpecchatError
+from .errors import SpecchatError, UsageError
+from .outputs import LiveOutput, Request, reply
 from .paths import write_atomic
-from .runtime import DEFAULT_K, MODES, Pipeline
+from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
+from .view import position_bars, session_lines, stderr_console
+
+MAX_K = max(mode.max_k for mode in modes.MODES.values())
+MAX_STDIN_BYTES = 1_000_000  # documented in docs/usage.md: larger input is refused, not truncated
 
 HELP = """\
 /help            this list
@@ -41,7 +46,7 @@ Multi-line input: end a line with \\ to continue, or wrap the text in lines of \
 @dataclass
 class ChatSettings:
     mode: str = "auto"
-    k: int | None = None  # None: the mode's default (DEFAULT_K)
+    k: int | None = None  # None: the mode's default (modes.Mode.default_k)
     spec: bool = True  # False: the target alone, whatever the mode
     params: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int = 512
@@ -56,12 +61,14 @@ class ChatSettings:
     @property
     def effective_k(self) -> int:
         mode = self.effective_mode
-        return 0 if mode == "target" else (self.k or DEFAULT_K[mode])
+        return 0 if mode == "target" else (self.k or modes.get(mode).default_k)
 
     @property
     def label(self) -> str:
-        mode, k = self.effective_mode, self.effective_k
-        return {"target": "target alone", "auto": f"auto (k<={k})"}.get(mode, f"{mode} k={k}")
+        return modes.get(self.effective_mode).describe(self.effective_k)
+
+    def request(self) -> Request:
+        return Request(self.effective_mode, self.effective_k, self.params, self.max_tokens)
 
 
 class ChatSession:
@@ -75,35 +82,27 @@ class ChatSession:
 
     # -- one turn ----------------------------------------------------------------------------------------
 
-    def ask(self, text: str) -> Stats:
+    def ask(self, text: str) -> Generation:
         self.conversation.messages.append(Message("user", text))
         prompt = self.pipeline.prompt(self.conversation.as_messages(), use_template=self.settings.use_template)
         return self.answer(prompt)
 
-    def answer(self, prompt: list[int]) -> Stats:
+    def answer(self, prompt: list[int]) -> Generation:
         """Generate the assistant's turn for prompt ids built from the conversation, in the live view."""
-        k, mode = self.settings.effective_k, self.settings.label
-        if k and not self.shown_legend:
-            self.console.print(legend())
-            self.shown_legend = True
-        view = ReplyView(self.console, k=k, mode=mode, show_rejected=self.settings.show_rejected)
-        with view:
-            reply, _, stats = self.pipeline.generate(
-                prompt,
-                self.settings.params,
-                k=k,
-                max_tokens=self.settings.max_tokens,
-                on_round=view.on_round,
-                mode=self.settings.effective_mode,
-            )
-        self.totals.merge(view.totals)
-        interrupted = stats.stop_reason == "interrupted"
-        self.conversation.messages.append(Message("assistant", reply, interrupted=interrupted))
-        self.console.print(summary_line(stats, k, mode))
-        if self.settings.verbose and stats.drafted:
-            for line in position_bars(stats.drafted_at, stats.accepted_at):
-                self.console.print(line)
-        return stats
+        request = self.settings.request()
+        output = LiveOutput(
+            self.console,
+            request,
+            show_rejected=self.settings.show_rejected,
+            verbose=self.settings.verbose,
+            legend=not self.shown_legend,
+        )
+        self.shown_legend = self.shown_legend or output.legend
+        generation = reply(self.pipeline, prompt, request, output)
+        self.totals.merge(generation.stats)
+        interrupted = generation.stats.stop_reason == "interrupted"
+        self.conversation.messages.append(Message("assistant", generation.text, interrupted=interrupted))
+        return generation
 
     # -- slash commands ----------------------------------------------------------------------------------
 
@@ -129,16 +128,10 @@ class ChatSession:
     _cmd_exit = _cmd_quit = _cmd_bye
 
     def _cmd_stats(self, _arg: str) -> None:
-        t = self.totals
-        busy = t.draft_s + t.verify_s
-        self._say(f"session: {t.generated} tokens in {t.rounds} rounds, {t.generated / busy if busy else 0:.1f} tok/s")
-        if t.drafted:
-            self._say(
-                f"accepted {t.accepted}/{t.drafted} drafts ({t.accepted / t.drafted:.0%}), "
-                f"{t.accepted / t.rounds:.2f} per round + 1 target token; "
-                f"time {t.draft_s / busy:.0%} draft / {t.verify_s / busy:.0%} verify"
-            )
-            for line in position_bars(t.drafted_at, t.accepted_at):
+        for line in session_lines(self.totals):
+            self._say(line)
+        if self.totals.drafted:
+            for line in position_bars(self.totals.drafted_at, self.totals.accepted_at):
                 self.console.print(line)
 
     def _cmd_k(self, arg: str) -> None:
@@ -172,17 +165,17 @@ class ChatSession:
         if value and self.settings.mode == "target":
             self._say("the mode is 'target': choose one with /mode auto|spec|ngram", "yellow")
             return
-        if value and self.pipeline.drafter_for(self.settings.mode) is None:
+        if value and not self.pipeline.available(self.settings.mode):
             self._say(f"mode {self.settings.mode} has no drafter here (no draft model loaded)", "yellow")
             return
         self.settings.spec = value
         self._say("speculation " + (f"on: {self.settings.label}" if value else "off: target alone"))
 
     def _cmd_mode(self, arg: str) -> None:
-        if arg not in MODES:
-            self._say(f"usage: /mode {'|'.join(MODES)}", "yellow")
+        if arg not in modes.MODES:
+            self._say(f"usage: /mode {'|'.join(modes.MODES)}", "yellow")
             return
-        if arg != "target" and self.pipeline.drafter_for(arg) is None:
+        if not self.pipeline.available(arg):
             self._say(f"mode {arg} is not available in this session (start with --mode {arg})", "yellow")
             return
         self.settings.mode, self.settings.spec = arg, True
@@ -264,8 +257,42 @@ def _write_history(readline, path: Path) -> None:
         readline.write_history_file(path)
 
 
-def chat_loop(session: ChatSession) -> int:
-    """The REPL. Returns the exit code (0 for /bye and Ctrl-D)."""
+def read_prompt(argument: str | None, *, chat: bool) -> str | None:
+    """A one-shot prompt: piped stdin, then the argument (a blank line between them). None: neither was
+    given and `chat` (a terminal on both ends) allows the interactive chat; otherwise a usage error."""
+    piped = _read_stdin()
+    text = "\n\n".join(part for part in (piped, argument) if part is not None and part.strip())
+    if text.strip():
+        return text
+    if piped is None and argument is None:
+        if chat:
+            return None
+        raise UsageError("no prompt given", hint='specchat run "your prompt", pipe text into it, or use a terminal')
+    raise UsageError("the prompt is empty", hint="give some text to answer")
+
+
+def _read_stdin() -> str | None:
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise UsageError(
+            f"stdin is larger than {MAX_STDIN_BYTES:,} bytes",
+            hint="pass a shorter text; specchat refuses rather than silently truncating",
+        )
+    text = data.decode("utf-8", errors="replace")
+    if "\ufffd" in text and "\ufffd".encode() not in data:
+        stderr_console().print("warning: stdin is not valid UTF-8; bad bytes were replaced", style="yellow")
+    return text
+
+
+def chat_loop(session: ChatSession, *, history: bool = False) -> int:
+    """The REPL (with history: readline's, kept in the state directory). Returns the exit code (0 for
+    /bye and Ctrl-D)."""
+    if history:
+        from .paths import history_file
+
+        setup_history(history_file())
     console = session.console
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
     while True:

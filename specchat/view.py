@@ -1,7 +1,8 @@
-"""All terminal output (Rich): progress for pulls, the model table, stats, errors."""
+"""All terminal output (Rich): consoles, errors, progress, every stats line and every table."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -11,23 +12,96 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
+    SpinnerColumn,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
 from rich.table import Table
 from rich.text import Text
 
+from .errors import SpecchatError
+from .modes import label_of
 from .speculative import Stats
+
+
+class StdoutError(SpecchatError):
+    """stdout cannot take the output (disk full, closed): the user's environment, not a bug."""
+
+
+class _Stdout:
+    """sys.stdout as looked up at each write (test runners swap it), with write failures made one
+    clear error. A reader that went away (EPIPE) stays a BrokenPipeError: that one is quiet."""
+
+    def __init__(self, what: str = "the reply") -> None:
+        self.what = what
+
+    def _stream(self):
+        if sys.stdout is None:
+            raise StdoutError(f"cannot write {self.what} to stdout: it is closed", hint="give the command a stdout")
+        return sys.stdout
+
+    def _guard(self, call):
+        try:
+            return call()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            reason = (exc.strerror or os.strerror(exc.errno or errno.EIO)).lower()
+            raise StdoutError(
+                f"cannot write {self.what} to stdout: {reason}", hint="free some space or redirect stdout elsewhere"
+            ) from None
+
+    def write(self, text: str) -> int:
+        stream = self._stream()
+        return self._guard(lambda: stream.write(text))
+
+    def flush(self) -> None:
+        if sys.stdout is not None:
+            self._guard(sys.stdout.flush)
+
+    def isatty(self) -> bool:
+        return sys.stdout is not None and sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return self._stream().fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
 
 
 def stderr_console(no_color: bool = False) -> Console:
     return Console(stderr=True, no_color=no_color or "NO_COLOR" in os.environ, highlight=False)
 
 
-def stdout_console(no_color: bool = False) -> Console:
-    return Console(no_color=no_color or "NO_COLOR" in os.environ, highlight=False, soft_wrap=True)
+def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
+    return Console(file=_Stdout(what), no_color=no_color or "NO_COLOR" in os.environ, highlight=False, soft_wrap=True)
+
+
+def write_stdout(text: str, what: str = "the reply") -> None:
+    out = _Stdout(what)
+    out.write(text)
+    out.flush()
+
+
+def silence_stdout() -> None:
+    """After EPIPE or a failed write, point stdout at /dev/null so that the final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def restore_terminal() -> None:
+    """After Ctrl-C: colours reset, cursor shown (a live region may have hidden it)."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\x1b[0m\x1b[?25h")
+        sys.stderr.flush()
 
 
 def print_error(console: Console, message: str, hint: str | None) -> None:
@@ -46,15 +120,8 @@ def note(console: Console, message: str) -> None:
 @contextmanager
 def download_progress(console: Console) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
     """Yields start(label, total) -> advance(n): one bar per file, on stderr."""
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    )
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    progress = Progress(*columns, TimeRemainingColumn(), console=console, transient=False)
 
     def start(label: str, total: int) -> Callable[[int], None]:
         if not progress.live.is_started:
@@ -69,39 +136,162 @@ def download_progress(console: Console) -> Iterator[Callable[[str, int], Callabl
             progress.stop()
 
 
-def stats_lines(stats: Stats, k: int, mode: str) -> list[str]:
-    """A short, plain-text summary (shared by --stats and the chat footer)."""
+@contextmanager
+def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int], None]]:
+    """Which prompt and variant is running, how far along, and an ETA."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    progress = Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
+    task = progress.add_task("warming up", total=total)
+    with progress:
+        yield lambda description, done: progress.update(task, description=description, completed=done)
+
+
+# -- stats: every line that describes a reply or a session ---------------------------------------------
+
+
+def _draft_share(stats: Stats) -> float:
+    busy = stats.draft_s + stats.verify_s
+    return stats.draft_s / busy if busy else 0.0
+
+
+def stats_lines(stats: Stats, k: int, label: str) -> list[str]:
+    """A short, plain-text summary of one reply (--stats)."""
     parts = [
         f"{stats.generated} tokens in {stats.total_s:.2f}s",
         f"{stats.tokens_per_s:.1f} tok/s (decode)",
         f"TTFT {stats.first_token_s:.2f}s",
         f"stop: {stats.stop_reason}",
     ]
-    lines = [f"[{mode}] " + ", ".join(parts)]
-    if len(stats.rounds_by_source) > 1 or set(stats.rounds_by_source) - {"target", "draft-model"}:
-        names = {"target": "target alone", "ngram": "prompt lookup", "draft-model": "draft model"}
-        split = ", ".join(f"{n} {names.get(s, s)}" for s, n in sorted(stats.rounds_by_source.items()))
+    lines = [f"[{label}] " + ", ".join(parts)]
+    if len(stats.rounds_by_source) > 1 or set(stats.rounds_by_source) - {"target", "spec"}:
+        split = ", ".join(f"{n} {label_of(s)}" for s, n in sorted(stats.rounds_by_source.items()))
         lines.append(f"rounds: {split}")
     if stats.drafted:
-        split = stats.draft_s + stats.verify_s
-        draft_share = stats.draft_s / split if split else 0.0
-        reached = [r for r, n in zip(stats.position_rates(), stats.drafted_at, strict=True) if n]
-        rates = " ".join(f"{r:.0%}" for r in reached)
+        share = _draft_share(stats)
+        rates = " ".join(f"{r:.0%}" for r, n in zip(stats.position_rates(), stats.drafted_at, strict=True) if n)
         lines.append(
             f"k={k}: accepted {stats.accepted}/{stats.drafted} drafts ({stats.acceptance_rate:.0%}), "
             f"{stats.mean_accepted:.2f} accepted per round (+1 target token), "
-            f"time {draft_share:.0%} draft / {1 - draft_share:.0%} verify; by position: {rates}"
+            f"time {share:.0%} draft / {1 - share:.0%} verify; by position: {rates}"
         )
     return lines
 
 
-def print_stats(console: Console, stats: Stats, k: int, mode: str) -> None:
-    for line in stats_lines(stats, k, mode):
+def print_stats(console: Console, stats: Stats, k: int, label: str) -> None:
+    for line in stats_lines(stats, k, label):
         console.print(Text(line, style="cyan"), soft_wrap=True)
 
 
+def footer(stats: Stats, label: str) -> Text:
+    """The one-line live footer: speed so far, mode, acceptance, draft/verify split."""
+    busy = stats.draft_s + stats.verify_s
+    parts = [f"{stats.generated / busy if busy else 0.0:5.1f} tok/s", label]
+    if stats.drafted:
+        share = _draft_share(stats)
+        parts += [
+            f"accepted {stats.acceptance_rate:.0%}",
+            f"{stats.mean_accepted:.1f}/round",
+            f"draft {share:.0%} / verify {1 - share:.0%}",
+        ]
+    return Text(" · ".join(parts), style="reverse", no_wrap=True, overflow="ellipsis")
+
+
+STOPS = {"interrupted": "interrupted", "context": "context full", "max_tokens": "max tokens reached"}
+
+
+def summary_line(stats: Stats, label: str) -> Text:
+    """The line under a reply in the live view."""
+    line = Text(f"── {stats.generated} tokens, {stats.tokens_per_s:.1f} tok/s, {label}", style="dim")
+    if stats.drafted:
+        line.append(
+            f", accepted {stats.accepted}/{stats.drafted} ({stats.acceptance_rate:.0%}), "
+            f"{stats.mean_accepted:.2f} per round + 1 target token",
+            style="dim",
+        )
+    if stats.stop_reason in STOPS:
+        line.append(f" [{STOPS[stats.stop_reason]}]", style="yellow")
+    return line
+
+
+def session_lines(totals: Stats) -> list[str]:
+    """The chat's /stats: every reply of the session, merged."""
+    busy = totals.draft_s + totals.verify_s
+    speed = totals.generated / busy if busy else 0.0
+    lines = [f"session: {totals.generated} tokens in {totals.rounds} rounds, {speed:.1f} tok/s"]
+    if totals.drafted:
+        share = _draft_share(totals)
+        lines.append(
+            f"accepted {totals.accepted}/{totals.drafted} drafts ({totals.acceptance_rate:.0%}), "
+            f"{totals.mean_accepted:.2f} per round + 1 target token; "
+            f"time {share:.0%} draft / {1 - share:.0%} verify"
+        )
+    return lines
+
+
+def position_bars(drafted_at: list[int], accepted_at: list[int], width: int = 20) -> list[Text]:
+    """One bar per draft position: how often the target accepted the draft's i-th guess."""
+    lines = []
+    for i, (drafted, accepted) in enumerate(zip(drafted_at, accepted_at, strict=True), start=1):
+        rate = accepted / drafted if drafted else 0.0
+        filled = round(rate * width)
+        line = Text(f"  pos {i:>2} ", style="dim")
+        line.append("█" * filled, style="green")
+        line.append("░" * (width - filled), style="dim")
+        line.append(f" {rate:4.0%} of {drafted}", style="dim")
+        lines.append(line)
+    return lines
+
+
+# -- tables -------------------------------------------------------------------------------------------
+
+
+def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
+    """`specchat models`: one row per pair and role, with presence (and checksums with verify)."""
+    from . import download
+    from .registry import load_registry
+
+    registry = load_registry()
+    rows, bad = [], []
+    for pair in registry.pairs.values():
+        for role, spec in (("target", pair.target), ("draft", pair.draft)):
+            path = download.locate(spec)
+            row = {"pair": pair.name, "default": pair.name == registry.default_pair, "role": role}
+            row |= {"model": spec.name, "repo": spec.repo, "file": spec.file, "size": spec.size}
+            row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
+            row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
+            if verify and path is not None:
+                try:
+                    download.verify(spec, path)
+                    row["checksum_ok"] = True
+                except SpecchatError as exc:
+                    row["checksum_ok"] = False
+                    bad.append(exc)
+            rows.append(row)
+    return rows, bad
+
+
+def print_models(*, as_json: bool, verify: bool) -> None:
+    """`specchat models`: the table (or JSON) on stdout; a bad file (with verify) raises after it."""
+    import json
+
+    from .paths import models_dir, overlay_file
+
+    rows, bad = model_rows(verify)
+    if as_json:
+        info = {"models_dir": str(models_dir()), "overlay": str(overlay_file()), "pairs": rows}
+        write_stdout(json.dumps(info, indent=2) + "\n", "the list")
+    else:
+        out = stdout_console(what="the list")
+        out.print(models_table(rows))
+        out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", highlight=False)
+    for exc in bad[1:]:
+        stderr_console().print(f"bad file: {exc.message}", style="red")
+    if bad:
+        raise bad[0]
+
+
 def models_table(rows: list[dict]) -> Table:
-    """One line per pair; rows come in target/draft order from `specchat models`."""
+    """One line per pair; rows come in target/draft order from model_rows()."""
     table = Table(title="specchat pairs", title_justify="left", caption="* = file name not verified on the Hub")
     for column in ("pair", "target", "draft", "size", "present"):
         table.add_column(column, overflow="fold")
@@ -123,14 +313,31 @@ def models_table(rows: list[dict]) -> Table:
     return table
 
 
-def write_stdout(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "S(k)", "S(t/r)", "accept", "acc/rnd", "draft%", "TTFT"]
+
+
+def row_cells(row) -> list[str]:
+    """A bench.Row as the text of its cells (the table, Markdown)."""
+
+    def fmt(value, pattern):
+        return pattern.format(value) if value is not None else "-"
+
+    return [
+        row.category,
+        row.variant,
+        str(row.n),
+        f"{row.tokens_per_s:.1f}",
+        fmt(row.speedup, "{:.2f}x"),
+        fmt(row.predicted_speedup, "{:.2f}x"),
+        fmt(row.cost_model_speedup, "{:.2f}x"),
+        fmt(row.acceptance_rate, "{:.0%}"),
+        fmt(row.mean_accepted_length, "{:.2f}"),
+        fmt(row.draft_share, "{:.0%}"),
+        f"{row.ttft_s:.2f}",
+    ]
 
 
 def bench_table(result) -> Table:
-    from .bench import COLUMNS, row_cells
-
     table = Table(title="specchat bench: target alone vs speculative (same run, interleaved)", title_justify="left")
     for column in COLUMNS:
         left = column in ("category", "variant")
@@ -147,88 +354,39 @@ def bench_table(result) -> Table:
     return table
 
 
-def cost_table(cost, ks) -> Table:
+def cost_table(costs, ks) -> Table:
+    """costmodel.Costs as measured by the bench: step times and the ratios c and v(n)."""
     table = Table(title="cost model measured on this machine", title_justify="left")
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("target step", f"{cost.target_step_s * 1000:.1f} ms")
-    if cost.c is not None:
-        table.add_row("draft step", f"{cost.draft_step_s * 1000:.1f} ms")
-        table.add_row("c = draft step / target step", f"{cost.c:.2f}")
-    for n in sorted(cost.verify_s):
+    step = costs.calibrated_step_s
+    table.add_row("target step", f"{step * 1000:.1f} ms")
+    if costs.c is not None:
+        table.add_row("draft step", f"{costs.c * step * 1000:.1f} ms")
+        table.add_row("c = draft step / target step", f"{costs.c:.2f}")
+    for n in sorted(costs.verify):
         if n in (1, 2, 3, 5, 9, 16) or n - 1 in ks:
-            table.add_row(f"v({n}) = batch of {n} / target step", f"{cost.v(n):.2f}")
+            table.add_row(f"v({n}) = batch of {n} / target step", f"{costs.v(n):.2f}")
     return table
 
 
-def speedup_plot(result, width: int = 70, height: int = 16) -> str:
-    """Speedup vs k per category, as text (plotext)."""
-    import plotext
-
-    plotext.clear_figure()
-    plotext.plot_size(width, height)
-    plotext.theme("clear")
-    for category, points in _speedup_series(result).items():
-        plotext.plot([k for k, _ in points], [s for _, s in points], label=category, marker="dot")
-    plotext.hline(1.0)
-    plotext.title("speedup vs k (1.0 = target alone)")
-    plotext.xlabel("k")
-    return plotext.build()
+def tune_table(title: str, estimates) -> Table:
+    table = Table(title=f"specchat tune: {title}", title_justify="left")
+    for column in ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for e in estimates:
+        accept = f"{e.acceptance:.0%}" if e.acceptance is not None else "-"
+        drafting = f"{e.drafting_speedup:.2f}x" if e.drafting_speedup is not None else "-"
+        table.add_row(e.mode, accept, str(e.k), f"{e.predicted_speedup:.2f}x", str(e.best_drafting_k or "-"), drafting)
+    return table
 
 
-def require_matplotlib():
-    """matplotlib (the `plot` extra) set up for files, or a usage error saying how to get it."""
-    from .errors import UsageError
-
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
-    return plt
-
-
-def save_speedup_plot(result, path) -> None:
-    """Speedup vs k per category as PNG or SVG (matplotlib, from the `plot` extra)."""
-    plt = require_matplotlib()
-    figure, axis = plt.subplots(figsize=(7, 4.2))
-    for category, points in _speedup_series(result).items():
-        axis.plot([k for k, _ in points], [s for _, s in points], marker="o", label=category)
-    axis.axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    axis.set_xlabel("draft tokens per round (k)")
-    axis.set_ylabel("speedup over target alone (median of paired ratios)")
-    axis.set_title(result.meta.get("title", "specchat bench"))
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
-
-
-def _speedup_series(result) -> dict:
-    series: dict = {}
-    for row in result.rows():
-        if row.k and row.speedup is not None:
-            series.setdefault(row.category, []).append((row.k, row.speedup))
-    return series
-
-
-@contextmanager
-def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int], None]]:
-    """Which prompt and variant is running, how far along, and an ETA."""
-    from rich.progress import MofNCompleteColumn, SpinnerColumn, TimeElapsedColumn
-
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
-    task = progress.add_task("warming up", total=total)
-    with progress:
-        yield lambda description, done: progress.update(task, description=description, completed=done)
+def print_tune(console: Console, title: str, tuning, estimates, path) -> None:
+    console.print(tune_table(title, estimates))
+    costs = tuning.costs
+    c_text = f"c = {costs.c:.2f}, " if costs.c is not None else ""
+    ratios = ", ".join(f"v({n}) = {costs.v(n):.2f}" for n in (2, 5, 9, 16))
+    console.print(f"{c_text}{ratios} target steps", highlight=False)
+    best = max(estimates, key=lambda e: e.predicted_speedup)
+    verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
+    console.print(f"on this machine auto starts from: {verdict}; saved to {path}", highlight=False)

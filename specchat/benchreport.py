@@ -1,0 +1,165 @@
+"""The bench's report: text formats (md, csv, json, jsonl) and where the report goes (a file, a plot,
+stdout). The Rich tables are in view.py; the measuring is in bench.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from .bench import BenchResult, Row, peak_rss_mb
+from .errors import UsageError
+from .view import COLUMNS, bench_table, cost_table, note, row_cells, stderr_console, stdout_console, write_stdout
+
+FORMATS = ("table", "md", "csv", "json", "jsonl")
+
+
+def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, modes: str) -> tuple[list[int], list[str]]:
+    """`specchat bench`'s options, checked before anything is loaded; returns (ks, modes)."""
+    from .bench import BENCH_MODES
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown --format '{fmt}'", hint=", ".join(FORMATS))
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {plot}: use a .png or .svg file name", hint="e.g. --plot bench.svg")
+    try:
+        k_list = sorted({int(part) for part in ks.split(",") if part.strip()})
+    except ValueError:
+        raise UsageError(f"--ks '{ks}' is not a list of integers", hint="e.g. --ks 1,2,4,8") from None
+    if not k_list or any(not 1 <= k <= 16 for k in k_list):
+        raise UsageError(f"--ks '{ks}': every k must be 1..16", hint="k = 0 is the target alone, always included")
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in BENCH_MODES for m in mode_list):
+        raise UsageError(f"--modes '{modes}'", hint=f"a comma-separated subset of {', '.join(BENCH_MODES)}")
+    for path in (output, plot):
+        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
+            raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
+    if plot is not None:
+        require_matplotlib()  # fail before a long run, not after it
+    return k_list, mode_list
+
+
+def to_markdown(result: BenchResult) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row_cells(row)) + " |" for row in result.rows()]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(result: BenchResult) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    fields = list(Row.__dataclass_fields__)
+    writer.writerow(fields)
+    for row in result.rows():
+        writer.writerow([json.dumps(v) if isinstance(v, list) else v for v in asdict(row).values()])
+    return buffer.getvalue()
+
+
+def to_jsonl(result: BenchResult) -> str:
+    data = result.as_dict()
+    lines = [json.dumps({"type": "sample", **s}) for s in data.pop("samples")]
+    lines.append(json.dumps({"type": "summary", **data}))
+    return "\n".join(lines) + "\n"
+
+
+def render(result: BenchResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(result.as_dict(), indent=2) + "\n"
+    return {"md": to_markdown, "csv": to_csv, "jsonl": to_jsonl}[fmt](result)
+
+
+def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None, ks: list[int]) -> None:
+    """The report to --output (md unless a text format is chosen), --plot, and stdout."""
+    err = stderr_console()
+    if not result.samples:
+        err.print("nothing was measured", style="yellow")
+        return
+    text = None if fmt == "table" else render(result, fmt)
+    if output is not None:
+        _write_file(output, text if text is not None else render(result, "md"))
+        note(err, f"wrote {output}")
+    if plot is not None:
+        save_speedup_plot(result, plot)
+        note(err, f"wrote {plot}")
+    if text is not None and output is None:
+        write_stdout(text, "the report")
+    elif text is None:
+        print_bench(stdout_console(what="the report"), result, ks)
+
+
+def _write_file(path: Path, body: str) -> None:
+    from .paths import write_atomic
+
+    try:
+        write_atomic(path, body)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
+
+
+def print_bench(console: Console, result, ks: list[int]) -> None:
+    """The bench report on a console: the table, the cost model, the lossless check, a plot."""
+    console.print(bench_table(result))
+    if result.cost is not None:
+        console.print(cost_table(result.cost, ks))
+    lossless = result.lossless_summary()
+    console.print(
+        f"lossless check: {lossless['checked']} greedy outputs vs target alone: {lossless['equal']} equal, "
+        f"{lossless['near-tie']} diverged at a near-tie, {lossless['MISMATCH']} mismatches",
+        style="red" if lossless["MISMATCH"] else "green",
+        highlight=False,
+    )
+    if any(row.k for row in result.rows()) and console.is_terminal:
+        console.print(Text.from_ansi(speedup_plot(result)))
+    peak = peak_rss_mb()
+    memory = f"peak memory {peak:.0f} MB; " if peak is not None else ""
+    console.print(f"{memory}tok/s excludes prefill; speedup = median of paired ratios", style="dim", highlight=False)
+
+
+def speedup_plot(result, width: int = 70, height: int = 16) -> str:
+    """Speedup vs k per category, as text (plotext)."""
+    import plotext
+
+    plotext.clear_figure()
+    plotext.plot_size(width, height)
+    plotext.theme("clear")
+    for category, points in result.speedup_series().items():
+        plotext.plot([k for k, _ in points], [s for _, s in points], label=category, marker="dot")
+    plotext.hline(1.0)
+    plotext.title("speedup vs k (1.0 = target alone)")
+    plotext.xlabel("k")
+    return plotext.build()
+
+
+def require_matplotlib():
+    """matplotlib (the `plot` extra) set up for files, or a usage error saying how to get it."""
+    from .errors import UsageError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
+    return plt
+
+
+def save_speedup_plot(result, path) -> None:
+    """Speedup vs k per category as PNG or SVG (matplotlib, from the `plot` extra)."""
+    plt = require_matplotlib()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for category, points in result.speedup_series().items():
+        axis.plot([k for k, _ in points], [s for _, s in points], marker="o", label=category)
+    axis.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axis.set_xlabel("draft tokens per round (k)")
+    axis.set_ylabel("speedup over target alone (median of paired ratios)")
+    axis.set_title(result.meta.get("title", "specchat bench"))
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

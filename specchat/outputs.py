@@ -1,0 +1,230 @@
+"""Where a reply goes: plain text, one JSON object, one JSON event per round, or the live view.
+
+Every sink has the same shape (`Output`): a context manager around one generation that sees each
+`runtime.Update` as it happens, then the finished `runtime.Generation`. Sinks only show what the loop
+reports; none counts rounds or tokens itself. A new format is one class here plus one entry in FORMATS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import modes
+from .errors import UsageError
+from .sampling import SamplingParams
+from .view import note, position_bars, print_stats, stderr_console, summary_line, write_stdout
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .runtime import Generation, Pipeline, Update
+
+FORMATS = ("auto", "text", "json", "jsonl", "live")  # auto: live on a terminal, else text
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one reply is asked for: the mode by name, its draft length, sampling and length limits."""
+
+    mode: str
+    k: int
+    params: SamplingParams
+    max_tokens: int
+
+    @property
+    def label(self) -> str:
+        return modes.get(self.mode).describe(self.k)
+
+
+def fancy_terminal() -> bool:
+    """The live view needs a real terminal on stdout (and stdin for chat); TERM=dumb gets plain text."""
+    return sys.stdout is not None and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+
+
+def choose(fmt: str, *, as_json: bool = False, jsonl: bool = False, terminal: bool = False) -> str:
+    """The one output format from --format and its aliases --json/--jsonl; two different ones: usage error."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown --format '{fmt}'", hint=f"choose one of: {', '.join(FORMATS)}")
+    given = {flag: value for flag, value, on in (("--json", "json", as_json), ("--jsonl", "jsonl", jsonl)) if on}
+    if fmt != "auto":
+        given[f"--format {fmt}"] = fmt
+    if len(set(given.values())) > 1:
+        raise UsageError(f"{' and '.join(given)} both take stdout", hint="choose one output format")
+    chosen = next(iter(given.values()), "auto")
+    return ("live" if terminal else "text") if chosen == "auto" else chosen
+
+
+class Output:
+    """The protocol every sink follows (the base does nothing)."""
+
+    def __enter__(self) -> Output:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, update: Update) -> None:
+        """One round's text (or the final flush, round None) with the stats so far."""
+
+    def finish(self, generation: Generation) -> None:
+        """The whole reply, after the live part has ended."""
+
+
+class TextOutput(Output):
+    """Plain stdout (pipes, files, TERM=dumb): the reply text only, no ghost text, no escape codes."""
+
+    def update(self, update: Update) -> None:
+        text = "".join(segment.text for segment in update.segments if segment.kind != "rejected")
+        if text:
+            write_stdout(text)
+
+    def finish(self, generation: Generation) -> None:
+        if generation.text and not generation.text.endswith("\n"):
+            write_stdout("\n")
+
+
+class JsonOutput(Output):
+    """One object at the end: the text, what produced it, and every statistic."""
+
+    kind: str | None = None  # JSONL's summary carries "type": "summary"
+
+    def __init__(self, pipeline: Pipeline, request: Request) -> None:
+        self.pipeline = pipeline
+        self.request = request
+
+    def finish(self, generation: Generation) -> None:
+        payload = summary(self.pipeline, self.request, generation)
+        if self.kind:
+            payload = {"type": self.kind, **payload}
+        write_stdout(json.dumps(payload, ensure_ascii=False) + "\n")
+
+
+class JsonlOutput(JsonOutput):
+    """One event per round as it happens, then the summary object."""
+
+    kind = "summary"
+
+    def update(self, update: Update) -> None:
+        event = update.round
+        if event is None:
+            return
+        record = {
+            "type": "round",
+            "round": event.index,
+            "source": event.source,
+            "accepted": [self._token(t) for t in event.accepted_tokens],
+            "rejected": [self._token(t) for t in event.rejected_tokens],
+            "target": self._token(event.token),
+            "emitted": len(event.emitted),
+            "draft_s": round(event.draft_s, 6),
+            "verify_s": round(event.verify_s, 6),
+        }
+        write_stdout(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def _token(self, token: int) -> dict:
+        return {"id": token, "text": self.pipeline.target.piece(token).decode("utf-8", errors="replace")}
+
+
+class LiveOutput(Output):
+    """The live view on a terminal: styled tokens, ghost text, a footer; a summary line at the end."""
+
+    def __init__(
+        self, console: Console, request: Request, *, show_rejected: bool = True, verbose: bool = False, legend=True
+    ) -> None:
+        from .chatview import ReplyView
+
+        self.console = console
+        self.request = request
+        self.verbose = verbose
+        self.legend = legend and request.k > 0
+        self.view = ReplyView(console, k=request.k, label=request.label, show_rejected=show_rejected)
+
+    def __enter__(self) -> LiveOutput:
+        if self.legend:
+            from .chatview import legend
+
+            self.console.print(legend())
+        self.view.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.view.__exit__(*exc)
+
+    def update(self, update: Update) -> None:
+        self.view.on_update(update)
+
+    def finish(self, generation: Generation) -> None:
+        stats = generation.stats
+        self.console.print(summary_line(stats, self.request.label))
+        if self.verbose and stats.drafted:
+            for line in position_bars(stats.drafted_at, stats.accepted_at):
+                self.console.print(line)
+
+
+def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dict:
+    """The JSON description of a reply: "mode" is the mode's name, "label" how views show it."""
+    resolved, params = pipeline.resolved, request.params
+    return {
+        "text": generation.text,
+        "pair": resolved.pair_name,
+        "target": str(resolved.target),
+        "draft": str(resolved.draft) if pipeline.draft is not None and request.k else None,
+        "mode": request.mode,
+        "label": request.label,
+        "mode_note": pipeline.mode_note if request.mode == "auto" else "",
+        "settings": {
+            "k": request.k,
+            "temperature": params.temperature,
+            "top_k": params.top_k,
+            "top_p": params.top_p,
+            "min_p": params.min_p,
+            "seed": params.seed,
+            "max_tokens": request.max_tokens,
+            "ctx": pipeline.target.n_ctx,
+        },
+        "stats": generation.stats.as_dict(),
+    }
+
+
+def make(fmt: str, pipeline: Pipeline, request: Request, console: Console | None = None, **live) -> Output:
+    """The sink for a chosen format (see choose()); `live` options go to the live view."""
+    if fmt == "json":
+        return JsonOutput(pipeline, request)
+    if fmt == "jsonl":
+        return JsonlOutput(pipeline, request)
+    if fmt == "live":
+        assert console is not None
+        return LiveOutput(console, request, **live)
+    return TextOutput()
+
+
+def reply(pipeline: Pipeline, prompt: list[int], request: Request, output: Output) -> Generation:
+    """Generate one reply into a sink."""
+    with output:
+        generation = pipeline.generate(
+            prompt,
+            request.params,
+            mode=request.mode,
+            k=request.k,
+            max_tokens=request.max_tokens,
+            on_update=output.update,
+        )
+    output.finish(generation)
+    return generation
+
+
+def after_reply(pipeline: Pipeline, request: Request, generation: Generation, *, show_stats: bool) -> None:
+    """On stderr: why the reply stopped early, and --stats; then a Ctrl-C that cut it short goes on."""
+    err, stats = stderr_console(), generation.stats
+    if stats.stop_reason == "context":
+        note(err, f"stopped: the context of {pipeline.target.n_ctx} tokens is full (raise --ctx for longer replies)")
+    if show_stats:
+        print_stats(err, stats, request.k, request.label)
+        if request.mode == "auto" and pipeline.mode_note:
+            note(err, pipeline.mode_note)
+    if stats.stop_reason == "interrupted":
+        raise KeyboardInterrupt
