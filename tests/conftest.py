@@ -1,4 +1,5 @@
-"""Shared fixtures. Real-model tests use the default pair, pulled with the product's own `pull`."""
+"""Shared fixtures. Real-model tests use the default pair, pulled with the product's own `pull`; the fast
+suite uses the fake backend (tests/fake_backend.py), registered through the real plugin hook."""
 
 from __future__ import annotations
 
@@ -25,11 +26,48 @@ def default_pair_paths():
 
 
 @pytest.fixture(scope="session")
-def pipeline(default_pair_paths):
-    """The default pair loaded once for the session (small context keeps memory and time down)."""
-    from specchat.runtime import LoadOptions, Pipeline, Resolved
+def pipeline(default_pair_paths, tmp_path_factory):
+    """The default pair loaded once for the session, with every mode's drafter (auto calibrated afresh,
+    nothing saved); a small context keeps memory and time down."""
+    from specchat.runtime import Options, open_pipeline
 
     target, draft = default_pair_paths
-    loaded = Pipeline(Resolved("qwen2.5-coder-1.5b", target, draft), LoadOptions(n_ctx=2048))
+    options = Options(target_path=target, draft_path=draft, mode="auto", keep_draft=True, use_tuning=False, n_ctx=2048)
+    loaded = open_pipeline(options, lambda _message: None)
     yield loaded
     loaded.close()
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """Config, models, cache and state directories of this test alone."""
+    for name in ("CONFIG", "MODELS", "CACHE", "STATE"):
+        monkeypatch.setenv(f"SPECCHAT_{name}_DIR", str(tmp_path / name.lower()))
+    monkeypatch.delenv("SPECCHAT_DEBUG", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def fake_models(isolated):
+    """(target, draft) fake model files, with the fake backend registered (as a plugin would be)."""
+    import fake_backend
+
+    return fake_backend.write_pair(isolated / "files")
+
+
+@pytest.fixture
+def seed_tuning(isolated):
+    """save(target, draft, costs=None, **options): a trusted tuning for this pair, so that auto starts
+    from these costs instead of timing the fake (whose timings mean nothing). Default: GPU-like costs,
+    where drafting pays."""
+    from specchat import tuning
+    from specchat.costmodel import Costs
+    from specchat.runtime import Options, Resolved
+
+    def save(target, draft, costs=None, **options):
+        if costs is None:
+            costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tuning.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
+        key = tuning.key_for(Resolved(None, target, draft), Options(**options))
+        return tuning.save(tuning.Tuning(key, costs))
+
+    return save

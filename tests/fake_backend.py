@@ -1,0 +1,230 @@
+"""A fake model the CLI can be given, through the real plugin hook (as simonw/llm's tests register
+MockModel): importing this module registers a backend that claims files named `*.fake.gguf`.
+
+In-process tests use the `fake_models` fixture (conftest.py); subprocesses get it with
+SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JSON spec:
+
+    {"role": "target"}                      the target: replies with REPLY (below), then ends
+    {"role": "draft", "agree": 0.8}         a draft that agrees with the target at 80% of positions
+    optional: "reply" (a format string with {prompt}), "n_vocab", "template" (null: none),
+    "memory" ([weights, kv] bytes), "interrupt_at" (the eval call that raises KeyboardInterrupt),
+    "eval_sleep" (seconds per eval, only for tests that must catch a reply mid-way), "token_text"
+    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"vocab_type".
+
+The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
+whole context, like tests/fakes.py: after the chat template's assistant header the target's greedy
+continuation is the reply (which quotes the prompt, so prompt lookup has something to copy), then
+<|im_end|>; anywhere else (no template, or after a sampled detour) a hashed babble that never ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from specchat import backends
+from specchat.errors import ContextFullError
+
+UNK, ENDOFTEXT, IM_START, IM_END, PAD = range(5)
+SPECIALS = {UNK: b"<unk>", ENDOFTEXT: b"<|endoftext|>", IM_START: b"<|im_start|>", IM_END: b"<|im_end|>", PAD: b"<pad>"}
+OFFSET = len(SPECIALS)
+BYTE_VOCAB = OFFSET + 256
+REPLY = "Here is your text again:\n{prompt}\nThat is all."
+TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+BABBLE = b"abcdefghijklmnopqrstuvwxyz ,."
+
+
+def encode(text: str | bytes) -> list[int]:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return [byte + OFFSET for byte in data]
+
+
+ASSISTANT = [IM_START, *encode("assistant\n")]
+USER = [IM_START, *encode("user\n")]
+
+
+def _last(context: Sequence[int], marker: list[int], end: int | None = None) -> int | None:
+    """Index just past the last occurrence of marker in context[:end]."""
+    end = len(context) if end is None else end
+    first = marker[0]
+    for i in range(end - len(marker), -1, -1):
+        if context[i] == first and list(context[i : i + len(marker)]) == marker:
+            return i + len(marker)
+    return None
+
+
+def _unit(context: Sequence[int], salt: int) -> float:
+    """A reproducible number in [0, 1) from the context."""
+    data = np.asarray(context[-16:], dtype=np.int64).tobytes() + len(context).to_bytes(8, "little") + bytes([salt])
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") / 2**64
+
+
+class FakeEngine:
+    """The Engine interface (see specchat/engine.py) on a byte vocabulary with rule-made logits."""
+
+    vocab_type = 2  # BPE, like Qwen
+    add_bos = False
+    n_params = 1_000_000
+
+    def __init__(self, path: Path, spec: dict, n_ctx: int) -> None:
+        self.path = Path(path)
+        self.spec = spec
+        self.role = spec.get("role", "target")
+        self.n_ctx = n_ctx
+        self.n_vocab = int(spec.get("n_vocab", BYTE_VOCAB))
+        self.bos = int(spec.get("bos", ENDOFTEXT))
+        self.eos = int(spec.get("eos", IM_END))
+        self.vocab_type = int(spec.get("vocab_type", FakeEngine.vocab_type))
+        self.agree = float(spec.get("agree", 1.0))
+        self.reply_format = spec.get("reply", REPLY)
+        self.texts = {int(k): v.encode() for k, v in spec.get("token_text", {}).items()}
+        self.kv: list[int] = []
+        self.evals = 0
+        self.closed = False
+        self._replies: dict[tuple[int, ...], list[int]] = {}
+
+    # -- the LanguageModel protocol ------------------------------------------------------------------
+
+    @property
+    def n_past(self) -> int:
+        return len(self.kv)
+
+    def eval(self, tokens: Sequence[int], n_logits: int) -> np.ndarray:
+        tokens = [int(t) for t in tokens]
+        if not 0 <= n_logits <= len(tokens):
+            raise ValueError(f"n_logits={n_logits} for {len(tokens)} tokens")
+        if len(self.kv) + len(tokens) > self.n_ctx:
+            raise ContextFullError(
+                f"{len(self.kv) + len(tokens)} tokens do not fit in the context of {self.n_ctx}", hint="raise --ctx"
+            )
+        if any(not 0 <= t < self.n_vocab for t in tokens):
+            raise ValueError(f"token outside the vocabulary: {tokens}")
+        self.evals += 1
+        if self.spec.get("eval_sleep"):
+            time.sleep(float(self.spec["eval_sleep"]))
+        if self.evals == self.spec.get("interrupt_at"):
+            raise KeyboardInterrupt
+        start = len(self.kv)
+        self.kv.extend(tokens)
+        rows = [self.logits(self.kv[: start + i + 1]) for i in range(len(tokens) - n_logits, len(tokens))]
+        return np.array(rows, dtype=np.float32).reshape(n_logits, self.n_vocab)
+
+    def truncate(self, n: int) -> None:
+        del self.kv[n:]
+
+    def is_eog(self, token: int) -> bool:
+        return token in (IM_END, ENDOFTEXT)
+
+    def is_control(self, token: int) -> bool:
+        return token < OFFSET
+
+    # -- the rule behind the logits ------------------------------------------------------------------
+
+    def reply_after(self, context: Sequence[int], header: int) -> list[int]:
+        """The target's reply to the last user message before the assistant header, then <|im_end|>."""
+        key = tuple(context[:header])
+        if key not in self._replies:
+            start = _last(context, USER, header)
+            prompt = b""
+            if start is not None:
+                end = next((i for i in range(start, header) if context[i] == IM_END), header)
+                prompt = bytes(t - OFFSET for t in context[start:end] if t >= OFFSET)
+            text = self.reply_format.format(prompt=prompt.decode("utf-8", errors="replace"))
+            self._replies[key] = [*encode(text), IM_END]
+        return self._replies[key]
+
+    def target_next(self, context: Sequence[int]) -> int:
+        header = _last(context, ASSISTANT)
+        if header is not None:
+            reply, written = self.reply_after(context, header), list(context[header:])
+            if len(written) < len(reply) and reply[: len(written)] == written:
+                return reply[len(written)]
+        return BABBLE[int(_unit(context, 1) * len(BABBLE))] + OFFSET
+
+    def logits(self, context: Sequence[int]) -> np.ndarray:
+        token = self.target_next(context)
+        if self.role == "draft" and _unit(context, 2) >= self.agree:
+            token = OFFSET + (token - OFFSET + 1) % 256 if token >= OFFSET else OFFSET + ord("?")
+        row = np.full(self.n_vocab, -5.0, dtype=np.float32)
+        row[token] = 5.0
+        row[OFFSET + (token + 7) % 256] = 2.0  # a runner-up, so that sampling has a choice
+        return row
+
+    # -- text ------------------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        data = text.encode("utf-8")
+        out = [self.bos] if add_special and self.add_bos else []
+        while data:
+            special = next((t for t, s in SPECIALS.items() if parse_special and data.startswith(s)), None)
+            if special is not None:
+                out.append(special)
+                data = data[len(SPECIALS[special]) :]
+            else:
+                out.append(data[0] + OFFSET)
+                data = data[1:]
+        return out
+
+    def piece(self, token: int, *, special: bool = False) -> bytes:
+        if token < OFFSET:
+            return SPECIALS[token] if special else b""
+        return bytes([token - OFFSET]) if token < BYTE_VOCAB else b""
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> bytes:
+        if token in self.texts:
+            return self.texts[token]
+        if token < OFFSET:
+            return SPECIALS[token]
+        return bytes([token - OFFSET]) if token < BYTE_VOCAB else f"<extra_{token}>".encode()
+
+    # -- metadata ----------------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        return {"general.name": self.name, "general.architecture": "fake"}.get(key)
+
+    def chat_template(self) -> str | None:
+        return self.spec.get("template", TEMPLATE)
+
+    @property
+    def name(self) -> str:
+        return self.spec.get("name", self.path.name)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeBackend:
+    name = "fake"
+
+    def claims(self, path: Path) -> bool:
+        return str(path).endswith(".fake.gguf")
+
+    def load(self, path: Path, config, interrupt) -> FakeEngine:
+        return FakeEngine(path, json.loads(Path(path).read_text(encoding="utf-8")), config.n_ctx)
+
+    def memory_needed(self, path: Path, n_ctx: int) -> tuple[int, int] | None:
+        memory = json.loads(Path(path).read_text(encoding="utf-8")).get("memory")
+        return tuple(memory) if memory else None
+
+
+def write_pair(folder: Path, *, agree: float = 0.8, **target_extra) -> tuple[Path, Path]:
+    """A target and a draft file in folder; extra keys go into the target's spec."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target, draft = folder / "target.fake.gguf", folder / "draft.fake.gguf"
+    target.write_text(json.dumps({"role": "target", **target_extra}), encoding="utf-8")
+    draft.write_text(json.dumps({"role": "draft", "agree": agree}), encoding="utf-8")
+    return target, draft
+
+
+backends.register(FakeBackend())
