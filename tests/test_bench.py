@@ -1,50 +1,55 @@
-"""`specchat bench` on the real default pair (tiny suite, few tokens) and its input errors."""
+"""`specchat bench` through the fake backend (tiny suite, few tokens): every report format, the lossless
+check, the cost model; and its input errors."""
 
 from __future__ import annotations
 
 import json
 
+import fake_backend
 import pytest
 from typer.testing import CliRunner
 
-from specchat.bench import BenchResult, Sample, render
+from specchat.bench import BenchResult, Sample
+from specchat.benchreport import render
 from specchat.cli import app
-from specchat.costmodel import CostModel, expected_tokens
+from specchat.costmodel import Costs, expected_tokens, iid_expected
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def bench_run(default_pair_paths, tmp_path_factory):
+def fake_pair(tmp_path_factory):
+    """Fake files and private directories for the whole module (auto starts from a saved tuning)."""
+    from specchat import tuning
+    from specchat.runtime import Options, Resolved
+
     folder = tmp_path_factory.mktemp("bench")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("CONFIG", "MODELS", "CACHE"):
+            patch.setenv(f"SPECCHAT_{name}_DIR", str(folder / name.lower()))
+        target, draft = fake_backend.write_pair(folder / "files")
+        costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tuning.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
+        tuning.save(tuning.Tuning(tuning.key_for(Resolved(None, target, draft), Options()), costs))
+        yield folder, ["--target", str(target), "--draft", str(draft)]
+
+
+def bench(fake_pair, *args):
+    _folder, files = fake_pair
+    return runner.invoke(app, ["bench", *files, "--suite", "tiny", "-r", "1", "-n", "8", *args])
+
+
+@pytest.fixture(scope="module")
+def bench_run(fake_pair):
+    folder, _files = fake_pair
     out, plot = folder / "bench.json", folder / "bench.svg"
-    result = runner.invoke(
-        app,
-        [
-            "bench",
-            "--suite",
-            "tiny",
-            "-r",
-            "2",
-            "-n",
-            "12",
-            "--ks",
-            "1,3",
-            "-f",
-            "json",
-            "-o",
-            str(out),
-            "--plot",
-            str(plot),
-        ],
-    )
+    result = bench(fake_pair, "-r", "2", "-n", "12", "--ks", "1,3", "-f", "json", "-o", str(out), "--plot", str(plot))
     return result, out, plot
 
 
-@pytest.mark.real
 def test_bench_json_has_every_field(bench_run):
     result, out, plot = bench_run
     assert result.exit_code == 0, result.output
+    assert result.stdout == ""  # the report went to the file
     data = json.loads(out.read_text())
     assert set(data) >= {"meta", "definitions", "cost_model", "summary", "lossless", "peak_rss_mb", "samples"}
     meta = data["meta"]
@@ -53,7 +58,7 @@ def test_bench_json_has_every_field(bench_run):
     assert meta["settings"]["ks"] == [1, 3] and meta["settings"]["reps"] == 2
     cost = data["cost_model"]
     assert cost["c"] > 0 and set(cost["v"]) == {str(n) for n in range(1, 17)}
-    assert data["peak_rss_mb"] > 100
+    assert data["peak_rss_mb"] > 0
     variants = {(row["category"], row["variant"]) for row in data["summary"]}
     names = ("target", "k=1", "k=3", "ngram k=8", "auto")  # default --modes spec,ngram,auto
     assert variants == {(c, v) for c in ("code", "chat", "all") for v in names}
@@ -61,10 +66,11 @@ def test_bench_json_has_every_field(bench_run):
         if row["variant"] in ("k=1", "k=3"):
             assert 0 <= row["acceptance_rate"] <= 1 and len(row["position_acceptance"]) == row["k"]
             assert row["predicted_speedup"] > 0 and row["cost_model_speedup"] > 0
+    sources = {source for sample in data["samples"] for source in sample["rounds_by_source"]}
+    assert sources <= {"target", "spec", "ngram"} and "spec" in sources  # mode names, never labels
     assert plot.read_text().lstrip().startswith(("<?xml", "<svg"))
 
 
-@pytest.mark.real
 def test_ratios_are_quotients_of_paired_tok_s(bench_run):
     """Each speedup is the median of variant tok/s / target tok/s over the same (prompt, repetition)."""
     _, out, _ = bench_run
@@ -80,7 +86,6 @@ def test_ratios_are_quotients_of_paired_tok_s(bench_run):
         assert row["n"] == len(mine)
 
 
-@pytest.mark.real
 def test_lossless_check_ran(bench_run):
     _, out, _ = bench_run
     lossless = json.loads(out.read_text())["lossless"]
@@ -127,12 +132,24 @@ def test_missing_prompts_file(tmp_path):
     assert result.exit_code == 2 and "prompts file not found" in result.stderr
 
 
-def test_expected_tokens_and_prediction():
-    assert expected_tokens(0.0, 4) == 1.0 and expected_tokens(1.0, 4) == 5.0
-    assert expected_tokens(0.8, 4) == pytest.approx((1 - 0.8**5) / 0.2)
-    cost = CostModel(0.04, 0.01, {n: 0.04 * (1 + 0.05 * (n - 1)) for n in range(1, 17)})
-    assert cost.c == pytest.approx(0.25)
-    assert cost.predicted_speedup(0.8, 4) == pytest.approx(expected_tokens(0.8, 4) / (4 * 0.25 + 1.2))
+def test_prediction_from_costs():
+    """S(k) = E(a, k) / (k c + v(k + 1)) from measured ratios, as the report's S(k) column uses it."""
+    assert iid_expected(0.0, 4) == 1.0 and iid_expected(1.0, 4) == 5.0
+    assert iid_expected(0.8, 4) == pytest.approx((1 - 0.8**5) / 0.2)
+    assert expected_tokens([0.5, 0.5]) == [1.0, 1.5, 1.75]
+    cost = Costs.from_seconds({n: 0.04 * (1 + 0.05 * (n - 1)) for n in range(1, 17)}, 0.01)
+    assert cost.c == pytest.approx(0.25) and cost.v(5) == pytest.approx(1.2)
+    result = BenchResult(cost=cost)
+    for variant, k, tps in (("target", 0, 20.0), ("k=4", 4, 30.0)):
+        # 10 rounds, 30 tokens; k=4 drafted 40 tokens and 32 were accepted (8 of 10 at every position)
+        drafted, accepted = (40, 32) if k else (0, 0)
+        sample = Sample("p1", "code", variant, k, 0, tps, 30, 1.0, 0.1, 10, drafted, accepted, 0.1, 0.2, [], [])
+        sample.drafted_at, sample.accepted_at = [10] * k, [8] * k
+        result.samples.append(sample)
+    row = next(r for r in result.rows() if r.variant == "k=4")
+    assert row.predicted_speedup == pytest.approx(iid_expected(0.8, 4) / (4 * 0.25 + 1.2))
+    assert row.cost_model_speedup == pytest.approx(3.0 / (4 * 0.25 + 1.2))
+    assert row.speedup == pytest.approx(1.5)
 
 
 def test_text_formats_from_samples():
@@ -147,3 +164,79 @@ def test_text_formats_from_samples():
     assert csv_text.splitlines()[0].startswith("category,variant,k,n,tokens_per_s,speedup")
     lines = render(result, "jsonl").splitlines()
     assert json.loads(lines[0])["type"] == "sample" and json.loads(lines[-1])["type"] == "summary"
+
+
+@pytest.mark.parametrize("fmt", ["md", "csv", "jsonl"])
+def test_text_reports_to_files(fake_pair, tmp_path, fmt):
+    out = tmp_path / f"bench.{fmt}"
+    result = bench(fake_pair, "--ks", "2", "--modes", "spec,ngram", "-f", fmt, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out}" in result.stderr and not list(tmp_path.glob(".*"))
+    text = out.read_text()
+    first = text.splitlines()[0]
+    if fmt == "md":
+        assert first.startswith("| category | variant |") and "| k=2 |" in text and "ngram k=8" in text
+    elif fmt == "csv":
+        assert first.startswith("category,variant,k,n,tokens_per_s,speedup")
+    else:
+        lines = [json.loads(line) for line in text.splitlines()]
+        assert lines[0]["type"] == "sample" and lines[-1]["type"] == "summary"
+        assert lines[-1]["lossless"]["MISMATCH"] == 0
+
+
+def test_table_on_stdout_with_cost_model(fake_pair):
+    result = bench(fake_pair, "--ks", "2", "--modes", "spec")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "specchat bench" in out and "cost model measured on this machine" in out
+    assert "c = draft step / target step" in out and "v(3) = batch of 3" in out
+    assert "lossless check: 2 greedy outputs vs target alone: 2 equal" in out
+    assert "measuring the cost model" in result.stderr
+
+
+def test_text_format_to_stdout(fake_pair):
+    result = bench(fake_pair, "--ks", "1", "--modes", "ngram", "-f", "md")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("| category | variant |") and "ngram k=8" in result.stdout
+
+
+def test_interrupted_bench_keeps_what_was_measured(fake_pair, tmp_path, monkeypatch):
+    """Ctrl-C during the runs: the report of what was measured is written, marked interrupted; exit 130."""
+    from specchat import bench as bench_module
+
+    real = bench_module._generate
+    calls = []
+
+    def generate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 7:  # after the warm-up (3 variants) and one block of 3
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench_module, "_generate", generate)
+    out = tmp_path / "partial.json"
+    result = bench(fake_pair, "--ks", "1", "--modes", "spec,ngram", "-f", "json", "-o", str(out))
+    assert result.exit_code == 130
+    data = json.loads(out.read_text())
+    assert data["interrupted"] is True and len(data["samples"]) == 3
+
+
+def test_interrupted_before_any_sample(fake_pair, monkeypatch):
+    from specchat import bench as bench_module
+
+    def stop(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_module, "run_bench", stop)
+    result = bench(fake_pair, "--ks", "1", "--modes", "spec")
+    assert result.exit_code == 130 and "nothing was measured" in result.stderr
+
+
+def test_missing_output_directory_is_refused_before_running(fake_pair, tmp_path):
+    result = bench(fake_pair, "-o", str(tmp_path / "no" / "bench.md"))
+    assert result.exit_code == 2 and "the directory does not exist" in result.stderr
+
+
+def test_bad_modes(fake_pair):
+    result = bench(fake_pair, "--modes", "spec,turbo")
+    assert result.exit_code == 2 and "--modes 'spec,turbo'" in result.stderr

@@ -1,10 +1,14 @@
-"""The command line through Typer's CliRunner: stdin, --json, exit codes, one-line errors."""
+"""The command line through Typer's CliRunner: stdin, output formats, exit codes, one-line errors.
+
+Generation goes through the fake backend (tests/fake_backend.py): the target's greedy reply to a prompt
+P is REPLY with P quoted, so every assertion about the text is exact."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from fake_backend import REPLY
 from typer.testing import CliRunner
 
 from specchat import __version__
@@ -45,7 +49,8 @@ def test_unknown_pair_is_one_line_error():
 
 def test_missing_target_file(tmp_path):
     missing = tmp_path / "absent.gguf"
-    assert_one_line_error(invoke("run", "--target", str(missing), "hi"), 1, "file not found")
+    assert_one_line_error(invoke("run", "--target", str(missing), "hi"), 1, "absent.gguf does not exist")
+    assert_one_line_error(invoke("run", "--target", str(tmp_path), "hi"), 1, "is a directory")
 
 
 def test_empty_stdin_is_usage_error():
@@ -70,58 +75,278 @@ def test_models_json_lists_default_pair():
     assert roles == {("qwen2.5-coder-1.5b", "target"), ("qwen2.5-coder-1.5b", "draft")}
 
 
-@pytest.mark.real
-def test_stdin_json_has_text_and_stats(default_pair_paths):
-    result = invoke("run", "--mode", "spec", "--json", "-n", "12", input="Name three prime numbers.")
+def test_json_and_jsonl_together_is_usage_error():
+    assert_one_line_error(invoke("run", "--json", "--jsonl", "hi"), 2, "--json and --jsonl")
+
+
+def test_unknown_mode_is_usage_error():
+    assert_one_line_error(invoke("run", "--mode", "turbo", "hi"), 2, "unknown --mode 'turbo'")
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n"])
+def test_empty_prompt_is_usage_error(prompt):
+    assert_one_line_error(invoke("run", prompt), 2, "the prompt is empty")
+
+
+def reply_to(prompt: str) -> str:
+    return REPLY.format(prompt=prompt)
+
+
+@pytest.fixture
+def files(fake_models):
+    target, draft = fake_models
+    return ["--target", str(target), "--draft", str(draft)]
+
+
+@pytest.fixture
+def gpu_like(fake_models, seed_tuning):
+    """auto starts from GPU-like costs, where drafting pays."""
+    seed_tuning(*fake_models)
+
+
+def run_json(*args: str, input: str | None = None) -> dict:
+    result = invoke("run", *args, input=input)
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)  # nothing but one JSON object on stdout
-    assert payload["text"]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("mode", ["spec", "ngram", "target", "auto"])
+def test_plain_text_is_the_reply(files, gpu_like, mode):
+    result = invoke("run", *files, "--mode", mode, "Name three colours.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == reply_to("Name three colours.") + "\n"  # plain text, a final newline added
+    assert "\x1b[" not in result.stdout
+
+
+def test_stdin_then_argument(files):
+    result = invoke("run", *files, "--mode", "spec", "-n", "500", "--stats", "Reply.", input="Context: the sky.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == reply_to("Context: the sky.\n\nReply.") + "\n"
+    assert "tok/s" in result.stderr and "tok/s" not in result.stdout
+    assert "[spec k=4]" in result.stderr and "accepted" in result.stderr
+
+
+def test_json_has_text_settings_and_stats(files):
+    payload = run_json(*files, "--mode", "spec", "--json", "-n", "12", input="Name three prime numbers.")
+    assert payload["text"] == reply_to("Name three prime numbers.")[:12]
+    assert payload["mode"] == "spec" and payload["label"] == "spec k=4" and payload["mode_note"] == ""
     stats = payload["stats"]
     for key in ("generated_tokens", "acceptance_rate", "mean_accepted_length", "draft_s", "verify_s", "rounds"):
         assert key in stats
-    assert 0 < stats["generated_tokens"] <= 12
-    assert payload["settings"]["k"] == 4
+    assert stats["generated_tokens"] == 12 and stats["stop_reason"] == "max_tokens"
+    assert set(stats["rounds_by_source"]) <= {"spec", "target"} and stats["rounds_by_source"]["spec"] >= 1
+    assert sum(stats["rounds_by_source"].values()) == stats["rounds"]
+    assert payload["settings"]["k"] == 4 and payload["settings"]["max_tokens"] == 12
+    assert payload["pair"] is None and payload["draft"].endswith("draft.fake.gguf")
 
 
-@pytest.mark.real
-def test_stdin_then_argument_plain_stdout(default_pair_paths):
-    result = invoke("run", "-n", "8", "--stats", "Reply with one word.", input="Context: the sky is blue.")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.strip()
-    assert "\x1b[" not in result.stdout  # plain text when not a terminal
-    assert "tok/s" in result.stderr and "tok/s" not in result.stdout
+def test_no_spec_uses_target_alone(files):
+    payload = run_json(*files, "--no-spec", "--json", "-n", "8", "Say hello.")
+    assert payload["mode"] == "target" and payload["label"] == "target alone"
+    assert payload["stats"]["drafted"] == 0 and payload["draft"] is None
+    assert payload["stats"]["rounds_by_source"] == {"target": 8}
 
 
-@pytest.mark.real
-def test_no_spec_uses_target_alone(default_pair_paths):
-    result = invoke("run", "--no-spec", "--json", "-n", "8", "Say hello.")
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
-    assert payload["mode"] == "target alone" and payload["stats"]["drafted"] == 0 and payload["draft"] is None
-
-
-@pytest.mark.real
-def test_explicit_paths(default_pair_paths):
-    target, draft = default_pair_paths
-    result = invoke("run", "--target", str(target), "--draft", str(draft), "--json", "-n", "6", "Hi")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["pair"] is None
-
-
-@pytest.mark.real
-def test_jsonl_streams_rounds_then_summary(default_pair_paths):
-    result = invoke("run", "--jsonl", "-n", "10", "Name two rivers.")
+def test_jsonl_streams_rounds_then_summary(files):
+    result = invoke("run", *files, "--mode", "ngram", "--jsonl", "Name two rivers.")
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.stdout.splitlines()]
     rounds = [r for r in records if r["type"] == "round"]
-    assert rounds and records[-1]["type"] == "summary"
-    assert sum(r["emitted"] for r in rounds) == records[-1]["stats"]["generated_tokens"]
-    first = rounds[0]
-    assert {"accepted", "rejected", "target", "draft_s", "verify_s"} <= set(first)
+    summary = records[-1]
+    assert rounds and summary["type"] == "summary" and summary["mode"] == "ngram"
+    assert sum(r["emitted"] for r in rounds) == summary["stats"]["generated_tokens"]
+    assert {"accepted", "rejected", "target", "draft_s", "verify_s", "source"} <= set(rounds[0])
+    assert {r["source"] for r in rounds} <= {"ngram", "target"}
+    assert any(r["accepted"] for r in rounds)  # prompt lookup copied the quoted prompt
+    text = "".join(t["text"] for r in rounds for t in [*r["accepted"], r["target"]])
+    assert text == summary["text"] == reply_to("Name two rivers.")
 
 
-def test_json_and_jsonl_together_is_usage_error():
-    assert_one_line_error(invoke("run", "--json", "--jsonl", "hi"), 2, "--json and --jsonl")
+@pytest.mark.parametrize(
+    ("args", "kind"),
+    [
+        (["--format", "json"], "json"),
+        (["--format", "json", "--json"], "json"),
+        (["-f", "jsonl"], "jsonl"),
+        (["--format", "text"], "text"),
+        (["--format", "live", "--no-rejected"], "live"),
+        (["--format", "auto"], "text"),  # not a terminal
+    ],
+)
+def test_format_option(files, args, kind):
+    result = invoke("run", *files, "--mode", "spec", *args, "Hi there.")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    if kind == "json":
+        assert json.loads(out)["text"] == reply_to("Hi there.")
+    elif kind == "jsonl":
+        assert json.loads(out.splitlines()[-1])["type"] == "summary"
+    elif kind == "text":
+        assert out == reply_to("Hi there.") + "\n"
+    else:  # the live view on a console that is not a terminal: the text, the legend and a summary line
+        assert reply_to("Hi there.") in out and "legend:" in out and "── " in out and "tok/s" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--format", "text", "--json"], "--json and --format text"),
+        (["--jsonl", "--format", "json"], "--jsonl and --format json"),
+        (["--format", "xml"], "unknown --format 'xml'"),
+    ],
+)
+def test_conflicting_formats_are_one_usage_error(args, needle):
+    assert_one_line_error(invoke("run", *args, "hi"), 2, needle)
+
+
+def test_auto_drafts_where_the_costs_say_it_pays(files, gpu_like):
+    first = invoke("run", *files, "--json", "-n", "40", "--stats", "Copy this sentence please.")
+    assert first.exit_code == 0, first.output
+    payload = json.loads(first.stdout)
+    assert payload["mode"] == "auto" and payload["label"] == "auto (k<=64)"
+    assert payload["mode_note"] == "auto: drafts only when the measured costs and acceptance say it pays"
+    assert set(payload["stats"]["rounds_by_source"]) - {"target"}, "auto never drafted on GPU-like costs"
+    assert payload["stats"]["accepted"] > 0
+    assert "measuring" not in first.stderr  # the saved tuning was used
+    assert "auto: drafts only when" in first.stderr  # --stats says why
+
+
+def test_auto_leaves_the_draft_model_off_where_it_cannot_pay(files, fake_models, seed_tuning):
+    from specchat.costmodel import Costs
+
+    cpu = Costs({n: float(n) for n in (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)}, 0.7, 1e-3, 1e-3)
+    seed_tuning(*fake_models, costs=cpu)
+    payload = run_json(*files, "--json", "-n", "12", "Say hi.")
+    assert payload["mode_note"].startswith("auto: draft model off") and payload["draft"] is None
+    assert "spec" not in payload["stats"]["rounds_by_source"]
+
+
+def test_auto_measures_once_when_nothing_is_saved(files, isolated):
+    result = invoke("run", *files, "-n", "8", "Say hi.")
+    assert result.exit_code == 0, result.output
+    assert "measuring llama.cpp's costs" in result.stderr
+    saved = list((isolated / "config" / "tuning").glob("*.json"))
+    # Timing the fake takes microseconds: often "busy" (not saved), sometimes quiet (saved).
+    assert saved or "used for this run only" in result.stderr
+    again = invoke("run", *files, "--no-tuning", "-n", "8", "Say hi.")
+    assert again.exit_code == 0 and "measuring" in again.stderr  # --no-tuning measures afresh
+
+
+def test_target_alone_file_with_auto_copies_by_prompt_lookup(fake_models, seed_tuning):
+    target, _draft = fake_models
+    seed_tuning(target, None)
+    payload = run_json("--target", str(target), "--json", "Repeat: one two three four five six.")
+    assert payload["draft"] is None and "spec" not in payload["stats"]["rounds_by_source"]
+    assert payload["text"] == reply_to("Repeat: one two three four five six.")
+
+
+def test_sampling_is_seeded(files):
+    args = (*files, "--mode", "spec", "--json", "--temperature", "0.9", "--seed", "7", "-n", "30", "Hello.")
+    first, second = run_json(*args), run_json(*args)
+    assert first["text"] == second["text"] and first["settings"]["seed"] == 7
+
+
+def test_no_template_sends_plain_text(files):
+    result = invoke("run", *files, "--mode", "target", "--no-template", "-n", "5", "abc")
+    assert result.exit_code == 0 and len(result.stdout.strip()) == 5
+
+
+def test_system_prompt_goes_into_the_template(files, monkeypatch):
+    from specchat import chat
+
+    seen = []
+    real = chat.prompt_tokens
+    monkeypatch.setattr(chat, "prompt_tokens", lambda e, m, **kw: seen.append(m) or real(e, m, **kw))
+    monkeypatch.setattr("specchat.runtime.prompt_tokens", chat.prompt_tokens)
+    assert invoke("run", *files, "--mode", "target", "--system", "Be terse.", "-n", "4", "Hi").exit_code == 0
+    assert [(m.role, m.content) for m in seen[0]] == [("system", "Be terse."), ("user", "Hi")]
+
+
+def test_pair_from_the_registry_overlay(fake_models, isolated):
+    """A pair declared in the overlay whose files are present: `models`, `pull`, `run -p`."""
+    target, draft = fake_models
+    models = isolated / "models"
+    models.mkdir()
+    lines = []
+    for name, path in (("faket", target), ("faked", draft)):
+        (models / path.name).write_bytes(path.read_bytes())
+        lines += [f'[models."{name}"]', 'repo = "nobody/fake-GGUF"', f'file = "{path.name}"', ""]
+    lines += ['[pairs."fake"]', 'target = "faket"', 'draft = "faked"']
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text("\n".join(lines) + "\n")
+    listed = invoke("models", "--json")
+    rows = {(r["pair"], r["role"]): r for r in json.loads(listed.stdout)["pairs"]}
+    assert rows[("fake", "target")]["present"] and rows[("fake", "draft")]["present"]
+    table = invoke("models")
+    assert table.exit_code == 0 and "fake" in table.stdout and "models directory:" in table.stdout
+    pulled = invoke("pull", "fake")
+    assert pulled.exit_code == 0 and pulled.stderr.count("already present") == 2, pulled.output
+    payload = run_json("-p", "fake", "--mode", "spec", "--json", "Hi.")
+    assert payload["pair"] == "fake" and payload["text"] == reply_to("Hi.")
+
+
+def test_context_fills_and_the_text_is_kept(files):
+    result = invoke("run", *files, "--mode", "spec", "--ctx", "64", "Write a long story about a dragon.")
+    assert result.exit_code == 0, result.output
+    assert "context of 64 tokens is full" in result.stderr
+    assert result.stdout.strip() and reply_to("Write a long story about a dragon.").startswith(result.stdout.strip())
+
+
+def test_prompt_longer_than_the_context(files):
+    result = invoke("run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
+    assert_one_line_error(result, 1, "but the context holds 64")
+
+
+def test_interrupted_generation_keeps_the_text_and_exits_130(fake_models, tmp_path):
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "stop", interrupt_at=6)
+    result = invoke("run", "--target", str(target), "--mode", "target", "Tell me a story.")
+    assert result.exit_code == 130
+    text = result.stdout.removesuffix("\n")  # plain text ends with a newline, even when cut short
+    assert text and reply_to("Tell me a story.").startswith(text)
+    assert "interrupted" in result.stderr and "Traceback" not in result.output
+
+
+def test_debug_shows_the_traceback_of_an_error(files):
+    plain = invoke("run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
+    debug = invoke("--debug", "run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
+    assert "Traceback" not in plain.stderr and "Traceback" in debug.stderr
+    assert debug.exit_code == plain.exit_code == 1
+
+
+def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
+    from specchat import outputs
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(outputs, "reply", broken)
+    result = invoke("run", *files, "--mode", "target", "Hi")
+    assert_one_line_error(result, 1, "internal error: RuntimeError: boom")
+    assert "--debug" in result.stderr
+    monkeypatch.setenv("SPECCHAT_DEBUG", "1")
+    assert "Traceback" in invoke("run", *files, "--mode", "target", "Hi").stderr
+
+
+def test_no_prompt_and_no_terminal(monkeypatch):
+    from specchat import repl
+
+    monkeypatch.setattr(repl, "_read_stdin", lambda: None)  # stdin is a terminal, stdout is not
+    assert_one_line_error(invoke("run"), 2, "no prompt given")
+
+
+def test_debug_is_a_setting_not_an_environment_variable(files, monkeypatch):
+    import os
+
+    from specchat import runtime
+
+    seen = []
+    real = runtime.open_pipeline
+    monkeypatch.setattr(runtime, "open_pipeline", lambda options, *a: seen.append(options.debug) or real(options, *a))
+    assert invoke("--debug", "run", *files, "--mode", "target", "-n", "2", "Hi").exit_code == 0
+    assert invoke("run", *files, "--mode", "target", "-n", "2", "Hi").exit_code == 0
+    assert seen == [True, False] and "SPECCHAT_DEBUG" not in os.environ
 
 
 @pytest.mark.real
@@ -136,12 +361,3 @@ def test_auto_mode_says_what_it_does(default_pair_paths, tmp_path, monkeypatch):
     assert list((tmp_path / "tuning").glob("*.json")), "the calibration was not saved"
     second = invoke("run", "--json", "-n", "8", "Say hi.")
     assert second.exit_code == 0 and "measuring" not in second.stderr  # saved tuning reused
-
-
-def test_unknown_mode_is_usage_error():
-    assert_one_line_error(invoke("run", "--mode", "turbo", "hi"), 2, "unknown --mode 'turbo'")
-
-
-@pytest.mark.parametrize("prompt", ["", "   \n"])
-def test_empty_prompt_is_usage_error(prompt):
-    assert_one_line_error(invoke("run", prompt), 2, "the prompt is empty")

@@ -454,3 +454,138 @@ def test_not_enough_memory_through_the_cli(default_pair_paths, monkeypatch):
     result = invoke("run", "--mode", "spec", "--gpu-layers", "0", "--draft-gpu-layers", "0", "-n", "4", "Hi")
     assert_one_line_error(result, 1, "not enough memory")
     assert "1.0 GB are available" in result.stderr and "--ctx" in result.stderr
+
+
+# --- the same faults on the fake backend (no model files needed) --------------------------------------
+
+
+def fake_env(tmp_path) -> dict:
+    """The fake backend as a plugin of a child process (SPECCHAT_PLUGINS), with private directories."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    dirs = {f"SPECCHAT_{n}_DIR": str(tmp_path / n.lower()) for n in ("CONFIG", "MODELS", "CACHE")}
+    return {**os.environ, "SPECCHAT_PLUGINS": "fake_backend", "PYTHONPATH": path, **dirs}
+
+
+def fake_file(folder: Path, name: str, **spec) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.fake.gguf"
+    path.write_text(json.dumps({"role": "target", **spec}), encoding="utf-8")
+    return path
+
+
+def test_fake_template_that_fails_to_render(fake_models, tmp_path):
+    target = fake_file(tmp_path, "tpl", template="{{ raise_exception('this template refuses to render') }}")
+    result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, "this template refuses to render")
+    assert "--no-template" in result.stderr
+    plain = invoke("run", "--target", str(target), "--mode", "target", "--no-template", "-n", "4", "Hi")
+    assert plain.exit_code == 0 and len(plain.stdout.strip()) == 4
+
+
+def test_fake_model_without_a_template(fake_models, tmp_path):
+    target = fake_file(tmp_path, "bare", template=None)
+    result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, "has no chat template")
+
+
+def test_fake_mismatched_pair_and_force_pair(fake_models, tmp_path):
+    target, _draft = fake_models
+    draft = fake_file(tmp_path, "odd", role="draft", agree=0.9, token_text={"100": "\x7f"})
+    args = ("run", "--target", str(target), "--draft", str(draft), "--mode", "spec", "-n", "24")
+    assert_one_line_error(invoke(*args, "Hi"), 1, "draft vocabulary differs at token 100")
+    result = invoke(*args, "--force-pair", "--json", "Write a function that adds two numbers.")
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.stdout)["stats"]
+    assert stats["drafted"] > 0 and stats["accepted"] > 0  # the draft really speculated
+
+
+def test_fake_pair_that_cannot_be_forced(fake_models, tmp_path):
+    target, _draft = fake_models
+    draft = fake_file(tmp_path, "big", role="draft", n_vocab=1000)
+    result = invoke("run", "--target", str(target), "--draft", str(draft), "--mode", "spec", "--force-pair", "Hi")
+    assert_one_line_error(result, 1, "draft vocabulary has 1000 tokens")
+    assert "--force-pair" not in result.stderr
+
+
+def test_fake_not_enough_memory(fake_models, tmp_path):
+    target = fake_file(tmp_path, "huge", memory=[10**15, 10**9])
+    result = invoke("run", "--target", str(target), "--mode", "target", "Hi")
+    assert_one_line_error(result, 1, "not enough memory")
+    assert "--ctx" in result.stderr
+
+
+def test_fake_non_utf8_stdin_is_replaced_with_a_warning(fake_models):
+    target, _draft = fake_models
+    result = invoke("run", "--target", str(target), "--mode", "target", "-n", "40", input=b"\xff\xfeSay hi.")
+    assert result.exit_code == 0, result.output
+    assert "stdin is not valid UTF-8" in result.stderr and "Say hi." in result.stdout
+
+
+def _shell(command: str, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", command], capture_output=True, timeout=120, check=False, env=fake_env(tmp_path), cwd=tmp_path
+    )
+
+
+def test_fake_broken_pipe_is_quiet(tmp_path):
+    target = fake_file(tmp_path, "t")
+    run = f"{sys.executable} -m specchat run --target {target} --mode target --no-template -n 3000 'Go.'"
+    done = _shell(f"set -o pipefail; {run} | head -c 20", tmp_path)
+    assert done.returncode in (0, 141), done.stderr.decode()
+    assert len(done.stdout) == 20
+    assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr and b"Exception" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("redirect", "args", "needle"),
+    [
+        ("> /dev/full", [], b"error: cannot write the reply to stdout: no space left on device"),
+        ("> /dev/full", ["--json"], b"error: cannot write the reply to stdout: no space left on device"),
+        (">&-", [], b"error: cannot write the reply to stdout: it is closed"),
+    ],
+)
+def test_fake_stdout_that_cannot_be_written(tmp_path, redirect, args, needle):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    target = fake_file(tmp_path, "t")
+    run = f"{sys.executable} -m specchat run --target {target} --mode target {' '.join(args)} 'Hi.'"
+    done = _shell(f"{run} {redirect}", tmp_path)
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stderr.decode()
+    assert len(err) == 1 and err[0].startswith(needle) and b"hint:" in err[0], done.stderr.decode()
+
+
+def test_fake_models_to_a_full_disk(tmp_path):
+    done = _shell(f"{sys.executable} -m specchat models > /dev/full", tmp_path)
+    assert done.returncode == 1 and b"cannot write the list to stdout: no space left" in done.stderr
+
+
+def test_fake_ctrl_c_while_generating(tmp_path):
+    target = fake_file(tmp_path, "slow", eval_sleep=0.01)
+    child = Child(
+        ["run", "--target", str(target), "--mode", "target", "--no-template", "-n", "5000", "Go."],
+        env=fake_env(tmp_path),
+    )
+    try:
+        child.wait_for(lambda: len(child.stdout) > 10, timeout=60)
+        child.assert_interrupted(child.interrupt())
+    finally:
+        child.kill()
+    assert child.stdout.strip(), "the text generated before Ctrl-C was lost"
+
+
+def test_fake_ctrl_c_while_benchmarking(tmp_path):
+    target = fake_file(tmp_path, "slow", eval_sleep=0.005)
+    draft = fake_file(tmp_path, "slowdraft", role="draft", agree=0.8, eval_sleep=0.005)
+    report = tmp_path / "bench.json"
+    args = ["bench", "--target", str(target), "--draft", str(draft), "--suite", "tiny", "-r", "50", "-n", "16"]
+    child = Child([*args, "--ks", "2", "--modes", "spec", "-f", "json", "-o", str(report)], env=fake_env(tmp_path))
+    try:
+        child.wait_for(lambda: b"measuring the cost model" in child.stderr, timeout=60)
+        time.sleep(3.0)  # past the cost model and the warm-up: inside the measured generations
+        child.assert_interrupted(child.interrupt())
+    finally:
+        child.kill()
+    assert json.loads(report.read_text())["interrupted"] is True
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary file was left behind"

@@ -121,8 +121,8 @@ def test_memory_estimate_refuses_with_numbers(default_pair_paths, monkeypatch):
     assert weights == target.stat().st_size
     assert kv == 4096 * 28 * 2 * (128 + 128) * 2  # Qwen2.5 1.5B: 28 layers, 2 KV heads of 128, f16
     monkeypatch.setattr(runtime, "available_memory", lambda: 1_000_000_000)
-    resolved = runtime.Resolved(None, target, draft)
+    options = runtime.Options(target_path=target, draft_path=draft, mode="spec", n_ctx=4096)
     with pytest.raises(EngineError) as err:
-        runtime.Pipeline(resolved, runtime.LoadOptions(n_ctx=4096))
+        runtime.open_pipeline(options, lambda _message: None)
     assert "not enough memory" in err.value.message and "1.0 GB are available" in err.value.message
     assert "--ctx" in err.value.hint

@@ -38,7 +38,11 @@ def prompts(pipeline):
 @pytest.fixture(scope="module")
 def reference(pipeline, prompts):
     """Target-alone greedy output per prompt (k = 0: the same loop, no drafter)."""
-    return {name: pipeline.generate(ids, GREEDY, k=0, max_tokens=MAX_TOKENS)[1] for name, ids in prompts.items()}
+    return {name: generate(pipeline, ids, "target", 0).tokens for name, ids in prompts.items()}
+
+
+def generate(pipeline, prompt, mode: str, k: int, params=GREEDY, **kwargs):
+    return pipeline.generate(prompt, params, mode=mode, k=k, max_tokens=MAX_TOKENS, **kwargs)
 
 
 def top2_margin(pipeline, context: list[int]) -> tuple[float, list[int]]:
@@ -66,27 +70,12 @@ def assert_lossless(pipeline, prompt, expected, got):
 MODES = [("spec", 1), ("spec", 2), ("spec", 4), ("spec", 8), ("ngram", 8), ("auto", 16)]
 
 
-@pytest.fixture(scope="module")
-def with_auto(pipeline, tmp_path_factory):
-    """The session pipeline with its adaptive drafter (draft model kept for the spec cases)."""
-    import os
-
-    from specchat.tuning import setup_auto
-
-    os.environ["SPECCHAT_CONFIG_DIR"] = str(tmp_path_factory.mktemp("config"))
-    try:
-        setup_auto(pipeline, use_saved=False, notify=lambda _m: None, keep_draft=True)
-    finally:
-        del os.environ["SPECCHAT_CONFIG_DIR"]
-    return pipeline
-
-
 @pytest.mark.parametrize(("mode", "k"), MODES, ids=[f"{m}-k{k}" for m, k in MODES])
 @pytest.mark.parametrize("name", list(PROMPTS))
-def test_greedy_speculative_equals_target_alone(with_auto, prompts, reference, name, mode, k):
+def test_greedy_speculative_equals_target_alone(pipeline, prompts, reference, name, mode, k):
     """Every mode's output is the target's own greedy output (or differs only at a near-tie)."""
-    pipeline = with_auto
-    _, tokens, stats = pipeline.generate(prompts[name], GREEDY, k=k, max_tokens=MAX_TOKENS, mode=mode)
+    generation = generate(pipeline, prompts[name], mode, k)
+    tokens, stats = generation.tokens, generation.stats
     if mode == "spec":
         assert stats.drafted > 0 and stats.rounds < stats.generated, "speculation did not happen"
     assert len(tokens) <= MAX_TOKENS
@@ -95,34 +84,31 @@ def test_greedy_speculative_equals_target_alone(with_auto, prompts, reference, n
 
 def test_reference_is_deterministic(pipeline, prompts, reference):
     """Two target-alone runs agree exactly, so any difference above comes from speculation."""
-    again = pipeline.generate(prompts["code-reverse"], GREEDY, k=0, max_tokens=MAX_TOKENS)[1]
+    again = generate(pipeline, prompts["code-reverse"], "target", 0).tokens
     assert again == reference["code-reverse"]
 
 
 def test_text_matches_tokens(pipeline, prompts):
     """The streamed text is the detokenized token list (no lost or doubled pieces across rounds)."""
     pieces = []
-    text, tokens, _ = pipeline.generate(
-        prompts["prose-mutex"],
-        GREEDY,
-        k=4,
-        max_tokens=MAX_TOKENS,
-        on_round=lambda _e, segs: pieces.extend(s.text for s in segs if s.kind != "rejected"),
-    )
-    assert "".join(pieces) == text == pipeline.target.detokenize(tokens)
+    on_update = lambda update: pieces.extend(s.text for s in update.segments if s.kind != "rejected")  # noqa: E731
+    generation = generate(pipeline, prompts["prose-mutex"], "spec", 4, on_update=on_update)
+    assert "".join(pieces) == generation.text == pipeline.target.detokenize(generation.tokens)
 
 
 def test_self_speculation_accepts_everything(default_pair_paths, prompts):
     """Draft = target: every rejection must sit at a near-tie of the target (else 100% acceptance)."""
-    from specchat.runtime import LoadOptions, Pipeline, Resolved
+    from specchat.runtime import Options, open_pipeline
 
     target, _ = default_pair_paths
-    same = Pipeline(Resolved(None, target, target), LoadOptions(n_ctx=2048))
+    same = open_pipeline(Options(target_path=target, draft_path=target, mode="spec", n_ctx=2048), lambda _m: None)
     try:
         for name in ("code-reverse", "prose-mutex"):
             rounds: list = []
             prompt = prompts[name]
-            _, _, stats = same.generate(prompt, GREEDY, k=4, max_tokens=MAX_TOKENS, on_round=_collect(rounds))
+            stats = generate(
+                same, prompt, "spec", 4, on_update=lambda update, seen=rounds: seen.append(update.round)
+            ).stats
             assert stats.drafted > 0
             done = []
             for event in rounds:
@@ -137,19 +123,15 @@ def test_self_speculation_accepts_everything(default_pair_paths, prompts):
         same.close()
 
 
-def _collect(rounds: list):
-    return lambda event, _segments: rounds.append(event)
-
-
 def test_sampling_runs_and_is_seeded(pipeline, prompts):
     """Speculative sampling on the real pair: same seed, same text; stats are consistent."""
     params = SamplingParams(temperature=0.8, seed=1234)
-    a = pipeline.generate(prompts["prose-story"], params, k=4, max_tokens=MAX_TOKENS)
-    b = pipeline.generate(prompts["prose-story"], params, k=4, max_tokens=MAX_TOKENS)
-    assert a[1] == b[1]
-    stats = a[2]
+    a = generate(pipeline, prompts["prose-story"], "spec", 4, params)
+    b = generate(pipeline, prompts["prose-story"], "spec", 4, params)
+    assert a.tokens == b.tokens
+    stats = a.stats
     assert 0 < stats.accepted <= stats.drafted
-    assert stats.generated == len(a[1])
+    assert stats.generated == len(a.tokens)
 
 
 def test_user_text_cannot_inject_special_tokens(pipeline):
@@ -165,13 +147,14 @@ def test_context_full_stops_cleanly(default_pair_paths):
 
     llama.cpp pads the context to a multiple of 256, so 64 becomes 256: the prompt asks for more than that.
     """
-    from specchat.runtime import LoadOptions, Pipeline, Resolved
+    from specchat.runtime import Options, open_pipeline
 
     target, draft = default_pair_paths
-    small = Pipeline(Resolved(None, target, draft), LoadOptions(n_ctx=64))
+    small = open_pipeline(Options(target_path=target, draft_path=draft, mode="spec", n_ctx=64), lambda _m: None)
     try:
         prompt = small.prompt([Message("user", "List the integers from 1 to 400, separated by commas.")])
-        _, tokens, stats = small.generate(prompt, GREEDY, k=4, max_tokens=1000)
+        generation = small.generate(prompt, GREEDY, mode="spec", k=4, max_tokens=1000)
+        tokens, stats = generation.tokens, generation.stats
         assert stats.stop_reason == "context"
         assert len(prompt) + len(tokens) <= small.target.n_ctx
         assert tokens

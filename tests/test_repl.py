@@ -6,6 +6,7 @@ import io
 import json
 from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
 from specchat.chat import Message
@@ -15,9 +16,8 @@ from specchat.repl import ChatSession, ChatSettings, save_conversation
 def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=False)
-    model = object() if drafter else None
-    drafters = {"spec": model, "ngram": object(), "auto": object()}
-    pipeline = SimpleNamespace(drafter=model, drafter_for=drafters.get)
+    available = {"target", "ngram", "auto"} | ({"spec"} if drafter else set())
+    pipeline = SimpleNamespace(available=available.__contains__)
     return ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None), out
 
 
@@ -108,3 +108,125 @@ def test_chat_survives_a_full_context(monkeypatch):
     text = out.getvalue()
     assert "error: the prompt has 300 tokens" in text and "/reset" in text
     assert chat.conversation.messages == []  # the unanswered message was dropped
+
+
+# -- a whole chat on the fake backend -------------------------------------------------------------------
+
+
+@pytest.fixture
+def live_chat(fake_models):
+    """A ChatSession on a loaded fake pair (every mode available), writing to a recording console."""
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, draft = fake_models
+    options = Options(target_path=target, draft_path=draft, mode="spec", n_ctx=1024)
+    with open_pipeline(options, lambda _m: None) as pipeline:
+        out = io.StringIO()
+        console = Console(file=out, width=100, force_terminal=False)
+        yield ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None), out
+
+
+def test_turns_are_answered_and_totals_merge_the_loops_stats(live_chat):
+    from fake_backend import REPLY
+
+    chat, out = live_chat
+    first = chat.ask("Name three colours.")
+    assert first.text == REPLY.format(prompt="Name three colours.")
+    assert chat.totals.rounds == first.stats.rounds and chat.totals.generated == first.stats.generated
+    second = chat.ask("And two more.")
+    assert chat.totals.rounds == first.stats.rounds + second.stats.rounds  # merged once, never re-counted
+    assert chat.totals.drafted == first.stats.drafted + second.stats.drafted
+    assert [m.role for m in chat.conversation.messages] == ["user", "assistant", "user", "assistant"]
+    text = out.getvalue()
+    assert text.count("legend:") == 1 and text.count("── ") == 2 and "spec k=4" in text
+    chat.command("/stats")
+    assert f"session: {chat.totals.generated} tokens in {chat.totals.rounds} rounds" in out.getvalue()
+    assert "pos  1" in out.getvalue()
+
+
+def test_modes_switch_between_turns(live_chat):
+    chat, out = live_chat
+    chat.command("/mode ngram")
+    assert chat.ask("one two three one two three").stats.rounds_by_source.keys() <= {"ngram", "target"}
+    chat.command("/spec off")
+    alone = chat.ask("Hi.")
+    assert alone.stats.drafted == 0 and alone.stats.rounds_by_source == {"target": alone.stats.rounds}
+    chat.command("/mode target")
+    chat.command("/spec on")
+    assert "the mode is 'target'" in out.getvalue()
+
+
+def test_verbose_shows_position_bars(live_chat):
+    chat, out = live_chat
+    chat.settings.verbose = True
+    chat.ask("Hello there.")
+    assert "pos  1" in out.getvalue() and "pos  4" in out.getvalue()
+
+
+def test_an_interrupted_reply_is_kept_and_marked(fake_models, tmp_path):
+    import fake_backend
+
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "stop", interrupt_at=5)
+    with open_pipeline(Options(target_path=target, mode="target"), lambda _m: None) as pipeline:
+        console = Console(file=io.StringIO(), width=100, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="target"), console, system=None)
+        generation = chat.ask("Tell me a story.")
+    assert generation.stats.stop_reason == "interrupted"
+    last = chat.conversation.messages[-1]
+    assert last.role == "assistant" and last.interrupted and last.content == generation.text
+    assert "[interrupted]" in console.file.getvalue()
+
+
+def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
+    from specchat import repl
+
+    chat, out = live_chat
+    script = iter(["", "Hi.", KeyboardInterrupt, UnicodeDecodeError("utf-8", b"", 0, 1, "bad"), "/help", "/bye"])
+
+    def read(_console):
+        item = next(script)
+        if isinstance(item, str):
+            return item
+        raise item if isinstance(item, BaseException) else item()
+
+    monkeypatch.setattr(repl, "read_message", read)
+    assert repl.chat_loop(chat) == 0
+    text = out.getvalue()
+    assert "Ctrl-C at the prompt does not leave" in text and "not valid UTF-8" in text and "/save FILE" in text
+    assert len(chat.conversation.messages) == 2
+    monkeypatch.setattr(repl, "read_message", lambda _console: (_ for _ in ()).throw(EOFError))
+    assert repl.chat_loop(chat) == 0
+
+
+class ScriptedConsole:
+    def __init__(self, lines):
+        self.lines = iter(lines)
+
+    def input(self, _prompt):
+        return next(self.lines)
+
+
+def test_read_message_joins_continued_and_quoted_lines():
+    from specchat.repl import read_message
+
+    assert read_message(ScriptedConsole(["one \\", "two"])) == "one \ntwo"
+    assert read_message(ScriptedConsole(['"""', "a", "", "b", '"""'])) == "a\n\nb"
+    assert read_message(ScriptedConsole(["plain"])) == "plain"
+
+
+def test_history_is_read_and_written(tmp_path, monkeypatch):
+    import atexit
+
+    from specchat import repl
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    path = tmp_path / "state" / "history"
+    repl.setup_history(path)
+    assert path.parent.is_dir() and len(registered) == 1
+    registered[0]()
+    assert path.exists()

@@ -1,4 +1,4 @@
-"""The interactive chat in a real pseudo-terminal (pexpect) with the default pair.
+"""The interactive chat in a real pseudo-terminal (pexpect), with the fake backend and the default pair.
 
 Types a prompt, sees coloured output and the live footer, presses Ctrl-C mid-reply, gets the prompt
 back, leaves with /bye (exit 0), and checks with `stty -a` that the terminal is sane afterwards.
@@ -16,18 +16,16 @@ pexpect = pytest.importorskip("pexpect")
 
 from sighelp import default_sigint  # noqa: E402 - after the skip: pexpect is an optional test dependency
 
-pytestmark = pytest.mark.real
-
 PROMPT = "you ›"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def spawn_in_terminal(run_args: str, tmp_path):
+def spawn_in_terminal(run_args: str, tmp_path, env: dict | None = None):
     """`specchat run ARGS` in a 30x100 pty, then `echo EXIT=$?; stty -a`; output logged to session.log.
 
     bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
     """
-    env = {**os.environ, "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path), "COLUMNS": "100"}
+    env = {**os.environ, "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path), "COLUMNS": "100", **(env or {})}
     env.pop("NO_COLOR", None)
     command = f"{sys.executable} -m specchat run {run_args}; echo EXIT=$?; stty -a"
     child = pexpect.spawn(
@@ -55,6 +53,61 @@ def assert_cursor_and_colours_restored(log: str) -> None:
     assert colour_codes and colour_codes[-1] in ("\x1b[0m", "\x1b[m")
 
 
+def fake_env(tmp_path) -> dict:
+    """The fake backend as a plugin of the child process (SPECCHAT_PLUGINS), with private directories."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    dirs = {f"SPECCHAT_{n}_DIR": str(tmp_path / n.lower()) for n in ("CONFIG", "MODELS", "CACHE")}
+    return {"SPECCHAT_PLUGINS": "fake_backend", "PYTHONPATH": path, **dirs}
+
+
+def test_fake_chat_in_a_terminal(tmp_path):
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --draft {draft} --mode spec", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Name three colours.")
+        child.expect_exact("legend")
+        child.expect(r"\x1b\[[0-9;]*32m")  # green: a draft token the target accepted
+        child.expect_exact("── ")  # the summary line under the reply
+        child.expect_exact("spec k=4")
+        child.expect_exact(PROMPT)
+        child.sendline("/k 2")
+        child.expect_exact("draft length k = 2")
+        child.sendline("/stats")
+        child.expect_exact("session: ")
+        child.sendline("/bye")
+        child.expect(r"EXIT=(\d+)")
+        assert child.match.group(1) == "0"
+        child.expect(pexpect.EOF)
+        assert_modes_sane(child.before)
+    finally:
+        child.close(force=True)
+    assert_cursor_and_colours_restored((tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0])
+
+
+def test_fake_one_shot_ctrl_c_restores_the_terminal(tmp_path):
+    """Ctrl-C during a one-shot reply on a terminal: exit 130, cursor shown, colours reset, modes sane."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.02)
+    child = spawn_in_terminal(f"--target {target} --mode target -n 2000 'A long story.'", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect(r"[1-9][0-9]*\.[0-9] tok/s")  # the live footer with a rate: generation is under way
+        child.sendintr()
+        child.expect(r"EXIT=(\d+)", timeout=5)
+        assert child.match.group(1) == "130"
+        child.expect(pexpect.EOF)
+        assert_modes_sane(child.before)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8")
+    assert "Traceback" not in log
+    assert_cursor_and_colours_restored(log.split("EXIT=")[0])
+
+
 @pytest.fixture
 def chat(default_pair_paths, tmp_path):
     # --mode spec: on a small CPU auto would (rightly) not draft at all, and this test wants to see drafts.
@@ -63,6 +116,7 @@ def chat(default_pair_paths, tmp_path):
     child.close(force=True)
 
 
+@pytest.mark.real
 def test_chat_interrupt_and_leave(chat):
     chat.expect_exact(PROMPT)
     chat.sendline("Write a long essay about the history of computing, with many sections.")
@@ -83,6 +137,7 @@ def test_chat_interrupt_and_leave(chat):
     assert_modes_sane(chat.before)
 
 
+@pytest.mark.real
 def test_cursor_and_colours_restored(chat):
     """Every hidden cursor is shown again, and the output ends with attributes reset."""
     chat.expect_exact(PROMPT)
@@ -94,6 +149,7 @@ def test_cursor_and_colours_restored(chat):
         assert_cursor_and_colours_restored(handle.read())
 
 
+@pytest.mark.real
 def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
     """stdout to a pipe: plain bytes of the reply, no ANSI escape, even with a terminal on stdin."""
     import subprocess
@@ -111,6 +167,7 @@ def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
     assert b"\x1b" not in done.stdout
 
 
+@pytest.mark.real
 def test_one_shot_ctrl_c_restores_the_terminal(default_pair_paths, tmp_path):
     """Ctrl-C during a one-shot reply on a terminal: exit 130, cursor shown, colours reset, modes sane."""
     child = spawn_in_terminal("--mode spec -n 2000 'Write a long story about a lighthouse keeper.'", tmp_path)

@@ -1,4 +1,4 @@
-"""`specchat tune` on the real default pair: measures, predicts, saves what auto starts from."""
+"""`specchat tune`: measures, predicts, saves what auto starts from (fake backend; one real-model run)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,49 @@ from typer.testing import CliRunner
 from specchat.cli import app
 from specchat.tuning import FULL_BATCHES, conditional_rates
 
-pytestmark = pytest.mark.real
+
+def check_saved(config) -> dict:
+    saved = list((config / "tuning").glob("*.json"))
+    assert len(saved) == 1
+    data = json.loads(saved[0].read_text())
+    assert data["source"] == "tune"
+    assert set(data["v"]) == {str(n) for n in FULL_BATCHES} and data["c"] > 0
+    assert 0.0 <= data["priors"]["spec"] <= 1.0
+    modes = {e["mode"] for e in data["details"]["estimates"]}
+    assert modes == {"target", "spec", "ngram"}
+    return data
 
 
-def test_tune_saves_costs_and_acceptance(default_pair_paths, tmp_path, monkeypatch):
+def test_tune_saves_costs_and_acceptance(fake_models, isolated):
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    assert "predicted" in result.stdout and "auto starts from" in result.stdout
+    assert "v(2) = " in result.stdout and "target steps" in result.stdout
+    check_saved(isolated / "config")
+
+
+def test_then_auto_starts_from_it(fake_models, isolated):
+    """A saved `tune` is what auto starts from: no calibration on the next run."""
+    target, draft = fake_models
+    files = ["--target", str(target), "--draft", str(draft)]
+    tuned = CliRunner().invoke(app, ["tune", *files, "-n", "8"])
+    data = check_saved(isolated / "config")
+    run = CliRunner().invoke(app, ["run", *files, "--json", "-n", "8", "Hi"])
+    assert run.exit_code == 0, run.output
+    if data["busy"]:  # timed while other programs ran: used for that run only, measured again
+        assert "measuring" in run.stderr, tuned.stderr
+    else:
+        assert "measuring" not in run.stderr
+
+
+@pytest.mark.real
+def test_tune_on_the_real_pair(default_pair_paths, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
     result = CliRunner().invoke(app, ["tune", "-n", "8", "--ctx", "1024"])
     assert result.exit_code == 0, result.output
     assert "predicted" in result.stdout and "auto starts from" in result.stdout
-    saved = list((tmp_path / "tuning").glob("*.json"))
-    assert len(saved) == 1
-    data = json.loads(saved[0].read_text())
-    assert data["source"] == "tune"
-    assert set(data["verify_s"]) == {str(n) for n in FULL_BATCHES} and data["draft_step_s"] > 0
-    assert 0.0 <= data["priors"]["draft-model"] <= 1.0
-    modes = {e["mode"] for e in data["details"]["estimates"]}
-    assert modes == {"target", "spec", "ngram"}
+    check_saved(tmp_path)
 
 
 def test_conditional_rates():

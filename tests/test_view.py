@@ -7,9 +7,10 @@ import io
 import pyte
 from rich.console import Console
 
-from specchat.chatview import STYLES, ReplyView, legend, position_bars, summary_line
-from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment
+from specchat.chatview import STYLES, ReplyView, legend
+from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from specchat.speculative import Round, Stats
+from specchat.view import footer, position_bars, session_lines, stats_lines, summary_line
 
 
 def recording_console(width: int = 80) -> Console:
@@ -38,9 +39,13 @@ def styled_spans(console: Console) -> list[tuple[str, str]]:
 
 
 def play(console: Console, script, *, show_rejected: bool = True, k: int = 4) -> None:
-    with ReplyView(console, k=k, mode="spec k=4", show_rejected=show_rejected) as view:
+    stats = Stats()
+    with ReplyView(console, k=k, label="spec k=4", show_rejected=show_rejected) as view:
         for round_event, segments in script:
-            view.on_round(round_event, segments)
+            if round_event is not None:  # the loop's own count; the view only shows it
+                drafted = len(round_event.drafted)
+                stats.record(drafted, round_event.accepted, len(round_event.emitted), 0.01, 0.02, "spec")
+            view.on_update(Update(round_event, segments, stats))
 
 
 SCRIPT = [
@@ -112,7 +117,7 @@ def test_narrow_terminal_renders_whole_text():
 def test_legend_summary_and_bars():
     assert "rejected draft guess" in legend().plain
     stats = Stats(generated=10, rounds=4, drafted=12, accepted=6, total_s=1.0, stop_reason="interrupted")
-    line = summary_line(stats, 3, "spec k=3").plain
+    line = summary_line(stats, "spec k=3").plain
     assert "accepted 6/12 (50%)" in line and "[interrupted]" in line
     bars = [b.plain for b in position_bars([4, 4], [4, 1], width=4)]
     assert bars[0].endswith("100% of 4") and "████" in bars[0] and "█░░░" in bars[1]
@@ -125,3 +130,35 @@ def test_screenshot_svg_export(tmp_path):
     play(console, SCRIPT)
     svg = console.export_svg(title="specchat")
     assert svg.startswith("<svg") and "def" in svg
+
+
+def test_view_shows_the_stats_it_is_given_and_counts_nothing():
+    """The footer reads update.stats: the view never records rounds itself."""
+    console = recording_console()
+    given = Stats(generated=7, rounds=3, drafted=6, accepted=3, draft_s=0.1, verify_s=0.3)
+    with ReplyView(console, k=4, label="spec k=4") as view:
+        view.on_update(Update(event(1, [1, 2], 1, 3), [Segment("ab", ACCEPTED)], given))
+        assert view.stats is given
+        assert "accepted 50%" in footer(view.stats, "spec k=4").plain
+    assert given.rounds == 3 and given.generated == 7  # untouched
+
+
+def test_stats_lines_name_sources_by_mode():
+    stats = Stats(generated=12, rounds=5, drafted=8, accepted=6, total_s=1.0, prefill_s=0.2, stop_reason="eog")
+    stats.record(2, 1, 2, 0.01, 0.02, "ngram")
+    stats.record(0, 0, 1, 0.0, 0.02, "target")
+    lines = stats_lines(stats, 4, "auto (k<=64)")
+    assert lines[0].startswith("[auto (k<=64)] ") and "stop: eog" in lines[0]
+    assert lines[1] == "rounds: 1 prompt lookup, 1 target alone"
+    assert lines[2].startswith("k=4: accepted 7/10 drafts (70%)")
+    only_target = Stats(generated=3, rounds=3)
+    only_target.rounds_by_source = {"target": 3}
+    assert len(stats_lines(only_target, 0, "target alone")) == 1
+
+
+def test_session_lines():
+    totals = Stats(generated=20, rounds=8, drafted=12, accepted=9, draft_s=0.5, verify_s=1.5)
+    lines = session_lines(totals)
+    assert lines[0] == "session: 20 tokens in 8 rounds, 10.0 tok/s"
+    assert "accepted 9/12 drafts (75%)" in lines[1] and "25% draft / 75% verify" in lines[1]
+    assert session_lines(Stats()) == ["session: 0 tokens in 0 rounds, 0.0 tok/s"]
