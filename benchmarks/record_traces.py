@@ -1,0 +1,170 @@
+"""Record greedy traces of the real default pair, for benchmarks/simulate.py.
+
+    nice -n 19 python benchmarks/record_traces.py                 # built-in suite + sim_prompts.jsonl
+    nice -n 19 python benchmarks/record_traces.py -n 128 --out benchmarks/traces
+
+Per prompt, one JSON line (ints only) with:
+  prompt    the chat-templated prompt token ids
+  target    the target's greedy continuation, up to -n tokens; stop = "eog" (then `end` is the
+            end-of-generation id it chose) or "max_tokens"
+  guesses   for every position i = 0..len(target): the draft model's greedy guesses (up to 16)
+            after prompt + target[:i], ending early at an end-of-generation guess or right after
+            the first wrong one (what follows a wrong guess is never accepted)
+  control   the ids among all of the above that are control tokens (end-of-generation included),
+            so that replayed copies can stop before them; eog: those that end generation
+  meta      llama-cpp-python's version, the model files and their sha256, the date
+
+The draft's path is followed, not recomputed: when guesses[i][0] == target[i], the context of
+guesses[i + 1][:15] is the one guesses[i][1:] were made in, so they are reused and the cache already
+holds it (one draft step per position where the draft is right). That also makes the recorded draft
+a function of its context, which is what an exact replay needs.
+
+Resumable: each prompt's line is written as soon as it is done (the file is rewritten atomically);
+a rerun skips prompts already recorded with the same settings. Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from specchat.benchsuite import load_prompts_file, load_suite
+from specchat.chat import Message, prompt_tokens
+from specchat.download import locate
+from specchat.engine import Engine, EngineConfig
+from specchat.models_api import CachedModel
+from specchat.registry import load_registry
+
+HERE = Path(__file__).parent
+GUESSES = 16  # auto's longest draft-model draft (MODEL_MAX_K)
+
+
+def greedy_continuation(target: Engine, prompt: list[int], max_tokens: int) -> tuple[list[int], int | None]:
+    """The target alone, one token at a time: (tokens, end-of-generation id or None)."""
+    target.truncate(0)
+    row = target.eval(prompt, 1)[0]
+    out: list[int] = []
+    while len(out) < max_tokens:
+        token = int(np.argmax(row))
+        if target.is_eog(token):
+            return out, token
+        out.append(token)
+        row = target.eval([token], 1)[0]
+    return out, None
+
+
+def draft_guesses(draft: Engine, prompt: list[int], target: list[int], end: int | None) -> list[list[int]]:
+    """The draft's greedy guesses after prompt + target[:i], for i = 0..len(target)."""
+    truth = target + ([end] if end is not None else [])  # what the target produces at each position
+    cache = CachedModel(draft)
+    cache.model.truncate(0)
+    out: list[list[int]] = []
+    for i in range(len(target) + 1):
+        context = prompt + target[:i]
+        previous = out[-1] if out else []
+        # The draft was right at i - 1: its path from there continues from here.
+        guesses = previous[1:] if previous and previous[0] == target[i - 1] else []
+        while not path_done(guesses, truth[i:], draft.is_eog):
+            row = cache.feed(context + guesses, 1)[0]
+            guesses.append(int(np.argmax(row)))
+        out.append(guesses)
+    return out
+
+
+def path_done(guesses: list[int], truth: list[int], is_eog) -> bool:
+    """16 guesses, an end-of-generation guess (the drafter stops there), or the first wrong guess:
+    what the draft guesses after a wrong guess is never accepted, so it is not worth recording (it
+    would cost up to 15 draft steps per position; replays draft filler there). Beyond the end of a
+    reply cut at max_tokens nothing is ever verified."""
+    n = len(guesses)
+    if n >= GUESSES or n >= len(truth):
+        return True
+    return n > 0 and (is_eog(guesses[-1]) or guesses[-1] != truth[n - 1])
+
+
+def record(target: Engine, draft: Engine, prompt_id: str, category: str, text: str, max_tokens: int) -> dict:
+    prompt = prompt_tokens(target, [Message("user", text)])
+    tokens, end = greedy_continuation(target, prompt, max_tokens)
+    guesses = draft_guesses(draft, prompt, tokens, end)
+    seen = set(prompt) | set(tokens) | {g for row in guesses for g in row} | ({end} if end is not None else set())
+    return {
+        "id": prompt_id,
+        "category": category,
+        "prompt": prompt,
+        "target": tokens,
+        "stop": "eog" if end is not None else "max_tokens",
+        "end": end,
+        "guesses": guesses,
+        "control": sorted(t for t in seen if target.is_control(t)),
+        "eog": sorted(t for t in seen if target.is_eog(t)),
+        "max_tokens": max_tokens,
+    }
+
+
+def read_lines(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def write_lines(path: Path, records: list[dict]) -> None:
+    """Atomically, so an interrupted run leaves the previous complete file."""
+    tmp = path.with_suffix(".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        for line in records:
+            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+
+
+def provenance(target_spec, draft_spec) -> dict:
+    import llama_cpp
+
+    return {
+        "llama_cpp_python": llama_cpp.__version__,
+        "target": {"file": target_spec.file, "sha256": target_spec.sha256},
+        "draft": {"file": draft_spec.file, "sha256": draft_spec.sha256},
+        "date": datetime.date.today().isoformat(),
+        "decoding": "greedy",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", "--max-tokens", type=int, default=128)
+    parser.add_argument("--out", type=Path, default=HERE / "traces")
+    parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: every usable CPU)")
+    args = parser.parse_args()
+    pair = load_registry().pair(None)
+    paths = [locate(pair.target), locate(pair.draft)]
+    if None in paths:
+        raise SystemExit("the default pair is not on this machine: run `specchat pull` first")
+    sets = {
+        "suite-default": [(p.id, p.category, p.text) for p in load_suite("default")],
+        "sim-prompts": [(p.id, p.category, p.text) for p in load_prompts_file(HERE / "sim_prompts.jsonl")],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = provenance(pair.target, pair.draft)
+    config = EngineConfig(n_ctx=args.ctx, n_threads=args.threads)
+    with Engine(paths[0], config) as target, Engine(paths[1], config) as draft:
+        for name, prompts in sets.items():
+            path = args.out / f"{name}.jsonl.gz"
+            done = [r for r in read_lines(path) if r["max_tokens"] == args.max_tokens]
+            for prompt_id, category, text in prompts:
+                if any(r["id"] == prompt_id for r in done):
+                    continue
+                line = record(target, draft, prompt_id, category, text, args.max_tokens)
+                done.append({**line, "source": name, "meta": meta})
+                write_lines(path, done)
+                print(f"{name} {category} #{prompt_id}: {len(line['target'])} tokens, stop {line['stop']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""benchmarks/simulate.py on a tiny hand-made trace: exact replay, lossless drafting, the virtual clock
+charging what the regime says, and the regimes themselves. No model files."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).parent.parent / "benchmarks" / "simulate.py"
+
+
+@pytest.fixture(scope="module")
+def sim():
+    spec = importlib.util.spec_from_file_location("simulate", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["simulate"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["simulate"]
+
+
+EOG, START = 1, 2  # ids of the tiny vocabulary: end-of-generation and a control token
+PROMPT = [START, 3, 4, 5]
+TARGET = [6, 7, 8, 9, 6, 7, 8, 9]
+WRONG_AT = {3}  # the draft guesses wrong after target[:3]
+OFF = 11  # what the draft guesses once off the target's text: the replay's filler (the last id)
+
+
+def draft_next(context: list[int]) -> int:
+    """A draft that follows the target except at WRONG_AT, and ends where the target ends."""
+    line = PROMPT + TARGET
+    if context != line[: len(context)]:
+        return OFF
+    i = len(context) - len(PROMPT)
+    if i == len(TARGET):
+        return EOG
+    return 10 if i in WRONG_AT else TARGET[i]
+
+
+def tiny_trace(sim, tails: bool = False):
+    """As record_traces.py records it: each path up to its first wrong guess (tails: all 16 guesses)."""
+    truth = [*TARGET, EOG]
+    guesses = []
+    for i in range(len(TARGET) + 1):
+        path: list[int] = []
+        while len(path) < 16 and not (path and path[-1] == EOG):
+            if path and not tails and path[-1] != truth[i + len(path) - 1]:
+                break
+            path.append(draft_next(PROMPT + TARGET[:i] + path))
+        guesses.append(path)
+    return sim.Trace("t1", "code", PROMPT, TARGET, guesses, EOG, frozenset({EOG, START}), frozenset({EOG}), 12, 128)
+
+
+def unit_regime(sim):
+    """v(n) = n target steps of 1 s, a draft step half a target step: costs easy to add up by hand."""
+    return sim.Regime("unit", 0.5, {n: float(n) for n in (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)}, 1.0, "test")
+
+
+def test_target_alone_replays_the_trace(sim):
+    stats = sim.replay(tiny_trace(sim), unit_regime(sim), "target")
+    assert stats.generated == len(TARGET)
+    assert stats.stop_reason == "eog"
+    assert stats.decode_s == pytest.approx(len(TARGET) + 1)  # one step per token, plus the round that ends
+
+
+@pytest.mark.parametrize("tails", [False, True])
+def test_draft_model_is_lossless_and_costs_what_the_regime_says(sim, tails):
+    stats = sim.replay(tiny_trace(sim, tails), unit_regime(sim), "spec:2")  # replay() raises unless lossless
+    # Prefill: target 3 tokens (3) + draft 3 tokens (1.5). Rounds, as draft steps + verify batch:
+    # [6, 7] + bonus: 2 x 0.5 + v(3); [10, 11] rejected: catch-up of 2 (0.5 v(2)) + 0.5 + v(3);
+    # [6, 7] + bonus: 2 x 0.5 + v(3); [9, EOG]: catch-up of 2 + 0.5 + v(3), the EOG ends the reply.
+    assert stats.prefill_s == pytest.approx(4.5)
+    assert stats.decode_s == pytest.approx(4.0 + 4.5 + 4.0 + 4.5)
+    assert stats.rounds == 4
+    assert stats.accepted == 2 + 0 + 2 + 2
+
+
+def test_every_strategy_and_auto_replay_exactly_in_every_regime(sim):
+    trace = tiny_trace(sim)
+    for regime in sim.REGIMES.values():
+        for strategy in (*sim.FIXED, "auto"):
+            assert sim.replay(trace, regime, strategy).generated == len(TARGET)
+        assert sim.replay(trace, regime, "auto", regime.costs(busy=True)).generated == len(TARGET)
+
+
+def test_the_draft_refuses_a_context_the_trace_does_not_cover(sim):
+    trace = tiny_trace(sim)
+    draft = sim.TraceDraft(trace, sim.Clock(), lambda n: 0.0)
+    draft.eval([*PROMPT, 6, 7, 8, 10], 0)
+    assert draft.eval([OFF], 1)[0].argmax() == OFF  # past a wrong guess: filler
+    draft.truncate(len(PROMPT))
+    draft.eval([10], 0)  # a guess the draft did not make after the prompt
+    with pytest.raises(sim.OffTrace):
+        draft.eval([OFF], 1)
+
+
+def test_regimes_load_and_interpolate(sim):
+    for regime in sim.REGIMES.values():
+        assert regime.v(1) == 1.0
+        assert 0.0 < regime.c < 1.0
+        costs = regime.costs()
+        assert sorted(costs.verify) == sorted(sim.QUICK_BATCHES)
+        assert all(regime.v(n) < regime.v(n + 8) for n in range(1, 200, 8))  # dearer with size, overall
+        busy = regime.costs(busy=True)
+        assert busy.verify[1] == 1.0 and busy.verify[16] == pytest.approx(4 * costs.verify[16])
+    epyc = sim.REGIMES["epyc-2core"]
+    assert epyc.v(7) == pytest.approx((epyc.v(6) + epyc.v(8)) / 2)
+
+
+def test_the_table_reports_every_category(sim, tmp_path):
+    trace = tiny_trace(sim)
+    cells = sim.simulate([trace], [sim.REGIMES["gpu-consumer"]], ["spec:4"])
+    assert [(c.regime, c.category) for c in cells] == [
+        ("gpu-consumer", "code"),
+        ("gpu-consumer", "all"),
+        ("gpu-consumer busy", "code"),
+        ("gpu-consumer busy", "all"),
+    ]
+    assert cells[0].best in ("target", "spec:4")
+    assert "| gpu-consumer | code |" in sim.markdown(cells)
