@@ -133,7 +133,13 @@ class LiveOutput(Output):
     """The live view on a terminal: styled tokens, ghost text, a footer; a summary line at the end."""
 
     def __init__(
-        self, console: Console, request: Request, *, show_rejected: bool = True, verbose: bool = False, legend=True
+        self,
+        console: Console,
+        request: Request,
+        *,
+        show_rejected: bool = True,
+        verbose: bool = False,
+        legend: bool = True,
     ) -> None:
         from .chatview import ReplyView
 

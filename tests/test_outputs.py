@@ -1,0 +1,93 @@
+"""Output sinks and the one --format choice; stdout that cannot be written is one clear error."""
+
+from __future__ import annotations
+
+import errno
+import io
+import sys
+
+import pytest
+
+from specchat import outputs, view
+from specchat.errors import UsageError
+from specchat.runtime import Generation, Segment, Update
+from specchat.sampling import SamplingParams
+from specchat.speculative import Stats
+
+
+@pytest.mark.parametrize(
+    ("fmt", "flags", "terminal", "chosen"),
+    [
+        ("auto", {}, True, "live"),
+        ("auto", {}, False, "text"),
+        ("auto", {"as_json": True}, True, "json"),
+        ("auto", {"jsonl": True}, False, "jsonl"),
+        ("json", {"as_json": True}, False, "json"),
+        ("live", {}, False, "live"),
+        ("text", {}, True, "text"),
+    ],
+)
+def test_one_format_from_the_option_and_its_aliases(fmt, flags, terminal, chosen):
+    assert outputs.choose(fmt, terminal=terminal, **flags) == chosen
+
+
+@pytest.mark.parametrize(
+    ("fmt", "flags", "needle"),
+    [
+        ("auto", {"as_json": True, "jsonl": True}, "--json and --jsonl both take stdout"),
+        ("text", {"as_json": True}, "--json and --format text both take stdout"),
+        ("yaml", {}, "unknown --format 'yaml'"),
+    ],
+)
+def test_conflicts_and_unknown_formats(fmt, flags, needle):
+    with pytest.raises(UsageError, match=needle):
+        outputs.choose(fmt, **flags)
+
+
+def test_request_labels_come_from_the_modes_table():
+    params = SamplingParams()
+    labels = [outputs.Request(mode, k, params, 8).label for mode, k in (("auto", 64), ("spec", 4), ("target", 0))]
+    assert labels == ["auto (k<=64)", "spec k=4", "target alone"]
+
+
+def test_text_output_writes_the_text_and_ends_the_line(capsys):
+    sink = outputs.TextOutput()
+    segments = [Segment("ab", "accepted"), Segment("zz", "rejected"), Segment("c", "target")]
+    with sink:
+        sink.update(Update(None, segments, Stats()))
+    sink.finish(Generation("abc", [1, 2, 3], Stats()))
+    assert capsys.readouterr().out == "abc\n"
+    sink.finish(Generation("done\n", [], Stats()))
+    assert capsys.readouterr().out == ""
+
+
+class Failing(io.StringIO):
+    def __init__(self, exc: OSError) -> None:
+        super().__init__()
+        self.exc = exc
+
+    def write(self, _text):
+        raise self.exc
+
+
+def test_a_full_disk_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", Failing(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(view.StdoutError) as err:
+        view.write_stdout("x")
+    assert err.value.message == "cannot write the reply to stdout: no space left on device"
+    assert err.value.exit_code == 1 and err.value.hint
+
+
+def test_a_broken_pipe_stays_a_broken_pipe(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", Failing(BrokenPipeError(errno.EPIPE, "Broken pipe")))
+    with pytest.raises(BrokenPipeError):
+        view.write_stdout("x")
+
+
+def test_a_closed_stdout(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", None)
+    with pytest.raises(view.StdoutError, match="cannot write the list to stdout: it is closed"):
+        view.write_stdout("x", "the list")
+    console = view.stdout_console()
+    assert not console.is_terminal
+    assert outputs.fancy_terminal() is False
