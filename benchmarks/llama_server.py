@@ -1,51 +1,79 @@
-"""specchat's draft-model speculation vs llama.cpp's own `llama-server`, same pair, k, threads, greedy.
+"""specchat vs llama.cpp's own `llama-server`: same GGUF, threads, token ids, greedy, side by side.
 
-    python benchmarks/llama_server.py                    # default pair, k = 4, code + chat prompts
-    python benchmarks/llama_server.py --k 4 -n 128 -r 3 --suite quick
+    python benchmarks/llama_server.py                          # auto vs ngram-mod and ngram-map-k, code-edit suite
+    python benchmarks/llama_server.py --prompts edits.jsonl -n 128 -r 3
+    python benchmarks/llama_server.py --peer draft --specchat-mode spec --k 4 --suite quick
+    nice -n 19 python benchmarks/llama_server.py --build-only  # just build (and check) llama-server
 
 What it does:
 1. Builds `llama-server` from the llama.cpp sources vendored in the llama-cpp-python sdist of the
    installed version (the same llama.cpp that specchat runs), in the user cache directory, once
-   (about 10 minutes on 2 cores; later runs reuse the binary). Nothing is written into the repository.
-2. Starts it with the pair (`-m TARGET -md DRAFT --spec-type draft-simple --spec-draft-n-max K`) and the
-   same threads and context.
-   Its other speculative settings stay at llama.cpp's defaults (p_min = 0 in this version: fixed k,
-   like specchat's `--mode spec`).
-3. For every prompt and repetition, in rotated order: the same chat-templated token ids to
-   llama-server's /completion (temperature 0, no prompt cache) and to specchat's loop in this process
-   (`--mode spec -k K`). Decode speed on both sides is generated tokens / time after the prompt
-   (llama-server's `predicted_per_second`; specchat's `Stats.tokens_per_s`).
-4. Prints a table and the median of the paired ratios specchat / llama-server.
+   (10+ minutes on 2 cores; later runs reuse the binary). Nothing is written into the repository.
+2. Opens specchat as a user gets it (`runtime.open_pipeline(Options(mode=...))`, default mode auto,
+   its saved calibration if there is one) and, per --peer, runs llama-server with the same target:
+     ngram-mod    -m TARGET --spec-type ngram-mod      (draftless; llama.cpp's defaults: n_match 24,
+                                                        n_min 48, n_max 64)
+     ngram-map-k  -m TARGET --spec-type ngram-map-k    (draftless; size_n 12, size_m 48, min_hits 1)
+     draft        -m TARGET -md DRAFT --spec-type draft-simple --spec-draft-n-max K
+   with the same threads (-t/-tb), context and one slot, on a free loopback port (the server picks it:
+   --port 0). docs/ngram-mod-notes.md describes the draftless modes. --server-arg passes more flags.
+3. For every prompt and repetition, in an order rotated from block to block: the same chat-templated
+   token ids to llama-server's /completion (temperature 0, top_k 1, no prompt cache) and to specchat's
+   loop in this process (after `pipeline.reset()`). Decode speed on both sides is generated tokens /
+   time after the prompt (llama-server's `predicted_per_second`; specchat's `Stats.tokens_per_s`).
+4. Prints a table per category with the median of the paired ratios specchat / peer (same prompt,
+   same repetition), and specchat / the best draftless peer.
+
+Peer state (--peer-state): ngram-mod keeps ONE hash pool per server, shared by every request and never
+cleared between them (only when 25 % full or after 5 drafts in a row with < 25 % accepted); ngram-map-k
+keeps a per-slot map across requests, which leaves it blind to most of a new, different prompt. With
+`kept`, one server serves the whole run, so from the second repetition on ngram-mod has already pooled
+its own greedy answer to the same prompt and drafts nearly all of it (measured: 102 -> 125 of 128 tokens
+drafted on a code-edit prompt), while ngram-map-k loses its prompt: neither is what a user editing a new
+file gets. `fresh` (default) starts a new server for every measured reply (not timed: only decode is),
+so each reply starts with an empty pool, as specchat's drafters do after reset().
+
+A started llama-server is always stopped: on return, on errors, on Ctrl-C (what was measured is still
+reported) and on SIGTERM; and if this process is killed outright, the kernel sends the server SIGTERM
+(Linux: PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import ctypes
 import json
 import os
-import socket
+import re
+import signal
 import statistics
 import subprocess
 import sys
 import tarfile
 import time
+import urllib.error
 import urllib.request
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from specchat.benchsuite import load_suite
-from specchat.chat import Message
+from specchat.benchsuite import Prompt, load_prompts_file, load_suite
 from specchat.engine import default_threads
 from specchat.paths import cache_dir
-from specchat.runtime import LoadOptions, ModelChoice, Pipeline, resolve
-from specchat.sampling import SamplingParams
-from specchat.view import download_progress
 
 console = Console(stderr=True)
 PIP_DOWNLOAD = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q", "-d"]
+PEERS = ("ngram-mod", "ngram-map-k", "draft")
+DRAFTLESS = ("ngram-mod", "ngram-map-k")
+SPECCHAT = "specchat"
+
+
+# -- llama-server: build --------------------------------------------------------------------------------
 
 
 def build_server() -> Path:
@@ -70,39 +98,97 @@ def build_server() -> Path:
             for member in members:
                 member.name = member.name[len(prefix) :]
             tar.extractall(source, members=[m for m in members if m.name], filter="data")
-    console.print(f"building llama-server in {root} (about 10 minutes on 2 cores)")
+    console.print(f"building llama-server in {root} (10+ minutes on 2 cores)")
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF"]
     flags += ["-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON"]
-    subprocess.run(["cmake", "-S", str(source), "-B", str(root / "build"), *flags], check=True, capture_output=True)
+    configure = subprocess.run(
+        ["cmake", "-S", str(source), "-B", str(root / "build"), *flags], capture_output=True, text=True
+    )
+    if configure.returncode:
+        raise SystemExit(f"cmake configure failed:\n{configure.stdout[-3000:]}\n{configure.stderr[-3000:]}")
     jobs = str(os.cpu_count() or 2)
     subprocess.run(["cmake", "--build", str(root / "build"), "--target", "llama-server", "-j", jobs], check=True)
     return binary
 
 
+def check_server(binary: Path, peers: list[str]) -> None:
+    """The built server knows the --spec-type values the peers need (they change between versions)."""
+    shown = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
+    help_text = shown.stdout + shown.stderr
+    line = next((row for row in help_text.splitlines() if "--spec-type" in row), "")
+    wanted = {"ngram-mod": "ngram-mod", "ngram-map-k": "ngram-map-k", "draft": "draft-simple"}
+    missing = [wanted[p] for p in peers if wanted[p] not in line]
+    if missing:
+        raise SystemExit(f"{binary} --help does not list --spec-type {', '.join(missing)}: {line.strip()!r}")
+
+
+# -- llama-server: one process ----------------------------------------------------------------------------
+
+_LIVE: set[Server] = set()  # servers started and not yet stopped, for atexit and signal handlers
+
+
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.close()
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel sends SIGTERM if this Python process dies (even by SIGKILL)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: atexit and the handlers still stop it
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Server:
-    def __init__(self, binary: Path, target: Path, draft: Path, *, k: int, threads: int, ctx: int):
-        with socket.socket() as probe:  # a free port, so no stale server answers in its place
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        command = [str(binary), "-m", str(target), "-md", str(draft), "--spec-type", "draft-simple"]
-        command += ["--spec-draft-n-max", str(k)]
-        command += ["-t", str(threads), "-tb", str(threads), "-td", str(threads), "-tbd", str(threads)]
-        command += ["-c", str(ctx), "-np", "1", "--no-webui", "--port", str(self.port), "-ngl", "0", "-ngld", "0"]
-        self.log = binary.parent.parent / "llama-server.log"
+    """One llama-server on a loopback port it picked itself (--port 0: no race for a "free" port)."""
+
+    LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
+
+    def __init__(self, binary: Path, target: Path, args: list[str], log: Path) -> None:
+        self.binary, self.target, self.args, self.log = binary, target, args, log
+        self.process: subprocess.Popen | None = None
+        self.port = 0
+        self.keep_log = False  # kept after a failure, for a look; deleted when the server stopped normally
+
+    def start(self, timeout: float = 300.0) -> Server:
+        command = [str(self.binary), "-m", str(self.target), *self.args, "--host", "127.0.0.1", "--port", "0"]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("wb") as log:  # a file, not a pipe: llama.cpp logs a lot and must never block
-            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + 120
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop it in order
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        _LIVE.add(self)
+        try:
+            self._wait_ready(timeout)
+        except BaseException as exc:
+            self.keep_log = not isinstance(exc, KeyboardInterrupt)
+            self.close()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                tail = self.log.read_text(errors="replace")[-2000:]
-                raise SystemExit(f"llama-server exited: {tail}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise SystemExit("llama-server did not become ready in 120 s")
+                tail = self.log.read_bytes()[-3000:].decode(errors="replace")
+                raise RuntimeError(f"llama-server exited with {self.process.returncode} (log: {self.log}):\n{tail}")
+            found = self.LISTENING.search(self.log.read_bytes())  # logged once the model is loaded
+            if found:
+                self.port = int(found.group(1))
+                props = self._get("/props")
+                if Path(props.get("model_path", "")).resolve() != self.target.resolve():
+                    raise RuntimeError(f"port {self.port} answers for {props.get('model_path')!r}, not our server")
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"llama-server was not ready after {timeout:.0f} s (log: {self.log})")
+
+    def _get(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as reply:
+            return json.loads(reply.read())
 
     def complete(self, tokens: list[int], n: int) -> dict:
         body = {
@@ -111,6 +197,7 @@ class Server:
             "temperature": 0.0,
             "top_k": 1,
             "cache_prompt": False,
+            "return_tokens": True,
             "stream": False,
         }
         request = urllib.request.Request(
@@ -118,111 +205,320 @@ class Server:
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=600) as reply:
+        with urllib.request.urlopen(request, timeout=1800) as reply:
             answer = json.loads(reply.read())
         timings = answer["timings"]
         drafted = timings.get("draft_n", 0)
+        accepted = timings.get("draft_n_accepted", 0)
         return {
             "tok_s": timings["predicted_per_second"],
             "n": timings["predicted_n"],
-            "accept": timings.get("draft_n_accepted", 0) / drafted if drafted else 0.0,
+            "drafted": drafted,
+            "accepted": accepted,
+            "accept": accepted / drafted if drafted else 0.0,
+            "tokens": answer.get("tokens", []),
         }
 
     def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        process, self.process = self.process, None
+        _LIVE.discard(self)
+        if process is not None and process.poll() is None:
+            process.terminate()  # llama-server shuts down on SIGTERM (after the decode in flight)
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=15)
+        if not self.keep_log:
+            self.log.unlink(missing_ok=True)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Peer:
+    """A llama-server configuration; `fresh`: a new process (empty pool) for every measured reply."""
+
+    def __init__(self, name: str, binary: Path, target: Path, args: list[str], *, fresh: bool) -> None:
+        self.name, self.fresh = name, fresh
+        log = binary.parent.parent / "logs" / f"llama-server-{name}-{os.getpid()}.log"  # one per run and peer
+        self.server = Server(binary, target, args, log)
+        self.command = [str(binary), "-m", str(target), *args, "--host", "127.0.0.1", "--port", "0"]
+
+    def complete(self, tokens: list[int], n: int, warm: list[int]) -> dict:
+        if self.fresh or self.server.process is None:
+            self.server.close()
+            self.server.start()
+            # One token after a few raw tokens: warms the process; shorter than any n-gram key (12, 24),
+            # so it adds nothing to ngram-mod's pool or ngram-map-k's map.
+            self.server.complete(warm, 1)
+        return self.server.complete(tokens, n)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def peer_args(name: str, args, draft: Path | None) -> list[str]:
+    threads = ["-t", str(args.threads), "-tb", str(args.threads)]
+    common = [*threads, "-c", str(args.ctx), "-np", "1", "--no-webui", "-ngl", "0"]
+    if name == "ngram-mod":
+        spec = ["--spec-type", "ngram-mod"]
+    elif name == "ngram-map-k":
+        spec = ["--spec-type", "ngram-map-k"]
+    else:
+        if draft is None:
+            raise SystemExit("--peer draft needs a draft model: give --draft FILE or a --pair with one")
+        spec = ["-md", str(draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(args.k or 4)]
+        spec += ["-td", str(args.threads), "-tbd", str(args.threads), "-ngld", "0"]
+    return [*common, *spec, *args.server_arg]
+
+
+# -- specchat's side ---------------------------------------------------------------------------------------
+
+
+class Specchat:
+    """specchat as a user runs it, behind the four calls this comparison needs. The runtime API moves
+    (it was just refactored): adapt it here and nowhere else."""
+
+    def __init__(self, args) -> None:
+        from specchat.modes import MODES
+        from specchat.runtime import Options, open_pipeline, resolve
+        from specchat.sampling import SamplingParams
+        from specchat.view import download_progress, note
+
+        self.options = Options(
+            pair=args.pair,
+            target_path=args.target,
+            draft_path=args.draft,
+            mode=args.specchat_mode,
+            n_ctx=args.ctx,
+            threads=args.threads,
+            use_tuning=not args.fresh_calibration,
+        )
+        self.k = args.k if args.k and args.specchat_mode != "auto" else MODES[args.specchat_mode].default_k
+        self.greedy = SamplingParams(temperature=0.0)
+        with download_progress(console) as start:
+            self.pipeline = open_pipeline(self.options, lambda message: note(console, message), start)
+            self.target = self.pipeline.resolved.target
+            self.draft = self.pipeline.resolved.draft
+            if self.draft is None and "draft" in args.peer:  # e.g. --specchat-mode ngram: find the pair's draft
+                self.draft = resolve(replace(self.options, mode="spec"), console.print, start).draft
+        if self.pipeline.mode_note:
+            note(console, self.pipeline.mode_note)
+
+    def encode(self, text: str, *, template: bool = True) -> list[int]:
+        from specchat.chat import Message
+
+        return self.pipeline.prompt([Message("user", text)], use_template=template)
+
+    def generate(self, tokens: list[int], n: int) -> dict:
+        self.pipeline.reset()  # starts cold, like a fresh llama-server: no KV cache, nothing learned
+        generation = self.pipeline.generate(tokens, self.greedy, mode=self.options.mode, k=self.k, max_tokens=n)
+        stats = generation.stats
+        if stats.stop_reason == "interrupted":
+            raise KeyboardInterrupt
+        return {
+            "tok_s": stats.tokens_per_s,
+            "n": stats.generated,
+            "drafted": stats.drafted,
+            "accepted": stats.accepted,
+            "accept": stats.acceptance_rate,
+            "tokens": list(generation.tokens),
+            "rounds_by_source": dict(stats.rounds_by_source),
+        }
+
+    def close(self) -> None:
+        self.pipeline.close()
+
+
+# -- the comparison ----------------------------------------------------------------------------------------
+
+
+def _on_sigterm(signum, _frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every finally: servers are stopped
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--peer",
+        action="append",
+        choices=PEERS,
+        default=None,
+        help="llama-server configuration(s) to compare with; several allowed (default: ngram-mod and ngram-map-k)",
+    )
+    parser.add_argument("--specchat-mode", choices=("auto", "spec", "ngram"), default="auto")
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="draft length of specchat spec/ngram (auto: its own, <= 64) and of --peer draft",
+    )
     parser.add_argument("--pair", default=None, help="pair from `specchat models` (default: the default pair)")
-    parser.add_argument("--k", type=int, default=4, help="draft length on both sides (default 4)")
+    parser.add_argument("--target", type=Path, default=None, help="a target GGUF instead of the pair's")
+    parser.add_argument("--draft", type=Path, default=None, help="a draft GGUF instead of the pair's")
     parser.add_argument("-n", "--max-tokens", type=int, default=128)
     parser.add_argument("-r", "--reps", type=int, default=3)
-    parser.add_argument("--suite", default="quick", help="built-in bench suite (default: quick)")
-    parser.add_argument("--threads", type=int, default=default_threads())
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--suite", default="code-edit", help="built-in bench suite (default: code-edit)")
+    where.add_argument("--prompts", type=Path, default=None, help="Spec-Bench JSONL: {category, turns}")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    parser.add_argument("--threads", type=int, default=default_threads(), help="both sides (default: usable cores)")
     parser.add_argument("--ctx", type=int, default=4096)
+    parser.add_argument(
+        "--peer-state",
+        choices=("fresh", "kept"),
+        default="fresh",
+        help="fresh: a new llama-server per measured reply (empty n-gram pool); kept: one per peer for the run",
+    )
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help='extra llama-server flags, split on spaces (repeatable), e.g. --server-arg="--spec-ngram-mod-n-min 16"',
+    )
+    parser.add_argument("--fresh-calibration", action="store_true", help="specchat: ignore saved tuning")
     parser.add_argument("--json", type=Path, default=None, help="also write all samples here")
+    parser.add_argument("--build-only", action="store_true", help="build and check llama-server, then exit")
     args = parser.parse_args()
+    args.peer = list(dict.fromkeys(args.peer or list(DRAFTLESS)))
+    args.server_arg = [part for arg in args.server_arg for part in arg.split()]
 
     binary = build_server()
-    with download_progress(console) as start:
-        resolved = resolve(ModelChoice(pair=args.pair), console.print, start)
-    pipeline = Pipeline(resolved, LoadOptions(n_ctx=args.ctx, threads=args.threads))
-    prompts = load_suite(args.suite)
-    encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
-    greedy = SamplingParams(temperature=0.0)
-    servers: dict[str, Server] = {}
+    check_server(binary, args.peer)
+    if args.build_only:
+        print(binary)
+        return
+
+    prompts: list[Prompt] = load_prompts_file(args.prompts) if args.prompts else load_suite(args.suite)
+    prompts = prompts[: args.limit] if args.limit else prompts
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    atexit.register(_stop_all)
+
     samples: list[dict] = []
+    peers: dict[str, Peer] = {}
+    interrupted = False
+    side = Specchat(args)
     try:
-        servers["llama-server"] = Server(
-            binary, resolved.target, resolved.draft, k=args.k, threads=args.threads, ctx=args.ctx
+        encoded = {p.id: side.encode(p.text) for p in prompts}
+        warm = side.encode("Hello", template=False)[:4]
+        for name in args.peer:
+            peers[name] = Peer(
+                name, binary, side.target, peer_args(name, args, side.draft), fresh=args.peer_state == "fresh"
+            )
+            console.print(f"{name}: {' '.join(peers[name].command)}", highlight=False, soft_wrap=True)
+        console.print(
+            f"specchat: --mode {args.specchat_mode} (k <= {side.k}), {args.threads} threads, target {side.target}",
+            highlight=False,
         )
-        names = ["specchat", *servers]
-        for tokens in list(encoded.values())[:1]:  # warm-up, not measured
-            pipeline.generate(tokens, greedy, k=args.k, max_tokens=16, mode="spec")
-            for server in servers.values():
-                server.complete(tokens, 16)
+        # Warm-up, not measured: specchat on the first prompt; kept servers start here (a short raw
+        # prompt, so that their pools do not see a measured prompt before it is measured).
+        side.generate(encoded[prompts[0].id], min(16, args.max_tokens))
+        if args.peer_state == "kept":
+            for peer in peers.values():
+                peer.complete(warm, 1, warm)
+        names = [SPECCHAT, *peers]
         for rep in range(args.reps):
             for index, prompt in enumerate(prompts):
                 shift = (rep + index) % len(names)
+                block: dict[str, dict] = {}
                 for name in names[shift:] + names[:shift]:
                     tokens = encoded[prompt.id]
-                    if name == "specchat":
-                        pipeline.reset()
-                        _, _, stats = pipeline.generate(
-                            tokens, greedy, k=args.k, max_tokens=args.max_tokens, mode="spec"
-                        )
-                        sample = {"tok_s": stats.tokens_per_s, "n": stats.generated, "accept": stats.acceptance_rate}
+                    if name == SPECCHAT:
+                        sample = side.generate(tokens, args.max_tokens)
                     else:
-                        sample = servers[name].complete(tokens, args.max_tokens)
-                    samples.append(
-                        {"rep": rep, "prompt": prompt.id, "category": prompt.category, "who": name, **sample}
-                    )
+                        sample = peers[name].complete(tokens, args.max_tokens, warm)
+                    block[name] = sample
                     console.print(
-                        f"rep {rep + 1} {prompt.category:10} #{prompt.id:<3} {name:10} "
-                        f"{sample['tok_s']:6.1f} tok/s  accept {sample['accept']:.0%}",
+                        f"rep {rep + 1} {prompt.category:10} #{prompt.id:<4} {name:12} {sample['tok_s']:6.1f} tok/s"
+                        f"  n {sample['n']:4}  accept {sample['accepted']:4}/{sample['drafted']:<4}",
                         highlight=False,
                     )
+                ours = block.get(SPECCHAT, {}).get("tokens")
+                for name, sample in block.items():
+                    theirs = sample.pop("tokens")
+                    same = theirs == ours if ours is not None else None
+                    where = {"rep": rep, "prompt": prompt.id, "category": prompt.category}
+                    samples.append({**where, "who": name, "same": same, **sample})
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("interrupted: stopping llama-server; the table shows what was measured")
     finally:
-        for server in servers.values():
-            server.close()
-        pipeline.close()
-    report(samples, args)
+        for peer in peers.values():
+            peer.close()
+        _stop_all()
+        side.close()
+    report(samples, args, interrupted, {name: peer.command for name, peer in peers.items()}, binary)
+    if interrupted:
+        sys.exit(130)
 
 
-def report(samples: list[dict], args) -> None:
+def report(samples: list[dict], args, interrupted: bool, commands: dict[str, list[str]], binary: Path) -> None:
+    if not samples:
+        return
+    blocks = {(s["rep"], s["prompt"]) for s in samples if s["who"] == SPECCHAT}
+    complete = [s for s in samples if (s["rep"], s["prompt"]) in blocks]
+
     def of(who: str, category: str | None = None) -> list[dict]:
-        return [s for s in samples if s["who"] == who and (category is None or s["category"] == category)]
+        return [s for s in complete if s["who"] == who and (category is None or s["category"] == category)]
 
     def paired(who: str, category: str | None) -> list[float]:
-        ours = {(s["rep"], s["prompt"]): s["tok_s"] for s in of("specchat", category)}
+        ours = {(s["rep"], s["prompt"]): s["tok_s"] for s in of(SPECCHAT, category)}
         return [ours[(s["rep"], s["prompt"])] / s["tok_s"] for s in of(who, category) if s["tok_s"] > 0]
 
-    table = Table(title=f"draft model, k = {args.k}, greedy, {args.threads} threads, -n {args.max_tokens}")
-    for column in ("category", "who", "samples", "tok/s (median)", "accept", "specchat / this"):
+    who_all = [SPECCHAT, *[p for p in args.peer if of(p)]]
+    label = {SPECCHAT: f"specchat {args.specchat_mode}", **{p: f"server {p}" for p in args.peer}}
+    out = Console(width=max(Console().width, 120))  # piped output would wrap the table at 80 columns
+    title = (
+        f"specchat --mode {args.specchat_mode} vs llama-server, greedy, {args.threads} threads, -n {args.max_tokens}, "
+        f"peer state {args.peer_state}" + (" (INTERRUPTED)" if interrupted else "")
+    )
+    table = Table(title=title)
+    columns = ("category", "who", "samples", "tok/s (median)", "accepted / drafted", "same tokens", "specchat / this")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("category", "who") else "right")
-    categories = sorted({s["category"] for s in samples})
-    for category in [*categories, None]:
-        for who in ("specchat", "llama-server"):
+    categories = sorted({s["category"] for s in complete})
+    for category in [*categories, None] if len(categories) > 1 else categories:
+        for who in who_all:
             rows = of(who, category)
             if not rows:
                 continue
-            ratio = "-" if who == "specchat" else f"{statistics.median(paired(who, category)):.2f}x"
+            ratios = paired(who, category)
+            drafted = sum(r["drafted"] for r in rows)
+            same = [r["same"] for r in rows if r["same"] is not None]
             table.add_row(
                 category or "all",
-                who,
+                label[who],
                 str(len(rows)),
                 f"{statistics.median(r['tok_s'] for r in rows):.1f}",
-                f"{statistics.median(r['accept'] for r in rows):.0%}",
-                ratio,
+                f"{sum(r['accepted'] for r in rows)}/{drafted}" if drafted else "-",
+                "-" if who == SPECCHAT else f"{sum(same)}/{len(same)}",
+                "-" if who == SPECCHAT or not ratios else f"{statistics.median(ratios):.2f}x",
             )
-    Console().print(table)
+    out.print(table)
+    draftless = [p for p in DRAFTLESS if of(p)]
+    if draftless:
+        best = max(draftless, key=lambda p: statistics.median(r["tok_s"] for r in of(p)))
+        ratios = paired(best, None)
+        out.print(
+            f"specchat {args.specchat_mode} / best draftless llama-server ({best}, by median tok/s): "
+            f"{statistics.median(ratios):.2f}x (median of {len(ratios)} paired ratios)",
+            highlight=False,
+        )
     if args.json:
-        args.json.write_text(json.dumps(samples, indent=1), encoding="utf-8")
+        meta = {
+            "argv": sys.argv,
+            "llama_cpp_python": metadata.version("llama-cpp-python"),
+            "binary": str(binary),
+            "commands": commands,
+            "interrupted": interrupted,
+        }
+        args.json.write_text(json.dumps({"meta": meta, "samples": samples}, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":
