@@ -121,6 +121,11 @@ class Costs:
         return self.step_s / self.calibrated_step_s if self.calibrated_step_s > 0 and self.step_s > 0 else 1.0
 
     @property
+    def steady(self) -> bool:
+        """The machine still runs at the speed it was calibrated at (judged after a few rounds)."""
+        return self.rounds_seen < 4 or 1 / DRIFT <= self.drift <= DRIFT
+
+    @property
     def drifted(self) -> bool:
         """The machine runs at another speed than when calibrated: the calibration should be taken again."""
         return self.rounds_seen >= DRIFT_ROUNDS and not 1 / DRIFT <= self.drift <= DRIFT

@@ -29,7 +29,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from None
 
 
-
 class _Backend:
     """llama.cpp's process-wide state, started by the first Engine (importing this module starts
     nothing): the backend, and a log callback that shows llama.cpp's log only when debugging."""

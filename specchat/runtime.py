@@ -15,7 +15,7 @@ from . import download, modes
 from .backends import for_path
 from .chat import Message, prompt_tokens
 from .compat import PairReport, require_compatible
-from .drafters import DraftModelDrafter, Drafter, NgramDrafter
+from .drafters import Drafter, DraftModelDrafter, NgramDrafter
 from .drafters.auto import AutoDrafter
 from .engine import EngineConfig, Interrupt, TextStream
 from .errors import EngineError, ModelFileError, UsageError

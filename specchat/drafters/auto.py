@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from ..costmodel import LOOKUP_STEP, Costs
 from ..modes import MODES
 from ..sampling import Sampler
-from .base import Draft, Drafter, Outcome
+from .base import Draft, Drafter, Offer, Outcome
 
 EXPLORE_SHARE = 0.03  # exploration may cost at most this share of the reply's time
 EXPLORE_MAX_K = 4  # exploration drafts short: it is for learning, not for winning
+CATCH_UP_SHARED = 4  # a draft model's catch-up is charged to this many of the rounds it then drafts
+CHEAP_GROWTH = 1.2  # beyond what a drafter vouches for: only batches costing at most this much more
 GUARD_DECAY = 0.9  # per round of that drafter: recent rounds decide
 GUARD_ROUNDS = 2.0  # rounds of evidence before realized speed can set a drafter aside
 GUARD_MARGIN = 0.97  # realized speed below this share of the target alone's: set aside
@@ -71,7 +73,17 @@ class Guard:
     last_target_round: int = 0
 
     def allowed(self, name: str) -> bool:
+        """May be tried: not (or no longer) set aside."""
         return self.round >= self.aside_until.get(name, 0)
+
+    def trusted(self, name: str) -> bool:
+        """May be chosen on its estimates: never set aside, or won a round since it came back (until
+        then it returns only as a trial, which the exploration budget pays for)."""
+        if not self.times_aside.get(name):
+            return self.allowed(name)
+        mine = self.realized.get(name, Realized()).step_s(evidence=1.0)
+        reference = self.realized.get("target", Realized()).step_s(evidence=1.0)
+        return self.allowed(name) and mine is not None and reference is not None and reference / mine >= 1.0
 
     def needs_reference(self) -> bool:
         """Time to run the target alone once: without it the guard would judge against a stale number."""
@@ -138,8 +150,12 @@ class AutoDrafter:
 
     def _catch_up_cost(self, drafter: Drafter, tokens: int) -> float:
         """A lagging draft model first evaluates what it missed, in one batch: c x v(tokens) target steps
-        (the target's batch curve stands in for the draft's)."""
-        return (self.costs.draft_step or 0.0) * self.costs.v(tokens) if tokens and drafter.uses_model else 0.0
+        (the target's batch curve stands in for the draft's). Once caught up it serves the rounds after
+        too, so a round is charged a share of it; a trial, which may not be followed by more, all of it
+        (see _trial)."""
+        if not tokens or not drafter.uses_model:
+            return 0.0
+        return (self.costs.draft_step or 0.0) * self.costs.v(tokens) / CATCH_UP_SHARED
 
     def choose(self, context: Sequence[int], k_max: int) -> Choice:
         """The best choice for this round (no side effects beyond the drafters' remembered offers)."""
@@ -150,25 +166,54 @@ class AutoDrafter:
             if step is None:
                 continue
             offer = drafter.offer(context, min(k_max, MODES[drafter.name].max_k))
+            offer = self._within_reach(offer, drafter.name)
             if not offer.rates:
                 continue
             fixed = self._catch_up_cost(drafter, offer.catch_up)
-            k, speedup = self.costs.best_length(offer.rates, step, fixed)
+            # Ranked by the plain estimate, taken only where the cautious one promises a gain too.
+            k, speedup = self.costs.best_length(offer.mean or offer.rates, step, fixed)
+            safe = k and self.costs.speedup(offer.rates[:k], step, fixed)[k] > 1.0
             allowed = self.guard.allowed(drafter.name)
-            if k and speedup > best.speedup and allowed:
+            if safe and speedup > best.speedup and self.guard.trusted(drafter.name):
                 best = Choice(drafter.name, k, speedup, f"{drafter.name} pays", fixed)
-            if offer.upper != offer.rates and allowed:
-                hopes = self.costs.speedup(offer.upper[:EXPLORE_MAX_K], step, fixed)
-                for k_try, hope in enumerate(hopes):
-                    affordable = fixed + k_try * step + self.costs.v(k_try + 1) - 1.0 <= self.budget.left()
-                    good = hope > max(1.0, trial.speedup if trial else 0.0) and self.costs.measured(k_try + 1)
-                    if k_try and good and affordable:
-                        trial = Choice(drafter.name, k_try, hope, f"trying {drafter.name}", fixed, explore=True)
-        if trial is not None and trial.speedup > best.speedup:
+            if allowed and (offer.upper != offer.rates or not self.guard.trusted(drafter.name)):
+                trial = self._trial(drafter, offer, step, fixed, trial, best)
+        if trial is not None:
             return trial
         if best.k and self.guard.needs_reference():
             return Choice("target", 0, 1.0, "timing the target alone (the guard's reference)")
         return best
+
+    def _within_reach(self, offer: Offer, name: str) -> Offer:
+        """The offer cut to what its drafter vouches for, or to the longest batch that costs little more
+        than that (on a GPU a batch of 64 costs about what one of 8 does; on a CPU several times more),
+        while the machine runs as calibrated and the drafter has not lost time yet."""
+        if offer.proven is None or offer.proven >= len(offer.rates):
+            return offer
+        if not self.costs.steady or self.guard.times_aside.get(name):  # the costs are in doubt
+            return Offer(
+                offer.rates[: offer.proven],
+                offer.upper[: offer.proven],
+                offer.catch_up,
+                offer.mean[: offer.proven] if offer.mean else None,
+                offer.proven,
+            )
+        budget = CHEAP_GROWTH * self.costs.v(offer.proven + 1)
+        reach = max([offer.proven] + [n - 1 for n in self.costs.verify if self.costs.v(n) <= budget])
+        cut = min(reach, len(offer.rates))
+        mean = offer.mean[:cut] if offer.mean is not None else None
+        return Offer(offer.rates[:cut], offer.upper[:cut], offer.catch_up, mean, offer.proven)
+
+    def _trial(self, drafter: Drafter, offer, step: float, fixed: float, trial, best: Choice) -> Choice | None:
+        """A short draft worth trying (optimistically it beats the best choice) that the exploration
+        budget affords; else the trial found so far."""
+        hopes = self.costs.speedup(offer.upper[:EXPLORE_MAX_K], step, fixed)
+        bar = max(1.0, best.speedup)
+        for k, hope in enumerate(hopes):
+            affordable = fixed * CATCH_UP_SHARED + k * step + self.costs.v(k + 1) - 1.0 <= self.budget.left()
+            if k and affordable and self.costs.measured(k + 1) and hope > max(bar, trial.speedup if trial else 0):
+                trial = Choice(drafter.name, k, hope, f"trying {drafter.name}", fixed, explore=True)
+        return trial
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         self.last = choice = self.choose(context, k)

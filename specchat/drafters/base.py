@@ -35,13 +35,15 @@ class Draft:
 @dataclass(frozen=True)
 class Offer:
     """What a drafter could propose now: per position, the chance that the token holds given the ones
-    before it held. `rates` is the cautious estimate decisions use; `upper` an optimistic one that says
-    whether trying the drafter could be worth it (equal to `rates` for drafters that learn without
-    being drafted)."""
+    before it held. `rates` is the cautious estimate that must promise a gain; `mean` the plain one that
+    ranks drafters which do; `upper` an optimistic one that says whether trying the drafter could be
+    worth it (equal to `rates` for drafters that learn without being drafted)."""
 
     rates: list[float]
     upper: list[float]
     catch_up: int = 0  # tokens the drafter must process before it can draft (a draft model that lags)
+    mean: list[float] | None = None  # the plain estimate, to rank drafters that pass on `rates` (None: rates)
+    proven: int | None = None  # positions the drafter vouches for; beyond them only where a batch is cheap
 
 
 NO_OFFER = Offer([], [])

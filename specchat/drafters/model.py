@@ -13,9 +13,9 @@ from ..sampling import Sampler
 from .base import Draft, Offer, Outcome
 
 PRIOR = 0.6  # acceptance believed before any evidence (`specchat tune` measures a better one)
-PRIOR_STRENGTH = 4.0  # in observed tokens
-DECAY = 0.93  # weight kept by old evidence per round: prose after code must be noticed within a few rounds
-CAUTION = 1.0  # standard errors below the mean for decisions (above it for "worth trying")
+PRIOR_STRENGTH = 4.0  # sweep
+DECAY = 0.93  # sweep
+CAUTION = 0.5  # sweep
 
 
 @dataclass
@@ -85,7 +85,8 @@ class DraftModelDrafter:
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         # Rounds drafted by others leave the cache behind: catching up is part of what drafting costs now.
         behind = max(0, len(context) - 1 - common_prefix(self.cache.tokens, context))
-        return Offer(self.acceptance.rates(k_max, CAUTION), self.acceptance.rates(k_max, -CAUTION), behind)
+        rates = self.acceptance.rates
+        return Offer(rates(k_max, CAUTION), rates(k_max, -CAUTION), behind, rates(k_max, 0.0))
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         draft = Draft(source=self.name)

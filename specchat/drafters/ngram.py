@@ -83,12 +83,13 @@ class CopyOdds:
 
     tried: dict[int, int] = field(default_factory=dict)
     held: dict[int, int] = field(default_factory=dict)
-    _table: dict[int, float] | None = field(default=None, repr=False)
+    _table: dict[int, tuple[float, float]] | None = field(default=None, repr=False)
 
-    def rate(self, length: int) -> float:
+    def rate(self, length: int, cautious: bool = True) -> float:
+        """The cautious estimate (one standard error below), or the plain posterior mean."""
         if self._table is None:
             self._table = self._estimate()
-        return self._table[_bucket(length)]
+        return self._table[_bucket(length)][0 if cautious else 1]
 
     def observe(self, length: int, held: bool) -> None:
         bucket = _bucket(length)
@@ -96,7 +97,7 @@ class CopyOdds:
         self.held[bucket] = self.held.get(bucket, 0) + held
         self._table = None
 
-    def _estimate(self) -> dict[int, float]:
+    def _estimate(self) -> dict[int, tuple[float, float]]:
         """Posterior means per bucket, made non-decreasing in the match length by pooling neighbours
         that disagree (a longer match is never less of a copy): one early break of a 40-token match
         must not outweigh thirty 20-token matches that held."""
@@ -117,7 +118,7 @@ class CopyOdds:
             # The caution shrinks with evidence, so it could undo the order: keep it non-decreasing.
             floor = max(floor, mean - COPY_CAUTION * math.sqrt(mean * (1 - mean) / tried))
             for bucket in buckets:
-                table[bucket] = floor
+                table[bucket] = (floor, mean)
         return table
 
 
@@ -164,9 +165,10 @@ class NgramDrafter:
 
     @property
     def copy_cap(self) -> int:
-        """Copies may grow to a few times the longest run this reply has copied so far: a long draft is
-        only risked where the reply has shown it is copying its input (a prose reply quoting a few words
-        would otherwise be offered a 60-token guess whose every position looks likely)."""
+        """How long a copy this drafter vouches for: a few times the longest run this reply has copied so
+        far. A long draft is only risked where the reply has shown it is copying its input (a prose reply
+        quoting a few words would otherwise be offered a 60-token guess whose every position looks
+        likely); auto goes further only where a longer batch costs little more (a GPU)."""
         return min(MAX_COPY, max(FIRST_COPY_CAP, COPY_CAP_GROWTH * self._longest_run))
 
     def match(self, context: Sequence[int], longest: int = 128) -> tuple[int, int | None]:
@@ -211,8 +213,10 @@ class NgramDrafter:
         copy = self._copy_at(context) if k_max > 0 else None
         if copy is None:
             return NO_OFFER
-        rates = [self.odds.rate(copy.matched + i) for i in range(min(len(copy.tokens), k_max, self.copy_cap))]
-        return Offer(rates, rates)
+        lengths = [copy.matched + i for i in range(min(len(copy.tokens), k_max))]
+        rates = [self.odds.rate(n) for n in lengths]
+        mean = [self.odds.rate(n, cautious=False) for n in lengths]
+        return Offer(rates, rates, mean=mean, proven=self.copy_cap)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         copy = self._copy_at(context) if k > 0 else None
