@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specchat import chat, download, gguf
+from specchat import download, gguf
 from specchat.chat import Message, TemplateError, prompt_tokens
 from specchat.cli import app
 from specchat.registry import Mirror, ModelSpec
 from specchat.sampling import Sampler, SamplingParams
+from specchat.template import RENDER_CHARS, bounded_render
 
 runner = CliRunner()
 VERSION = "0.1.0"
@@ -263,7 +264,7 @@ def test_typical_templates_render_as_llama_cpp_python_does(template):
 
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi  there\nsecond line"}]
     expected = Jinja2ChatFormatter(template=template, eos_token="</s>", bos_token="<s>")(messages=messages).prompt
-    assert chat._bounded_render(template, messages, "</s>", "<s>", chat.RENDER_CHARS) == expected
+    assert bounded_render(template, messages, "</s>", "<s>", RENDER_CHARS) == expected
 
 
 def test_the_default_pairs_template_renders_as_llama_cpp_python_does(default_pair_paths):
@@ -275,7 +276,7 @@ def test_the_default_pairs_template_renders_as_llama_cpp_python_does(default_pai
         [{"role": "system", "content": "S"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
     ):
         expected = Jinja2ChatFormatter(template=template, eos_token="<|im_end|>", bos_token="")(messages=messages)
-        assert chat._bounded_render(template, messages, "<|im_end|>", "", chat.RENDER_CHARS) == expected.prompt
+        assert bounded_render(template, messages, "<|im_end|>", "", RENDER_CHARS) == expected.prompt
 
 
 def test_sentinels_still_keep_user_text_out_of_control_tokens():
