@@ -6,6 +6,7 @@ P is REPLY with P quoted, so every assertion about the text is exact."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from fake_backend import REPLY
@@ -361,3 +362,26 @@ def test_auto_mode_says_what_it_does(default_pair_paths, tmp_path, monkeypatch):
     assert list((tmp_path / "tuning").glob("*.json")), "the calibration was not saved"
     second = invoke("run", "--json", "-n", "8", "Say hi.")
     assert second.exit_code == 0 and "measuring" not in second.stderr  # saved tuning reused
+
+
+def test_a_target_that_is_not_a_regular_file_says_what_it_is(tmp_path):
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+    assert_one_line_error(invoke("run", "--target", str(fifo), "hi"), 1, "is not a regular file")
+    assert_one_line_error(invoke("run", "--target", "/dev/zero", "hi"), 1, "is not a regular file")
+
+
+@pytest.mark.parametrize("content", ["[]", '"abc"', '{"version": 4, "v": {}}', '{"version": 4, "v": {"1": "x"}}'])
+def test_an_odd_saved_tuning_never_stops_a_run(files, fake_models, content):
+    """A tuning file of the wrong shape is ignored (auto measures again), never an internal error."""
+    from specchat import tuning
+    from specchat.runtime import Options, Resolved
+
+    key = tuning.key_for(Resolved(None, *fake_models), Options())
+    path = tuning.tuning_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    result = invoke("run", *files, "Name three colours.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == reply_to("Name three colours.") + "\n"
+    assert "internal error" not in result.output
