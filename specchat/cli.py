@@ -285,7 +285,7 @@ def tune(
     tuned per value.
     """
     from .benchsuite import load_suite
-    from .tuning import save
+    from .tuning import key_for, load, save
     from .tuning import tune as run_tune
     from .view import bench_progress, note, print_tune, stdout_console
 
@@ -297,12 +297,13 @@ def tune(
     prompts = load_suite("quick")
     with _open(options) as pipeline:
         title = pipeline.resolved.pair_name or pipeline.resolved.target.name
+        previous = load(key_for(pipeline.resolved, options))
         with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
             )
     path = save(tuning)
-    print_tune(stdout_console(what="the report"), title, tuning, estimates, path)
+    print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous)
 
 
 @app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")

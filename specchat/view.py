@@ -381,12 +381,20 @@ def tune_table(title: str, estimates) -> Table:
     return table
 
 
-def print_tune(console: Console, title: str, tuning, estimates, path) -> None:
+def print_tune(console: Console, title: str, tuning, estimates, path, previous=None) -> None:
     console.print(tune_table(title, estimates))
-    costs = tuning.costs
-    c_text = f"c = {costs.c:.2f}, " if costs.c is not None else ""
-    ratios = ", ".join(f"v({n}) = {costs.v(n):.2f}" for n in (2, 5, 9, 16))
-    console.print(f"{c_text}{ratios} target steps", highlight=False)
+    console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)
+    if previous is not None:
+        state = "measured under load" if previous.costs.busy else "stale" if previous.stale else previous.source
+        console.print(f"saved: {cost_summary(previous.costs)} ({state})", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
     console.print(f"on this machine auto starts from: {verdict}; saved to {path}", highlight=False)
+
+
+def cost_summary(costs) -> str:
+    """One line of a calibration: the target step, c and a few v(n), as tune shows saved vs now."""
+    c_text = f", c = {costs.c:.2f}" if costs.c is not None else ""
+    ratios = ", ".join(f"v({n}) = {costs.v(n):.2f}" for n in (2, 5, 9, 16, 64))
+    busy = " (other programs were using the CPUs)" if costs.busy else ""
+    return f"target step {costs.calibrated_step_s * 1000:.1f} ms{c_text}, {ratios} target steps{busy}"

@@ -59,3 +59,16 @@ def test_conditional_rates():
     # 10 rounds drafted position 1, 8 accepted it; all 8 reached position 2, 4 accepted.
     assert conditional_rates([10, 8], [8, 4]) == [0.8, 0.5]
     assert conditional_rates([5, 0], [0, 0]) == [0.0, 0.0]
+
+
+def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
+    """A second look at the machine is shown next to what was saved before (issue 11)."""
+    target, draft = fake_models
+    seed_tuning(target, draft, keep_draft=True, mode="spec")
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    now = next(line for line in lines if line.startswith("now:"))
+    saved = next(line for line in lines if line.startswith("saved:"))
+    assert "target step" in now and "v(16) = " in now
+    assert "target step 1.0 ms" in saved and "v(2) = 1.02" in saved
