@@ -359,9 +359,13 @@ def test_auto_mode_says_what_it_does(default_pair_paths, tmp_path, monkeypatch):
     payload = json.loads(first.stdout)
     assert payload["mode"].startswith("auto") and payload["mode_note"].startswith("auto:")
     assert "measuring llama.cpp's costs" in first.stderr
-    assert list((tmp_path / "tuning").glob("*.json")), "the calibration was not saved"
+    saved = list((tmp_path / "tuning").glob("*.json"))
     second = invoke("run", "--json", "-n", "8", "Say hi.")
-    assert second.exit_code == 0 and "measuring" not in second.stderr  # saved tuning reused
+    assert second.exit_code == 0, second.output
+    if "other programs were using the CPUs" in first.stderr:  # a busy machine: used once, measured again
+        assert not saved and "measuring" in second.stderr
+    else:
+        assert saved and "measuring" not in second.stderr  # saved tuning reused
 
 
 def test_a_target_that_is_not_a_regular_file_says_what_it_is(tmp_path):
