@@ -105,7 +105,9 @@ def test_regimes_load_and_interpolate(sim):
         assert sorted(costs.verify) == sorted(sim.QUICK_BATCHES)
         assert all(regime.v(n) < regime.v(n + 8) for n in range(1, 200, 8))  # dearer with size, overall
         busy = regime.costs(busy=True)
-        assert busy.verify[1] == 1.0 and busy.verify[16] == pytest.approx(4 * costs.verify[16])
+        # busy: every time 4x slow, each ratio off by up to 30% (what the interleaved measurement gives)
+        assert busy.busy and busy.step_s == pytest.approx(4 * costs.step_s)
+        assert busy.verify[1] == 1.0 and 0.7 <= busy.verify[16] / costs.verify[16] <= 1.3
     epyc = sim.REGIMES["epyc-2core"]
     assert epyc.v(7) == pytest.approx((epyc.v(6) + epyc.v(8)) / 2)
 
