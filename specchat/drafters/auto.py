@@ -4,7 +4,8 @@ alone (k = 0) is always a candidate, so auto never drafts unless the numbers say
 Each drafter offers its confidence per position (drafters.base.Offer); the cost model turns that into
 a speedup S(k) = E(k) / (k step + v(k + 1)) over measured batch sizes. Three rules keep auto from
 losing by much on any machine:
-- decisions use CAUTIOUS acceptance estimates (a standard error below the mean);
+- a drafter is used only where its CAUTIOUS acceptance estimate (below the mean) promises a gain;
+  among those, the plain estimates rank them;
 - a drafter whose offer only pays optimistically is tried within an exploration budget, a few percent of
   the reply's time, so trying cannot cost more than that;
 - a drafter whose rounds really ran slower than the target alone (measured time, not the model) is set
