@@ -78,14 +78,19 @@ def test_fake_chat_in_a_terminal(tmp_path):
         child.expect_exact("draft length k = 2")
         child.sendline("/stats")
         child.expect_exact("session: ")
-        child.sendline("/bye")
-        child.expect(r"EXIT=(\d+)")
-        assert child.match.group(1) == "0"
-        child.expect(pexpect.EOF)
-        assert_modes_sane(child.before)
+        leave_with_bye(child)
     finally:
         child.close(force=True)
     assert_cursor_and_colours_restored((tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0])
+
+
+def leave_with_bye(child) -> None:
+    """/bye leaves the chat with exit 0 and the terminal's modes as they were."""
+    child.sendline("/bye")
+    child.expect(r"EXIT=(\d+)")
+    assert child.match.group(1) == "0"
+    child.expect(pexpect.EOF)
+    assert_modes_sane(child.before)
 
 
 def assert_ctrl_c_during_a_reply_restores_the_terminal(args: str, tmp_path, env=None) -> None:
@@ -135,11 +140,7 @@ def test_chat_interrupt_and_leave(chat):
     chat.expect_exact("draft length k = 2")
     chat.sendline("/nonsense")
     chat.expect_exact("unknown command /nonsense")
-    chat.sendline("/bye")
-    chat.expect(r"EXIT=(\d+)")
-    assert chat.match.group(1) == "0"
-    chat.expect(pexpect.EOF)
-    assert_modes_sane(chat.before)
+    leave_with_bye(chat)
 
 
 @pytest.mark.real
