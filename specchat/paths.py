@@ -18,6 +18,16 @@ def _from_env(name: str, default: str) -> Path:
     return Path(value).expanduser() if value else Path(default)
 
 
+def data_dir() -> Path:
+    """User data: the conversation log."""
+    return _from_env("SPECCHAT_DATA_DIR", user_data_dir(APP))
+
+
+def log_file() -> Path:
+    """The SQLite conversation log (`specchat logs`)."""
+    return data_dir() / "logs.db"
+
+
 def models_dir() -> Path:
     """GGUF files assembled from the mirror (and any the user drops in by hand)."""
     return _from_env("SPECCHAT_MODELS_DIR", os.path.join(user_data_dir(APP), "models"))

@@ -7,7 +7,6 @@ continues on the next line; a line of three double quotes starts and ends a mult
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,13 +15,14 @@ from rich.console import Console
 from rich.text import Text
 
 from . import modes
-from .chat import Conversation, Message
+from .chat import Message
 from .errors import SpecchatError, UsageError
+from .logstore import Recorder
 from .outputs import LiveOutput, Request, reply
-from .paths import write_atomic
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
+from .transcript import save_conversation
 from .view import position_bars, session_lines, stderr_console
 
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
@@ -37,8 +37,9 @@ HELP = """\
 /spec on|off     speculation on (the chosen mode), or the target alone
 /rejected on|off show or hide the rejected draft guesses
 /system TEXT     set the system prompt (empty: the template's default)
-/reset           forget the conversation (keeps the system prompt)
-/save FILE       save the conversation (.json, else Markdown)
+/reset           start a new conversation (keeps the system prompt)
+/save FILE       save the conversation (.json: /load reads it back; else Markdown)
+/load ID|FILE    continue a logged conversation (`specchat logs`) or a saved .json
 /bye             leave (Ctrl-D works too)
 Multi-line input: end a line with \\ to continue, or wrap the text in lines of \"\"\"."""
 
@@ -72,11 +73,19 @@ class ChatSettings:
 
 
 class ChatSession:
-    def __init__(self, pipeline: Pipeline, settings: ChatSettings, console: Console, system: str | None) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        settings: ChatSettings,
+        console: Console,
+        system: str | None,
+        log: Recorder | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.settings = settings
         self.console = console
-        self.conversation = Conversation(system=system)
+        self.log = log or Recorder()  # the default logs nothing (tests, embedding)
+        self.conversation = self.log.conversation(system)
         self.totals = Stats()
         self.shown_legend = False
 
@@ -100,8 +109,7 @@ class ChatSession:
         self.shown_legend = self.shown_legend or output.legend
         generation = reply(self.pipeline, prompt, request, output)
         self.totals.merge(generation.stats)
-        interrupted = generation.stats.stop_reason == "interrupted"
-        self.conversation.messages.append(Message("assistant", generation.text, interrupted=interrupted))
+        self.log.record_reply(self.conversation, generation, self.pipeline, request)
         return generation
 
     # -- slash commands ----------------------------------------------------------------------------------
@@ -193,7 +201,19 @@ class ChatSession:
 
     def _cmd_reset(self, _arg: str) -> None:
         self.conversation.messages.clear()
+        self.log.restart()
         self._say("conversation cleared")
+
+    def _cmd_load(self, arg: str) -> None:
+        if not arg:
+            self._say("usage: /load ID (from `specchat logs`) or /load FILE (saved with /save FILE.json)", "yellow")
+            return
+        try:
+            self.conversation, where = self.log.load(arg)
+        except SpecchatError as exc:
+            self._say(f"{exc.message} ({exc.hint})" if exc.hint else exc.message, "red")
+            return
+        self._say(f"loaded {where}: {len(self.conversation.messages)} messages; the next reply continues it")
 
     def _cmd_save(self, arg: str) -> None:
         if not arg:
@@ -206,21 +226,6 @@ class ChatSession:
             self._say(f"could not save to {path}: {exc.strerror or exc}", "red")
             return
         self._say(f"saved {len(self.conversation.messages)} messages to {path}")
-
-
-def save_conversation(conversation: Conversation, path: Path) -> None:
-    """Write atomically (temporary file + rename): an existing file is never left half-written."""
-    messages = conversation.as_messages()
-    if path.suffix.lower() == ".json":
-        data = [{"role": m.role, "content": m.content, "interrupted": m.interrupted} for m in messages]
-        body = json.dumps({"messages": data}, ensure_ascii=False, indent=2) + "\n"
-    else:
-        blocks = []
-        for m in messages:
-            mark = " (interrupted)" if m.interrupted else ""
-            blocks.append(f"## {m.role}{mark}\n\n{m.content}\n")
-        body = "\n".join(blocks)
-    write_atomic(path, body)
 
 
 def read_message(console: Console) -> str | None:
@@ -295,6 +300,9 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
         setup_history(history_file())
     console = session.console
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
+    if session.log.cid is not None:
+        count = len(session.conversation.messages)
+        console.print(Text(f"continuing conversation {session.log.cid} ({count} messages)", style="dim"))
     while True:
         try:
             text = read_message(console)

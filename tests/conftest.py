@@ -38,6 +38,15 @@ def pipeline(default_pair_paths, tmp_path_factory):
     loaded.close()
 
 
+@pytest.fixture(autouse=True)
+def private_log(tmp_path, monkeypatch):
+    """Every test (and every child process it starts) logs conversations into its own directory, never
+    the user's log."""
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("SPECCHAT_NO_LOG", raising=False)
+    return tmp_path / "data"
+
+
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
     """Config, models, cache and state directories of this test alone."""

@@ -6,7 +6,8 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
 
     {"role": "target"}                      the target: replies with REPLY (below), then ends
     {"role": "draft", "agree": 0.8}         a draft that agrees with the target at 80% of positions
-    optional: "reply" (a format string with {prompt}), "n_vocab", "template" (null: none),
+    optional: "reply" (a format string with {prompt}, or {history}: the whole text before the reply, so
+    that a test sees which earlier turns reached the model), "n_vocab", "template" (null: none),
     "memory" ([weights, kv] bytes), "interrupt_at" (the eval call that raises KeyboardInterrupt),
     "eval_sleep" (seconds per eval, only for tests that must catch a reply mid-way), "token_text"
     ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"vocab_type".
@@ -137,7 +138,8 @@ class FakeEngine:
             if start is not None:
                 end = next((i for i in range(start, header) if context[i] == IM_END), header)
                 prompt = bytes(t - OFFSET for t in context[start:end] if t >= OFFSET)
-            text = self.reply_format.format(prompt=prompt.decode("utf-8", errors="replace"))
+            history = bytes(t - OFFSET for t in context[:header] if t >= OFFSET).decode("utf-8", errors="replace")
+            text = self.reply_format.format(prompt=prompt.decode("utf-8", errors="replace"), history=history)
             self._replies[key] = [*encode(text), IM_END]
         return self._replies[key]
 

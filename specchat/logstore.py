@@ -1,0 +1,284 @@
+"""The conversation log: every prompt and reply in one SQLite file (paths.log_file()), as simonw/llm keeps
+logs.db. `run -c`/`--cid` and the chat's /load continue a logged conversation; `specchat logs` reads it.
+
+Several specchat processes may write at once: WAL mode, a busy timeout and one short transaction per
+reply. Writing happens after the reply is shown, and a failure (a locked or corrupt file, a full disk) is
+one warning line on stderr: the log never costs a reply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .chat import Conversation, Message
+from .errors import SpecchatError
+from .paths import log_file
+from .transcript import TranscriptError, load_conversation
+
+if TYPE_CHECKING:
+    from .outputs import Request
+    from .runtime import Generation, Pipeline
+
+VERSION = 1  # PRAGMA user_version once the tables below exist
+BUSY_S = 5.0  # how long a writer waits for another process's transaction
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS conversations (
+        id INTEGER PRIMARY KEY,
+        created TEXT NOT NULL,
+        pair TEXT, target TEXT, draft TEXT,
+        mode TEXT,
+        settings TEXT,  -- JSON of the first reply's settings (k, sampling, max_tokens, ctx)
+        system TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created TEXT NOT NULL,
+        interrupted INTEGER NOT NULL DEFAULT 0,
+        label TEXT,     -- replies only: how the reply was made, as the view shows it (auto (k<=64))
+        settings TEXT,  -- replies only: JSON
+        stats TEXT      -- replies only: JSON of Stats.as_dict() (tokens, tok/s, acceptance, rounds by source)
+    )""",
+    "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
+)
+HINT = "move the file aside (a new log is started), or run with --no-log"
+
+
+class LogError(SpecchatError):
+    """The conversation log cannot be read, or has no such conversation."""
+
+
+def enabled(no_log: bool) -> bool:
+    return not no_log and os.environ.get("SPECCHAT_NO_LOG", "") in ("", "0")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@contextmanager
+def connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection with the tables in place (created on first use). Raises sqlite3.Error or OSError."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
+    try:
+        conn.row_factory = sqlite3.Row
+        _setup(conn)
+        yield conn
+    finally:
+        conn.close()
+
+
+def _setup(conn: sqlite3.Connection) -> None:
+    # Switching a new file to WAL needs an exclusive lock, and SQLite may answer "database is locked" at
+    # once instead of waiting on the busy timeout (processes opening a new log together): retry briefly.
+    deadline = time.monotonic() + BUSY_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < VERSION:
+                with transaction(conn):
+                    for statement in SCHEMA:
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {VERSION}")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    # IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of
+    # failing when a read lock cannot be upgraded.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """A connection for reading (None: no log yet); failures become LogError."""
+    if not path.exists():
+        yield None
+        return
+    try:
+        with connect(path) as conn:
+            yield conn
+    except (sqlite3.Error, OSError) as exc:
+        raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=HINT) from None
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+
+def latest(path: Path) -> int:
+    """The conversation with the most recent message."""
+    with reading(path) as conn:
+        row = conn and conn.execute("SELECT conversation_id FROM messages ORDER BY id DESC LIMIT 1").fetchone()
+    if not row:
+        raise LogError("no conversation is logged yet", hint='start one with specchat run "your prompt"')
+    return int(row[0])
+
+
+def load(path: Path, cid: int) -> Conversation:
+    """A logged conversation's system prompt and messages."""
+    with reading(path) as conn:
+        head = conn and conn.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
+        rows = conn.execute(
+            "SELECT role, content, interrupted FROM messages WHERE conversation_id = ? ORDER BY id", (cid,)
+        ).fetchall() if head else []  # fmt: skip
+    if not head:
+        raise LogError(f"no conversation {cid} in the log", hint="`specchat logs` lists the conversations")
+    messages = [Message(row["role"], row["content"], bool(row["interrupted"])) for row in rows]
+    return Conversation(head["system"], messages)
+
+
+REPLIES = """
+SELECT m.id, m.conversation_id, m.created, m.content AS reply, m.interrupted, m.label, m.settings, m.stats,
+       c.pair, c.target, c.draft, c.system,
+       (SELECT u.content FROM messages u WHERE u.conversation_id = m.conversation_id AND u.role = 'user'
+        AND u.id < m.id ORDER BY u.id DESC LIMIT 1) AS prompt
+FROM messages m JOIN conversations c ON c.id = m.conversation_id
+WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
+"""
+SEARCH = " AND (m.content LIKE :like ESCAPE '\\' OR prompt LIKE :like ESCAPE '\\')"
+
+
+def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
+    """The most recent replies (oldest first), each with its prompt; query: a substring of either."""
+    sql = REPLIES + (SEARCH if query else "") + " ORDER BY m.id DESC LIMIT :limit"
+    like = "%" + (query or "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    with reading(path) as conn:
+        rows = conn.execute(sql, {"cid": cid, "like": like, "limit": limit}).fetchall() if conn else []
+    out = []
+    for row in reversed(rows):
+        item = dict(row)
+        item["interrupted"] = bool(item["interrupted"])
+        for key in ("settings", "stats"):
+            item[key] = json.loads(item[key]) if item[key] else None
+        out.append(item)
+    return out
+
+
+# -- writing ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """One run's or one chat's place in the log: which conversation, and how many of its messages are
+    logged already (a conversation loaded from a file is logged whole with its first new reply)."""
+
+    enabled: bool = False
+    path: Path = field(default_factory=log_file)
+    cid: int | None = None
+    logged: int = 0
+    history: Conversation | None = None  # what -c / --cid continues
+    warned: bool = False
+
+    @classmethod
+    def start(cls, *, no_log: bool, latest_one: bool = False, cid: int | None = None) -> Recorder:
+        """For `run`: continuing (-c: the latest conversation, --cid: that one) reads the log first."""
+        recorder = cls(enabled(no_log))
+        if latest_one or cid is not None:
+            recorder.attach(cid if cid is not None else latest(recorder.path))
+        return recorder
+
+    def attach(self, cid: int) -> Conversation:
+        """Continue logged conversation cid; its messages are the history."""
+        self.history = load(self.path, cid)
+        self.cid, self.logged = cid, len(self.history.messages)
+        return self.history
+
+    def load(self, what: str) -> tuple[Conversation, str]:
+        """/load: a logged conversation by id, or a file saved with /save FILE.json (logged as a new
+        conversation, whole, with the next reply). Raises LogError or TranscriptError."""
+        if what.isdigit():
+            return self.attach(int(what)), f"conversation {what}"
+        try:
+            loaded = load_conversation(Path(what).expanduser())
+        except OSError as exc:
+            raise TranscriptError(f"cannot read {what}: {_reason(exc)}") from None
+        self.restart()
+        return loaded, what
+
+    def restart(self) -> None:
+        """The next reply starts a new conversation in the log (/reset, /load FILE)."""
+        self.cid, self.logged, self.history = None, 0, None
+
+    def conversation(self, system: str | None) -> Conversation:
+        """The conversation to go on with: the history (a new --system replaces its own), or a new one."""
+        if self.history is None:
+            return Conversation(system)
+        return Conversation(system or self.history.system, list(self.history.messages))
+
+    def record_reply(self, conversation: Conversation, generation: Generation, pipeline: Pipeline, request: Request):
+        """Append the reply to the conversation, then log what the log does not have yet."""
+        interrupted = generation.stats.stop_reason == "interrupted"
+        conversation.messages.append(Message("assistant", generation.text, interrupted=interrupted))
+        if self.enabled:
+            from .outputs import summary
+
+            self.record(conversation, summary(pipeline, request, generation))
+
+    def record(self, conversation: Conversation, reply: dict) -> None:
+        """Log the conversation's new messages; `reply` (outputs.summary) describes the last one. Never
+        raises: a failure is one warning line."""
+        try:
+            self.cid = self._write(conversation, reply)
+            self.logged = len(conversation.messages)
+        except (sqlite3.Error, OSError) as exc:
+            self._warn(exc)
+
+    def _write(self, conversation: Conversation, reply: dict) -> int:
+        now, settings = _now(), json.dumps(reply["settings"])
+        with connect(self.path) as conn, transaction(conn):
+            cid = self.cid
+            if cid is None:
+                cid = conn.execute(
+                    "INSERT INTO conversations (created, pair, target, draft, mode, settings, system)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (now, reply["pair"], reply["target"], reply["draft"], reply["mode"], settings, conversation.system),
+                ).lastrowid
+            else:  # /system may have changed it since
+                conn.execute("UPDATE conversations SET system = ? WHERE id = ?", (conversation.system, cid))
+            new = conversation.messages[self.logged :]
+            for index, message in enumerate(new):
+                meta = (reply["label"], settings, json.dumps(reply["stats"])) if index == len(new) - 1 else (None,) * 3
+                conn.execute(
+                    "INSERT INTO messages (conversation_id, role, content, created, interrupted, label, settings,"
+                    " stats) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, message.role, message.content, now, int(message.interrupted), *meta),
+                )
+        return cid
+
+    def _warn(self, exc: BaseException) -> None:
+        # Once per run or chat: a locked or broken log should not repeat itself after every reply.
+        if self.warned:
+            return
+        self.warned = True
+        from .view import stderr_console
+
+        line = f"warning: this reply was not logged: {self.path}: {_reason(exc)}  hint: {HINT}"
+        stderr_console().print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
