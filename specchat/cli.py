@@ -165,15 +165,20 @@ def run(
     fmt: Annotated[str, Opt("--format", "-f", help=FORMAT_HELP)] = "auto",
     as_json: Annotated[bool, Opt("--json", help="Same as --format json: one object (text + stats).")] = False,
     jsonl: Annotated[bool, Opt("--jsonl", help="Same as --format jsonl: events per round, a summary.")] = False,
+    latest: Annotated[bool, Opt("--continue", "-c", help="Continue the latest logged conversation.")] = False,
+    cid: Annotated[int | None, Opt("--cid", help="Continue logged conversation ID (`specchat logs`).")] = None,
+    no_log: Annotated[bool, Opt("--no-log", help="Do not log this run (or SPECCHAT_NO_LOG=1).")] = False,
 ) -> None:
     """Chat, or answer one prompt, with speculative decoding.
 
     With no prompt on a terminal it starts an interactive chat (/help lists its commands). On a
     terminal the reply shows which draft tokens the target accepted and which guesses it rejected;
-    piped or redirected, stdout carries only the reply text. Models are pulled on first use.
+    piped or redirected, stdout carries only the reply text. Models are pulled on first use. Every
+    prompt and reply is logged (`specchat logs`); -c or --cid continues a logged conversation.
     """
     from . import outputs
-    from .chat import Conversation, Message
+    from .chat import Message
+    from .logstore import Recorder
     from .repl import ChatSession, ChatSettings, chat_loop, read_prompt
     from .sampling import SamplingParams
     from .view import stdout_console
@@ -181,6 +186,7 @@ def run(
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
     text = read_prompt(prompt, chat=fmt == "live" and terminal)  # None: the interactive chat
+    log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     mode = "target" if no_spec else mode
     settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template)
@@ -191,12 +197,14 @@ def run(
     with _open(options) as pipeline:
         console = stdout_console(no_color)
         if text is None:
-            raise typer.Exit(chat_loop(ChatSession(pipeline, settings, console, system), history=True))
+            raise typer.Exit(chat_loop(ChatSession(pipeline, settings, console, system, log), history=True))
         request = settings.request()
-        messages = Conversation(system, [Message("user", text)]).as_messages()
-        ids = pipeline.prompt(messages, use_template=settings.use_template)
+        conversation = log.conversation(system)
+        conversation.messages.append(Message("user", text))
+        ids = pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
         sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
         generation = outputs.reply(pipeline, ids, request, sink)
+        log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
     outputs.after_reply(pipeline, request, generation, show_stats=stats)
 
 
@@ -304,6 +312,34 @@ def tune(
             )
     path = save(tuning)
     print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous)
+
+
+@app.command(
+    epilog="Examples:\n\n  specchat logs\n\n  specchat logs -n 3 --full\n\n  specchat logs -q mutex\n\n"
+    "  specchat logs --cid 12 --json\n\n  specchat logs --path"
+)
+def logs(
+    count: Annotated[int, Opt("--count", "-n", min=1, help="How many replies (the most recent).")] = 10,
+    query: Annotated[str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.")] = None,
+    cid: Annotated[int | None, Opt("--cid", help="Only conversation ID.")] = None,
+    as_json: Annotated[bool, Opt("--json", help="Machine-readable output (a list, oldest first).")] = False,
+    full: Annotated[bool, Opt("--full", help="Whole prompts and replies, not their first lines.")] = False,
+    path: Annotated[bool, Opt("--path", help="Print where the log is, and nothing else.")] = False,
+) -> None:
+    """Show logged replies, most recent last, with their prompts, models and speed.
+
+    Every `specchat run` and chat turn is logged to a SQLite file in the data directory
+    (SPECCHAT_DATA_DIR overrides it); --no-log or SPECCHAT_NO_LOG=1 turns that off.
+    `specchat run -c` continues the latest conversation, `specchat run --cid ID` a given one.
+    """
+    from . import logview
+    from .paths import log_file
+    from .view import write_stdout
+
+    if path:
+        write_stdout(f"{log_file()}\n", what="the path")
+        return
+    logview.show(limit=count, query=query, cid=cid, as_json=as_json, full=full)
 
 
 @app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")

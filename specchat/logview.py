@@ -1,0 +1,76 @@
+"""`specchat logs`: the logged replies, as JSON or as Rich text that reads at 80 columns."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from rich.console import Console
+from rich.text import Text
+
+from . import logstore
+from .paths import log_file
+from .view import note, stderr_console, stdout_console, write_stdout
+
+PREVIEW_LINES = 6  # per prompt and reply, unless --full
+
+
+def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full: bool) -> None:
+    path = log_file()
+    rows = logstore.replies(path, limit=limit, query=query, cid=cid)
+    if as_json:
+        write_stdout(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", what="the log")
+        return
+    if not rows:
+        what = "no logged reply matches" if query or cid is not None else "no replies logged yet"
+        note(stderr_console(), f"{what} (log: {path})")
+        return
+    console = stdout_console(what="the log")
+    for index, row in enumerate(rows):
+        if index:
+            console.print()
+        print_reply(console, row, full=full)
+
+
+def print_reply(console: Console, row: dict, *, full: bool) -> None:
+    console.print(_header(row))
+    console.print(_details(row), style="dim")
+    prompt = Text("you › ", style="bold cyan")
+    prompt.append(_clip(row["prompt"] or "", full))
+    console.print(prompt)
+    reply = Text(_clip(row["reply"], full))
+    if row["interrupted"]:
+        reply.append(" [interrupted]", style="yellow")
+    console.print(reply)
+
+
+def _header(row: dict) -> Text:
+    header = Text(f"conversation {row['conversation_id']}", style="bold")
+    header.append(f"  reply {row['id']}  {_local(row['created'])}", style="bold dim")
+    return header
+
+
+def _details(row: dict) -> str:
+    model = row["pair"] or (row["target"] or "").rsplit("/", 1)[-1]
+    parts = [model, row["label"] or ""]
+    stats = row["stats"] or {}
+    if stats:
+        parts.append(f"{stats.get('generated_tokens', 0)} tokens, {stats.get('tokens_per_s', 0):.1f} tok/s")
+        if stats.get("drafted"):
+            parts.append(f"{stats.get('acceptance_rate', 0):.0%} of {stats['drafted']} drafts accepted")
+    return "  ·  ".join(part for part in parts if part)
+
+
+def _local(stamp: str) -> str:
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
+
+
+def _clip(text: str, full: bool) -> str:
+    lines = text.rstrip("\n").splitlines() or [""]
+    if full or len(lines) <= PREVIEW_LINES:
+        return "\n".join(lines)
+    more = len(lines) - PREVIEW_LINES
+    return "\n".join(lines[:PREVIEW_LINES]) + f"\n… {more} more lines (--full)"

@@ -1,0 +1,270 @@
+"""The conversation log (a real SQLite file in the test's data directory): `run` and the chat log their
+turns, `run -c`/`--cid` and /load send the logged turns as history, `specchat logs` reads them back.
+
+The fake target here replies with everything before its reply ({history}), so a test sees exactly which
+earlier turns reached the model."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import fake_backend
+import pytest
+from rich.console import Console
+from test_cli import assert_one_line_error, invoke
+
+from specchat import logstore
+from specchat.chat import Conversation, Message
+from specchat.paths import log_file
+
+ADA = "My name is Ada Lovelace"
+
+
+@pytest.fixture
+def files(isolated):
+    target, draft = fake_backend.write_pair(isolated / "files", reply="Seen: {history}")
+    return ["--target", str(target), "--draft", str(draft), "--mode", "target", "-n", "400"]
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def logged() -> list[dict]:
+    return json.loads(ok(invoke("logs", "--json", "-n", "100")))
+
+
+def test_continue_sends_the_logged_turns_as_history(files):
+    first = ok(invoke("run", *files, ADA))
+    assert ADA in first
+    assert ADA not in ok(invoke("run", *files, "--no-log", "What is my name?"))  # a new conversation
+    second = ok(invoke("run", *files, "-c", "What is my name?"))
+    assert ADA in second and first.strip() in second  # both the question and the reply were history
+    rows = logged()
+    assert [row["prompt"] for row in rows] == [ADA, "What is my name?"]
+    assert rows[0]["conversation_id"] == rows[1]["conversation_id"]
+    assert rows[1]["reply"].rstrip("\n") == second.rstrip("\n")
+    assert rows[1]["stats"]["generated_tokens"] > 0 and rows[1]["label"] == "target alone"
+    assert rows[1]["settings"]["max_tokens"] == 400
+
+
+def test_cid_continues_that_conversation_and_a_new_run_starts_another(files):
+    ok(invoke("run", *files, ADA))
+    ok(invoke("run", *files, "Something else entirely"))
+    assert ADA not in ok(invoke("run", *files, "-c", "Who?"))  # -c: the latest conversation, not the first
+    assert ADA in ok(invoke("run", *files, "--cid", "1", "Who am I?"))
+    assert [(row["conversation_id"], row["prompt"]) for row in logged()] == [
+        (1, ADA),
+        (2, "Something else entirely"),
+        (2, "Who?"),
+        (1, "Who am I?"),
+    ]
+
+
+def test_piped_stdin_and_system_prompt_are_logged(files):
+    ok(invoke("run", *files, "--system", "Be brief.", "Summarise", input="piped text\n"))
+    row = logged()[0]
+    assert row["prompt"] == "piped text\n\n\nSummarise" and row["system"] == "Be brief."
+    assert "Be brief." in ok(invoke("run", *files, "-c", "again"))  # the logged system prompt is kept
+
+
+def test_unknown_cid_and_nothing_to_continue_are_one_line_errors(files):
+    assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
+    assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "no conversation is logged yet")
+    ok(invoke("run", *files, "hi"))
+    assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
+
+
+def test_no_log_flag_and_environment_write_nothing(files, monkeypatch):
+    ok(invoke("run", *files, "--no-log", "hi"))
+    monkeypatch.setenv("SPECCHAT_NO_LOG", "1")
+    ok(invoke("run", *files, "hi"))
+    assert not log_file().exists()
+    monkeypatch.setenv("SPECCHAT_NO_LOG", "0")
+    ok(invoke("run", *files, "hi"))
+    assert len(logged()) == 1
+
+
+def test_a_corrupt_log_costs_no_reply(files):
+    path = log_file()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(os.urandom(4096))
+    result = invoke("run", *files, ADA)
+    assert result.exit_code == 0 and ADA in result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "measuring" not in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: this reply was not logged"), result.stderr
+    assert "Traceback" not in result.output
+    assert_one_line_error(invoke("logs"), 1, "cannot read the conversation log")
+    assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "cannot read the conversation log")
+
+
+def test_logs_search_filter_and_text_view(files):
+    ok(invoke("run", *files, "about mutexes"))
+    ok(invoke("run", *files, "about 100% of it"))
+    ok(invoke("run", *files, "--cid", "1", "and semaphores"))  # its reply quotes "about mutexes"
+
+    def prompts(*args):
+        return [row["prompt"] for row in json.loads(ok(invoke("logs", "--json", *args)))]
+
+    assert prompts("-q", "MUTEX") == ["about mutexes", "and semaphores"]
+    assert prompts("-q", "0%") == ["about 100% of it"]
+    assert prompts("-q", "t_x") == []  # _ and % are plain characters, not LIKE wildcards
+    assert prompts("--cid", "1") == ["about mutexes", "and semaphores"]
+    assert prompts("-n", "1") == ["and semaphores"]
+    text = ok(invoke("logs", "-n", "2"))
+    assert "you › about 100% of it" in text and "conversation 1" in text and "target alone" in text
+    assert "you › about mutexes" not in text
+    empty = invoke("logs", "-q", "nowhere")
+    assert empty.exit_code == 0 and empty.stdout == "" and "no logged reply matches" in empty.stderr
+
+
+def test_logs_preview_clips_long_replies(files):
+    ok(invoke("run", *files, "\n".join(f"line {i}" for i in range(20))))
+    assert "more lines (--full)" in ok(invoke("logs")) and "line 19" not in ok(invoke("logs"))
+    assert "line 19" in ok(invoke("logs", "--full"))
+
+
+# -- concurrency -------------------------------------------------------------------------------------------
+
+REPLY = {"pair": None, "target": "t.gguf", "draft": None, "mode": "target", "label": "target alone"}
+REPLY |= {"settings": {"k": 0}, "stats": {"generated_tokens": 1}}
+
+
+def write_turns(tag: str, turns: int, path: Path) -> None:
+    recorder, conversation = logstore.Recorder(True, path), Conversation()
+    for turn in range(turns):
+        conversation.messages += [Message("user", f"{tag} {turn}"), Message("assistant", "ok")]
+        recorder.record(conversation, REPLY)
+    assert not recorder.warned
+
+
+def count_messages(path: Path) -> list[tuple[int, int]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT conversation_id, COUNT(*) FROM messages GROUP BY 1 ORDER BY 1").fetchall()
+
+
+def test_threads_with_their_own_connections_all_land(tmp_path):
+    path = tmp_path / "fresh" / "logs.db"  # created by the writers themselves, at once
+    threads = [threading.Thread(target=write_turns, args=(f"t{i}", 20, path)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert count_messages(path) == [(1, 40), (2, 40), (3, 40), (4, 40)]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_two_processes_writing_at_once_both_land(tmp_path):
+    path, go = tmp_path / "logs.db", tmp_path / "go"
+    code = (
+        "import sys, time, pathlib, test_logstore as t\n"
+        "while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.01)\n"
+        "t.write_turns(sys.argv[1], 40, pathlib.Path(sys.argv[3]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+    children = [
+        subprocess.Popen([sys.executable, "-c", code, tag, str(go), str(path)], env=env, stderr=subprocess.PIPE)
+        for tag in ("a", "b")
+    ]
+    go.touch()
+    for child in children:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+    assert count_messages(path) == [(1, 80), (2, 80)]
+
+
+# -- the chat: /load, /save, /reset ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def chat(isolated):
+    """new_session() -> a ChatSession on a fake target that echoes its history, logging to the test's log."""
+    from specchat.repl import ChatSession, ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, _ = fake_backend.write_pair(isolated / "files", reply="Seen: {history}")
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=4096), lambda _m: None) as pipeline:
+
+        def new_session(log=None):
+            console = Console(file=io.StringIO(), width=100, force_terminal=False)
+            log = log or logstore.Recorder(True)
+            return ChatSession(pipeline, ChatSettings(mode="target", max_tokens=1000), console, None, log)
+
+        yield new_session
+
+
+def said(session) -> str:
+    return session.console.file.getvalue()
+
+
+def test_chat_logs_turns_and_load_id_continues_them(chat):
+    first = chat()
+    first.ask(ADA)
+    first.ask("Second turn")
+    assert [row["prompt"] for row in logstore.replies(log_file(), limit=10)] == [ADA, "Second turn"]
+    later = chat()
+    later.command("/load 1")
+    assert "loaded conversation 1: 4 messages" in said(later)
+    assert ADA in later.ask("What is my name?").text
+    assert count_messages(log_file()) == [(1, 6)]
+    later.command("/load 99")
+    assert "no conversation 99 in the log" in said(later) and len(later.conversation.messages) == 6
+
+
+def test_save_then_load_file_is_logged_as_a_new_conversation(chat, tmp_path):
+    first = chat()
+    first.conversation.system = "Be kind."
+    first.ask(ADA)
+    first.command(f"/save {tmp_path / 'c.json'}")
+    later = chat()
+    later.command(f"/load {tmp_path / 'c.json'}")
+    assert later.conversation.system == "Be kind." and len(later.conversation.messages) == 2
+    reply = later.ask("What is my name?").text
+    assert ADA in reply and "Be kind." in reply
+    assert count_messages(log_file()) == [(1, 2), (2, 4)]  # the loaded turns, then the new one
+    later.command("/reset")
+    later.ask("Fresh start")
+    assert count_messages(log_file())[-1] == (3, 2)
+    (tmp_path / "bad.json").write_text('{"messages": [{"role": "robot"}]}')
+    later.command(f"/load {tmp_path / 'bad.json'}")
+    later.command(f"/load {tmp_path / 'missing.json'}")
+    assert "holds no conversation" in said(later) and "cannot read" in said(later)
+
+
+def test_chat_started_with_continue_has_the_history(chat):
+    chat().ask(ADA)
+    session = chat(logstore.Recorder.start(no_log=False, latest_one=True))
+    assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
+    assert session.conversation.messages[0].content == ADA
+    assert ADA in session.ask("Who?").text and count_messages(log_file()) == [(1, 4)]
+
+
+def test_chat_with_logging_off_writes_nothing(chat):
+    chat(logstore.Recorder(False)).ask(ADA)
+    assert not log_file().exists()
+
+
+def test_continue_on_a_terminal_opens_the_chat_with_the_history(files, tmp_path):
+    from test_terminal import PROMPT, fake_env, leave_with_bye, spawn_in_terminal
+
+    ok(invoke("run", *files, ADA))
+    child = spawn_in_terminal(" ".join([*files, "-c"]), tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact("continuing conversation 1 (2 messages)")
+        child.expect_exact(PROMPT)
+        child.sendline("Who am I?")
+        child.expect_exact("Lovelace")  # the logged first turn reached the model
+        child.expect_exact(PROMPT)
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    assert [row["prompt"] for row in logged()] == [ADA, "Who am I?"]
