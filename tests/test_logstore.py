@@ -106,6 +106,28 @@ def test_a_corrupt_log_costs_no_reply(files):
     assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "cannot read the conversation log")
 
 
+def test_a_locked_log_costs_no_reply(files, monkeypatch):
+    ok(invoke("run", *files, "first"))
+    monkeypatch.setattr(logstore, "BUSY_S", 0.2)
+    holder = sqlite3.connect(log_file(), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process in the middle of a long write
+    try:
+        result = invoke("run", *files, ADA)
+    finally:
+        holder.close()
+    assert result.exit_code == 0 and ADA in result.stdout
+    assert "warning: this reply was not logged" in result.stderr and "database is locked" in result.stderr
+    assert [row["prompt"] for row in logged()] == ["first"]
+
+
+def test_an_interrupted_reply_is_logged_as_such(isolated):
+    target, _ = fake_backend.write_pair(isolated / "stop", interrupt_at=5)
+    result = invoke("run", "--target", str(target), "--mode", "target", "Tell me a story.")
+    assert result.exit_code == 130
+    row = logged()[0]
+    assert row["interrupted"] and row["prompt"] == "Tell me a story." and row["stats"]["stop_reason"] == "interrupted"
+
+
 def test_logs_search_filter_and_text_view(files):
     ok(invoke("run", *files, "about mutexes"))
     ok(invoke("run", *files, "about 100% of it"))
