@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .backends import for_path
+from .errors import UsageError
 
 AUTO = 0  # --ctx 0, the default of `specchat run`: choose here
 FALLBACK = 4096  # for models whose files do not say what they were trained for
@@ -16,6 +17,13 @@ MIN_CTX = 2048  # never less by default (less only where the model was trained f
 MAX_AUTO = 32768  # where memory cannot be known (GPU builds), a 128K context might not be allocatable
 MEMORY_SHARE = 0.8  # of the available memory: the rest stays for everything else on the machine
 STEP = 256  # llama.cpp rounds the context up to a multiple of 256
+SMALLEST = 64  # an explicit --ctx below this cannot hold a chat template and a reply
+
+
+def check(n_ctx: int) -> None:
+    """--ctx is AUTO or at least SMALLEST (Typer's own bounds cannot say "0, or 64 and more")."""
+    if n_ctx != AUTO and n_ctx < SMALLEST:
+        raise UsageError(f"--ctx {n_ctx} is too small", hint=f"give 0 (from the model) or at least {SMALLEST}")
 
 
 def choose(paths: list[Path], available: int | None, overhead: int) -> int:

@@ -251,6 +251,7 @@ def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipe
 
     if options.mode not in modes.MODES:
         raise UsageError(f"unknown --mode '{options.mode}'", hint=f"choose one of: {', '.join(modes.MODES)}")
+    ctxsize.check(options.n_ctx)
     engine.set_debug(options.debug)
     resolved = resolve(options, notify, start_progress or _no_progress)
     saved = None

@@ -79,8 +79,11 @@ def test_trained_context_from_gguf_metadata(tmp_path, monkeypatch):
     assert gguf.trained_context(path) is None
 
 
-@pytest.mark.parametrize(("option", "code"), [(["-n", "0"], 0), (["-n", "-1"], 2), (["--ctx", "-5"], 2)])
-def test_zero_means_no_limit_and_negative_is_a_usage_error(fake_models, option, code):
+BOUNDS = [(["-n", "0"], 0), (["-n", "-1"], 2), (["--ctx", "-5"], 2), (["--ctx", "10"], 2), (["--ctx", "0"], 0)]
+
+
+@pytest.mark.parametrize(("option", "code"), BOUNDS)
+def test_zero_means_from_the_model_or_no_limit_and_too_small_is_a_usage_error(fake_models, option, code):
     target, _draft = fake_models
     result = runner.invoke(app, ["run", "--target", str(target), "--mode", "target", *option, "Hi."])
     assert result.exit_code == code, result.output
