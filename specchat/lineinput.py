@@ -3,7 +3,8 @@
 prompt_toolkit instead of the standard readline module because readline turns bracketed paste off, so
 a pasted block arrived as one message per line. Here a paste is inserted as it is and sent with Enter;
 Esc-Enter (Alt-Enter) inserts a newline; Tab completes slash commands; the history lives in the state
-directory. It works the same on Windows. The `\\` continuation and `\"\"\"` blocks of plain reading stay.
+directory. prompt_toolkit serves Windows consoles too (not tested here). The `\\` continuation and
+`\"\"\"` blocks of plain reading stay.
 """
 
 from __future__ import annotations
