@@ -30,6 +30,10 @@ class Backend(Protocol):
         """(weights bytes, KV-cache bytes at n_ctx) in RAM, or None when not known."""
         ...
 
+    def trained_context(self, path: Path) -> int | None:
+        """The context length the model was trained for, or None when not known (optional method)."""
+        ...
+
 
 class LlamaCppBackend:
     name = "llama.cpp"
@@ -47,6 +51,11 @@ class LlamaCppBackend:
         from .gguf import memory_needed
 
         return None if gpu_offload_supported() else memory_needed(path, n_ctx)
+
+    def trained_context(self, path: Path) -> int | None:
+        from .gguf import trained_context
+
+        return trained_context(path)
 
 
 class _Plugins:

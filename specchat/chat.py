@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass, field
 
 from .engine import Engine
-from .errors import SpecchatError
+from .errors import ContextFullError, SpecchatError
 from .template import RENDER_CHARS, Exhausted, bounded_render
 
+REPLY_SHARE = 4  # a conversation may fill the context up to the last quarter, kept free for the reply
+MIN_REPLY = 64  # a message leaving less room than this for its reply is refused
 _SENTINEL = "\ue000specchat-{}\ue001"
 _SENTINEL_RE = re.compile("\ue000specchat-(\\d+)\ue001")
 
@@ -67,6 +69,49 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
         else:
             tokens += engine.tokenize(messages[int(piece)].content, add_special=False, parse_special=False)
     return tokens
+
+
+def fit_conversation(
+    engine: Engine, conversation: Conversation, max_tokens: int = 0, use_template: bool = True
+) -> tuple[list[int], int]:
+    """The prompt ids of the conversation (its last message is the new one) and how many of its oldest
+    turns gave way so that the reply has room. Turns are dropped only when the whole does not fit,
+    and then down to half the context: the next turns append to the KV cache again instead of
+    re-reading a conversation that shifts every turn. The system prompt always stays. Raises
+    ContextFullError, leaving the conversation as it was, when the new message alone is too long."""
+    n_ctx = engine.n_ctx
+    room = min(n_ctx // REPLY_SHARE, max_tokens or n_ctx)
+    prompt = prompt_tokens(engine, conversation.as_messages(), use_template=use_template)
+    if len(prompt) + room <= n_ctx:
+        return prompt, 0
+    goal, messages = min(n_ctx // 2, n_ctx - room), conversation.messages
+    sizes = [len(engine.tokenize(m.content)) for m in messages]
+    start = 0
+    while len(prompt) > goal and (cut := _next_cut(messages, sizes, start, len(prompt) - goal)) is not None:
+        start = cut
+        kept = Conversation(conversation.system, messages[start:]).as_messages()
+        prompt = prompt_tokens(engine, kept, use_template=use_template)
+    if len(prompt) + min(room, MIN_REPLY) > n_ctx:
+        raise ContextFullError(
+            f"this message takes {len(prompt)} tokens with the system prompt; the context holds {n_ctx}",
+            hint="shorten it, or start the chat with a larger --ctx",
+        )
+    dropped = sum(1 for m in messages[:start] if m.role == "user")
+    del messages[:start]
+    return prompt, dropped
+
+
+def _next_cut(messages: list[Message], sizes: list[int], start: int, excess: int) -> int | None:
+    """Where the kept messages begin after dropping whole turns from `start` whose texts cover `excess`
+    tokens (all but the newest turn, if they do not); None when only the newest turn is left."""
+    cut, total = None, 0
+    for i in range(start + 1, len(messages)):
+        total += sizes[i - 1]
+        if messages[i].role == "user":
+            cut = i
+            if total >= excess:
+                break
+    return cut
 
 
 def _render(engine: Engine, template: str, messages: list[dict]) -> str:

@@ -76,6 +76,7 @@ app = typer.Typer(
 )
 
 # Options that several commands share, declared once.
+Opt = typer.Option
 Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]
 PairArgument = Annotated[str | None, typer.Argument(help="Pair (default: the default pair).")]
 Target = Annotated[Path | None, typer.Option("--target", help="Local target GGUF (overrides the pair's).")]
@@ -85,7 +86,8 @@ Threads = Annotated[int, typer.Option("--threads", min=0, help="CPU threads (0 =
 GpuLayers = Annotated[int, typer.Option("--gpu-layers", help="Target layers on the GPU (-1 = all, when it can).")]
 DraftGpuLayers = Annotated[int, typer.Option("--draft-gpu-layers", help="Draft layers on the GPU (-1 = all).")]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")]
-Opt = typer.Option
+ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help="Longest reply (0 = to its end or the context's).")]
+RunCtx = Annotated[int, Opt("--ctx", min=0, help="Context size (0 = the model's trained one, as memory allows).")]
 MODE_HELP = (
     "auto: choose per round from measured costs (target alone when drafting cannot pay); "
     "spec: draft model; ngram: prompt lookup; target: no drafting."
@@ -150,10 +152,10 @@ def run(
     top_p: Annotated[float, Opt(min=0.0, max=1.0, help="Nucleus sampling mass (1 = off).")] = 0.95,
     min_p: Annotated[float, Opt(min=0.0, max=1.0, help="Drop tokens below min_p x the top probability.")] = 0.05,
     seed: Annotated[int | None, Opt(help="Random seed for sampling (default: random).")] = None,
-    max_tokens: MaxTokens = 512,
+    max_tokens: ReplyTokens = 0,
     system: Annotated[str | None, Opt(help="System prompt.")] = None,
     no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
-    n_ctx: Ctx = 4096,
+    n_ctx: RunCtx = 0,
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,

@@ -172,6 +172,13 @@ def memory_needed(path: Path, n_ctx: int) -> tuple[int, int]:
     return Path(path).stat().st_size, kv_bytes
 
 
+def trained_context(path: Path) -> int | None:
+    """`<arch>.context_length` from the metadata: the context the model was trained for."""
+    meta = metadata(path)
+    value = meta.get(f"{meta.get('general.architecture', '')}.context_length")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -> dict:
     reader = _Reader(data, name)
     values: dict = {}

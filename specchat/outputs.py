@@ -33,7 +33,7 @@ class Request:
     mode: str
     k: int
     params: SamplingParams
-    max_tokens: int
+    max_tokens: int  # 0: no limit, the reply runs to its end or the context's
 
     @property
     def label(self) -> str:
@@ -216,7 +216,7 @@ def reply(pipeline: Pipeline, prompt: list[int], request: Request, output: Outpu
             request.params,
             mode=request.mode,
             k=request.k,
-            max_tokens=request.max_tokens,
+            max_tokens=request.max_tokens or sys.maxsize,
             on_update=output.update,
         )
     output.finish(generation)

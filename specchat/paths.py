@@ -48,7 +48,7 @@ def overlay_file() -> Path:
 
 
 def history_file() -> Path:
-    """Readline history of the interactive chat."""
+    """History of the interactive chat (prompt_toolkit's FileHistory format)."""
     return _from_env("SPECCHAT_STATE_DIR", user_state_dir(APP)) / "history"
 
 

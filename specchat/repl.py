@@ -1,12 +1,11 @@
 """Interactive chat: a multi-turn conversation with slash commands, on top of the live view.
 
-Line editing and history come from the standard readline module. A line ending in a backslash
-continues on the next line; a line of three double quotes starts and ends a multi-line block.
+Messages are read by lineinput (prompt_toolkit on a terminal). When the conversation outgrows the
+context, its oldest turns give way (chat.fit_conversation); the system prompt stays.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,8 +14,9 @@ from rich.console import Console
 from rich.text import Text
 
 from . import modes
-from .chat import Message
+from .chat import Message, fit_conversation
 from .errors import SpecchatError, UsageError
+from .lineinput import make_reader, read_message
 from .logstore import Recorder
 from .outputs import LiveOutput, Request, reply
 from .runtime import Generation, Pipeline
@@ -31,6 +31,7 @@ MAX_STDIN_BYTES = 1_000_000  # documented in docs/usage.md: larger input is refu
 HELP = """\
 /help            this list
 /stats           session totals (tokens, speed, acceptance)
+/max N           longest reply in tokens (0 = no limit: to its end or the context's)
 /k N             draft length (1-64; in auto mode the largest it may choose)
 /temp T          temperature (0 = greedy, exactly the target's output)
 /mode M          auto, spec (draft model), ngram (prompt lookup) or target
@@ -41,7 +42,7 @@ HELP = """\
 /save FILE       save the conversation (.json: /load reads it back; else Markdown)
 /load ID|FILE    continue a logged conversation (`specchat logs`) or a saved .json
 /bye             leave (Ctrl-D works too)
-Multi-line input: end a line with \\ to continue, or wrap the text in lines of \"\"\"."""
+Multi-line input: paste it, or Esc-Enter (Alt-Enter) for a new line; Tab completes commands."""
 
 
 @dataclass
@@ -50,7 +51,7 @@ class ChatSettings:
     k: int | None = None  # None: the mode's default (modes.Mode.default_k)
     spec: bool = True  # False: the target alone, whatever the mode
     params: SamplingParams = field(default_factory=SamplingParams)
-    max_tokens: int = 512
+    max_tokens: int = 0  # 0: no limit, the reply runs to its end (or the context's)
     show_rejected: bool = True
     verbose: bool = False
     use_template: bool = True
@@ -92,8 +93,20 @@ class ChatSession:
     # -- one turn ----------------------------------------------------------------------------------------
 
     def ask(self, text: str) -> Generation:
+        """Answer a message; the oldest turns give way first when the conversation outgrows the context.
+        A message too long for the context alone raises ContextFullError and changes nothing."""
         self.conversation.messages.append(Message("user", text))
-        prompt = self.pipeline.prompt(self.conversation.as_messages(), use_template=self.settings.use_template)
+        try:
+            prompt, dropped = fit_conversation(
+                self.pipeline.target, self.conversation, self.settings.max_tokens, self.settings.use_template
+            )
+        except SpecchatError:
+            self.conversation.messages.pop()
+            raise
+        if dropped:
+            n_ctx = self.pipeline.target.n_ctx
+            turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"
+            self._say(f"context: the {turns} gave way to fit the context of {n_ctx} tokens", "dim yellow")
         return self.answer(prompt)
 
     def answer(self, prompt: list[int]) -> Generation:
@@ -113,6 +126,11 @@ class ChatSession:
         return generation
 
     # -- slash commands ----------------------------------------------------------------------------------
+
+    @classmethod
+    def commands(cls) -> list[str]:
+        """Every slash command, for completion."""
+        return [f"/{name[5:]}" for name in dir(cls) if name.startswith("_cmd_")]
 
     def command(self, line: str) -> bool:
         """Run a slash command; False means leave."""
@@ -148,6 +166,13 @@ class ChatSession:
             return
         self.settings.k = int(arg)
         self._say(f"draft length k = {self.settings.k} ({self.settings.label})")
+
+    def _cmd_max(self, arg: str) -> None:
+        if not arg.isdigit():
+            self._say("usage: /max N (tokens per reply; 0 = no limit)", "yellow")
+            return
+        self.settings.max_tokens = int(arg)
+        self._say(f"replies stop after {int(arg)} tokens" if int(arg) else "replies run to their end (no limit)")
 
     def _cmd_temp(self, arg: str) -> None:
         try:
@@ -228,40 +253,6 @@ class ChatSession:
         self._say(f"saved {len(self.conversation.messages)} messages to {path}")
 
 
-def read_message(console: Console) -> str | None:
-    """One user message (None at end of input). Ctrl-C at the prompt is handled by the caller."""
-    first = console.input(Text("you › ", style="bold cyan"))
-    if first.strip() == '"""':
-        lines = []
-        while (line := console.input("... ")).strip() != '"""':
-            lines.append(line)
-        return "\n".join(lines)
-    lines = [first]
-    while lines[-1].endswith("\\"):
-        lines[-1] = lines[-1][:-1]
-        lines.append(console.input("... "))
-    return "\n".join(lines)
-
-
-def setup_history(path: Path) -> None:
-    try:
-        import readline
-    except ImportError:  # pragma: no cover - Windows without pyreadline
-        return
-    import atexit
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        readline.read_history_file(path)
-    readline.set_history_length(1000)
-    atexit.register(lambda: _write_history(readline, path))
-
-
-def _write_history(readline, path: Path) -> None:
-    with contextlib.suppress(OSError):
-        readline.write_history_file(path)
-
-
 def read_prompt(argument: str | None, *, chat: bool) -> str | None:
     """A one-shot prompt: piped stdin, then the argument (a blank line between them). None: neither was
     given and `chat` (a terminal on both ends) allows the interactive chat; otherwise a usage error."""
@@ -292,20 +283,19 @@ def _read_stdin() -> str | None:
 
 
 def chat_loop(session: ChatSession, *, history: bool = False) -> int:
-    """The REPL (with history: readline's, kept in the state directory). Returns the exit code (0 for
-    /bye and Ctrl-D)."""
-    if history:
-        from .paths import history_file
+    """The REPL (with history: a file in the state directory). Returns the exit code (0 for /bye and
+    Ctrl-D)."""
+    from .paths import history_file
 
-        setup_history(history_file())
     console = session.console
+    reader = make_reader(console, session.commands(), history_file() if history else None)
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
     if session.log.cid is not None:
         count = len(session.conversation.messages)
         console.print(Text(f"continuing conversation {session.log.cid} ({count} messages)", style="dim"))
     while True:
         try:
-            text = read_message(console)
+            text = read_message(reader)
         except EOFError:
             console.print()
             return 0
@@ -326,8 +316,8 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
             continue
         try:
             session.ask(text)
-        except SpecchatError as exc:  # e.g. the conversation outgrew the context: say so, keep chatting
+        except SpecchatError as exc:  # e.g. one message longer than the context: say so, keep chatting
             if session.conversation.messages and session.conversation.messages[-1].role == "user":
                 session.conversation.messages.pop()
             hint = f"  hint: {exc.hint}" if exc.hint else ""
-            console.print(Text(f"error: {exc.message}{hint} (or /reset to start over)", style="red"))
+            console.print(Text(f"error: {exc.message}{hint}", style="red"))

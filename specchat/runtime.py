@@ -8,7 +8,7 @@ costs. The CLI, the bench, tune and the tests use the object it returns as it is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import download, modes
@@ -36,7 +36,7 @@ class Options:
     target_path: Path | None = None  # explicit local files win over the pair's
     draft_path: Path | None = None
     mode: str = "auto"
-    n_ctx: int = 4096
+    n_ctx: int = 4096  # 0 (ctxsize.AUTO): the models' trained context, as far as memory allows
     threads: int = 0
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
@@ -247,10 +247,11 @@ class Pipeline:
 
 def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipeline:
     """Resolve, load and set up everything a mode needs; on any failure nothing stays loaded."""
-    from . import engine, tuning
+    from . import ctxsize, engine, tuning
 
     if options.mode not in modes.MODES:
         raise UsageError(f"unknown --mode '{options.mode}'", hint=f"choose one of: {', '.join(modes.MODES)}")
+    ctxsize.check(options.n_ctx)
     engine.set_debug(options.debug)
     resolved = resolve(options, notify, start_progress or _no_progress)
     saved = None
@@ -259,7 +260,10 @@ def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipe
     # Measured before on a quiet machine that the draft model cannot pay here: do not even load it.
     skip_draft = tuning.trusted(saved) and not saved.draft_model_can_pay()
     draft_path = None if skip_draft else resolved.draft
-    check_memory([p for p in (resolved.target, draft_path) if p is not None], options.n_ctx)
+    paths = [p for p in (resolved.target, draft_path) if p is not None]
+    if options.n_ctx == ctxsize.AUTO:
+        options = replace(options, n_ctx=ctxsize.choose(paths, available_memory(), OVERHEAD_BYTES))
+    check_memory(paths, options.n_ctx)
     interrupt = Interrupt()
     with interrupt.armed():
         target = _load(resolved.target, options, options.target_gpu_layers, interrupt)
@@ -324,6 +328,4 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
 
 def _fresh_costs(costs):
     """auto's own copy: its online updates must not change what tune or the bench report."""
-    from dataclasses import replace
-
     return replace(costs, verify=dict(costs.verify))

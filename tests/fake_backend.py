@@ -8,9 +8,10 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     {"role": "draft", "agree": 0.8}         a draft that agrees with the target at 80% of positions
     optional: "reply" (a format string with {prompt}, or {history}: the whole text before the reply, so
     that a test sees which earlier turns reached the model), "n_vocab", "template" (null: none),
-    "memory" ([weights, kv] bytes), "interrupt_at" (the eval call that raises KeyboardInterrupt),
-    "eval_sleep" (seconds per eval, only for tests that must catch a reply mid-way), "token_text"
-    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"vocab_type".
+    "memory" ([weights, kv] bytes), "context_length" (the trained context), "interrupt_at" (the eval
+    call that raises KeyboardInterrupt), "eval_sleep" (seconds per eval, only for tests that must catch
+    a reply mid-way), "token_text" ({id: text}: vocabulary entries that differ, for the pair check),
+    "bos"/"eos"/"vocab_type".
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
 whole context, like tests/fakes.py: after the chat template's assistant header the target's greedy
@@ -218,6 +219,9 @@ class FakeBackend:
     def memory_needed(self, path: Path, n_ctx: int) -> tuple[int, int] | None:
         memory = json.loads(Path(path).read_text(encoding="utf-8")).get("memory")
         return tuple(memory) if memory else None
+
+    def trained_context(self, path: Path) -> int | None:
+        return json.loads(Path(path).read_text(encoding="utf-8")).get("context_length")
 
 
 def write_pair(folder: Path, *, agree: float = 0.8, **target_extra) -> tuple[Path, Path]:

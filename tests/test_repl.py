@@ -106,7 +106,7 @@ def test_chat_survives_a_full_context(monkeypatch):
     monkeypatch.setattr(chat, "ask", full)
     assert repl.chat_loop(chat) == 0
     text = out.getvalue()
-    assert "error: the prompt has 300 tokens" in text and "/reset" in text
+    assert "error: the prompt has 300 tokens" in text and "hint: raise --ctx" in text
     assert chat.conversation.messages == []  # the unanswered message was dropped
 
 
@@ -218,15 +218,97 @@ def test_read_message_joins_continued_and_quoted_lines():
     assert read_message(ScriptedConsole(["plain"])) == "plain"
 
 
-def test_history_is_read_and_written(tmp_path, monkeypatch):
-    import atexit
+def test_terminal_input_keeps_history_in_a_file(tmp_path):
+    from prompt_toolkit.history import FileHistory
 
+    from specchat.lineinput import TerminalInput
+
+    path = tmp_path / "state" / "history"
+    reader = TerminalInput(["/help"], path)
+    assert isinstance(reader.session.history, FileHistory) and path.is_file()
+    reader.session.history.append_string("first line\nsecond line")
+    assert list(FileHistory(str(path)).load_history_strings()) == ["first line\nsecond line"]
+
+
+def test_slash_commands_complete():
+    from prompt_toolkit.document import Document
+
+    from specchat.lineinput import SlashCompleter
+
+    completer = SlashCompleter(ChatSession.commands())
+
+    def complete(text):
+        return [c.text for c in completer.get_completions(Document(text), None)]
+
+    assert complete("/re") == ["/rejected", "/reset"]
+    assert complete("/ma") == ["/max"]
+    assert complete("hello /re") == [] and complete("/reset now") == []
+
+
+def test_max_command_limits_replies(live_chat):
+    from fake_backend import REPLY
+
+    chat, out = live_chat
+    assert chat.settings.max_tokens == 0  # the default: no limit
+    chat.command("/max 5")
+    assert chat.ask("Hello there.").stats.generated == 5
+    chat.command("/max 0")
+    assert chat.ask("Hello there.").text == REPLY.format(prompt="Hello there.")
+    chat.command("/max many")
+    assert "usage: /max N" in out.getvalue() and "no limit" in out.getvalue()
+
+
+# -- a conversation longer than the context -------------------------------------------------------------
+
+
+def words(n: int, seed: int) -> str:
+    return " ".join(f"w{seed}{i % 10}" for i in range(n))
+
+
+@pytest.fixture
+def small_context_chat(tmp_path):
+    """A chat on a fake target with --ctx 1024 whose replies are short (its byte tokenizer makes a
+    150-word message about 600 tokens)."""
+    import fake_backend
+
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply="Noted.")
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=1024), lambda _m: None) as pipeline:
+        out = io.StringIO()
+        console = Console(file=out, width=200, force_terminal=False)
+        yield ChatSession(pipeline, ChatSettings(mode="target"), console, system="Be brief."), out
+
+
+def test_oldest_turns_give_way_and_every_turn_is_answered(small_context_chat):
+    chat, out = small_context_chat
+    for turn in range(6):
+        generation = chat.ask(words(150, turn))
+        assert generation.text == "Noted." and generation.stats.stop_reason == "eog"
+    notices = [line for line in out.getvalue().splitlines() if line.startswith("context:")]
+    assert len(notices) == 5 and "gave way to fit the context of 1024 tokens" in notices[0]
+    assert chat.conversation.system == "Be brief."  # the system prompt stays
+    assert chat.conversation.messages[0].content == words(150, 5)  # the newest turn is kept
+
+
+def test_turns_give_way_down_to_half_the_context(small_context_chat):
+    chat, out = small_context_chat
+    for turn in range(12):
+        chat.ask(words(20, turn))  # about 100 tokens a turn: several fit
+    kept = len(chat.conversation.messages) // 2
+    assert 2 <= kept < 12 and out.getvalue().count("context:") >= 1
+    prompt = chat.pipeline.prompt(chat.conversation.as_messages())
+    assert len(prompt) <= 1024 * 3 // 4
+
+
+def test_a_message_longer_than_the_context_is_one_error_and_the_chat_goes_on(small_context_chat, monkeypatch):
     from specchat import repl
 
-    registered = []
-    monkeypatch.setattr(atexit, "register", registered.append)
-    path = tmp_path / "state" / "history"
-    repl.setup_history(path)
-    assert path.parent.is_dir() and len(registered) == 1
-    registered[0]()
-    assert path.exists()
+    chat, out = small_context_chat
+    chat.ask("Hello.")
+    lines = iter([words(300, 1), "Still there?", "/bye"])  # 300 words: about 1,200 tokens
+    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    assert repl.chat_loop(chat) == 0
+    errors = [line for line in out.getvalue().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the context holds 1024" in errors[0] and "hint:" in errors[0]
+    assert [m.content for m in chat.conversation.messages] == ["Hello.", "Noted.", "Still there?", "Noted."]

@@ -26,6 +26,8 @@ def spawn_in_terminal(run_args: str, tmp_path, env: dict | None = None):
     bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
     """
     env = {**os.environ, "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path), "COLUMNS": "100", **(env or {})}
+    # A real terminal answers prompt_toolkit's cursor-position request; pexpect does not, and it warns.
+    env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     env.pop("NO_COLOR", None)
     command = f"{sys.executable} -m specchat run {run_args}; echo EXIT=$?; stty -a"
     child = pexpect.spawn(
@@ -82,6 +84,37 @@ def test_fake_chat_in_a_terminal(tmp_path):
     finally:
         child.close(force=True)
     assert_cursor_and_colours_restored((tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0])
+
+
+def test_fake_chat_bracketed_paste_is_one_message(tmp_path):
+    """A pasted block (bracketed paste, as terminals send it) is one message with one reply, sent by
+    Enter; Esc-Enter adds a line to a message; Tab completes a slash command."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.send("\x1b[200~line1\nline2\nline3\x1b[201~")
+        child.send("\r")
+        child.expect_exact("── ")  # the summary line under the reply
+        child.expect_exact(PROMPT)
+        child.send("first\x1b\rsecond\r")  # Esc-Enter: a newline inside the message
+        child.expect_exact("── ")
+        child.expect_exact(PROMPT)
+        child.send("/sta\t")
+        child.expect_exact("/stats")  # completed (in the background: Enter must wait for it, as a person does)
+        child.send("\r")
+        child.expect_exact("session: ")
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
+    assert log.count("── ") == 2, "one reply per message"
+    # The fake quotes the whole message: "Here is your text again:\n" + message + "\nThat is all.", a token a byte.
+    for message in ("line1\nline2\nline3", "first\nsecond"):
+        assert f"── {len(fake_backend.REPLY.format(prompt=message))} tokens" in log
+    assert "Traceback" not in log and "WARNING" not in log
 
 
 def leave_with_bye(child) -> None:

@@ -1,0 +1,58 @@
+"""The default context size: what the models were trained for, as far as memory allows.
+
+A conversation can then grow to the length the model handles well (32K for Qwen2.5-Coder) instead of
+a fixed 4,096; `--ctx N` still sets it exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .backends import for_path
+from .errors import UsageError
+
+AUTO = 0  # --ctx 0, the default of `specchat run`: choose here
+FALLBACK = 4096  # for models whose files do not say what they were trained for
+MIN_CTX = 2048  # never less by default (less only where the model was trained for less)
+MAX_AUTO = 32768  # where memory cannot be known (GPU builds), a 128K context might not be allocatable
+MEMORY_SHARE = 0.8  # of the available memory: the rest stays for everything else on the machine
+STEP = 256  # llama.cpp rounds the context up to a multiple of 256
+SMALLEST = 64  # an explicit --ctx below this cannot hold a chat template and a reply
+
+
+def check(n_ctx: int) -> None:
+    """--ctx is AUTO or at least SMALLEST (Typer's own bounds cannot say "0, or 64 and more")."""
+    if n_ctx != AUTO and n_ctx < SMALLEST:
+        raise UsageError(f"--ctx {n_ctx} is too small", hint=f"give 0 (from the model) or at least {SMALLEST}")
+
+
+def choose(paths: list[Path], available: int | None, overhead: int) -> int:
+    """The largest context both models were trained for, capped at MAX_AUTO and by the memory that the
+    KV caches may take; `overhead` is what each model needs beyond its weights and KV cache."""
+    trained = [t for t in (trained_context(path) for path in paths) if t]
+    ctx = min([*trained, MAX_AUTO]) if trained else FALLBACK
+    floor = min(MIN_CTX, ctx)
+    fits = _fits_in_memory(paths, available, overhead)
+    if fits is not None:
+        ctx = min(ctx, fits)
+    return max(floor, ctx // STEP * STEP)
+
+
+def trained_context(path: Path) -> int | None:
+    """The context length a model was trained for (GGUF `<arch>.context_length`), None where unknown."""
+    backend = for_path(path)
+    reader = getattr(backend, "trained_context", None)  # plugins written before this hook lack it
+    return reader(path) if reader is not None else None
+
+
+def _fits_in_memory(paths: list[Path], available: int | None, overhead: int) -> int | None:
+    """The most tokens whose KV caches fit next to the weights in MEMORY_SHARE of `available`."""
+    if available is None:
+        return None
+    probe = 1024
+    needs = [for_path(path).memory_needed(path, probe) for path in paths]
+    if any(need is None for need in needs):
+        return None  # weights on a GPU, or a backend that does not say
+    free = available * MEMORY_SHARE - sum(weights + overhead for weights, _ in needs)
+    per_token = sum(kv for _, kv in needs) / probe
+    return max(int(free / per_token), 0) if per_token > 0 else None

@@ -1,0 +1,104 @@
+"""Reading the chat's messages: prompt_toolkit on a terminal, plain line reading otherwise.
+
+prompt_toolkit instead of the standard readline module because readline turns bracketed paste off, so
+a pasted block arrived as one message per line. Here a paste is inserted as it is and sent with Enter;
+Esc-Enter (Alt-Enter) inserts a newline; Tab completes slash commands; the history lives in the state
+directory. prompt_toolkit serves Windows consoles too (not tested here). The `\\` continuation and
+`\"\"\"` blocks of plain reading stay.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings
+from rich.console import Console
+from rich.text import Text
+
+PROMPT = "you › "
+MORE = "... "
+
+
+def read_message(reader) -> str | None:
+    """One user message from anything with input(prompt) (a Rich Console or a TerminalInput); EOFError
+    at end of input, KeyboardInterrupt for Ctrl-C: the caller handles both."""
+    first = reader.input(Text(PROMPT, style="bold cyan"))
+    if first.strip() == '"""':
+        lines = []
+        while (line := reader.input(MORE)).strip() != '"""':
+            lines.append(line)
+        return "\n".join(lines)
+    lines = [first]
+    while lines[-1].endswith("\\"):
+        lines[-1] = lines[-1][:-1]
+        lines.append(reader.input(MORE))
+    return "\n".join(lines)
+
+
+class TerminalInput:
+    """prompt_toolkit's line editor with the chat's keys, completion and a history file."""
+
+    def __init__(self, commands: Iterable[str], history: Path | None) -> None:
+        self.session = PromptSession(
+            history=_file_history(history) or InMemoryHistory(),
+            completer=SlashCompleter(commands),
+            complete_while_typing=False,  # Tab completes: a menu popping up while typing gets in the way
+            key_bindings=_bindings(),
+            prompt_continuation=lambda width, _line, _soft: " " * max(width - len(MORE), 0) + MORE,
+        )
+
+    def input(self, prompt: str | Text) -> str:
+        if isinstance(prompt, Text):
+            return self.session.prompt(FormattedText([("bold ansicyan", prompt.plain)]))
+        return self.session.prompt(prompt)
+
+
+def _file_history(path: Path | None) -> FileHistory | None:
+    """The history file, or None where it cannot be made (a read-only home must not stop the chat)."""
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+    except OSError:
+        return None
+    return FileHistory(str(path))
+
+
+def _bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")  # what Alt-Enter sends, and Esc then Enter
+    def _newline(event) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+class SlashCompleter(Completer):
+    """Completes the command name of a line that starts with '/'."""
+
+    def __init__(self, commands: Iterable[str]) -> None:
+        self.commands = sorted(commands)
+
+    def get_completions(self, document, complete_event):
+        text = document.text_before_cursor
+        if not text.startswith("/") or " " in text or "\n" in text:
+            return
+        for name in self.commands:
+            if name.startswith(text):
+                yield Completion(name, start_position=-len(text))
+
+
+def make_reader(console: Console, commands: Iterable[str], history: Path | None):
+    """prompt_toolkit when both ends are a terminal; otherwise the console's plain line reading."""
+    streams = (sys.stdin, sys.stdout)
+    if all(stream is not None and stream.isatty() for stream in streams):
+        return TerminalInput(commands, history)
+    return console

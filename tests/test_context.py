@@ -1,0 +1,89 @@
+"""Replies that run to their end, and a context sized from the model: its trained length, as memory allows."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from fake_backend import REPLY
+from test_gguf import s, tiny_gguf
+from typer.testing import CliRunner
+
+from specchat import ctxsize, gguf, runtime
+from specchat.cli import app
+
+runner = CliRunner()
+
+
+def fake_target(tmp_path, name="target", **spec):
+    path = tmp_path / f"{name}.fake.gguf"
+    path.write_text(json.dumps({"role": "target", **spec}), encoding="utf-8")
+    return path
+
+
+def test_a_reply_longer_than_512_tokens_runs_to_its_end(fake_models, tmp_path):
+    """The fake quotes the prompt a byte a token: a 700-character prompt gets a reply of about 740 tokens."""
+    target = fake_target(tmp_path, context_length=4096)
+    prompt = " ".join(f"word{i:03d}" for i in range(88))  # 703 characters
+    result = runner.invoke(app, ["run", "--target", str(target), "--mode", "target", "--json", prompt])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["text"] == REPLY.format(prompt=prompt) and len(payload["text"]) > 512
+    assert payload["stats"]["stop_reason"] == "eog" and payload["settings"]["max_tokens"] == 0
+    limited = runner.invoke(app, ["run", "--target", str(target), "--mode", "target", "--json", "-n", "20", prompt])
+    assert json.loads(limited.stdout)["stats"]["generated_tokens"] == 20
+
+
+def test_the_default_context_is_the_trained_one(fake_models, tmp_path, monkeypatch):
+    monkeypatch.setattr(runtime, "available_memory", lambda: None)
+    target = fake_target(tmp_path, context_length=16384)
+    args = ["run", "--target", str(target), "--mode", "target", "--json", "Hi."]
+    assert json.loads(runner.invoke(app, args).stdout)["settings"]["ctx"] == 16384
+    explicit = runner.invoke(app, [*args, "--ctx", "3000"])
+    assert json.loads(explicit.stdout)["settings"]["ctx"] == 3000
+
+
+def test_choose_takes_the_smaller_model_and_caps_what_memory_cannot_check(fake_models, tmp_path):
+    target = fake_target(tmp_path, context_length=131072)
+    draft = fake_target(tmp_path, "draft", context_length=32768)
+    assert ctxsize.choose([target, draft], None, 0) == 32768
+    assert ctxsize.choose([target], None, 0) == ctxsize.MAX_AUTO  # 128K only on request
+    assert ctxsize.choose([fake_target(tmp_path, "plain")], None, 0) == ctxsize.FALLBACK
+    assert ctxsize.choose([fake_target(tmp_path, "old", context_length=1024)], None, 0) == 1024
+
+
+def test_choose_fits_the_kv_cache_in_memory(fake_models, tmp_path):
+    # 1 GB of weights and a KV cache of 1 KiB per token (the fake reports 1 MiB per 1024 tokens).
+    target = fake_target(tmp_path, context_length=32768, memory=[10**9, 2**20])
+    overhead = 10**8
+
+    def available(free_bytes: int) -> int:
+        """The memory at which `free_bytes` remain for the KV cache."""
+        return int((10**9 + overhead + free_bytes) / ctxsize.MEMORY_SHARE) + 1
+
+    assert ctxsize.choose([target], available(64 * 2**20), overhead) == 32768  # room for 64K tokens
+    assert ctxsize.choose([target], available(5 * 2**20 + 100 * 1024), overhead) == 5 * 1024  # 5,220: down to 256s
+    assert ctxsize.choose([target], 10**9, overhead) == ctxsize.MIN_CTX  # no room: the floor; check_memory
+    # then says what does not fit
+
+
+def test_trained_context_from_gguf_metadata(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    extra = s(b"general.architecture") + struct.pack("<I", 8) + s(b"qwen2")
+    extra += s(b"qwen2.context_length") + struct.pack("<I", 4) + struct.pack("<I", 32768)
+    path = tmp_path / "m.gguf"
+    path.write_bytes(tiny_gguf(extra_kv=extra, n_kv=5))
+    assert gguf.trained_context(path) == 32768
+    path.write_bytes(tiny_gguf())
+    assert gguf.trained_context(path) is None
+
+
+BOUNDS = [(["-n", "0"], 0), (["-n", "-1"], 2), (["--ctx", "-5"], 2), (["--ctx", "10"], 2), (["--ctx", "0"], 0)]
+
+
+@pytest.mark.parametrize(("option", "code"), BOUNDS)
+def test_zero_means_from_the_model_or_no_limit_and_too_small_is_a_usage_error(fake_models, option, code):
+    target, _draft = fake_models
+    result = runner.invoke(app, ["run", "--target", str(target), "--mode", "target", *option, "Hi."])
+    assert result.exit_code == code, result.output
