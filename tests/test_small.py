@@ -61,3 +61,30 @@ def test_commands_run_without_unix_only_modules(tmp_path):
     )  # fmt: skip
     assert bench.returncode == 0, bench.stderr
     assert json.loads(bench.stdout)["peak_rss_mb"] is None  # unknown without `resource`, not a crash
+
+
+# --- 2. shell completion ------------------------------------------------------------------------------
+
+
+def test_show_completion_prints_a_bash_script(tmp_path):
+    done = specchat(tmp_path, "--show-completion", "bash", env=child_env(tmp_path, SHELL="/bin/bash"))
+    assert done.returncode == 0, done.stderr
+    assert "complete -o default -F _specchat_completion specchat" in done.stdout
+    assert "_SPECCHAT_COMPLETE=complete_bash" in done.stdout
+
+
+def test_completion_completes_commands_and_options(tmp_path):
+    def complete(words: str) -> list[str]:
+        env = child_env(tmp_path, _SPECCHAT_COMPLETE="complete_bash", COMP_WORDS=words)
+        env["COMP_CWORD"] = str(len(words.split()) - 1)
+        done = specchat(tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("specchat mo") == ["models"]
+    assert "--max-tokens" in complete("specchat run --ma")
+
+
+def test_help_offers_completion(tmp_path):
+    done = specchat(tmp_path, "--help", env=child_env(tmp_path, COLUMNS="100"))
+    assert "--install-completion" in done.stdout and "--show-completion" in done.stdout
