@@ -12,7 +12,6 @@ import errno
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from .errors import DownloadError, ModelFileError
 from .paths import cache_dir, models_dir, read_json_object, write_atomic
@@ -101,18 +99,20 @@ def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """A cheap TCP probe, so that an unreachable Hub costs seconds, not huggingface-hub's retry loop."""
+    """One HEAD request to the Hub with a short timeout, so that an unreachable Hub costs seconds, not
+    huggingface-hub's retry loop. It goes through huggingface-hub's own HTTP session, so it takes the
+    same way as the download (HTTPS_PROXY/HTTP_PROXY/NO_PROXY, a custom client factory). Any answer
+    below 500 counts as reachable; a proxy's 502/503/504 (or the Hub's own 5xx) does not."""
     if hub_offline():
         return False
     from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
 
-    url = urlparse(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
+        response = get_session().head(constants.ENDPOINT, timeout=timeout)
+    except Exception:  # no route, refused, timed out, proxy refused CONNECT, TLS failure, ...
         return False
+    return response.status_code < 500
 
 
 def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:

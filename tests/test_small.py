@@ -7,13 +7,17 @@ needed, so that each test sees what a user's shell would.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import fake_backend
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 
@@ -88,3 +92,72 @@ def test_completion_completes_commands_and_options(tmp_path):
 def test_help_offers_completion(tmp_path):
     done = specchat(tmp_path, "--help", env=child_env(tmp_path, COLUMNS="100"))
     assert "--install-completion" in done.stdout and "--show-completion" in done.stdout
+
+
+# --- 3. the Hub probe takes the proxy from the environment ---------------------------------------------
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A tiny HTTP server (or proxy) that records each request line and answers with `status`."""
+
+    seen: list[str]
+    status = 200
+
+    def _answer(self) -> None:
+        self.seen.append(f"{self.command} {self.path}")
+        self.send_response(self.status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET = do_CONNECT = _answer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def recording_server(status: int = 200):
+    handler = type("Handler", (Recorder,), {"seen": [], "status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def probe(tmp_path: Path, **env: str) -> bool:
+    """download.hub_reachable() in a child whose environment is exactly this one plus env (no proxies)."""
+    base = {k: v for k, v in child_env(tmp_path).items() if "proxy" not in k.lower()}
+    code = "from specchat.download import hub_reachable; print(hub_reachable(timeout=10))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, env=base | env
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
+
+
+def test_hub_probe_goes_through_the_http_proxy(tmp_path):
+    # hub.invalid cannot resolve: only the proxy can answer for it.
+    with recording_server(200) as (proxy, seen):
+        assert probe(tmp_path, HF_ENDPOINT="http://hub.invalid", HTTP_PROXY=proxy)
+    assert seen and seen[0].startswith("HEAD http://hub.invalid"), seen
+
+
+def test_hub_probe_tunnels_https_through_the_proxy(tmp_path):
+    with recording_server(502) as (proxy, seen):  # the proxy cannot reach the Hub either
+        assert not probe(tmp_path, HF_ENDPOINT="https://hub.invalid", HTTPS_PROXY=proxy)
+    assert seen == ["CONNECT hub.invalid:443"]
+
+
+@pytest.mark.parametrize(("status", "reachable"), [(200, True), (404, True), (503, False)])
+def test_hub_probe_without_a_proxy(tmp_path, status, reachable):
+    with recording_server(status) as (hub, seen):
+        assert probe(tmp_path, HF_ENDPOINT=hub) is reachable
+    assert seen and seen[0].startswith("HEAD /")
+
+
+def test_hub_probe_of_nothing_is_quick_and_false(tmp_path):
+    assert not probe(tmp_path, HF_ENDPOINT="http://127.0.0.1:9")
