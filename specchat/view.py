@@ -74,12 +74,17 @@ class _Stdout:
         return getattr(sys.stdout, "encoding", None) or "utf-8"
 
 
+def _no_color(flag: bool) -> bool:
+    """--no-color, or NO_COLOR set and not empty (no-color.org: an empty NO_COLOR does not count)."""
+    return flag or os.environ.get("NO_COLOR", "") != ""
+
+
 def stderr_console(no_color: bool = False) -> Console:
-    return Console(stderr=True, no_color=no_color or "NO_COLOR" in os.environ, highlight=False)
+    return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
 
 
 def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
-    return Console(file=_Stdout(what), no_color=no_color or "NO_COLOR" in os.environ, highlight=False, soft_wrap=True)
+    return Console(file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True)
 
 
 def write_stdout(text: str, what: str = "the reply") -> None:

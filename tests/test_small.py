@@ -161,3 +161,22 @@ def test_hub_probe_without_a_proxy(tmp_path, status, reachable):
 
 def test_hub_probe_of_nothing_is_quick_and_false(tmp_path):
     assert not probe(tmp_path, HF_ENDPOINT="http://127.0.0.1:9")
+
+
+# --- 7. NO_COLOR counts only when it is not empty (no-color.org) ---------------------------------------
+
+RED_ERROR = "\x1b[1;31merror: "
+
+
+@pytest.mark.parametrize(
+    ("no_color", "coloured"), [(None, True), ("", True), ("1", False), ("0", False)], ids=["unset", "empty", "1", "0"]
+)
+def test_no_color_counts_only_when_not_empty(tmp_path, no_color, coloured):
+    env = child_env(tmp_path, FORCE_COLOR="1")  # colours without a terminal
+    if no_color is not None:
+        env["NO_COLOR"] = no_color
+    done = specchat(tmp_path, "pull", "no-such-pair", env=env)
+    assert done.returncode == 1
+    assert (RED_ERROR in done.stderr) is coloured, repr(done.stderr)
+    if not coloured:
+        assert "\x1b[1merror: " in done.stderr  # bold stays: only the colours go
