@@ -1,5 +1,5 @@
 """Small things users notice (issue 13): portability of the command paths, shell completion, the Hub
-probe behind a proxy, pip-less environments, NO_COLOR, optional plotext, `models` at 80 columns.
+probe behind a proxy, pip-less environments, NO_COLOR, `models` at 80 columns.
 
 Commands run in child processes, with the fake backend as a plugin (SPECCHAT_PLUGINS) where a model is
 needed, so that each test sees what a user's shell would.
