@@ -180,3 +180,17 @@ def test_no_color_counts_only_when_not_empty(tmp_path, no_color, coloured):
     assert (RED_ERROR in done.stderr) is coloured, repr(done.stderr)
     if not coloured:
         assert "\x1b[1merror: " in done.stderr  # bold stays: only the colours go
+
+
+# --- 9. the LICENSE file is the licence pyproject names ------------------------------------------------
+
+
+def test_license_file_matches_pyproject():
+    import tomllib
+
+    root = TESTS.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    text = (root / "LICENSE").read_text(encoding="utf-8")
+    assert project["license"] == "MIT" and text.startswith("MIT License\n")
+    assert "Copyright (c) 2026 specchat developers" in text
+    assert "LICENSE" in project.get("license-files", ["LICENSE"])  # hatchling's default picks up LICENSE*
