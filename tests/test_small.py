@@ -194,3 +194,25 @@ def test_license_file_matches_pyproject():
     assert project["license"] == "MIT" and text.startswith("MIT License\n")
     assert "Copyright (c) 2026 specchat developers" in text
     assert "LICENSE" in project.get("license-files", ["LICENSE"])  # hatchling's default picks up LICENSE*
+
+
+# --- 10. `specchat models` at 80 columns ---------------------------------------------------------------
+
+
+def test_models_fits_in_80_columns_and_cuts_no_name(tmp_path):
+    from specchat.registry import load_registry
+
+    done = specchat(tmp_path, "models", env=child_env(tmp_path, COLUMNS="80"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    paths = [line for line in lines if line.startswith(("models directory: ", "overlay file: "))]
+    assert len(paths) == 2 and str(tmp_path / "models") in paths[0]  # a path is never cut (it may be long)
+    too_wide = [line for line in lines if len(line) > 80 and line not in paths]
+    assert not too_wide, "\n".join(too_wide)
+    cells = {cell.strip() for line in lines for cell in line.split("│")}
+    registry = load_registry()
+    for pair in registry.pairs.values():
+        assert pair.name in cells
+        for spec in (pair.target, pair.draft):
+            assert any(cell.startswith(spec.file.removesuffix(".gguf")) for cell in cells), spec.file
+    assert "(default)" in cells
