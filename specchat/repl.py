@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -225,17 +226,28 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
 
 def read_message(console: Console) -> str | None:
     """One user message (None at end of input). Ctrl-C at the prompt is handled by the caller."""
-    first = console.input(Text("you › ", style="bold cyan"))
+    first = ask(console, Text("you › ", style="bold cyan"))
     if first.strip() == '"""':
         lines = []
-        while (line := console.input("... ")).strip() != '"""':
+        while (line := ask(console, Text("... "))).strip() != '"""':
             lines.append(line)
         return "\n".join(lines)
     lines = [first]
     while lines[-1].endswith("\\"):
         lines[-1] = lines[-1][:-1]
-        lines.append(console.input("... "))
+        lines.append(ask(console, Text("... ")))
     return "\n".join(lines)
+
+
+def ask(console: Console, prompt: Text) -> str:
+    """input() with the prompt handed to readline, its colour codes wrapped in \\001..\\002 so that readline
+    does not count them. Rich's console.input prints the prompt itself, so readline, redrawing its line
+    (after a terminal resize, say), erased a prompt it did not know of."""
+    if "readline" not in sys.modules or not console.is_terminal:
+        return console.input(prompt)
+    with console.capture() as capture:
+        console.print(prompt, end="")
+    return input(re.sub(r"(\x1b\[[0-9;]*m)", "\x01\\1\x02", capture.get()))
 
 
 def setup_history(path: Path) -> None:

@@ -203,6 +203,8 @@ def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
 
 
 class ScriptedConsole:
+    is_terminal = False
+
     def __init__(self, lines):
         self.lines = iter(lines)
 
@@ -216,6 +218,25 @@ def test_read_message_joins_continued_and_quoted_lines():
     assert read_message(ScriptedConsole(["one \\", "two"])) == "one \ntwo"
     assert read_message(ScriptedConsole(['"""', "a", "", "b", '"""'])) == "a\n\nb"
     assert read_message(ScriptedConsole(["plain"])) == "plain"
+
+
+def test_the_prompt_is_readlines_own_with_its_colours_marked(monkeypatch):
+    """readline redraws its line (after a resize, say): it must know the prompt, and not count its
+    colour codes as columns."""
+    import builtins
+    import io
+
+    from rich.console import Console
+
+    from specchat.repl import read_message
+
+    pytest.importorskip("readline")
+    prompts = []
+    monkeypatch.setattr(builtins, "input", lambda prompt="": prompts.append(prompt) or "hi")
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="standard")
+    assert read_message(console) == "hi"
+    assert prompts == ["\x01\x1b[1;36m\x02you › \x01\x1b[0m\x02"]
+    assert console.file.getvalue() == ""  # printed by readline, not before it
 
 
 def test_history_is_read_and_written(tmp_path, monkeypatch):

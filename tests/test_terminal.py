@@ -265,7 +265,7 @@ def test_fake_chat_footer_is_drawn_once_after_a_resize(tmp_path):
         seen = []
         finished = pump(lambda: seen.append(len(footers())) or summary(), 60)
         assert finished, "\n".join(screen.display)
-        pump(lambda: False, 0.5)  # the next prompt
+        assert pump(lambda: prompts() == 2, 10), "\n".join(screen.display)  # readline redrew the prompt, not erased it
         assert max(seen) == 1 and footers() == [], "\n".join(screen.display)
         reply = [row for row in screen.display if row.startswith("Here")]
         assert len(reply) == 1, "\n".join(screen.display)  # the reply's first line once, no stale copy
