@@ -114,25 +114,31 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
         highlight=False,
     )
     if any(row.k for row in result.rows()) and console.is_terminal:
-        console.print(Text.from_ansi(speedup_plot(result)))
+        console.print(speedup_chart(result))
     peak = peak_rss_mb()
     memory = f"peak memory {peak:.0f} MB; " if peak is not None else ""
     console.print(f"{memory}tok/s excludes prefill; speedup = median of paired ratios", style="dim", highlight=False)
 
 
-def speedup_plot(result, width: int = 70, height: int = 16) -> str:
-    """Speedup vs k per category, as text (plotext)."""
-    import plotext
-
-    plotext.clear_figure()
-    plotext.plot_size(width, height)
-    plotext.theme("clear")
-    for category, points in result.speedup_series().items():
-        plotext.plot([k for k, _ in points], [s for _, s in points], label=category, marker="dot")
-    plotext.hline(1.0)
-    plotext.title("speedup vs k (1.0 = target alone)")
-    plotext.xlabel("k")
-    return plotext.build()
+def speedup_chart(result, width: int = 40) -> Text:
+    """Speedup per category and variant as horizontal bars (Rich text, no plotting library): green at or
+    above the target alone, red below, with a `│` where 1.0 falls."""
+    rows = [row for row in result.rows() if row.k and row.speedup is not None]
+    chart = Text()
+    chart.append("speedup vs the target alone (│ = 1.0x)", style="bold")
+    if not rows:
+        return chart
+    scale = width / max(1.0, *(row.speedup for row in rows))
+    one = round(scale)
+    label_width = max(len(f"{row.category} {row.variant}") for row in rows)
+    for row in rows:
+        filled = round(row.speedup * scale)
+        chart.append(f"\n  {row.category + ' ' + row.variant:<{label_width}} ")
+        chart.append("█" * filled, style="green" if row.speedup >= 1.0 else "red")
+        if filled < one:
+            chart.append(" " * (one - filled - 1) + "│", style="dim")
+        chart.append(f" {row.speedup:.2f}x")
+    return chart
 
 
 def require_matplotlib():

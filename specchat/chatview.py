@@ -8,8 +8,9 @@ shows the stats that come with each update.
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.segment import Segment as RichSegment
 from rich.text import Text
 
 from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
@@ -42,6 +43,8 @@ class ReplyView:
         self.live = Live(
             console=console, auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False
         )
+        self._frame: RenderableType = Text()  # what the live region shows
+        self._drawn: tuple[int, list[int]] = (0, [])  # the width it was drawn at, and its lines' lengths
 
     def __enter__(self) -> ReplyView:
         self.live.start()
@@ -49,6 +52,7 @@ class ReplyView:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._after_resize()
         self.live.stop()  # transient: the footer goes, then the last partial line is printed for good
         if self.partial.plain:
             self.console.print(self.partial, soft_wrap=False)
@@ -72,8 +76,30 @@ class ReplyView:
         for index, piece in enumerate(lines):
             self.partial.append(piece, style=style)
             if index < len(lines) - 1:
+                self._after_resize()
                 self.live.console.print(self.partial, soft_wrap=False)  # printed above the live region
+                self._remember()
                 self.partial = Text()
 
     def _refresh(self) -> None:
-        self.live.update(Group(self.partial, footer(self.stats, self.label)), refresh=True)
+        self._after_resize()
+        self._frame = Group(self.partial, footer(self.stats, self.label))
+        self.live.update(self._frame, refresh=True)
+        self._remember()
+
+    def _remember(self) -> None:
+        """The width the live region was just drawn at, and the length of each of its lines."""
+        width = self.console.width
+        lines = self.console.render_lines(self._frame, self.console.options.update_width(width), pad=False)
+        self._drawn = (width, [RichSegment.get_line_length(line) for line in lines])
+
+    def _after_resize(self) -> None:
+        """Before Rich erases the live region: if the terminal got narrower since it was drawn, most
+        terminals (VTE, iTerm2, Windows Terminal, kitty, tmux) have reflowed each of its lines over
+        ceil(length / width) rows, so Rich must erase that many rows, not the lines it drew; otherwise
+        the old footer or partial line stays on the screen above the new one."""
+        width, lengths = self._drawn
+        now = self.console.width
+        shape = getattr(self.live._live_render, "_shape", None)  # Rich's record of the region it drew
+        if now < width and lengths and shape is not None:
+            self.live._live_render._shape = (now, sum(max(1, -(-n // now)) for n in lengths))

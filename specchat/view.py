@@ -74,12 +74,17 @@ class _Stdout:
         return getattr(sys.stdout, "encoding", None) or "utf-8"
 
 
+def _no_color(flag: bool) -> bool:
+    """--no-color, or NO_COLOR set and not empty (no-color.org: an empty NO_COLOR does not count)."""
+    return flag or os.environ.get("NO_COLOR", "") != ""
+
+
 def stderr_console(no_color: bool = False) -> Console:
-    return Console(stderr=True, no_color=no_color or "NO_COLOR" in os.environ, highlight=False)
+    return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
 
 
 def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
-    return Console(file=_Stdout(what), no_color=no_color or "NO_COLOR" in os.environ, highlight=False, soft_wrap=True)
+    return Console(file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True)
 
 
 def write_stdout(text: str, what: str = "the reply") -> None:
@@ -291,13 +296,19 @@ def print_models(*, as_json: bool, verify: bool) -> None:
 
 
 def models_table(rows: list[dict]) -> Table:
-    """One line per pair; rows come in target/draft order from model_rows()."""
-    table = Table(title="specchat pairs", title_justify="left", caption="* = file name not verified on the Hub")
-    for column in ("pair", "target", "draft", "size", "present"):
-        table.add_column(column, overflow="fold")
+    """One row per pair (rows come in target/draft order from model_rows()): the target's file on the
+    first line, the draft's on the second, so that the table fits in 80 columns without cutting names."""
+    table = Table(
+        title="specchat pairs", title_justify="left", caption="* = file name not verified on the Hub",
+        caption_justify="left", show_lines=True,
+    )  # fmt: skip
+    table.add_column("pair", overflow="fold")
+    table.add_column("target / draft file", overflow="fold")
+    table.add_column("size", no_wrap=True)
+    table.add_column("present", no_wrap=True)
 
-    def name(row: dict) -> Text:
-        return Text(row["file"].removesuffix(".gguf") + ("" if row["verified"] else " *"))
+    def name(row: dict) -> str:
+        return row["file"].removesuffix(".gguf") + ("" if row["verified"] else " *")
 
     def present(row: dict) -> Text:
         return Text("yes", style="green") if row["present"] else Text("no", style="dim")
@@ -305,11 +316,11 @@ def models_table(rows: list[dict]) -> Table:
     for target, draft in zip(rows[::2], rows[1::2], strict=True):
         sizes = [r["size"] for r in (target, draft)]
         size = f"{sum(sizes) / 1e9:.1f} GB" if all(sizes) else "?"
-        both = Text(" / ").join([present(target), present(draft)])
         label = Text(target["pair"], style="bold" if target["default"] else "")
         if target["default"]:
-            label.append(" (default)", style="dim")
-        table.add_row(label, name(target), name(draft), size, both)
+            label.append("\n(default)", style="dim")
+        files = Text(f"{name(target)}\n{name(draft)}")
+        table.add_row(label, files, size, Text("\n").join([present(target), present(draft)]))
     return table
 
 

@@ -3,14 +3,17 @@ check, the cost model; and its input errors."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 
 import fake_backend
 import pytest
 from typer.testing import CliRunner
 
 from specchat.bench import BenchResult, Sample
-from specchat.benchreport import render
+from specchat.benchreport import render, speedup_chart
 from specchat.cli import app
 from specchat.costmodel import Costs, expected_tokens, iid_expected
 
@@ -240,3 +243,39 @@ def test_missing_output_directory_is_refused_before_running(fake_pair, tmp_path)
 def test_bad_modes(fake_pair):
     result = bench(fake_pair, "--modes", "spec,turbo")
     assert result.exit_code == 2 and "--modes 'spec,turbo'" in result.stderr
+
+
+def two_variant_result() -> BenchResult:
+    result = BenchResult()
+    for variant, k, tps in (("target", 0, 20.0), ("k=2", 2, 30.0)):
+        result.samples.append(
+            Sample("p1", "code", variant, k, 0, tps, 10, 0.5, 0.1, 4, 2 * k, k, 0.1, 0.2, [k and 2] * k, [k and 1] * k)
+        )
+    return result
+
+
+def terminal_report(result) -> str:
+    from rich.console import Console
+
+    from specchat.benchreport import print_bench
+
+    out = io.StringIO()
+    print_bench(Console(file=out, force_terminal=True, width=100), result, [2])
+    return re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+
+
+def test_the_terminal_chart_needs_no_plotting_library(monkeypatch):
+    for name in ("plotext", "matplotlib"):
+        monkeypatch.setitem(sys.modules, name, None)  # the default install has neither
+    report = terminal_report(two_variant_result())
+    chart = report[report.index("speedup vs the target alone") :].splitlines()
+    assert chart[1].startswith("  code k=2 ") and chart[1].endswith(" 1.50x")
+    assert chart[1].count("█") == 40  # the largest speedup fills the width
+    assert "│" not in chart[1]
+
+
+def test_the_chart_marks_where_the_target_alone_is():
+    result = two_variant_result()
+    result.samples[1].tokens_per_s = 10.0  # k=2 at 0.5x
+    line = speedup_chart(result).plain.splitlines()[1]
+    assert line == "  code k=2 " + "█" * 20 + " " * 19 + "│ 0.50x"

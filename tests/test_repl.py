@@ -203,6 +203,8 @@ def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
 
 
 class ScriptedConsole:
+    is_terminal = False
+
     def __init__(self, lines):
         self.lines = iter(lines)
 

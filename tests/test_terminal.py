@@ -210,3 +210,99 @@ def test_piped_output_has_no_escape_codes(default_pair_paths, tmp_path):
 def test_one_shot_ctrl_c_restores_the_terminal(default_pair_paths, tmp_path):
     args = "--mode spec -n 2000 'Write a long story about a lighthouse keeper.'"
     assert_ctrl_c_during_a_reply_restores_the_terminal(args, tmp_path)
+
+
+# --- a resize during a reply (issue 16, item 6) -------------------------------------------------------
+
+FOOTER = re.compile(r"\d tok/s · ")
+
+
+def reflowing_screen(columns: int, lines: int):
+    """A pyte screen that reflows on narrowing, as most terminals do (VTE, iTerm2, Windows Terminal,
+    kitty, tmux): a row longer than the new width continues on the next rows, rows above move up (into
+    the scrollback when the screen is full), and the cursor stays on its character. pyte itself crops."""
+    pyte = pytest.importorskip("pyte")
+
+    class ReflowScreen(pyte.Screen):
+        def resize(self, lines=None, columns=None):
+            columns = columns or self.columns
+            if columns < self.columns:
+                self._reflow(columns)
+            super().resize(lines, columns)
+
+        def _reflow(self, columns: int) -> None:
+            rows, cursor = [], (0, 0)
+            for y in range(self.cursor.y + 1):
+                line = self.buffer[y]
+                used = max((x + 1 for x, char in line.items() if char.data != " "), default=0)
+                chars = [line[x] for x in range(max(used, self.cursor.x if y == self.cursor.y else 0))]
+                chunks = [chars[i : i + columns] for i in range(0, len(chars), columns)] or [[]]
+                if y == self.cursor.y:
+                    at = min(self.cursor.x // columns, len(chunks) - 1)
+                    cursor = (len(rows) + at, self.cursor.x - at * columns)
+                rows.extend(chunks)
+            dropped = max(0, len(rows) - self.lines)
+            self.buffer.clear()
+            for y, chunk in enumerate(rows[dropped:]):
+                for x, char in enumerate(chunk):
+                    self.buffer[y][x] = char
+            self.cursor.y, self.cursor.x = cursor[0] - dropped, cursor[1]
+
+    return ReflowScreen(columns, lines)
+
+
+def test_fake_chat_footer_is_drawn_once_after_a_resize(tmp_path):
+    """Narrowing the terminal mid-reply (SIGWINCH): the old footer, now wrapped over two rows by the
+    terminal, is erased with the rest of the live region, so only one footer is ever on the screen,
+    and none once the reply is done."""
+    import contextlib
+    import time
+
+    import fake_backend
+
+    pyte = pytest.importorskip("pyte")
+    target, draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.05)
+    env = {**os.environ, **fake_env(tmp_path), "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path)}
+    for name in ("COLUMNS", "LINES", "NO_COLOR"):  # the real size comes from the terminal, as in a shell
+        env.pop(name, None)
+    screen = reflowing_screen(100, 30)
+    stream = pyte.Stream(screen)
+    args = ["-m", "specchat", "run", "--target", str(target), "--draft", str(draft), "--mode", "spec", "-n", "400"]
+    child = pexpect.spawn(sys.executable, args, env=env, dimensions=(30, 100), encoding="utf-8", timeout=60)
+    child.logfile_read = (tmp_path / "session.log").open("w")
+
+    def pump(until, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with contextlib.suppress(pexpect.TIMEOUT):
+                stream.feed(child.read_nonblocking(100_000, timeout=0.05))
+            if until():
+                return True
+        return False
+
+    def footers() -> list[str]:
+        return [row for row in screen.display if FOOTER.search(row)]
+
+    def prompts() -> int:
+        return sum(PROMPT in row for row in screen.display)
+
+    def summary() -> bool:
+        return any(row.startswith("── ") for row in screen.display)
+
+    try:
+        assert pump(lambda: prompts() == 1, 60)
+        child.sendline("Tell me a long story about " + "many different things " * 4)
+        assert pump(lambda: footers() and len(footers()[0].rstrip()) > 60, 60), screen.display  # mid-reply
+        child.setwinsize(30, 60)  # the kernel sends SIGWINCH to the chat
+        screen.resize(30, 60)
+        seen = []
+        finished = pump(lambda: seen.append(len(footers())) or summary(), 60)
+        assert finished, "\n".join(screen.display)
+        assert pump(lambda: prompts() == 2, 10), "\n".join(screen.display)  # readline redrew the prompt, not erased it
+        assert max(seen) == 1 and footers() == [], "\n".join(screen.display)
+        reply = [row for row in screen.display if row.startswith("Here")]
+        assert len(reply) == 1, "\n".join(screen.display)  # the reply's first line once, no stale copy
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)

@@ -1,0 +1,218 @@
+"""Small things users notice (issue 13): portability of the command paths, shell completion, the Hub
+probe behind a proxy, pip-less environments, NO_COLOR, `models` at 80 columns.
+
+Commands run in child processes, with the fake backend as a plugin (SPECCHAT_PLUGINS) where a model is
+needed, so that each test sees what a user's shell would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import fake_backend
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def child_env(tmp_path: Path, **extra: str) -> dict:
+    """This environment with the fake backend as a plugin and private specchat directories."""
+    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "SPECCHAT_DEBUG")}
+    env |= {f"SPECCHAT_{n}_DIR": str(tmp_path / n.lower()) for n in ("CONFIG", "MODELS", "CACHE", "STATE")}
+    return env | {"SPECCHAT_PLUGINS": "fake_backend", "PYTHONPATH": path} | extra
+
+
+def specchat(tmp_path: Path, *args: str, env: dict | None = None, code: str | None = None, timeout: float = 120):
+    """`python -m specchat ARGS` (or `python -c CODE ARGS`) in tmp_path."""
+    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "specchat", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, check=False, env=env or child_env(tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+
+
+# --- 1. no Unix-only module on any command's path ---------------------------------------------------
+
+UNIX_ONLY = ("resource", "fcntl", "termios", "pwd", "grp")
+WITHOUT_UNIX_MODULES = (
+    "import runpy, sys\n"
+    f"for name in {UNIX_ONLY!r}:\n"
+    "    sys.modules[name] = None  # `import name` now raises ImportError, as on Windows\n"
+    "sys.argv[0] = 'specchat'\n"
+    "runpy.run_module('specchat', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def test_commands_run_without_unix_only_modules(tmp_path):
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    spec = ["--target", str(target), "--draft", str(draft), "--mode", "spec", "-n", "40"]
+    done = specchat(tmp_path, "run", *spec, "--stats", "Say hi.", code=WITHOUT_UNIX_MODULES)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Here is your text again:") and "accepted" in done.stderr
+    models = specchat(tmp_path, "models", code=WITHOUT_UNIX_MODULES)
+    assert models.returncode == 0 and "specchat pairs" in models.stdout, models.stderr
+    bench = specchat(
+        tmp_path, "bench", *spec[:4], "--ks", "2", "--modes", "spec", "--suite", "tiny", "-r", "1", "-n", "8",
+        "--format", "json", code=WITHOUT_UNIX_MODULES,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr
+    assert json.loads(bench.stdout)["peak_rss_mb"] is None  # unknown without `resource`, not a crash
+
+
+# --- 2. shell completion ------------------------------------------------------------------------------
+
+
+def test_show_completion_prints_a_bash_script(tmp_path):
+    done = specchat(tmp_path, "--show-completion", "bash", env=child_env(tmp_path, SHELL="/bin/bash"))
+    assert done.returncode == 0, done.stderr
+    assert "complete -o default -F _specchat_completion specchat" in done.stdout
+    assert "_SPECCHAT_COMPLETE=complete_bash" in done.stdout
+
+
+def test_completion_completes_commands_and_options(tmp_path):
+    def complete(words: str) -> list[str]:
+        env = child_env(tmp_path, _SPECCHAT_COMPLETE="complete_bash", COMP_WORDS=words)
+        env["COMP_CWORD"] = str(len(words.split()) - 1)
+        done = specchat(tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("specchat mo") == ["models"]
+    assert "--max-tokens" in complete("specchat run --ma")
+
+
+def test_help_offers_completion(tmp_path):
+    done = specchat(tmp_path, "--help", env=child_env(tmp_path, COLUMNS="100"))
+    assert "--install-completion" in done.stdout and "--show-completion" in done.stdout
+
+
+# --- 3. the Hub probe takes the proxy from the environment ---------------------------------------------
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A tiny HTTP server (or proxy) that records each request line and answers with `status`."""
+
+    seen: list[str]
+    status = 200
+
+    def _answer(self) -> None:
+        self.seen.append(f"{self.command} {self.path}")
+        self.send_response(self.status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET = do_CONNECT = _answer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def recording_server(status: int = 200):
+    handler = type("Handler", (Recorder,), {"seen": [], "status": status})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def probe(tmp_path: Path, **env: str) -> bool:
+    """download.hub_reachable() in a child whose environment is exactly this one plus env (no proxies)."""
+    base = {k: v for k, v in child_env(tmp_path).items() if "proxy" not in k.lower()}
+    code = "from specchat.download import hub_reachable; print(hub_reachable(timeout=10))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, env=base | env
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
+
+
+def test_hub_probe_goes_through_the_http_proxy(tmp_path):
+    # hub.invalid cannot resolve: only the proxy can answer for it.
+    with recording_server(200) as (proxy, seen):
+        assert probe(tmp_path, HF_ENDPOINT="http://hub.invalid", HTTP_PROXY=proxy)
+    assert seen and seen[0].startswith("HEAD http://hub.invalid"), seen
+
+
+def test_hub_probe_tunnels_https_through_the_proxy(tmp_path):
+    with recording_server(502) as (proxy, seen):  # the proxy cannot reach the Hub either
+        assert not probe(tmp_path, HF_ENDPOINT="https://hub.invalid", HTTPS_PROXY=proxy)
+    assert seen == ["CONNECT hub.invalid:443"]
+
+
+@pytest.mark.parametrize(("status", "reachable"), [(200, True), (404, True), (503, False)])
+def test_hub_probe_without_a_proxy(tmp_path, status, reachable):
+    with recording_server(status) as (hub, seen):
+        assert probe(tmp_path, HF_ENDPOINT=hub) is reachable
+    assert seen and seen[0].startswith("HEAD /")
+
+
+def test_hub_probe_of_nothing_is_quick_and_false(tmp_path):
+    assert not probe(tmp_path, HF_ENDPOINT="http://127.0.0.1:9")
+
+
+# --- 7. NO_COLOR counts only when it is not empty (no-color.org) ---------------------------------------
+
+RED_ERROR = "\x1b[1;31merror: "
+
+
+@pytest.mark.parametrize(
+    ("no_color", "coloured"), [(None, True), ("", True), ("1", False), ("0", False)], ids=["unset", "empty", "1", "0"]
+)
+def test_no_color_counts_only_when_not_empty(tmp_path, no_color, coloured):
+    env = child_env(tmp_path, FORCE_COLOR="1")  # colours without a terminal
+    if no_color is not None:
+        env["NO_COLOR"] = no_color
+    done = specchat(tmp_path, "pull", "no-such-pair", env=env)
+    assert done.returncode == 1
+    assert (RED_ERROR in done.stderr) is coloured, repr(done.stderr)
+    if not coloured:
+        assert "\x1b[1merror: " in done.stderr  # bold stays: only the colours go
+
+
+# --- 9. the LICENSE file is the licence pyproject names ------------------------------------------------
+
+
+def test_license_file_matches_pyproject():
+    import tomllib
+
+    root = TESTS.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    text = (root / "LICENSE").read_text(encoding="utf-8")
+    assert project["license"] == "MIT" and text.startswith("MIT License\n")
+    assert "Copyright (c) 2026 specchat developers" in text
+    assert "LICENSE" in project.get("license-files", ["LICENSE"])  # hatchling's default picks up LICENSE*
+
+
+# --- 10. `specchat models` at 80 columns ---------------------------------------------------------------
+
+
+def test_models_fits_in_80_columns_and_cuts_no_name(tmp_path):
+    from specchat.registry import load_registry
+
+    done = specchat(tmp_path, "models", env=child_env(tmp_path, COLUMNS="80"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    paths = [line for line in lines if line.startswith(("models directory: ", "overlay file: "))]
+    assert len(paths) == 2 and str(tmp_path / "models") in paths[0]  # a path is never cut (it may be long)
+    too_wide = [line for line in lines if len(line) > 80 and line not in paths]
+    assert not too_wide, "\n".join(too_wide)
+    cells = {cell.strip() for line in lines for cell in line.split("│")}
+    registry = load_registry()
+    for pair in registry.pairs.values():
+        assert pair.name in cells
+        for spec in (pair.target, pair.draft):
+            assert any(cell.startswith(spec.file.removesuffix(".gguf")) for cell in cells), spec.file
+    assert "(default)" in cells
