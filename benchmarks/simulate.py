@@ -314,6 +314,13 @@ def replay(trace: Trace, regime: Regime, strategy: str, costs: Costs | None = No
     return stats
 
 
+def load_regime(path: Path) -> Regime:
+    """A regime measured on a real machine by benchmarks/measure_regime.py."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    points = {int(n): float(v) for n, v in data["points"].items()}
+    return Regime(data["name"], float(data["c"]), points, float(data["step_s"]), data.get("about", str(path)))
+
+
 # -- the report ---------------------------------------------------------------------------------------------
 
 
@@ -437,13 +444,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--format", choices=("md", "json"), default="md")
     parser.add_argument("--regimes", default=",".join(REGIMES), help="comma-separated: " + ", ".join(REGIMES))
     parser.add_argument("--strategies", default=",".join(FIXED[1:]), help="fixed strategies to compare")
+    parser.add_argument(
+        "--regime-file", type=Path, action="append", default=[], help="a measured regime (measure_regime.py)"
+    )
     parser.add_argument("--no-busy", action="store_true", help="skip the busy-calibration variant")
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args(argv)
     traces = load_traces(args.traces)
     if not traces:
         raise SystemExit(f"no traces in {args.traces}: run benchmarks/record_traces.py first")
-    regimes = [REGIMES[name] for name in args.regimes.split(",")]
+    regimes = [REGIMES[name] for name in args.regimes.split(",") if name]
+    regimes += [load_regime(path) for path in args.regime_file]
     fixed = [s for s in args.strategies.split(",") if s and s != "target"]
     out = simulate(traces, regimes, fixed, busy=not args.no_busy)
     text = markdown(out) if args.format == "md" else as_json(out, regimes)
