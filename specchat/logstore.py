@@ -71,6 +71,8 @@ def _now() -> str:
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """A connection with the tables in place (created on first use). Raises sqlite3.Error or OSError."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
     try:
         conn.row_factory = sqlite3.Row

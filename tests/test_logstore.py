@@ -10,6 +10,7 @@ import io
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -183,6 +184,13 @@ def test_threads_with_their_own_connections_all_land(tmp_path):
     assert count_messages(path) == [(1, 40), (2, 40), (3, 40), (4, 40)]
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_the_log_is_readable_by_its_owner_only(tmp_path):
+    path = tmp_path / "logs.db"
+    write_turns("private", 1, path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_two_processes_writing_at_once_both_land(tmp_path):
