@@ -445,7 +445,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--regimes", default=",".join(REGIMES), help="comma-separated: " + ", ".join(REGIMES))
     parser.add_argument("--strategies", default=",".join(FIXED[1:]), help="fixed strategies to compare")
     parser.add_argument(
-        "--regime-file", type=Path, action="append", default=[], help="a measured regime (measure_regime.py)"
+        "--regime-file",
+        type=Path,
+        action="append",
+        default=None,
+        help="a regime measured by measure_regime.py (default: benchmarks/regimes/*.json)",
     )
     parser.add_argument("--no-busy", action="store_true", help="skip the busy-calibration variant")
     parser.add_argument("-o", "--output", type=Path)
@@ -454,7 +458,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not traces:
         raise SystemExit(f"no traces in {args.traces}: run benchmarks/record_traces.py first")
     regimes = [REGIMES[name] for name in args.regimes.split(",") if name]
-    regimes += [load_regime(path) for path in args.regime_file]
+    files = sorted((HERE / "regimes").glob("*.json")) if args.regime_file is None else args.regime_file
+    regimes += [load_regime(path) for path in files]
     fixed = [s for s in args.strategies.split(",") if s and s != "target"]
     out = simulate(traces, regimes, fixed, busy=not args.no_busy)
     text = markdown(out) if args.format == "md" else as_json(out, regimes)
