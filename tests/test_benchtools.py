@@ -1,0 +1,80 @@
+"""benchmarks/skeleton_gguf.py (weight-free GGUF copies) and the measured regimes simulate.py replays."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from test_gguf import tiny_gguf
+
+from specchat import gguf
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_skeleton_keeps_the_header_and_zeroes_the_weights(tmp_path):
+    skeleton = load("skeleton_gguf")
+    source = tmp_path / "m.gguf"
+    source.write_bytes(tiny_gguf(offset2=64))
+    skeleton.main(["make", str(source), str(tmp_path / "m.skel")])
+    skeleton.main(["inflate", str(tmp_path / "m.skel"), str(tmp_path / "out.gguf")])
+    data, original = (tmp_path / "out.gguf").read_bytes(), source.read_bytes()
+    start = skeleton.data_start(source)
+    assert len(data) == len(original) and start < len(original)
+    assert data[:start] == original[:start]  # metadata, tokenizer and tensor table unchanged
+    assert data[start:] == b"\0" * (len(original) - start) and original[start:] != data[start:]
+    gguf.check(tmp_path / "out.gguf")  # every tensor still inside the file
+    assert gguf.metadata(tmp_path / "out.gguf") == gguf.metadata(source)
+
+
+def test_inflate_refuses_what_it_did_not_make(tmp_path):
+    skeleton = load("skeleton_gguf")
+    (tmp_path / "x.skel").write_bytes(b"GGUF not a skeleton")
+    with pytest.raises(SystemExit, match="not a skeleton"):
+        skeleton.main(["inflate", str(tmp_path / "x.skel"), str(tmp_path / "out.gguf")])
+    assert not (tmp_path / "out.gguf").exists()
+
+
+def test_every_measured_regime_loads_and_is_plausible():
+    sim = load("simulate")
+    files = sorted((BENCHMARKS / "regimes").glob("*.json"))
+    assert files, "benchmarks/regimes/ holds the measured machines"
+    for path in files:
+        regime = sim.load_regime(path)
+        assert regime.v(1) == pytest.approx(1.0) and 0 < regime.c < 1.5 and regime.step_s > 0
+        assert regime.v(64) > regime.v(8) > 1.0  # a batch costs more than one step, and more with more tokens
+        assert json.loads(path.read_text())["busy"] is False  # only quiet measurements are kept
+
+
+@pytest.mark.real
+def test_a_skeleton_of_the_real_target_loads_in_llama_cpp(default_pair_paths, tmp_path):
+    """What a GPU machine runs in place of the model: same tensors, same graph, weights zero, so every
+    logit is 0 and greedy picks token 0."""
+    from specchat.engine import Engine, EngineConfig
+
+    skeleton = load("skeleton_gguf")
+    target, _draft = default_pair_paths
+    skeleton.main(["make", str(target), str(tmp_path / "t.skel")])
+    assert (tmp_path / "t.skel").stat().st_size < target.stat().st_size // 50
+    skeleton.main(["inflate", str(tmp_path / "t.skel"), str(tmp_path / "t.gguf")])
+    with Engine(tmp_path / "t.gguf", EngineConfig(n_ctx=256)) as engine:
+        tokens = engine.tokenize("def add(a, b):")
+        logits = engine.eval(tokens, 2)
+        assert logits.shape == (2, engine.n_vocab) and not logits.any()
+        assert int(logits[-1].argmax()) == 0
