@@ -442,7 +442,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=Path, default=HERE / "traces")
     parser.add_argument("--format", choices=("md", "json"), default="md")
-    parser.add_argument("--regimes", default=",".join(REGIMES), help="comma-separated: " + ", ".join(REGIMES))
+    parser.add_argument(
+        "--regimes",
+        help="comma-separated: " + ", ".join(REGIMES) + " (default: all of them and benchmarks/regimes/*.json)",
+    )
     parser.add_argument("--strategies", default=",".join(FIXED[1:]), help="fixed strategies to compare")
     parser.add_argument(
         "--regime-file",
@@ -457,8 +460,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     traces = load_traces(args.traces)
     if not traces:
         raise SystemExit(f"no traces in {args.traces}: run benchmarks/record_traces.py first")
-    regimes = [REGIMES[name] for name in args.regimes.split(",") if name]
-    files = sorted((HERE / "regimes").glob("*.json")) if args.regime_file is None else args.regime_file
+    names = list(REGIMES) if args.regimes is None else [name for name in args.regimes.split(",") if name]
+    regimes = [REGIMES[name] for name in names]
+    measured = sorted((HERE / "regimes").glob("*.json")) if args.regimes is None else []
+    files = measured if args.regime_file is None else args.regime_file
     regimes += [load_regime(path) for path in files]
     fixed = [s for s in args.strategies.split(",") if s and s != "target"]
     out = simulate(traces, regimes, fixed, busy=not args.no_busy)
