@@ -65,7 +65,7 @@ def _file_history(path: Path | None) -> FileHistory | None:
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)  # it holds what the user typed: the owner's only
     except OSError:
         return None
     return FileHistory(str(path))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from types import SimpleNamespace
 
 import pytest
@@ -228,6 +230,7 @@ def test_terminal_input_keeps_history_in_a_file(tmp_path):
     path = tmp_path / "state" / "history"
     reader = TerminalInput(["/help"], path)
     assert isinstance(reader.session.history, FileHistory) and path.is_file()
+    assert os.name != "posix" or stat.S_IMODE(path.stat().st_mode) == 0o600  # what the user typed: theirs only
     reader.session.history.append_string("first line\nsecond line")
     assert list(FileHistory(str(path)).load_history_strings()) == ["first line\nsecond line"]
 
