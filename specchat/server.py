@@ -154,8 +154,8 @@ class Api:
         try:
             self.engine.admit()
         except QueueFull:
-            raise ApiError(503, f"the server is busy ({self.config.max_queue} requests already waiting)",
-                           "server_error", "queue_full") from None  # fmt: skip
+            busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
+            raise ApiError(503, busy, "server_error", "queue_full") from None
         job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
         if parsed.stream:
             return self._stream_response(request, job, chat)
@@ -200,6 +200,7 @@ class Api:
         job.on_text = lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text)
         task = self._start(job)
         task.add_done_callback(lambda _task: pieces.put_nowait(None))
+        task.add_done_callback(lambda finished: self._log_cancelled(request, finished))
         return _Stream(self._events(request, task, pieces, chat), job, media_type="text/event-stream")
 
     async def _events(self, request: Request, task: asyncio.Task, pieces: asyncio.Queue, chat: bool):
@@ -222,6 +223,11 @@ class Api:
         )
         yield openai_api.sse("[DONE]")
         self._log(request, 200, outcome=outcome)
+
+    def _log_cancelled(self, request: Request, task: asyncio.Task) -> None:
+        """A stream whose client left never reaches its last event: its line is written here."""
+        if not task.cancelled() and task.exception() is None and task.result().stop_reason == "cancelled":
+            self._log(request, 200, outcome=task.result())
 
     def _log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:
         """One console line per request: what it cost and how much of the draft the target kept."""
@@ -275,7 +281,9 @@ def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socke
     api = Api(pipeline, config, console)
     port = sock.getsockname()[1]
     where = f"[{config.host}]" if ":" in config.host else config.host
-    console.print(f"serving {api.model} ({api.label}) on http://{where}:{port}/v1", highlight=False, markup=False)
+    console.print(
+        f"serving {api.model} ({api.label}) on http://{where}:{port}/v1", highlight=False, markup=False, soft_wrap=True
+    )
     if pipeline.mode_note and api.mode == "auto":
         console.print(pipeline.mode_note, style="dim", highlight=False, markup=False)
     uvicorn_config = uvicorn.Config(api.app(), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
