@@ -316,6 +316,46 @@ def tune(
 
 
 @app.command(
+    epilog="Examples:\n\n  specchat serve\n\n  specchat serve --pair qwen2.5-coder-7b --mode spec --port 8081\n\n"
+    "  specchat serve --host 0.0.0.0 --api-key $(openssl rand -hex 16)"
+)
+def serve(
+    ctx: typer.Context,
+    pair: Pair = None,
+    target: Target = None,
+    draft: Draft = None,
+    host: Annotated[str, Opt(help="Address to listen on (beyond this machine only with --api-key).")] = "127.0.0.1",
+    port: Annotated[int, Opt(min=0, max=65535, help="Port to listen on (0 = any free one).")] = 8080,
+    mode: Annotated[str, Opt("--mode", "-m", help=MODE_HELP)] = "auto",
+    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=K_HELP)] = None,
+    api_key: Annotated[str | None, Opt(envvar="SPECCHAT_API_KEY", help="Require Authorization: Bearer KEY.")] = None,
+    max_tokens: Annotated[int, Opt("--max-tokens", "-n", min=1, help="The most tokens a request may get.")] = 2048,
+    queue: Annotated[int, Opt("--queue", min=0, help="Requests that may wait behind the running one.")] = 8,
+    n_ctx: Ctx = 4096,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+) -> None:
+    """Serve the models over an OpenAI-compatible HTTP API (chat completions, completions, models).
+
+    The models load once; requests run one at a time, queued. Responses carry llama-server's
+    `timings` and a `speculative` object (acceptance, rounds by source). See docs/serve.md.
+    """
+    from .server import ServeConfig, check_host, listen
+    from .server import serve as run_server
+
+    check_host(host, api_key)  # both before minutes of loading
+    sock = listen(host, port)
+    options = _options(
+        ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
+        draft_gpu_layers=draft_gpu_layers,
+    )  # fmt: skip
+    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens)
+    with sock, _open(options) as pipeline:
+        run_server(pipeline, config, stderr_console(), sock)
+
+
+@app.command(
     epilog="Examples:\n\n  specchat logs\n\n  specchat logs -n 3 --full\n\n  specchat logs -q mutex\n\n"
     "  specchat logs --cid 12 --json\n\n  specchat logs --path"
 )

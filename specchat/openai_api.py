@@ -1,0 +1,195 @@
+"""The OpenAI wire format, without HTTP: request bodies in, response and chunk objects out.
+
+Requests are checked here field by field, so that a bad one is a 400 with an OpenAI-style error object
+before it ever waits for the engine. Statistics go out under llama-server's `timings` names, so that
+tools written for llama-server read them unchanged, plus a `speculative` object of our own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from .chat import Message
+from .sampling import SamplingParams
+from .speculative import Stats
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_STOPS = 4  # as the OpenAI API allows
+
+
+class ApiError(Exception):
+    """A request the server refuses: an HTTP status and the OpenAI error object."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code = status, message, kind, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "code": self.code}}
+
+
+@dataclass
+class ApiRequest:
+    """One parsed request: chat (messages) or plain completion (prompt), and how to sample it."""
+
+    model: str | None
+    messages: list[Message] | None  # None: a plain completion of `prompt`
+    prompt: str
+    params: SamplingParams
+    max_tokens: int
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+
+
+def parse_json(body: bytes) -> dict:
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object", code="invalid_json")
+    return data
+
+
+def parse_chat(data: dict, max_tokens_cap: int) -> ApiRequest:
+    raw = data.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ApiError(400, "'messages' must be a non-empty list", code="missing_messages")
+    messages = [_message(item, i) for i, item in enumerate(raw)]
+    return _common(data, max_tokens_cap, messages=messages, prompt="")
+
+
+def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
+    prompt = data.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:  # the API allows a batch; one prompt is all we serve
+        prompt = prompt[0]
+    if not isinstance(prompt, str) or not prompt:
+        raise ApiError(400, "'prompt' must be a non-empty string", code="missing_prompt")
+    return _common(data, max_tokens_cap, messages=None, prompt=prompt)
+
+
+def _message(item, index: int) -> Message:
+    if not isinstance(item, dict) or item.get("role") not in ROLES:
+        raise ApiError(400, f"messages[{index}] needs a role among {', '.join(ROLES)}", code="invalid_message")
+    content = item.get("content")
+    if isinstance(content, list):  # content parts: only text parts can reach a text model
+        if any(not isinstance(part, dict) or part.get("type") != "text" for part in content):
+            raise ApiError(400, f"messages[{index}]: only text content parts are supported", code="invalid_message")
+        content = "".join(str(part.get("text", "")) for part in content)
+    if not isinstance(content, str):
+        raise ApiError(400, f"messages[{index}].content must be a string", code="invalid_message")
+    return Message(ROLES[item["role"]], content)
+
+
+def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ApiError(400, "'model' must be a string", code="invalid_model")
+    temperature = _number(data, "temperature", 1.0, 0.0, 2.0)  # the API's documented default
+    top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ApiError(400, "'seed' must be an integer", code="invalid_seed")
+    # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
+    asked = data.get("max_completion_tokens", data.get("max_tokens"))
+    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):
+        raise ApiError(400, "'max_tokens' must be a positive integer", code="invalid_max_tokens")
+    stop = data.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop or []
+    if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
+        raise ApiError(400, f"'stop' must be a string or a list of up to {MAX_STOPS} strings", code="invalid_stop")
+    # top_k and min_p keep run's defaults: the API has no names for them.
+    params = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
+    stream = bool(data.get("stream", False))
+    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, stream)
+
+
+def _number(data: dict, name: str, default: float, low: float, high: float) -> float:
+    value = data.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}", code=f"invalid_{name}")
+    return float(value)
+
+
+# -- responses ------------------------------------------------------------------------------------------
+
+
+def new_id(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:24]}"
+
+
+def finish_reason(stop_reason: str) -> str:
+    """The loop's stop reason in the API's words: a natural end or a stop string is "stop"."""
+    return "length" if stop_reason in ("max_tokens", "context") else "stop"
+
+
+def usage(stats: Stats) -> dict:
+    prompt, completion = stats.prompt_tokens, stats.generated
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def timings(stats: Stats) -> dict:
+    """llama-server's names; prompt time is the prefill, predicted time the decode after it."""
+    prompt_ms, predicted_ms = stats.prefill_s * 1000, stats.decode_s * 1000
+    return {
+        "prompt_n": stats.prompt_tokens,
+        "prompt_ms": round(prompt_ms, 3),
+        "prompt_per_second": round(stats.prompt_tokens / stats.prefill_s, 3) if stats.prefill_s > 0 else 0.0,
+        "predicted_n": stats.generated,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_token_ms": round(predicted_ms / stats.generated, 3) if stats.generated else 0.0,
+        "predicted_per_second": round(stats.tokens_per_s, 3),
+        "draft_n": stats.drafted,
+        "draft_n_accepted": stats.accepted,
+    }
+
+
+def speculative(stats: Stats, mode: str, label: str) -> dict:
+    return {
+        "mode": mode,
+        "label": label,
+        "acceptance_rate": round(stats.acceptance_rate, 4),
+        "mean_accepted_length": round(stats.mean_accepted, 4),
+        "position_acceptance": [round(rate, 4) for rate in stats.position_rates()],
+        "rounds": stats.rounds,
+        "rounds_by_source": dict(stats.rounds_by_source),
+    }
+
+
+def extras(stats: Stats, mode: str, label: str) -> dict:
+    """What every final response (or last chunk) carries besides the text."""
+    return {"usage": usage(stats), "timings": timings(stats), "speculative": speculative(stats, mode, label)}
+
+
+def chat_response(rid: str, model: str, text: str, reason: str, extra: dict) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": reason}
+    return {**_head(rid, "chat.completion", model), "choices": [choice], **extra}
+
+
+def completion_response(rid: str, model: str, text: str, reason: str, extra: dict) -> dict:
+    choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+    return {**_head(rid, "text_completion", model), "choices": [choice], **extra}
+
+
+def chat_chunk(rid: str, model: str, delta: dict, reason: str | None = None, extra: dict | None = None) -> dict:
+    choice = {"index": 0, "delta": delta, "finish_reason": reason}
+    return {**_head(rid, "chat.completion.chunk", model), "choices": [choice], **(extra or {})}
+
+
+def completion_chunk(rid: str, model: str, text: str, reason: str | None = None, extra: dict | None = None) -> dict:
+    choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+    return {**_head(rid, "text_completion", model), "choices": [choice], **(extra or {})}
+
+
+def _head(rid: str, kind: str, model: str) -> dict:
+    return {"id": rid, "object": kind, "created": int(time.time()), "model": model}
+
+
+def sse(payload: dict | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n"

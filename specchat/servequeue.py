@@ -1,0 +1,145 @@
+"""The server's engine: one generation at a time on the loaded pipeline, a bounded queue in front of it.
+
+Generations run on one worker thread (the pipeline's models hold one KV cache each and are not
+thread-safe); the HTTP side awaits them. A job is stopped early by raising from the loop's on_update
+callback, the only place where Python runs between rounds: for a client that went away, or for a stop
+string that appeared in the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .chat import Message
+from .outputs import Request
+from .runtime import Pipeline, Update
+from .speculative import Stats
+
+
+class QueueFull(Exception):
+    """More requests are waiting than the server accepts."""
+
+
+class _Stop(Exception):
+    """Raised inside on_update to end a generation at this round (stop string or cancelled job)."""
+
+
+@dataclass
+class Outcome:
+    text: str
+    stats: Stats
+    stop_reason: str  # eog | max_tokens | context | stop | cancelled
+
+
+class StopScanner:
+    """Cuts the text at the first stop string. Text that could be the start of a stop string is held
+    back until the next piece decides, so that a streamed reply never shows part of a stop string."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = stops
+        self.pending = ""
+        self.stopped = False
+
+    def push(self, text: str) -> str:
+        """The text that is safe to show now; sets `stopped` when a stop string was reached."""
+        self.pending += text
+        hits = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            out, self.pending, self.stopped = self.pending[: min(hits)], "", True
+            return out
+        keep = max((n for s in self.stops for n in range(1, len(s)) if self.pending.endswith(s[:n])), default=0)
+        cut = len(self.pending) - keep
+        out, self.pending = self.pending[:cut], self.pending[cut:]
+        return out
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+class Job:
+    """One request's generation: its inputs, a cancel flag, and (streamed) the pieces of text as they come."""
+
+    def __init__(self, messages: list[Message] | None, prompt: str, request: Request, stops: list[str]) -> None:
+        self.messages = messages
+        self.prompt = prompt
+        self.request = request
+        self.scanner = StopScanner(stops)
+        self.cancelled = threading.Event()
+        self.on_text: Callable[[str], None] | None = None  # set by streaming requests; called on the worker
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+class Engine:
+    """The pipeline behind a lock, with at most `max_queue` requests waiting for it."""
+
+    def __init__(self, pipeline: Pipeline, max_queue: int) -> None:
+        self.pipeline = pipeline
+        self.max_queue = max_queue
+        self.lock = threading.Lock()  # the one generation running; the single worker also serialises
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specchat-engine")
+        self.waiting = 0  # requests admitted and not yet finished (touched on the event loop only)
+
+    def admit(self) -> None:
+        """Count a request in, or refuse it (QueueFull) when the running one and the queue are full."""
+        if self.waiting >= self.max_queue + 1:
+            raise QueueFull
+        self.waiting += 1
+
+    def release(self) -> None:
+        self.waiting -= 1
+
+    async def run(self, job: Job) -> Outcome:
+        """Run the job on the worker thread (after the ones before it); admit() must have counted it."""
+        return await asyncio.get_running_loop().run_in_executor(self.worker, self._generate, job)
+
+    def _generate(self, job: Job) -> Outcome:
+        with self.lock:
+            if job.cancelled.is_set():  # the client left while it waited in the queue
+                return Outcome("", Stats(), "cancelled")
+            pipeline, request = self.pipeline, job.request
+            if job.messages is None:
+                ids = pipeline.prompt([Message("user", job.prompt)], use_template=False)
+            else:
+                ids = pipeline.prompt(job.messages, use_template=True)
+            pieces: list[str] = []
+            last = Stats(prompt_tokens=len(ids))
+            started = time.perf_counter()
+
+            def on_update(update: Update) -> None:
+                nonlocal last
+                last = update.stats
+                text = "".join(s.text for s in update.segments if s.kind != "rejected")
+                self._emit(job, pieces, job.scanner.push(text))
+                if job.scanner.stopped or job.cancelled.is_set():
+                    raise _Stop
+
+            try:
+                generation = pipeline.generate(
+                    ids, request.params, mode=request.mode, k=request.k, max_tokens=request.max_tokens,
+                    on_update=on_update,
+                )  # fmt: skip
+            except _Stop:
+                # The loop did not get to close its stats: the wall time so far stands in for its total.
+                last.total_s = time.perf_counter() - started
+                reason = "cancelled" if job.cancelled.is_set() else "stop"
+                return Outcome("".join(pieces), last, reason)
+            self._emit(job, pieces, job.scanner.flush())
+            return Outcome("".join(pieces), generation.stats, generation.stats.stop_reason)
+
+    @staticmethod
+    def _emit(job: Job, pieces: list[str], text: str) -> None:
+        if text:
+            pieces.append(text)
+            if job.on_text is not None:
+                job.on_text(text)
+
+    def close(self) -> None:
+        self.worker.shutdown(wait=True, cancel_futures=True)

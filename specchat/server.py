@@ -1,0 +1,290 @@
+"""`specchat serve`: the loaded pipeline behind an OpenAI-compatible HTTP API (Starlette on uvicorn).
+
+Routes: POST /v1/chat/completions and /v1/completions (plain or streamed as server-sent events),
+GET /v1/models, GET /health. Every failure a client causes is an OpenAI error object with a status;
+the server itself stays up. The console shows one line per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from rich.console import Console
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from . import modes, openai_api
+from .errors import ContextFullError, SpecchatError, UsageError
+from .openai_api import ApiError, ApiRequest
+from .outputs import Request as Ask
+from .runtime import Pipeline
+from .servequeue import Engine, Job, Outcome, QueueFull
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    mode: str = "auto"
+    k: int | None = None  # None: the mode's default
+    api_key: str | None = None
+    max_queue: int = 8  # requests that may wait behind the running one
+    max_tokens: int = 2048  # the most any request may generate (larger asks are held to it)
+    max_body: int = 1_000_000  # bytes; the same bound run puts on a prompt
+
+
+def check_host(host: str, api_key: str | None) -> None:
+    """Refuse to listen beyond this machine without a key: the API runs arbitrary prompts on its CPU/GPU."""
+    if api_key or _is_loopback(host):
+        return
+    raise UsageError(
+        f"--host {host} would accept requests from other machines without a key",
+        hint="add --api-key KEY (clients send Authorization: Bearer KEY), or keep the default 127.0.0.1",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def model_id(pipeline: Pipeline) -> str:
+    """The one model this server answers as: the pair's name, else the target file's name."""
+    return pipeline.resolved.pair_name or pipeline.resolved.target.name
+
+
+class Api:
+    """The route handlers, around one Engine; a handler returns a Response or raises ApiError."""
+
+    def __init__(self, pipeline: Pipeline, config: ServeConfig, console: Console) -> None:
+        self.pipeline, self.config, self.console = pipeline, config, console
+        self.engine = Engine(pipeline, config.max_queue)
+        self.model = model_id(pipeline)
+        self.mode = config.mode if pipeline.available(config.mode) else "target"
+        self.k = 0 if self.mode == "target" else (config.k or modes.get(self.mode).default_k)
+        self.label = modes.get(self.mode).describe(self.k)
+        # Names a client may send for this model: its id, the pair, the target's file name and stem.
+        target = pipeline.resolved.target
+        self.aliases = {self.model, target.name, target.name.removesuffix(".gguf"), pipeline.resolved.pair_name}
+
+    def app(self) -> Starlette:
+        routes = [
+            Route("/v1/chat/completions", self._wrap(self.chat), methods=["POST"]),
+            Route("/v1/completions", self._wrap(self.completions), methods=["POST"]),
+            Route("/v1/models", self._wrap(self.models), methods=["GET"]),
+            Route("/health", self._wrap(self.health, auth=False), methods=["GET"]),
+        ]
+        return Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        yield
+        self.engine.close()  # after uvicorn's graceful shutdown: the running generation has ended
+
+    def _wrap(self, handler: Callable[[Request], Awaitable[Response]], auth: bool = True):
+        """Authentication, error objects and the console line, the same for every route."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                if auth:
+                    self._authorize(request)
+                return await handler(request)
+            except ApiError as exc:
+                self._log(request, exc.status, note=exc.message)
+                return JSONResponse(exc.body(), status_code=exc.status)
+            except Exception as exc:  # a bug: this request fails with an error object, the server goes on
+                error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
+                self._log(request, 500, note=error.message)
+                return JSONResponse(error.body(), status_code=500)
+
+        return endpoint
+
+    def _authorize(self, request: Request) -> None:
+        key = self.config.api_key
+        given = request.headers.get("authorization", "").encode()
+        # compare_digest: the time taken must not tell how much of a guessed key was right.
+        if key and not hmac.compare_digest(given, f"Bearer {key}".encode()):
+            raise ApiError(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error",
+                           "invalid_api_key")  # fmt: skip
+
+    async def health(self, _request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": self.model, "mode": self.mode, "busy": self.engine.waiting})
+
+    async def models(self, request: Request) -> Response:
+        entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "specchat"}
+        self._log(request, 200)
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def chat(self, request: Request) -> Response:
+        parsed = openai_api.parse_chat(await self._body(request), self.config.max_tokens)
+        return await self._answer(request, parsed, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        parsed = openai_api.parse_completion(await self._body(request), self.config.max_tokens)
+        return await self._answer(request, parsed, chat=False)
+
+    async def _body(self, request: Request) -> dict:
+        """The JSON body, read no further than max_body bytes (Content-Length may be absent or lie)."""
+        limit, data = self.config.max_body, bytearray()
+        try:
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > limit:
+                    raise ApiError(413, f"the body is larger than {limit} bytes", code="body_too_large")
+        except ClientDisconnect:
+            raise ApiError(400, "the client went away while sending", code="client_disconnected") from None
+        return openai_api.parse_json(bytes(data))
+
+    async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
+        if parsed.model is not None and parsed.model not in self.aliases:
+            raise ApiError(404, f"model '{parsed.model}' is not served here; this server has '{self.model}'",
+                           code="model_not_found")  # fmt: skip
+        try:
+            self.engine.admit()
+        except QueueFull:
+            busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
+            raise ApiError(503, busy, "server_error", "queue_full") from None
+        job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
+        if parsed.stream:
+            return self._stream_response(request, job, chat)
+        task = self._start(job)
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            job.cancel()
+            raise
+        self._log(request, 200, outcome=outcome)
+        build = openai_api.chat_response if chat else openai_api.completion_response
+        reason = openai_api.finish_reason(outcome.stop_reason)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label)
+        return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
+                                  reason, extra))  # fmt: skip
+
+    def _start(self, job: Job) -> asyncio.Task:
+        """The generation as a task; its queue place is given back when the worker is done with it,
+        not when the client stops listening."""
+        task = asyncio.ensure_future(self._run(job))
+
+        def done(finished: asyncio.Task) -> None:
+            self.engine.release()
+            if not finished.cancelled():
+                finished.exception()  # retrieved here too: a stream nobody read must not warn
+
+        task.add_done_callback(done)
+        return task
+
+    async def _run(self, job: Job) -> Outcome:
+        """The generation, with the library's failures turned into error objects."""
+        try:
+            return await self.engine.run(job)
+        except ContextFullError as exc:
+            raise ApiError(400, exc.message, code="context_length_exceeded") from None
+        except SpecchatError as exc:  # a template that fails, an engine error: this request only
+            raise ApiError(500, exc.message, "server_error", "generation_failed") from None
+
+    def _stream_response(self, request: Request, job: Job, chat: bool) -> Response:
+        # The worker hands pieces over through an asyncio queue: it must never block on a slow client.
+        loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
+        job.on_text = lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text)
+        task = self._start(job)
+        task.add_done_callback(lambda _task: pieces.put_nowait(None))
+        task.add_done_callback(lambda finished: self._log_cancelled(request, finished))
+        return _Stream(self._events(request, task, pieces, chat), job, media_type="text/event-stream")
+
+    async def _events(self, request: Request, task: asyncio.Task, pieces: asyncio.Queue, chat: bool):
+        """Server-sent events: a chunk per piece of text, the statistics in the last one, then [DONE]."""
+        rid, model = openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model
+        chunk = openai_api.chat_chunk if chat else openai_api.completion_chunk
+        if chat:
+            yield openai_api.sse(chunk(rid, model, {"role": "assistant", "content": ""}))
+        while (text := await pieces.get()) is not None:
+            yield openai_api.sse(chunk(rid, model, {"content": text} if chat else text))
+        try:
+            outcome = task.result()
+        except ApiError as exc:  # the status line is sent already: the error goes as an event
+            self._log(request, exc.status, note=exc.message)
+            yield openai_api.sse(exc.body())
+            return
+        extra = openai_api.extras(outcome.stats, self.mode, self.label)
+        yield openai_api.sse(
+            chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), extra)
+        )
+        yield openai_api.sse("[DONE]")
+        self._log(request, 200, outcome=outcome)
+
+    def _log_cancelled(self, request: Request, task: asyncio.Task) -> None:
+        """A stream whose client left never reaches its last event: its line is written here."""
+        if not task.cancelled() and task.exception() is None and task.result().stop_reason == "cancelled":
+            self._log(request, 200, outcome=task.result())
+
+    def _log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:
+        """One console line per request: what it cost and how much of the draft the target kept."""
+        line = f"{request.method} {request.url.path} {status}"
+        if outcome is not None:
+            stats = outcome.stats
+            line += (
+                f"  {stats.generated} tokens, {stats.tokens_per_s:.1f} tok/s, accepted {stats.accepted}/"
+                f"{stats.drafted} (rejected {stats.drafted - stats.accepted}), {self.label}, {outcome.stop_reason}"
+            )
+        elif note:
+            line += f"  {note}"
+        self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+class _Stream(StreamingResponse):
+    """A streamed reply whose job is cancelled however the response ends: a client that disconnects
+    may leave the body generator suspended rather than closed."""
+
+    def __init__(self, content, job: Job, **kwargs) -> None:
+        super().__init__(content, **kwargs)
+        self.job = job
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except ClientDisconnect:
+            pass  # an ordinary event for a server: not an error to log
+        finally:
+            self.job.cancel()
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a taken port is one clear error, not a uvicorn log."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
+    return sock
+
+
+def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socket.socket) -> None:
+    """Run on a socket from listen() until Ctrl-C (uvicorn shuts down gracefully, finishing the running request)."""
+    import uvicorn
+
+    check_host(config.host, config.api_key)
+    api = Api(pipeline, config, console)
+    port = sock.getsockname()[1]
+    where = f"[{config.host}]" if ":" in config.host else config.host
+    console.print(
+        f"serving {api.model} ({api.label}) on http://{where}:{port}/v1", highlight=False, markup=False, soft_wrap=True
+    )
+    if pipeline.mode_note and api.mode == "auto":
+        console.print(pipeline.mode_note, style="dim", highlight=False, markup=False)
+    uvicorn_config = uvicorn.Config(api.app(), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.Server(uvicorn_config).run(sockets=[sock])

@@ -1,0 +1,244 @@
+"""`specchat serve` as users run it: a child process listening on a free localhost port, the fake backend
+as its plugin, and the official `openai` client (plus raw httpx where the client hides the status).
+
+The fake target's greedy reply to P is REPLY with P quoted, so the text through the server is compared
+with `specchat run --temperature 0` exactly. Each target eval sleeps a little, so that a long reply can
+be caught mid-way (cancelled, queued behind)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import fake_backend
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from specchat.cli import app
+
+TESTS = Path(__file__).resolve().parent
+PROMPT = "Name three colours."
+KEY = "sk-test-123"
+
+
+def child_env(folder: Path) -> dict:
+    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "SPECCHAT_DEBUG")}
+    env |= {f"SPECCHAT_{n}_DIR": str(folder / n.lower()) for n in ("CONFIG", "MODELS", "CACHE", "STATE", "DATA")}
+    return env | {"SPECCHAT_PLUGINS": "fake_backend", "PYTHONPATH": path}
+
+
+class Server:
+    """A `specchat serve` child process; its console (stderr) goes to a file the tests can read."""
+
+    def __init__(self, folder: Path, *args: str, eval_sleep: float = 0.002) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.env = folder, child_env(folder)
+        self.target, self.draft = fake_backend.write_pair(folder / "files", eval_sleep=eval_sleep)
+        self.files = ["--target", str(self.target), "--draft", str(self.draft)]
+        self.log = folder / "console.txt"
+        command = [sys.executable, "-m", "specchat", "serve", *self.files, "--mode", "spec", "--port", "0", *args]
+        with open(self.log, "w") as sink:
+            self.process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env, cwd=folder)
+        found = self.wait_for(r"on (http://127\.0\.0\.1:\d+)/v1")
+        self.url = found.group(1)
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.console())
+            if found:
+                return found
+            assert self.process.poll() is None, self.console()
+            time.sleep(0.05)
+        raise AssertionError(f"{pattern!r} not in the console:\n{self.console()}")
+
+    def console(self) -> str:
+        return self.log.read_text()
+
+    def client(self, key: str = "none") -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=60)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    running = Server(tmp_path_factory.mktemp("serve"))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A server that needs a key and queues nothing behind the running request (slower: a long reply
+    is surely still running when the next request comes)."""
+    running = Server(tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", eval_sleep=0.03)
+    yield running
+    running.stop()
+
+
+def run_greedy(server: Server, prompt: str) -> str:
+    """What `specchat run` prints for the prompt, greedy, with the same files and mode."""
+    command = [sys.executable, "-m", "specchat", "run", *server.files, "--mode", "spec", "--temperature", "0", prompt]
+    result = subprocess.run(command, capture_output=True, text=True, env=server.env, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.removesuffix("\n")  # run ends plain text with a newline
+
+
+def ask(client: openai.OpenAI, prompt: str = PROMPT, **extra):
+    return client.chat.completions.create(
+        model="target.fake.gguf", messages=[{"role": "user", "content": prompt}], temperature=0, **extra
+    )
+
+
+def test_chat_completion_equals_run(server):
+    reply = ask(server.client())
+    assert reply.choices[0].message.content == run_greedy(server, PROMPT) == fake_backend.REPLY.format(prompt=PROMPT)
+    assert reply.choices[0].finish_reason == "stop"
+    extra = reply.model_extra
+    timings, spec = extra["timings"], extra["speculative"]
+    assert timings["predicted_n"] == reply.usage.completion_tokens > 0
+    assert timings["prompt_n"] == reply.usage.prompt_tokens > 0
+    assert 0 < timings["draft_n_accepted"] <= timings["draft_n"] and timings["predicted_per_second"] > 0
+    assert spec["mode"] == "spec" and spec["rounds_by_source"]["spec"] == spec["rounds"] > 0
+    assert spec["acceptance_rate"] == pytest.approx(timings["draft_n_accepted"] / timings["draft_n"], abs=1e-4)
+    assert len(spec["position_acceptance"]) == 4
+    server.wait_for(r"POST /v1/chat/completions 200 .*accepted \d+/\d+ .*spec k=4")
+
+
+def test_streamed_chat_equals_run_and_ends_with_stats(server):
+    chunks = list(ask(server.client(), stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == fake_backend.REPLY.format(prompt=PROMPT)
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop"
+    assert last.model_extra["timings"]["predicted_n"] > 0 and last.model_extra["speculative"]["rounds"] > 0
+    assert all("timings" not in c.model_extra for c in chunks[:-1])
+
+
+def test_raw_stream_ends_with_done(server):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "stream": True}
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
+    assert "usage" in json.loads(lines[-2].removeprefix("data: "))
+
+
+def test_stop_string_and_max_tokens(server):
+    client = server.client()
+    assert ask(client, stop=["text"]).choices[0].message.content == "Here is your "
+    cut = ask(client, max_tokens=7)
+    assert cut.choices[0].message.content == "Here is" and cut.choices[0].finish_reason == "length"
+    streamed = "".join(c.choices[0].delta.content or "" for c in ask(client, stream=True, stop="again"))
+    assert streamed == "Here is your text "
+
+
+def test_completions(server):
+    reply = server.client().completions.create(model="target.fake.gguf", prompt="Hello", max_tokens=5, temperature=0)
+    assert len(reply.choices[0].text) == 5 and reply.choices[0].finish_reason == "length"
+    assert reply.model_extra["timings"]["predicted_n"] == 5
+
+
+def test_models_and_health(server):
+    assert [m.id for m in server.client().models.list()] == ["target.fake.gguf"]
+    health = httpx.get(f"{server.url}/health").json()
+    assert health["status"] == "ok" and health["mode"] == "spec"
+
+
+def test_aborted_stream_stops_and_the_server_goes_on(server):
+    body = {"prompt": "Go on forever", "max_tokens": 2000, "stream": True}  # no template: babble to the limit
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=60) as response:
+        for line in response.iter_lines():
+            if '"text": "' in line:
+                break  # leave after the first piece of text
+    server.wait_for(r"POST /v1/completions 200 .*cancelled")
+    line = re.search(r"POST /v1/completions 200\s+(\d+) tokens.*cancelled", server.console())
+    assert int(line.group(1)) < 2000
+    assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
+def test_two_concurrent_requests_both_complete(server):
+    prompts, results = ["First question?", "Second question?"], {}
+
+    def one(prompt: str) -> None:
+        results[prompt] = ask(server.client(), prompt).choices[0].message.content
+
+    threads = [threading.Thread(target=one, args=(p,)) for p in prompts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results == {p: fake_backend.REPLY.format(prompt=p) for p in prompts}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{not json", 400, "invalid_json"),
+        (b'{"model": "target.fake.gguf"}', 400, "missing_messages"),
+        (b'{"messages": [{"role": "user", "content": "a"}], "temperature": 9}', 400, "invalid_temperature"),
+        (b'{"model": "gpt-4", "messages": [{"role": "user", "content": "a"}]}', 404, "model_not_found"),
+    ],
+)
+def test_bad_requests_get_error_objects(server, body, status, code):
+    response = httpx.post(f"{server.url}/v1/chat/completions", content=body, timeout=30)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"] and error["type"] == "invalid_request_error"
+    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+
+
+def test_body_size_is_bounded(server):
+    response = httpx.post(f"{server.url}/v1/chat/completions", content=b" " * 1_000_001, timeout=30)
+    assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
+
+
+def test_unknown_model_through_the_client(server):
+    with pytest.raises(openai.NotFoundError):
+        server.client().chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "a"}])
+
+
+def test_api_key_is_required(guarded):
+    with pytest.raises(openai.AuthenticationError):
+        ask(guarded.client("wrong"))
+    response = httpx.get(f"{guarded.url}/v1/models")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+    assert ask(guarded.client(KEY)).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
+def test_full_queue_is_503(guarded):
+    body = {"prompt": "Go on forever", "max_tokens": 2000, "stream": True}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with httpx.stream("POST", f"{guarded.url}/v1/completions", json=body, headers=headers, timeout=60) as response:
+        lines = response.iter_lines()  # kept: closing it would close the connection, and cancel the job
+        next(line for line in lines if '"text": "' in line)  # it runs now
+        with pytest.raises(openai.InternalServerError) as caught:
+            ask(guarded.client(KEY))
+        assert caught.value.status_code == 503 and caught.value.body["code"] == "queue_full"
+    guarded.wait_for(r"POST /v1/completions 200 .*cancelled")
+    assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
+
+
+def test_non_local_host_needs_a_key():
+    result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0"])
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--host 0.0.0.0" in lines[0] and "--api-key" in lines[0]
+
+
+def test_taken_port_is_one_line(server):
+    port = server.url.rsplit(":", 1)[1]
+    result = CliRunner().invoke(app, ["serve", "--port", port])
+    assert result.exit_code == 2 and "cannot listen on 127.0.0.1:" in result.stderr and "--port" in result.stderr
