@@ -14,7 +14,10 @@ from .errors import UsageError
 AUTO = 0  # --ctx 0, the default of `specchat run`: choose here
 FALLBACK = 4096  # for models whose files do not say what they were trained for
 MIN_CTX = 2048  # never less by default (less only where the model was trained for less)
-MAX_AUTO = 32768  # where memory cannot be known (GPU builds), a 128K context might not be allocatable
+# Never more by default: a 32K KV cache for both models made Ctrl-C during loading and the exit
+# measurably slower on a 2-core CPU (allocated and freed inside llama.cpp, where Ctrl-C cannot reach),
+# and older turns give way anyway. --ctx N asks for more, up to what the model was trained for.
+MAX_AUTO = 8192
 MEMORY_SHARE = 0.8  # of the available memory: the rest stays for everything else on the machine
 STEP = 256  # llama.cpp rounds the context up to a multiple of 256
 SMALLEST = 64  # an explicit --ctx below this cannot hold a chat template and a reply

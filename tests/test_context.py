@@ -37,9 +37,9 @@ def test_a_reply_longer_than_512_tokens_runs_to_its_end(fake_models, tmp_path):
 
 def test_the_default_context_is_the_trained_one(fake_models, tmp_path, monkeypatch):
     monkeypatch.setattr(runtime, "available_memory", lambda: None)
-    target = fake_target(tmp_path, context_length=16384)
+    target = fake_target(tmp_path, context_length=6144)
     args = ["run", "--target", str(target), "--mode", "target", "--json", "Hi."]
-    assert json.loads(runner.invoke(app, args).stdout)["settings"]["ctx"] == 16384
+    assert json.loads(runner.invoke(app, args).stdout)["settings"]["ctx"] == 6144
     explicit = runner.invoke(app, [*args, "--ctx", "3000"])
     assert json.loads(explicit.stdout)["settings"]["ctx"] == 3000
 
@@ -47,7 +47,7 @@ def test_the_default_context_is_the_trained_one(fake_models, tmp_path, monkeypat
 def test_choose_takes_the_smaller_model_and_caps_what_memory_cannot_check(fake_models, tmp_path):
     target = fake_target(tmp_path, context_length=131072)
     draft = fake_target(tmp_path, "draft", context_length=32768)
-    assert ctxsize.choose([target, draft], None, 0) == 32768
+    assert ctxsize.choose([target, draft], None, 0) == ctxsize.MAX_AUTO
     assert ctxsize.choose([target], None, 0) == ctxsize.MAX_AUTO  # 128K only on request
     assert ctxsize.choose([fake_target(tmp_path, "plain")], None, 0) == ctxsize.FALLBACK
     assert ctxsize.choose([fake_target(tmp_path, "old", context_length=1024)], None, 0) == 1024
@@ -62,7 +62,7 @@ def test_choose_fits_the_kv_cache_in_memory(fake_models, tmp_path):
         """The memory at which `free_bytes` remain for the KV cache."""
         return int((10**9 + overhead + free_bytes) / ctxsize.MEMORY_SHARE) + 1
 
-    assert ctxsize.choose([target], available(64 * 2**20), overhead) == 32768  # room for 64K tokens
+    assert ctxsize.choose([target], available(64 * 2**20), overhead) == ctxsize.MAX_AUTO  # room for 64K
     assert ctxsize.choose([target], available(5 * 2**20 + 100 * 1024), overhead) == 5 * 1024  # 5,220: down to 256s
     assert ctxsize.choose([target], 10**9, overhead) == ctxsize.MIN_CTX  # no room: the floor; check_memory
     # then says what does not fit
