@@ -4,7 +4,9 @@ Errors meet one boundary, SpecchatGroup.invoke: one line and a hint, never a tra
 from __future__ import annotations
 
 import os
+import sys
 import traceback
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -206,7 +208,8 @@ def run(
         sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
         generation = outputs.reply(pipeline, ids, request, sink)
         log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
-    outputs.after_reply(pipeline, request, generation, show_stats=stats)
+        # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
+        outputs.after_reply(pipeline, request, generation, show_stats=stats)
 
 
 @app.command(
@@ -266,9 +269,9 @@ def bench(
             params=SamplingParams(temperature=temperature, seed=seed), settings=settings,
             notify=lambda message: note(err, message), progress=lambda total: bench_progress(err, total),
         )  # fmt: skip
-    benchreport.write(result, fmt, output, plot, k_list)
-    if result.interrupted:
-        raise KeyboardInterrupt
+        benchreport.write(result, fmt, output, plot, k_list)
+        if result.interrupted:  # inside the `with`: leave without freeing the models first
+            raise KeyboardInterrupt
 
 
 @app.command(
@@ -420,4 +423,18 @@ def pull(pair: PairArgument = None) -> None:
 
 def main() -> None:
     """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
-    app(prog_name="specchat")
+    try:
+        app(prog_name="specchat")
+    except SystemExit as exc:
+        if exc.code == 130:
+            _leave_now(130)
+        raise
+
+
+def _leave_now(code: int) -> None:
+    """After Ctrl-C, leave without the interpreter's teardown (~0.15 s on 2 cores, more under load):
+    everything that must last is already written and committed; only the buffered output is left."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
