@@ -253,3 +253,49 @@ def test_fixed_prompt_lookup_drafts_k_tokens_whatever_the_copy_cap():
     """--mode ngram -k 12 drafts 12 tokens of a copy; the copy cap is auto's caution, not the mode's."""
     context = list(range(100, 140)) + list(range(100, 110))
     assert NgramDrafter().propose(context, 12, GREEDY).tokens == list(range(110, 122))
+
+
+class FixedOffer:
+    """A drafter that always offers the same per-position odds (and proposes tokens 1..k)."""
+
+    def __init__(self, name: str, uses_model: bool, rates: list[float], upper: list[float]) -> None:
+        self.name, self.uses_model, self.rates, self.upper = name, uses_model, rates, upper
+
+    def reset(self) -> None: ...
+
+    def prefill(self, context) -> None: ...
+
+    def offer(self, context, k_max):
+        from specchat.drafters.base import Offer
+
+        return Offer(self.rates[:k_max], self.upper[:k_max])
+
+    def propose(self, context, k, sampler):
+        return Draft(tokens=list(range(1, k + 1)), q=[None] * k, source=self.name)
+
+    def learn(self, outcome) -> None: ...
+
+
+def gpu_like_costs() -> Costs:
+    return Costs({n: 1.0 + 0.01 * (n - 1) for n in (1, 2, 3, 4, 5, 8, 16)}, 0.1, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("order", ["model first", "lookup first"])
+def test_a_trial_must_beat_the_best_choice_of_every_drafter_not_the_best_so_far(order):
+    """Found by the simulator: with the draft model listed first, its trial was judged against the
+    target alone, before prompt lookup's far better copy was seen, and long copies were cut short."""
+    model = FixedOffer("spec", True, [0.3] * 8, [0.6] * 8)  # pays optimistically only
+    lookup = FixedOffer("ngram", False, [0.97] * 15, [0.97] * 15)  # a copy that pays by far
+    drafters = [model, lookup] if order == "model first" else [lookup, model]
+    choice = AutoDrafter(gpu_like_costs(), drafters).choose(list(range(50)), 64)
+    assert (choice.source, choice.explore) == ("ngram", False)
+    assert choice.k == 15
+
+
+def test_the_chosen_drafter_is_not_also_tried_shorter():
+    """A draft model that pays on its cautious estimate learns from its own rounds: exploring it again
+    (at most EXPLORE_MAX_K long, from the optimistic odds) would only cut its drafts short."""
+    model = FixedOffer("spec", True, [0.8] * 8, [0.95] * 8)
+    choice = AutoDrafter(gpu_like_costs(), [model]).choose(list(range(50)), 8)
+    assert (choice.source, choice.explore) == ("spec", False)
+    assert choice.k > 4

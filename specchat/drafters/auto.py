@@ -161,7 +161,7 @@ class AutoDrafter:
     def choose(self, context: Sequence[int], k_max: int) -> Choice:
         """The best choice for this round (no side effects beyond the drafters' remembered offers)."""
         best = Choice("target", 0, 1.0, "drafting would not pay")
-        trial: Choice | None = None
+        candidates = []
         for drafter in self.drafters:
             step = self._step_cost(drafter)
             if step is None:
@@ -171,13 +171,19 @@ class AutoDrafter:
             if not offer.rates:
                 continue
             fixed = self._catch_up_cost(drafter, offer.catch_up)
+            candidates.append((drafter, offer, step, fixed))
             # Ranked by the plain estimate, taken only where the cautious one promises a gain too.
             k, speedup = self.costs.best_length(offer.mean or offer.rates, step, fixed)
             safe = k and self.costs.speedup(offer.rates[:k], step, fixed)[k] > 1.0
-            allowed = self.guard.allowed(drafter.name)
             if safe and speedup > best.speedup and self.guard.trusted(drafter.name):
                 best = Choice(drafter.name, k, speedup, f"{drafter.name} pays", fixed)
-            if allowed and (offer.upper != offer.rates or not self.guard.trusted(drafter.name)):
+        trial: Choice | None = None
+        for drafter, offer, step, fixed in candidates:
+            if drafter.name == best.source:  # the chosen drafter learns from its own rounds anyway
+                continue
+            if self.guard.allowed(drafter.name) and (
+                offer.upper != offer.rates or not self.guard.trusted(drafter.name)
+            ):
                 trial = self._trial(drafter, offer, step, fixed, trial, best)
         if trial is not None:
             return trial
