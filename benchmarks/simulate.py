@@ -444,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--format", choices=("md", "json"), default="md")
     parser.add_argument(
         "--regimes",
-        help="comma-separated: " + ", ".join(REGIMES) + " (default: all of them and benchmarks/regimes/*.json)",
+        help="comma-separated: " + ", ".join(REGIMES) + " or the name of one in benchmarks/regimes/ "
+        "(default: all of them)",
     )
     parser.add_argument("--strategies", default=",".join(FIXED[1:]), help="fixed strategies to compare")
     parser.add_argument(
@@ -460,11 +461,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     traces = load_traces(args.traces)
     if not traces:
         raise SystemExit(f"no traces in {args.traces}: run benchmarks/record_traces.py first")
+    measured = {r.name: r for r in map(load_regime, sorted((HERE / "regimes").glob("*.json")))}
+    known = REGIMES | measured
     names = list(REGIMES) if args.regimes is None else [name for name in args.regimes.split(",") if name]
-    regimes = [REGIMES[name] for name in names]
-    measured = sorted((HERE / "regimes").glob("*.json")) if args.regimes is None else []
-    files = measured if args.regime_file is None else args.regime_file
-    regimes += [load_regime(path) for path in files]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        parser.error(f"unknown regime {', '.join(unknown)}: choose from {', '.join(known)}")
+    regimes = [known[name] for name in names]
+    if args.regime_file is not None:
+        regimes += [load_regime(path) for path in args.regime_file]
+    elif args.regimes is None:
+        regimes += list(measured.values())
     fixed = [s for s in args.strategies.split(",") if s and s != "target"]
     out = simulate(traces, regimes, fixed, busy=not args.no_busy)
     text = markdown(out) if args.format == "md" else as_json(out, regimes)
