@@ -9,6 +9,7 @@ import fake_backend
 import pytest
 from typer.testing import CliRunner
 
+from specchat.benchsuite import load_suite, single_turn
 from specchat.cli import app
 
 runner = CliRunner()
@@ -130,3 +131,11 @@ def test_a_conversation_longer_than_the_context_names_the_turn(bench):
         "bench prompt #q, turn 2: the conversation so far takes" in result.stderr and "--turns first" in result.stderr
     )
 
+
+def test_the_built_in_revision_records():
+    revision = load_suite("revision")
+    assert len(revision) == 3 and all(len(p.turns) == 2 and p.text == p.turns[0] for p in revision)
+    assert len(load_suite("default")) == 20
+    quick = load_suite("quick")
+    assert [p.category for p in quick].count("revision") == 1
+    assert all(len(p.turns) == 1 for p in single_turn(quick)) and len(single_turn(quick)) == 5  # what tune runs
