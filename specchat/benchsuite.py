@@ -15,7 +15,7 @@ from .errors import UsageError
 
 CATEGORIES = ("code", "code-edit", "structured", "chat", "summarize", "revision")
 SUITES = {
-    "default": "all 20 prompts: code (5), code-edit (3), structured, chat, summarize, revision (3 each, two turns)",
+    "default": "all 20 prompts: code (5), code-edit (3), structured, chat, summarize (3 each), revision (3, two turns)",
     "quick": "the first prompt of each category (6 prompts)",
     "tiny": "one short code prompt and one short chat prompt (for smoke tests)",
     **{name: f"the {name} prompts" for name in CATEGORIES},
