@@ -139,3 +139,17 @@ def test_the_built_in_revision_records():
     quick = load_suite("quick")
     assert [p.category for p in quick].count("revision") == 1
     assert all(len(p.turns) == 1 for p in single_turn(quick)) and len(single_turn(quick)) == 5  # what tune runs
+
+
+def test_a_sampled_history_follows_the_seed(bench, monkeypatch):
+    """With --temperature the history is sampled once with the run's seed: the same seed, the same
+    conversation; every variant still gets it."""
+    from specchat import benchturns
+
+    histories = []
+    real_reply = benchturns._reply
+    monkeypatch.setattr(benchturns, "_reply", lambda *args: histories.append(real_reply(*args)) or histories[-1])
+    for seed in (3, 3):
+        data = bench("--ks", "2", "--modes", "spec", "--temperature", "0.7", "--seed", str(seed), "-n", "24")
+        assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("rev", 1), ("rev", 2), ("one", 1)}
+    assert len(histories) == 2 and histories[0] == histories[1] and histories[0]
