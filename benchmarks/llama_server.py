@@ -62,7 +62,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from specchat.benchsuite import Prompt, load_prompts_file, load_suite
+from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
 from specchat.engine import default_threads
 from specchat.paths import cache_dir
 
@@ -396,6 +396,9 @@ def main() -> None:
         return
 
     prompts: list[Prompt] = load_prompts_file(args.prompts) if args.prompts else load_suite(args.suite)
+    prompts = single_turn(prompts)  # one reply per prompt here: multi-turn records are `specchat bench`'s
+    if not prompts:
+        raise SystemExit("no single-turn prompts: this script measures one reply per prompt")
     prompts = prompts[: args.limit] if args.limit else prompts
     signal.signal(signal.SIGTERM, _on_sigterm)
     atexit.register(_stop_all)

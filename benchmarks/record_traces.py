@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.benchsuite import load_prompts_file, load_suite
+from specchat.benchsuite import load_prompts_file, load_suite, single_turn
 from specchat.chat import Message, prompt_tokens
 from specchat.download import locate
 from specchat.engine import Engine, EngineConfig
@@ -147,7 +147,8 @@ def main() -> None:
     if None in paths:
         raise SystemExit("the default pair is not on this machine: run `specchat pull` first")
     sets = {
-        "suite-default": [(p.id, p.category, p.text) for p in load_suite("default")],
+        # A trace is one reply to one message: multi-turn records (revision) would be first turns only.
+        "suite-default": [(p.id, p.category, p.text) for p in single_turn(load_suite("default"))],
         "sim-prompts": [(p.id, p.category, p.text) for p in load_prompts_file(HERE / "sim_prompts.jsonl")],
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -73,9 +73,10 @@ class Sample:
     divergence_margin: float | None = None
     mode: str = "spec"
     rounds_by_source: dict = field(default_factory=dict)
+    turn: int = 1  # which turn of the record (1-based); pair samples by (prompt_id, turn, rep)
 
     @classmethod
-    def of(cls, prompt: Prompt, variant: Variant, rep: int, stats: Stats) -> Sample:
+    def of(cls, prompt: Prompt, variant: Variant, rep: int, stats: Stats, turn: int = 1) -> Sample:
         return cls(
             prompt.id,
             prompt.category,
@@ -95,6 +96,7 @@ class Sample:
             list(stats.accepted_at),
             mode=variant.mode,
             rounds_by_source=dict(stats.rounds_by_source),
+            turn=turn,
         )
 
 
@@ -115,6 +117,11 @@ class Row:
     ttft_s: float
     predicted_speedup: float | None  # S(k) from the acceptance rate (independent acceptances assumed)
     cost_model_speedup: float | None  # the same cost model with the MEASURED tokens per round
+    turn: int | None = None  # set where a category's records have several turns: one row per turn
+
+    @property
+    def label(self) -> str:
+        return self.category if self.turn is None else f"{self.category} turn {self.turn}"
 
 
 @dataclass
@@ -125,19 +132,20 @@ class BenchResult:
     meta: dict = field(default_factory=dict)
 
     def rows(self) -> list[Row]:
-        categories = sorted({s.category for s in self.samples})
-        groups = [(c, [s for s in self.samples if s.category == c]) for c in categories]
-        if len(categories) > 1:
-            groups.append(("all", self.samples))
-        names = list(dict.fromkeys(s.variant for s in self.samples))
-        return [row for category, samples in groups for name in names if (row := self._row(category, name, samples))]
+        from .benchturns import groups
 
-    def _row(self, category: str, name: str, samples: list[Sample]) -> Row | None:
+        names = list(dict.fromkeys(s.variant for s in self.samples))
+        return [
+            row for c, turn, mine in groups(self.samples) for name in names if (row := self._row(c, turn, name, mine))
+        ]
+
+    def _row(self, category: str, turn: int | None, name: str, samples: list[Sample]) -> Row | None:
         mine = [s for s in samples if s.variant == name]
         if not mine:
             return None
-        base = {(s.prompt_id, s.rep): s.tokens_per_s for s in samples if s.variant == "target"}
-        ratios = [s.tokens_per_s / base[(s.prompt_id, s.rep)] for s in mine if base.get((s.prompt_id, s.rep))]
+        base = {(s.prompt_id, s.turn, s.rep): s.tokens_per_s for s in samples if s.variant == "target"}
+        paired = [(s, base.get((s.prompt_id, s.turn, s.rep))) for s in mine]
+        ratios = [s.tokens_per_s / reference for s, reference in paired if reference]
         drafted, accepted, rounds = (sum(getattr(s, f) for s in mine) for f in ("drafted", "accepted", "rounds"))
         k = mine[0].k
         rate = accepted / drafted if drafted else None
@@ -164,6 +172,7 @@ class BenchResult:
             statistics.median(s.ttft_s for s in mine),
             predicted,
             modelled,
+            turn,
         )
 
     def speedup_series(self) -> dict[str, list[tuple[int, float]]]:
@@ -171,7 +180,7 @@ class BenchResult:
         series: dict[str, list[tuple[int, float]]] = {}
         for row in self.rows():
             if row.k and row.speedup is not None:
-                series.setdefault(row.category, []).append((row.k, row.speedup))
+                series.setdefault(row.label, []).append((row.k, row.speedup))
         return series
 
     def lossless_summary(self) -> dict:
@@ -180,6 +189,7 @@ class BenchResult:
         details = [
             {
                 "prompt": s.prompt_id,
+                "turn": s.turn,
                 "variant": s.variant,
                 "rep": s.rep,
                 "result": s.lossless,
@@ -300,6 +310,7 @@ def run(
 ) -> BenchResult:
     """The whole measurement: what was run where, the cost model, then the interleaved runs.
     Ctrl-C ends it early and keeps what was measured (result.interrupted)."""
+    from . import benchturns
     from .chat import Message
     from .costmodel import measure
 
@@ -308,7 +319,7 @@ def run(
         notify("measuring the cost model (single steps and verify batches of 1..16)...")
         context = pipeline.prompt([Message("user", prompts[0].text)])
         result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, 17))
-        with progress(reps * len(prompts) * len(variants)) as advance:
+        with progress(reps * benchturns.count(prompts) * len(variants)) as advance:
             run_bench(
                 pipeline,
                 prompts,
@@ -335,28 +346,30 @@ def run_bench(
     result: BenchResult,
     progress: Progress | None = None,
 ) -> BenchResult:
-    """Fill `result` (passed in so that Ctrl-C keeps what was measured so far)."""
-    from .chat import Message
+    """Fill `result` (passed in so that Ctrl-C keeps what was measured so far). Every turn of every
+    record is a block; earlier turns' replies come from the target alone, written once (benchturns)."""
+    from . import benchturns
 
-    encoded = {p.id: pipeline.prompt([Message("user", p.text)]) for p in prompts}
-    warm = encoded[prompts[0].id]
+    turns = benchturns.replay(
+        pipeline, prompts, params, max_tokens, progress=(lambda text: progress(text, 0)) if progress else None
+    )
     for variant in variants:
-        _generate(pipeline, warm, params, variant, min(16, max_tokens))
+        _generate(pipeline, turns[0].ids, params, variant, min(16, max_tokens))
     done = 0
     for rep in range(reps):
-        for index, prompt in enumerate(prompts):
+        for index, turn in enumerate(turns):
             # Rotate the order per block, so that no variant always runs first or last (drift, warmth).
             shift = (rep + index) % len(variants)
             outputs: dict[str, list[int]] = {}
             block: list[Sample] = []
             for variant in variants[shift:] + variants[:shift]:
                 if progress:
-                    progress(f"rep {rep + 1}/{reps} · {prompt.category} #{prompt.id} · {variant.name}", done)
-                tokens, stats = _generate(pipeline, encoded[prompt.id], params, variant, max_tokens)
+                    progress(f"rep {rep + 1}/{reps} · {turn.label} · {variant.name}", done)
+                tokens, stats = _generate(pipeline, turn.ids, params, variant, max_tokens)
                 outputs[variant.name] = tokens
-                block.append(Sample.of(prompt, variant, rep, stats))
+                block.append(Sample.of(turn.prompt, variant, rep, stats, turn.number))
                 done += 1
-            _check_block(pipeline, encoded[prompt.id], block, outputs, params)
+            _check_block(pipeline, turn.ids, block, outputs, params)
             result.samples.extend(block)
     if progress:
         progress("done", done)

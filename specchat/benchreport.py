@@ -130,10 +130,10 @@ def speedup_chart(result, width: int = 40) -> Text:
         return chart
     scale = width / max(1.0, *(row.speedup for row in rows))
     one = round(scale)
-    label_width = max(len(f"{row.category} {row.variant}") for row in rows)
+    label_width = max(len(f"{row.label} {row.variant}") for row in rows)
     for row in rows:
         filled = round(row.speedup * scale)
-        chart.append(f"\n  {row.category + ' ' + row.variant:<{label_width}} ")
+        chart.append(f"\n  {row.label + ' ' + row.variant:<{label_width}} ")
         chart.append("█" * filled, style="green" if row.speedup >= 1.0 else "red")
         if filled < one:
             chart.append(" " * (one - filled - 1) + "│", style="dim")

@@ -1,22 +1,22 @@
 """Benchmark prompts: the built-in suites shipped in the package, or a user's JSONL file.
 
 The file format is Spec-Bench's: one JSON object per line with "category" and "turns" (a list of user
-messages; the bench uses the first turn), and optionally "question_id".
+messages: the bench replays every turn, see benchturns.py), and optionally "question_id".
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 from .errors import UsageError
 
-CATEGORIES = ("code", "code-edit", "structured", "chat", "summarize")
+CATEGORIES = ("code", "code-edit", "structured", "chat", "summarize", "revision")
 SUITES = {
-    "default": "all 17 prompts: code (5), code-edit (3), structured, chat, summarize (3 each)",
-    "quick": "the first prompt of each category (5 prompts)",
+    "default": "all 20 prompts: code (5), code-edit (3), structured, chat, summarize (3 each), revision (3, two turns)",
+    "quick": "the first prompt of each category (6 prompts)",
     "tiny": "one short code prompt and one short chat prompt (for smoke tests)",
     **{name: f"the {name} prompts" for name in CATEGORIES},
 }
@@ -26,11 +26,31 @@ TINY = [
 ]
 
 
+TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
+
+
 @dataclass(frozen=True)
 class Prompt:
     id: str
     category: str
-    text: str
+    text: str  # the first turn: what single-turn users (tune, the benchmark scripts) send
+    turns: tuple[str, ...] = ()  # every user message, the first included; () means (text,)
+
+    def __post_init__(self) -> None:
+        if not self.turns:
+            object.__setattr__(self, "turns", (self.text,))
+
+
+def select_turns(prompts: list[Prompt], which: str) -> list[Prompt]:
+    """--turns: "all" keeps every turn; "first" keeps only the first, as the bench did before."""
+    if which not in TURNS:
+        raise UsageError(f"unknown --turns '{which}'", hint="all (every turn of a record) or first")
+    return prompts if which == "all" else [replace(p, turns=p.turns[:1]) for p in prompts]
+
+
+def single_turn(prompts: list[Prompt]) -> list[Prompt]:
+    """The prompts that have one turn (tune measures single replies and stays comparable with before)."""
+    return [p for p in prompts if len(p.turns) == 1]
 
 
 def load_suite(name: str) -> list[Prompt]:
@@ -83,4 +103,10 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
         raise UsageError(f'{where}: missing "category" (a string)', hint='add "category": "chat"')
     if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
         raise UsageError(f'{where}: "turns" must be a list starting with a non-empty string', hint='"turns": ["..."]')
-    return Prompt(str(record.get("question_id", number)), category.strip(), turns[0])
+    bad = next((i for i, turn in enumerate(turns, start=1) if not isinstance(turn, str) or not turn.strip()), None)
+    if bad is not None:
+        raise UsageError(
+            f'{where}: "turns" item {bad} is not a non-empty string',
+            hint='every turn is a user message: "turns": ["first message", "a follow-up"]',
+        )
+    return Prompt(str(record.get("question_id", number)), category.strip(), turns[0], tuple(turns))

@@ -217,7 +217,8 @@ def run(
     "  specchat bench\n\n"
     "  specchat bench --suite quick -r 1 -n 64\n\n"
     "  specchat bench --ks 2,4 --format md --output bench.md --plot bench.svg\n\n"
-    "  specchat bench --prompts my_prompts.jsonl --format json --output bench.json"
+    "  specchat bench --prompts my_prompts.jsonl --format json --output bench.json\n\n"
+    "  specchat bench --suite revision --turns first"
 )
 def bench(
     ctx: typer.Context,
@@ -226,6 +227,7 @@ def bench(
     draft: Draft = None,
     suite: Annotated[str, typer.Option(help="Built-in suite: default, quick, tiny, or one category.")] = "default",
     prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format).")] = None,
+    turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
     ks: Annotated[str, typer.Option("--ks", help="Draft-model lengths to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[str, Opt("--modes", help="Which of spec (per k), ngram, auto to compare.")] = "spec,ngram,auto",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
@@ -245,21 +247,22 @@ def bench(
     Variants run interleaved per prompt (drift hits all alike), after a warm-up. Speedups are medians of
     paired ratios. Greedy outputs are checked against the target alone. The measured cost model
     (c, v(n)) predicts the speedup from the acceptance rate, next to the measured one.
-    See docs/bench.md for every figure.
+    Every turn of a multi-turn record is measured, after earlier replies written once by the target
+    alone, so every variant sees the same conversation. See docs/bench.md for every figure.
     """
     from . import bench as measure
     from . import benchreport
-    from .benchsuite import load_prompts_file, load_suite
+    from .benchsuite import load_prompts_file, load_suite, select_turns
     from .sampling import SamplingParams
     from .view import bench_progress, note
 
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
-    prompt_list = load_prompts_file(prompts) if prompts is not None else load_suite(suite)
+    prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     options = _options(
         ctx, target, draft, gpu_layers, pair=pair, mode="auto" if "auto" in mode_list else "spec", keep_draft=True,
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
-    settings = {"prompts": str(prompts or suite), "ks": k_list, "reps": reps, "max_tokens": max_tokens}
+    settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
     settings |= {"temperature": temperature, "seed": seed, "threads": threads, "gpu_layers": gpu_layers}
     err = stderr_console()
     with _open(options) as pipeline:
@@ -296,7 +299,7 @@ def tune(
     `run` and `bench` use them automatically; `--no-tuning` ignores them. Threads and GPU layers are
     tuned per value.
     """
-    from .benchsuite import load_suite
+    from .benchsuite import load_suite, single_turn
     from .tuning import key_for, load, save
     from .tuning import tune as run_tune
     from .view import bench_progress, note, print_tune, stdout_console
@@ -306,7 +309,7 @@ def tune(
         ctx, target, draft, gpu_layers, pair=pair, mode="spec", keep_draft=True, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
-    prompts = load_suite("quick")
+    prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with _open(options) as pipeline:
         title = pipeline.resolved.pair_name or pipeline.resolved.target.name
         previous = load(key_for(pipeline.resolved, options))

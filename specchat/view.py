@@ -334,7 +334,7 @@ def row_cells(row) -> list[str]:
         return pattern.format(value) if value is not None else "-"
 
     return [
-        row.category,
+        row.label,  # the category, with "turn N" where its records have several turns
         row.variant,
         str(row.n),
         f"{row.tokens_per_s:.1f}",
@@ -358,9 +358,9 @@ def bench_table(result) -> Table:
         cells = [Text(cell) for cell in row_cells(row)]
         if row.speedup is not None and row.variant != "target":
             cells[4].stylize("green" if row.speedup >= 1.0 else "red")
-        if previous is not None and previous != row.category:
+        if previous is not None and previous != row.label:
             table.add_section()
-        previous = row.category
+        previous = row.label
         table.add_row(*cells)
     return table
 

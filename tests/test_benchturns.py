@@ -1,0 +1,155 @@
+"""`specchat bench` on multi-turn records (fake backend): a sample per turn, one history written by the
+target alone and shared by every variant, --turns first as before, and malformed turns refused."""
+
+from __future__ import annotations
+
+import json
+
+import fake_backend
+import pytest
+from typer.testing import CliRunner
+
+from specchat.benchsuite import load_suite, single_turn
+from specchat.cli import app
+
+runner = CliRunner()
+FIRST, SECOND = "Write a function that adds two numbers.", "Now add type hints and return it whole."
+RECORDS = [
+    {"question_id": "rev", "category": "revision", "turns": [FIRST, SECOND]},
+    {"question_id": "one", "category": "chat", "turns": ["Name three colours."]},
+]
+
+
+@pytest.fixture
+def bench(fake_models, seed_tuning, tmp_path):
+    """bench(*args, records=RECORDS): `specchat bench` on a prompts file; the JSON report or the result."""
+    target, draft = fake_models
+    seed_tuning(target, draft)
+
+    def run(*args, records=RECORDS):
+        prompts, out = tmp_path / "prompts.jsonl", tmp_path / "bench.json"
+        prompts.write_text("".join(json.dumps(r) + "\n" for r in records))
+        files = ["--target", str(target), "--draft", str(draft)]
+        result = runner.invoke(
+            app, ["bench", *files, "--prompts", str(prompts), "-n", "8", "-f", "json", "-o", str(out), *args]
+        )
+        return json.loads(out.read_text()) if result.exit_code == 0 else result
+
+    return run
+
+
+def test_every_turn_is_a_sample_with_its_turn(bench):
+    data = bench("-r", "2", "--ks", "2", "--modes", "spec,auto")
+    samples = data["samples"]
+    turns = sorted((s["prompt_id"], s["turn"]) for s in samples if s["variant"] == "target")
+    assert turns == [("one", 1), ("one", 1), ("rev", 1), ("rev", 1), ("rev", 2), ("rev", 2)]
+    assert len(samples) == 3 * 2 * 3  # (turns) x reps x (target, k=2, auto)
+    rows = {(r["category"], r["turn"], r["variant"]): r for r in data["summary"]}
+    assert set(rows) == {
+        (c, t, v)
+        for c, t in (("chat", None), ("revision", 1), ("revision", 2), ("all", None))
+        for v in ("target", "k=2", "auto")
+    }
+    assert rows[("revision", 2, "k=2")]["n"] == 2 and rows[("all", None, "k=2")]["n"] == 6
+    assert data["lossless"]["MISMATCH"] == 0 and data["lossless"]["checked"] == 3 * 2 * 2
+    assert {d["turn"] for d in data["lossless"]["details"]} <= {1, 2}
+    assert data["meta"]["settings"]["turns"] == "all"
+
+
+def test_later_turns_see_the_targets_reply_the_same_for_every_variant(bench, monkeypatch):
+    from specchat import bench as bench_module
+    from specchat import benchturns
+
+    prompts, histories = {}, []
+    real_generate, real_reply = bench_module._generate, benchturns._reply
+
+    def generate(pipeline, prompt, params, variant, max_tokens):
+        prompts.setdefault(variant.name, []).append(tuple(prompt))
+        return real_generate(pipeline, prompt, params, variant, max_tokens)
+
+    def reply(*args):
+        histories.append(real_reply(*args))
+        return histories[-1]
+
+    monkeypatch.setattr(bench_module, "_generate", generate)
+    monkeypatch.setattr(benchturns, "_reply", reply)
+    bench("-r", "2", "--ks", "2", "--modes", "spec,ngram,auto", "-n", "400")
+    assert histories == [fake_backend.REPLY.format(prompt=FIRST)]  # written once, for all variants and reps
+    seen = {name: set(ids) for name, ids in prompts.items()}
+    assert len({frozenset(ids) for ids in seen.values()}) == 1  # every variant got the same prompts
+    texts = [bytes(t - fake_backend.OFFSET for t in ids if t >= fake_backend.OFFSET).decode() for ids in seen["auto"]]
+    second = [text for text in texts if SECOND in text]
+    assert len(second) == 1 and f"assistant\n{histories[0]}" in second[0] and FIRST in second[0]
+
+
+def test_turns_first_measures_first_turns_only(bench):
+    data = bench("--ks", "2", "--modes", "spec", "--turns", "first")
+    assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("rev", 1), ("one", 1)}
+    assert {r["turn"] for r in data["summary"]} == {None}
+    assert {r["category"] for r in data["summary"]} == {"revision", "chat", "all"}
+
+
+def test_turn_rows_in_the_text_reports(bench, tmp_path):
+    result = runner.invoke(app, ["bench", "--help"])
+    assert "--turns" in result.stdout
+    data = bench("--ks", "1", "--modes", "spec")
+    assert data["summary"][0]["turn"] is None  # "chat" sorts first and has one turn
+    from specchat.bench import BenchResult, Sample
+    from specchat.benchreport import render
+
+    result = BenchResult(samples=[Sample(**sample) for sample in data["samples"]])
+    md = render(result, "md")
+    assert "| revision turn 1 | k=1 |" in md and "| revision turn 2 | k=1 |" in md and "| chat | k=1 |" in md
+    assert render(result, "csv").splitlines()[0].endswith(",turn")
+
+
+@pytest.mark.parametrize(
+    ("turns", "needle"),
+    [
+        (["hi", 3], 'line 1: "turns" item 2 is not a non-empty string'),
+        (["hi", "  "], 'line 1: "turns" item 2 is not a non-empty string'),
+        (["hi", "again", ""], 'line 1: "turns" item 3 is not a non-empty string'),
+        ([None, "hi"], 'line 1: "turns" must be a list starting with a non-empty string'),
+    ],
+)
+def test_malformed_turns_are_one_line_errors(bench, turns, needle):
+    result = bench(records=[{"category": "chat", "turns": turns}])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr and "Traceback" not in result.output
+
+
+def test_unknown_turns_option(bench):
+    result = bench("--turns", "last")
+    assert result.exit_code == 2 and "unknown --turns 'last'" in result.stderr
+
+
+def test_a_conversation_longer_than_the_context_names_the_turn(bench):
+    long = "x" * 150
+    result = bench("--ctx", "400", "-n", "300", records=[{"question_id": "q", "category": "c", "turns": [long, long]}])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert (
+        "bench prompt #q, turn 2: the conversation so far takes" in result.stderr and "--turns first" in result.stderr
+    )
+
+
+def test_the_built_in_revision_records():
+    revision = load_suite("revision")
+    assert len(revision) == 3 and all(len(p.turns) == 2 and p.text == p.turns[0] for p in revision)
+    assert len(load_suite("default")) == 20
+    quick = load_suite("quick")
+    assert [p.category for p in quick].count("revision") == 1
+    assert all(len(p.turns) == 1 for p in single_turn(quick)) and len(single_turn(quick)) == 5  # what tune runs
+
+
+def test_a_sampled_history_follows_the_seed(bench, monkeypatch):
+    """With --temperature the history is sampled once with the run's seed: the same seed, the same
+    conversation; every variant still gets it."""
+    from specchat import benchturns
+
+    histories = []
+    real_reply = benchturns._reply
+    monkeypatch.setattr(benchturns, "_reply", lambda *args: histories.append(real_reply(*args)) or histories[-1])
+    for seed in (3, 3):
+        data = bench("--ks", "2", "--modes", "spec", "--temperature", "0.7", "--seed", str(seed), "-n", "24")
+        assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("rev", 1), ("rev", 2), ("one", 1)}
+    assert len(histories) == 2 and histories[0] == histories[1] and histories[0]
