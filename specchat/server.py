@@ -168,7 +168,7 @@ class Api:
         self._log(request, 200, outcome=outcome)
         build = openai_api.chat_response if chat else openai_api.completion_response
         reason = openai_api.finish_reason(outcome.stop_reason)
-        extra = openai_api.extras(outcome.stats, self.mode, self.label)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
         return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
                                   reason, extra))  # fmt: skip
 
@@ -217,7 +217,7 @@ class Api:
             self._log(request, exc.status, note=exc.message)
             yield openai_api.sse(exc.body())
             return
-        extra = openai_api.extras(outcome.stats, self.mode, self.label)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
         yield openai_api.sse(
             chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), extra)
         )

@@ -83,7 +83,7 @@ def server(tmp_path_factory):
 def guarded(tmp_path_factory):
     """A server that needs a key and queues nothing behind the running request (slower: a long reply
     is surely still running when the next request comes)."""
-    running = Server(tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", eval_sleep=0.03)
+    running = Server(tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", "--no-log", eval_sleep=0.03)
     yield running
     running.stop()
 
@@ -109,7 +109,7 @@ def test_chat_completion_equals_run(server):
     extra = reply.model_extra
     timings, spec = extra["timings"], extra["speculative"]
     assert timings["predicted_n"] == reply.usage.completion_tokens > 0
-    assert timings["prompt_n"] == reply.usage.prompt_tokens > 0
+    assert timings["prompt_n"] + timings["cache_n"] == reply.usage.prompt_tokens > timings["cache_n"]
     assert 0 < timings["draft_n_accepted"] <= timings["draft_n"] and timings["predicted_per_second"] > 0
     assert spec["mode"] == "spec" and spec["rounds_by_source"]["spec"] == spec["rounds"] > 0
     assert spec["acceptance_rate"] == pytest.approx(timings["draft_n_accepted"] / timings["draft_n"], abs=1e-4)
@@ -229,6 +229,21 @@ def test_full_queue_is_503(guarded):
         assert caught.value.status_code == 503 and caught.value.body["code"] == "queue_full"
     guarded.wait_for(r"POST /v1/completions 200 .*cancelled")
     assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
+
+
+def test_next_turn_reuses_the_kv_cache(server):
+    """The second turn of a conversation evaluates only what the first did not leave in the KV cache."""
+    first = [{"role": "user", "content": "Summarise this paragraph for me. " * 12}]
+    client = server.client()
+    one = client.chat.completions.create(model="target.fake.gguf", messages=first, temperature=0)
+    answer = {"role": "assistant", "content": one.choices[0].message.content}
+    two = client.chat.completions.create(
+        model="target.fake.gguf", messages=[*first, answer, {"role": "user", "content": "Shorter?"}], temperature=0
+    )
+    timings, usage = two.model_extra["timings"], two.usage
+    assert timings["cache_n"] + timings["prompt_n"] == usage.prompt_tokens
+    assert usage.prompt_tokens_details.cached_tokens == timings["cache_n"] >= one.usage.prompt_tokens
+    assert timings["prompt_n"] < usage.prompt_tokens / 4  # only the new turn's tokens were evaluated
 
 
 def test_non_local_host_needs_a_key():
