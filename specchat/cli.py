@@ -338,6 +338,7 @@ def serve(
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
+    no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
 ) -> None:
     """Serve the models over an OpenAI-compatible HTTP API (chat completions, completions, models).
 
@@ -353,7 +354,7 @@ def serve(
         ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
-    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens)
+    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log)
     with sock, _open(options) as pipeline:
         run_server(pipeline, config, stderr_console(), sock)
 
