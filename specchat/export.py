@@ -130,9 +130,9 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None) ->
     acceptance = acceptance if measured else ASSUMED_ACCEPTANCE
     best, speedup = costs.best_length([acceptance] * modes.SPEC.max_k, costs.draft_step or 0.0)
     seen = f"{acceptance:.0%} acceptance ({'measured by tune' if measured else 'assumed; `specchat tune` measures it'})"
-    if best == 0 and k is None:
+    if best == 0:  # -k sets the length of what auto chose; --mode spec forces the draft model
         why = f"at {seen} the draft model would lose to the target alone here: draftless n-gram lookup"
-        return Choice("ngram", modes.NGRAM.default_k, why)
+        return Choice("ngram", k or modes.NGRAM.default_k, why)
     return Choice("draft", k or best, f"the saved tuning predicts {speedup:.2f}x with k={best} at {seen}")
 
 

@@ -78,6 +78,7 @@ def test_choice_follows_measured_acceptance():
     poor = exporting.choose(Tuning("k", costs, {"spec": 0.05}), True)
     assert good.method == "draft" and good.k >= 2 and "measured by tune" in good.why
     assert poor.method == "ngram" and "would lose" in poor.why
+    assert exporting.choose(Tuning("k", costs, {"spec": 0.05}), True, k=6) == replace(poor, k=6)
     assert exporting.choose(poor_tuning := Tuning("k", costs, {"spec": 0.05}), True, "spec").method == "draft"
     assert exporting.choose(poor_tuning, False).method == "ngram"  # no draft model at all
     busy = Tuning("k", replace(costs, busy=True))
