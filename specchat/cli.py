@@ -341,6 +341,7 @@ def serve(
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
+    no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
 ) -> None:
     """Serve the models over an OpenAI-compatible HTTP API (chat completions, completions, models).
 
@@ -356,9 +357,35 @@ def serve(
         ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
-    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens)
+    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log)
     with sock, _open(options) as pipeline:
         run_server(pipeline, config, stderr_console(), sock)
+
+
+@app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")
+def export(
+    to: Annotated[str, Opt("--to", help="llama-server or vllm.")],
+    pair: Pair = None,
+    target: Target = None,
+    draft: Draft = None,
+    mode: Annotated[str, Opt("--mode", "-m", help="auto: what this machine's tuning says pays; spec; ngram.")] = "auto",
+    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help="Draft length.")] = None,
+    n_ctx: Ctx = 4096,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+    as_json: Annotated[bool, Opt("--json", help="One object: command, argv, speculation, notes.")] = False,
+) -> None:
+    """Print the command that serves this pair in llama.cpp's llama-server or in vLLM, with the speculative
+    settings this machine's saved tuning found best (notes on stderr say which and why). See docs/serve.md."""
+    from .export import export as build
+    from .view import note, write_stdout
+
+    made = build(to, pair=pair, target=target, draft=draft, mode=mode, k=draft_tokens, threads=threads, ctx=n_ctx,
+                 gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)  # fmt: skip
+    for line in made.notes if not as_json else []:
+        note(stderr_console(), line)
+    write_stdout(made.text(as_json), what="the command")
 
 
 @app.command(

@@ -248,12 +248,13 @@ class Recorder:
         """Log the conversation's new messages; `reply` (outputs.summary) describes the last one. Never
         raises: a failure is one warning line."""
         try:
-            self.cid = self._write(conversation, reply)
+            self.cid = self.write(conversation, reply)
             self.logged = len(conversation.messages)
         except (sqlite3.Error, OSError) as exc:
             self._warn(exc)
 
-    def _write(self, conversation: Conversation, reply: dict) -> int:
+    def write(self, conversation: Conversation, reply: dict) -> int:
+        """The transaction behind record(): the conversation's id. Raises sqlite3.Error or OSError."""
         now, settings = _now(), json.dumps(reply["settings"])
         with connect(self.path) as conn, transaction(conn):
             cid = self.cid

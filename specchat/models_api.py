@@ -47,14 +47,18 @@ class CachedModel:
 
     def feed(self, context: Sequence[int], n_logits: int) -> np.ndarray:
         """Make the cache hold `context`; return logits for its last n_logits positions."""
-        # n_past bounds it too: someone else (the cost-model probe) may have rolled the cache back.
-        keep = min(common_prefix(self.tokens, context), len(context) - n_logits, self.model.n_past)
+        keep = self.reusable(context, n_logits)
         self.model.truncate(keep)  # cheap, and also clears cells an interrupted decode may have left
         # Cache = context[:keep] now; if eval raises, say so, so that the next feed rolls back correctly.
         self.tokens = list(context[:keep])
         rows = self.model.eval(context[keep:], n_logits)
         self.tokens = list(context)
         return rows
+
+    def reusable(self, context: Sequence[int], n_logits: int = 0) -> int:
+        """How many leading tokens of `context` the cache holds already: a feed evaluates only the rest."""
+        # n_past bounds it too: someone else (the cost-model probe) may have rolled the cache back.
+        return min(common_prefix(self.tokens, context), len(context) - n_logits, self.model.n_past)
 
     def forget(self) -> None:
         """Empty the cache (a new conversation, or a run that must start cold)."""

@@ -128,18 +128,26 @@ def finish_reason(stop_reason: str) -> str:
     return "length" if stop_reason in ("max_tokens", "context") else "stop"
 
 
-def usage(stats: Stats) -> dict:
+def usage(stats: Stats, cached: int = 0) -> dict:
     prompt, completion = stats.prompt_tokens, stats.generated
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def timings(stats: Stats) -> dict:
-    """llama-server's names; prompt time is the prefill, predicted time the decode after it."""
-    prompt_ms, predicted_ms = stats.prefill_s * 1000, stats.decode_s * 1000
     return {
-        "prompt_n": stats.prompt_tokens,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},  # the API's name for prompt tokens not recomputed
+    }
+
+
+def timings(stats: Stats, cached: int = 0) -> dict:
+    """llama-server's names and meanings: cache_n prompt tokens reused from the KV cache, prompt_n
+    evaluated now (in prompt_ms, the prefill); predicted time is the decode after it."""
+    prompt_ms, predicted_ms = stats.prefill_s * 1000, stats.decode_s * 1000
+    evaluated = stats.prompt_tokens - cached
+    return {
+        "cache_n": cached,
+        "prompt_n": evaluated,
         "prompt_ms": round(prompt_ms, 3),
-        "prompt_per_second": round(stats.prompt_tokens / stats.prefill_s, 3) if stats.prefill_s > 0 else 0.0,
+        "prompt_per_second": round(evaluated / stats.prefill_s, 3) if stats.prefill_s > 0 else 0.0,
         "predicted_n": stats.generated,
         "predicted_ms": round(predicted_ms, 3),
         "predicted_per_token_ms": round(predicted_ms / stats.generated, 3) if stats.generated else 0.0,
@@ -161,9 +169,13 @@ def speculative(stats: Stats, mode: str, label: str) -> dict:
     }
 
 
-def extras(stats: Stats, mode: str, label: str) -> dict:
+def extras(stats: Stats, mode: str, label: str, cached: int = 0) -> dict:
     """What every final response (or last chunk) carries besides the text."""
-    return {"usage": usage(stats), "timings": timings(stats), "speculative": speculative(stats, mode, label)}
+    return {
+        "usage": usage(stats, cached),
+        "timings": timings(stats, cached),
+        "speculative": speculative(stats, mode, label),
+    }
 
 
 def chat_response(rid: str, model: str, text: str, reason: str, extra: dict) -> dict:

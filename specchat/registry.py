@@ -16,7 +16,7 @@ from typing import Any
 from .errors import RegistryError
 from .paths import overlay_file
 
-MODEL_KEYS = {"repo", "file", "revision", "size", "sha256", "description", "verified", "mirror", "gated"}
+MODEL_KEYS = {"repo", "file", "revision", "size", "sha256", "description", "verified", "mirror", "gated", "source_repo"}
 MIRROR_KEYS = {"type", "package", "version", "parts"}
 PAIR_KEYS = {"target", "draft", "description", "family", "verified"}
 TOP_KEYS = {"default_pair", "models", "pairs"}
@@ -50,6 +50,7 @@ class ModelSpec:
     verified: bool = False
     gated: bool = False
     mirror: Mirror | None = None
+    source_repo: str | None = None  # the original (safetensors) weights on the Hub: what vLLM serves
 
     @property
     def local_name(self) -> str:
@@ -270,6 +271,7 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
     if mirror is not None and (size is None or sha is None):
         raise RegistryError(f"{path}: [{where}] a mirror needs size and sha256", hint="they verify the chunks")
     revision = body.get("revision")
+    source = body.get("source_repo")
     return ModelSpec(
         name=name,
         repo=_plain(_require(body, "repo", str, path, where), path, f"[{where}]", "repo"),
@@ -281,6 +283,7 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         verified=bool(body.get("verified", False)),
         gated=bool(body.get("gated", False)),
         mirror=mirror,
+        source_repo=None if source is None else _plain(source, path, f"[{where}]", "source_repo"),
     )
 
 

@@ -34,6 +34,7 @@ class Outcome:
     text: str
     stats: Stats
     stop_reason: str  # eog | max_tokens | context | stop | cancelled
+    cached: int = 0  # prompt tokens the KV cache already held from the request before (not evaluated again)
 
 
 class StopScanner:
@@ -109,6 +110,9 @@ class Engine:
                 ids = pipeline.prompt([Message("user", job.prompt)], use_template=False)
             else:
                 ids = pipeline.prompt(job.messages, use_template=True)
+            # The loop prefills all but the last prompt token; what the cache holds of them is not
+            # evaluated again (the previous turn of a conversation, a shared system prompt).
+            cached = pipeline.target_cache.reusable(ids[:-1])
             pieces: list[str] = []
             last = Stats(prompt_tokens=len(ids))
             started = time.perf_counter()
@@ -130,9 +134,9 @@ class Engine:
                 # The loop did not get to close its stats: the wall time so far stands in for its total.
                 last.total_s = time.perf_counter() - started
                 reason = "cancelled" if job.cancelled.is_set() else "stop"
-                return Outcome("".join(pieces), last, reason)
+                return Outcome("".join(pieces), last, reason, cached)
             self._emit(job, pieces, job.scanner.flush())
-            return Outcome("".join(pieces), generation.stats, generation.stats.stop_reason)
+            return Outcome("".join(pieces), generation.stats, generation.stats.stop_reason, cached)
 
     @staticmethod
     def _emit(job: Job, pieces: list[str], text: str) -> None:

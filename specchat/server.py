@@ -26,6 +26,7 @@ from .errors import ContextFullError, SpecchatError, UsageError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
 from .runtime import Pipeline
+from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
 
 
@@ -39,6 +40,7 @@ class ServeConfig:
     max_queue: int = 8  # requests that may wait behind the running one
     max_tokens: int = 2048  # the most any request may generate (larger asks are held to it)
     max_body: int = 1_000_000  # bytes; the same bound run puts on a prompt
+    no_log: bool = False  # True: requests are not written to the conversation log
 
 
 def check_host(host: str, api_key: str | None) -> None:
@@ -71,6 +73,7 @@ class Api:
     def __init__(self, pipeline: Pipeline, config: ServeConfig, console: Console) -> None:
         self.pipeline, self.config, self.console = pipeline, config, console
         self.engine = Engine(pipeline, config.max_queue)
+        self.history = ServerLog(pipeline, console, no_log=config.no_log)
         self.model = model_id(pipeline)
         self.mode = config.mode if pipeline.available(config.mode) else "target"
         self.k = 0 if self.mode == "target" else (config.k or modes.get(self.mode).default_k)
@@ -92,6 +95,7 @@ class Api:
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         yield
         self.engine.close()  # after uvicorn's graceful shutdown: the running generation has ended
+        self.history.close()
 
     def _wrap(self, handler: Callable[[Request], Awaitable[Response]], auth: bool = True):
         """Authentication, error objects and the console line, the same for every route."""
@@ -168,7 +172,7 @@ class Api:
         self._log(request, 200, outcome=outcome)
         build = openai_api.chat_response if chat else openai_api.completion_response
         reason = openai_api.finish_reason(outcome.stop_reason)
-        extra = openai_api.extras(outcome.stats, self.mode, self.label)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
         return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
                                   reason, extra))  # fmt: skip
 
@@ -179,8 +183,8 @@ class Api:
 
         def done(finished: asyncio.Task) -> None:
             self.engine.release()
-            if not finished.cancelled():
-                finished.exception()  # retrieved here too: a stream nobody read must not warn
+            if not finished.cancelled() and finished.exception() is None:  # retrieved: no warning if unread
+                self.history.record(job, finished.result())
 
         task.add_done_callback(done)
         return task
@@ -217,7 +221,7 @@ class Api:
             self._log(request, exc.status, note=exc.message)
             yield openai_api.sse(exc.body())
             return
-        extra = openai_api.extras(outcome.stats, self.mode, self.label)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
         yield openai_api.sse(
             chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), extra)
         )

@@ -22,6 +22,7 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
+from specchat import logstore
 from specchat.cli import app
 
 TESTS = Path(__file__).resolve().parent
@@ -83,7 +84,7 @@ def server(tmp_path_factory):
 def guarded(tmp_path_factory):
     """A server that needs a key and queues nothing behind the running request (slower: a long reply
     is surely still running when the next request comes)."""
-    running = Server(tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", eval_sleep=0.03)
+    running = Server(tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", "--no-log", eval_sleep=0.03)
     yield running
     running.stop()
 
@@ -109,7 +110,7 @@ def test_chat_completion_equals_run(server):
     extra = reply.model_extra
     timings, spec = extra["timings"], extra["speculative"]
     assert timings["predicted_n"] == reply.usage.completion_tokens > 0
-    assert timings["prompt_n"] == reply.usage.prompt_tokens > 0
+    assert timings["prompt_n"] + timings["cache_n"] == reply.usage.prompt_tokens > timings["cache_n"]
     assert 0 < timings["draft_n_accepted"] <= timings["draft_n"] and timings["predicted_per_second"] > 0
     assert spec["mode"] == "spec" and spec["rounds_by_source"]["spec"] == spec["rounds"] > 0
     assert spec["acceptance_rate"] == pytest.approx(timings["draft_n_accepted"] / timings["draft_n"], abs=1e-4)
@@ -229,6 +230,67 @@ def test_full_queue_is_503(guarded):
         assert caught.value.status_code == 503 and caught.value.body["code"] == "queue_full"
     guarded.wait_for(r"POST /v1/completions 200 .*cancelled")
     assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
+
+
+def test_requests_are_logged(server):
+    prompt = "Log this one, please."
+    reply = ask(server.client(), prompt, stop=["That"])
+    path = server.folder / "data" / "logs.db"
+    deadline, found = time.monotonic() + 30, []
+    while not found and time.monotonic() < deadline:  # written after the response, on the log's thread
+        found = [r for r in logstore.replies(path, limit=50) if r["prompt"] == prompt] if path.exists() else []
+        time.sleep(0.05)
+    assert len(found) == 1, "the request was not logged"
+    logged = found[0]
+    assert logged["reply"] == reply.choices[0].message.content == f"Here is your text again:\n{prompt}\n"
+    assert logged["label"] == "spec k=4" and logged["settings"]["temperature"] == 0.0
+    assert logged["stats"]["stop_reason"] == "stop" and logged["stats"]["generated_tokens"] > 0
+    assert logged["target"].endswith("target.fake.gguf") and logged["draft"].endswith("draft.fake.gguf")
+
+
+def test_no_log_writes_nothing(guarded):
+    assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
+    assert not (guarded.folder / "data" / "logs.db").exists()
+
+
+def test_a_log_that_fails_is_one_warning_and_never_fails_a_request(fake_models, monkeypatch):
+    from rich.console import Console
+
+    from specchat.chat import Message
+    from specchat.outputs import Request as Ask
+    from specchat.runtime import Options, open_pipeline
+    from specchat.sampling import SamplingParams
+    from specchat.servelog import ServerLog
+    from specchat.servequeue import Job, Outcome
+    from specchat.speculative import Stats
+
+    blocker = fake_models[0].parent / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(blocker))  # the log cannot be created below a file
+    console = Console(record=True, width=200)
+    with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
+        log = ServerLog(pipe, console)
+        job = Job([Message("user", "hi")], "", Ask("spec", 4, SamplingParams(), 16), [])
+        for _ in range(3):
+            log.record(job, Outcome("hello", Stats(prompt_tokens=3, generated=1), "eog"))
+        log.close()
+    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("warning: requests are not logged:") and "--no-log" in lines[0]
+
+
+def test_next_turn_reuses_the_kv_cache(server):
+    """The second turn of a conversation evaluates only what the first did not leave in the KV cache."""
+    first = [{"role": "user", "content": "Summarise this paragraph for me. " * 12}]
+    client = server.client()
+    one = client.chat.completions.create(model="target.fake.gguf", messages=first, temperature=0)
+    answer = {"role": "assistant", "content": one.choices[0].message.content}
+    two = client.chat.completions.create(
+        model="target.fake.gguf", messages=[*first, answer, {"role": "user", "content": "Shorter?"}], temperature=0
+    )
+    timings, usage = two.model_extra["timings"], two.usage
+    assert timings["cache_n"] + timings["prompt_n"] == usage.prompt_tokens
+    assert usage.prompt_tokens_details.cached_tokens == timings["cache_n"] >= one.usage.prompt_tokens
+    assert timings["prompt_n"] < usage.prompt_tokens / 4  # only the new turn's tokens were evaluated
 
 
 def test_non_local_host_needs_a_key():

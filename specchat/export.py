@@ -1,0 +1,212 @@
+"""`specchat export`: the command that runs this pair in llama.cpp's own `llama-server` or in vLLM,
+with the speculative settings this machine's saved tuning found best. Pure logic: an argv list and
+notes come out; the CLI prints them. Nothing is started here and nothing is downloaded.
+
+llama-server's flags are those of the llama.cpp vendored in llama-cpp-python 0.3.36 (`--spec-type`,
+`--spec-draft-n-max`; the older `--draft-max` now exits with "the argument has been removed").
+vLLM's `--speculative-config` keys are those of its SpeculativeConfig (`method`, `model`,
+`num_speculative_tokens`, `prompt_lookup_max`, `prompt_lookup_min`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import download, modes
+from .errors import ModelFileError, UsageError
+from .registry import ModelSpec, load_registry
+
+TARGETS = ("llama-server", "vllm")
+ASSUMED_ACCEPTANCE = 0.6  # the draft model's prior in runtime before anything is measured
+NGRAM_TYPE = "ngram-mod"  # llama-server's draftless type closest to specchat on edits (docs/bench.md: 1.02x)
+VLLM_LOOKUP = (2, 4)  # prompt_lookup_min/max: specchat's prompt lookup matches 1..4 tokens; 1 guesses too often
+TUNE_HINT = "run `specchat tune` first (on the machine that will serve) so that export knows what pays there"
+
+
+@dataclass(frozen=True)
+class Files:
+    """What to serve: local GGUF paths and, for a registry pair, its models (for Hub repos)."""
+
+    target: Path
+    draft: Path | None
+    pair: str | None = None
+    target_spec: ModelSpec | None = None
+    draft_spec: ModelSpec | None = None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What speculates: the draft model with k tokens, or draftless n-gram lookup; and why."""
+
+    method: str  # "draft" | "ngram"
+    k: int
+    why: str
+
+
+@dataclass
+class Export:
+    to: str
+    argv: list[str]
+    choice: Choice
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+    def as_dict(self) -> dict:
+        spec = {"method": self.choice.method, "k": self.choice.k, "why": self.choice.why}
+        return {"to": self.to, "command": self.command, "argv": self.argv, "speculation": spec, "notes": self.notes}
+
+    def text(self, as_json: bool) -> str:
+        """What goes to stdout: the command on one line (shell-quoted), or the JSON object."""
+        return (json.dumps(self.as_dict(), indent=2) if as_json else self.command) + "\n"
+
+
+def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub_ok: bool = False) -> Files:
+    """Local files of the pair (never pulled: export only prints), or the files given. hub_ok: a model
+    with a source_repo may be missing here (vLLM pulls it from the Hub); its path is where pull puts it."""
+    for label, path in (("--target", target), ("--draft", draft)):
+        if path is not None and not Path(path).is_file():
+            raise ModelFileError(f"{label} {path} is not a file", hint="give the path of a .gguf file")
+    if target is not None:
+        return Files(Path(target).resolve(), Path(draft).resolve() if draft else None)
+    spec = load_registry().pair(pair)
+    paths = {}
+    for role, model in (("target", spec.target), ("draft", spec.draft)):
+        found = download.locate(model) if not (role == "draft" and draft) else Path(draft)
+        if found is None and hub_ok and model.source_repo:
+            found = download.local_path(model)
+        if found is None:
+            raise ModelFileError(
+                f"{model.local_name} ({role} of {spec.name}) is not on this machine",
+                hint=f"`specchat pull {spec.name}` first: the command names local files",
+            )
+        paths[role] = Path(found).resolve()
+    return Files(paths["target"], paths["draft"], spec.name, spec.target, spec.draft)
+
+
+def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layers: int):
+    """The tuning `run --mode auto` would start from for these files and settings (None: none saved)."""
+    from .tuning import load, machine_key
+
+    if not all(path.is_file() for path in (files.target, files.draft) if path is not None):
+        return None  # not on this machine: nothing was measured with them here
+    return load(machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers))
+
+
+def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None) -> Choice:
+    """What auto's saved calibration says pays on this machine; `mode` spec/ngram overrides it."""
+    from .tuning import trusted
+
+    if mode not in ("auto", "spec", "ngram"):
+        raise UsageError(f"unknown --mode '{mode}' for export", hint="choose auto, spec or ngram")
+    if mode == "spec" and not has_draft:
+        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair")
+    if mode == "ngram" or not has_draft:
+        why = "asked for (--mode ngram)" if mode == "ngram" else "no draft model: draftless n-gram lookup"
+        return Choice("ngram", k or modes.NGRAM.default_k, why)
+    if mode == "spec":
+        return Choice("draft", k or modes.SPEC.default_k, "asked for (--mode spec)")
+    if tuning is None:
+        return Choice(
+            "draft", k or modes.SPEC.default_k, f"no saved tuning for these files here: a default; {TUNE_HINT}"
+        )
+    if not trusted(tuning):
+        state = "stale" if tuning.stale else "taken while other programs used the CPUs"
+        return Choice("draft", k or modes.SPEC.default_k, f"the saved tuning is {state}: a default; {TUNE_HINT}")
+    costs = tuning.costs
+    if not tuning.draft_model_can_pay():
+        why = (
+            "the draft model cannot pay here even if every guess were accepted (a draft step costs "
+            f"{costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f}): draftless n-gram lookup"
+        )
+        return Choice("ngram", k or modes.NGRAM.default_k, why)
+    acceptance = tuning.priors.get("spec")
+    measured = acceptance is not None
+    acceptance = acceptance if measured else ASSUMED_ACCEPTANCE
+    best, speedup = costs.best_length([acceptance] * modes.SPEC.max_k, costs.draft_step or 0.0)
+    seen = f"{acceptance:.0%} acceptance ({'measured by tune' if measured else 'assumed; `specchat tune` measures it'})"
+    if best == 0:  # -k sets the length of what auto chose; --mode spec forces the draft model
+        why = f"at {seen} the draft model would lose to the target alone here: draftless n-gram lookup"
+        return Choice("ngram", k or modes.NGRAM.default_k, why)
+    return Choice("draft", k or best, f"the saved tuning predicts {speedup:.2f}x with k={best} at {seen}")
+
+
+def llama_server(files: Files, choice: Choice, *, threads: int, ctx: int, gpu_layers: int, draft_gpu_layers: int,
+                 port: int = 8080) -> list[str]:  # fmt: skip
+    """llama-server with one slot (one generation at a time, the whole context for it, as `specchat serve`)."""
+    argv = ["llama-server", "-m", str(files.target)]
+    if choice.method == "draft":
+        argv += ["-md", str(files.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(choice.k)]
+    else:  # ngram-mod's own lengths (48..64 once 24 tokens match); --spec-draft-n-max does not limit it
+        argv += ["--spec-type", NGRAM_TYPE]
+    argv += ["-t", str(threads), "-c", str(ctx), "-np", "1"]
+    # -1 (specchat's "all, when it can") is llama-server's default "auto": only other values are passed.
+    if gpu_layers != -1:
+        argv += ["-ngl", str(gpu_layers)]
+    if draft_gpu_layers != -1 and choice.method == "draft":
+        argv += ["-ngld", str(draft_gpu_layers)]
+    if files.pair:
+        argv += ["--alias", files.pair]  # /v1/models answers with the pair's name, as `specchat serve` does
+    return [*argv, "--host", "127.0.0.1", "--port", str(port)]
+
+
+def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str]]:
+    """vllm serve on the pair's original Hub repos where models.toml names them, else the GGUF files."""
+    notes = []
+    target = _hub_or_file(files.target, files.target_spec, "target", notes)
+    if choice.method == "draft":
+        draft = _hub_or_file(files.draft, files.draft_spec, "draft", notes)
+        config = {"method": "draft_model", "model": draft, "num_speculative_tokens": choice.k}
+    else:
+        low, high = VLLM_LOOKUP
+        config = {"method": "ngram", "num_speculative_tokens": choice.k, "prompt_lookup_max": high,
+                  "prompt_lookup_min": low}  # fmt: skip
+    argv = ["vllm", "serve", target, "--max-model-len", str(ctx), "--speculative-config", json.dumps(config)]
+    if files.pair:
+        argv += ["--served-model-name", files.pair]
+    notes.append("not run here (no GPU on this machine): the keys follow vLLM's SpeculativeConfig documentation")
+    return [*argv, "--host", "127.0.0.1", "--port", "8000"], notes
+
+
+def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: list[str]) -> str:
+    if spec is not None and spec.source_repo:
+        return spec.source_repo
+    notes.append(
+        f"the {role} is a local GGUF ({path.name}): vLLM's GGUF support is experimental (single files, "
+        "a plugin in recent versions) and wants the original model's tokenizer: add --tokenizer HUB_REPO"
+    )
+    return str(path)
+
+
+def export(to: str, *, pair: str | None = None, target: Path | None = None, draft: Path | None = None,
+           mode: str = "auto", k: int | None = None, threads: int = 0, ctx: int = 4096, gpu_layers: int = -1,
+           draft_gpu_layers: int = -1) -> Export:  # fmt: skip
+    """The command for `to`, with the choice of speculation and every note a user should read."""
+    if to not in TARGETS:  # before looking at any file: a typo is a usage error
+        raise UsageError(f"unknown --to '{to}'", hint=f"choose one of: {', '.join(TARGETS)}")
+    files = find_files(pair, target, draft, hub_ok=to == "vllm")
+    tuning = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
+    choice = choose(tuning, files.draft is not None, mode, k)
+    if to == "llama-server":
+        if threads <= 0:
+            from .engine import default_threads
+
+            threads = default_threads()
+        argv = llama_server(files, choice, threads=threads, ctx=ctx, gpu_layers=gpu_layers,
+                            draft_gpu_layers=draft_gpu_layers)  # fmt: skip
+        notes = [
+            "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds call them --draft-max"
+        ]
+    else:
+        argv, notes = vllm(files, choice, ctx=ctx)
+        if mode == "auto" and choice.method == "ngram" and files.draft is not None:
+            notes.append(
+                "this choice comes from this machine's costs; on a GPU a draft model usually pays: --mode spec"
+            )
+    method = "draft model" if choice.method == "draft" else (NGRAM_TYPE if to == "llama-server" else "vLLM's ngram")
+    return Export(to, argv, choice, [f"speculation: {method}: {choice.why}", *notes])

@@ -1,0 +1,59 @@
+"""`specchat serve`'s requests in the conversation log, as `run` logs its replies (logstore).
+
+Each completed request is one logged conversation: its messages (a plain completion's prompt as one
+user message), the reply, its statistics and mode. Writes run on a thread of their own, after the
+response is out, so that neither the event loop nor the next generation waits for SQLite; a failure
+is one warning line on the server's console (again only after the log worked in between) and never
+fails a request. --no-log or SPECCHAT_NO_LOG=1 turns it off.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+
+from rich.console import Console
+
+from . import logstore
+from .chat import Conversation, Message
+from .outputs import summary
+from .paths import log_file
+from .runtime import Generation, Pipeline
+from .servequeue import Job, Outcome
+
+
+class ServerLog:
+    def __init__(self, pipeline: Pipeline, console: Console, *, no_log: bool = False) -> None:
+        self.pipeline, self.console = pipeline, console
+        self.enabled = logstore.enabled(no_log)
+        self.path = log_file()
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specchat-log") if self.enabled else None
+        self.failing = False  # touched on the log thread only
+
+    def record(self, job: Job, outcome: Outcome) -> None:
+        """Queue a finished request for the log; returns at once. A client that left is not logged."""
+        if self.worker is not None and outcome.stop_reason != "cancelled":
+            self.worker.submit(self._write, job, outcome)
+
+    def _write(self, job: Job, outcome: Outcome) -> None:
+        messages = job.messages if job.messages is not None else [Message("user", job.prompt)]
+        system = messages[0].content if messages and messages[0].role == "system" else None
+        conversation = Conversation(system, [*messages[1 if system is not None else 0 :]])
+        conversation.messages.append(Message("assistant", outcome.text))
+        reply = summary(self.pipeline, job.request, Generation(outcome.text, [], outcome.stats))
+        reply["stats"]["stop_reason"] = outcome.stop_reason  # a stop string ends it as "stop", as the API says
+        try:
+            logstore.Recorder(True, self.path).write(conversation, reply)
+        except (sqlite3.Error, OSError) as exc:
+            if not self.failing:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                line = f"warning: requests are not logged: {self.path}: {reason}  hint: {logstore.HINT}"
+                self.console.print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
+            self.failing = True
+            return
+        self.failing = False
+
+    def close(self) -> None:
+        """Wait for the writes still queued (after the server stopped taking requests)."""
+        if self.worker is not None:
+            self.worker.shutdown(wait=True)

@@ -1,0 +1,184 @@
+"""`specchat export`: the llama-server and vLLM commands, chosen from the saved tuning, quoted for a shell.
+
+The fast tests use fake model files in a test's own directories (no model is loaded: export only
+prints). The real test starts the llama-server built from llama-cpp-python's vendored llama.cpp with
+the exported command, when that binary is there, and checks that its replies were drafted."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import fake_backend
+import pytest
+from typer.testing import CliRunner
+
+from specchat import export as exporting
+from specchat.cli import app
+from specchat.costmodel import Costs
+from specchat.tuning import QUICK_BATCHES, Tuning
+
+runner = CliRunner()
+CPU_COSTS = Costs({n: float(n) for n in QUICK_BATCHES}, 0.7, 0.1, 0.1)  # a draft step costs 0.7 target steps
+SERVER = Path.home() / ".cache" / "specchat" / "llama.cpp-0.3.36" / "build" / "bin" / "llama-server"
+
+
+def run_export(*args: str):
+    return runner.invoke(app, ["export", *args])
+
+
+def value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_llama_server_draft_model_from_tuning(fake_models, seed_tuning):
+    target, draft = fake_models
+    seed_tuning(target, draft)  # GPU-like costs: the draft model pays
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json")
+    assert result.exit_code == 0, result.output
+    made = json.loads(result.stdout)
+    argv = made["argv"]
+    assert argv[0] == "llama-server" and value(argv, "-m") == str(target.resolve())
+    assert value(argv, "-md") == str(draft.resolve()) and value(argv, "--spec-type") == "draft-simple"
+    assert int(value(argv, "--spec-draft-n-max")) == made["speculation"]["k"] >= 1
+    assert value(argv, "-c") == "4096" and value(argv, "-np") == "1" and int(value(argv, "-t")) >= 1
+    assert "-ngl" not in argv  # specchat's -1 is llama-server's default (auto)
+    assert made["speculation"]["method"] == "draft" and "predicts" in made["speculation"]["why"]
+    assert shlex.split(made["command"]) == argv
+
+
+def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
+    target, draft = fake_models
+    seed_tuning(target, draft, CPU_COSTS, threads=3)  # tuning is per thread count, as for run
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--threads", "3")
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert value(argv, "--spec-type") == "ngram-mod" and "-md" not in argv and "--spec-draft-n-max" not in argv
+    assert value(argv, "-t") == "3"
+    assert "cannot pay here" in result.stderr and "0.70 target steps" in result.stderr  # says which and why
+
+
+def test_no_tuning_is_a_default_with_a_hint(fake_models):
+    target, draft = fake_models
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft))
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert value(argv, "--spec-draft-n-max") == "4" and "run `specchat tune` first" in result.stderr
+
+
+def test_choice_follows_measured_acceptance():
+    costs = Costs({n: 1.0 + 0.3 * (n - 1) for n in QUICK_BATCHES}, 0.3, 0.1, 0.1)
+    good = exporting.choose(Tuning("k", costs, {"spec": 0.95}), True)
+    poor = exporting.choose(Tuning("k", costs, {"spec": 0.05}), True)
+    assert good.method == "draft" and good.k >= 2 and "measured by tune" in good.why
+    assert poor.method == "ngram" and "would lose" in poor.why
+    assert exporting.choose(Tuning("k", costs, {"spec": 0.05}), True, k=6) == replace(poor, k=6)
+    assert exporting.choose(poor_tuning := Tuning("k", costs, {"spec": 0.05}), True, "spec").method == "draft"
+    assert exporting.choose(poor_tuning, False).method == "ngram"  # no draft model at all
+    busy = Tuning("k", replace(costs, busy=True))
+    assert exporting.choose(busy, True).k == 4 and "other programs" in exporting.choose(busy, True).why
+
+
+def test_vllm_speculative_config_is_json(fake_models, seed_tuning):
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    result = run_export("--to", "vllm", "--target", str(target), "--draft", str(draft), "-k", "5")
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert argv[:3] == ["vllm", "serve", str(target.resolve())]
+    config = json.loads(value(argv, "--speculative-config"))
+    assert config == {"method": "draft_model", "model": str(draft.resolve()), "num_speculative_tokens": 5}
+    assert "GGUF support is experimental" in result.stderr and "--tokenizer" in result.stderr
+
+
+def test_vllm_ngram_and_hub_repos(fake_models, seed_tuning, isolated):
+    target, draft = fake_models
+    seed_tuning(target, draft, CPU_COSTS)
+    overlay = isolated / "config" / "models.toml"
+    overlay.parent.mkdir(parents=True, exist_ok=True)
+    overlay.write_text(
+        '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\nsource_repo = "a/t"\n'
+        '[models.d]\nrepo = "a/d-GGUF"\nfile = "draft.fake.gguf"\nsource_repo = "a/d"\n'
+        '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
+    )
+    result = run_export("--to", "vllm", "--pair", "mine", "--json")  # not on this machine: vLLM pulls the repos
+    assert result.exit_code == 0, result.output
+    argv = json.loads(result.stdout)["argv"]
+    assert argv[2] == "a/t" and value(argv, "--served-model-name") == "mine"
+    assert json.loads(value(argv, "--speculative-config"))["model"] == "a/d"
+    models = isolated / "models"
+    models.mkdir()
+    for path in fake_models:
+        (models / path.name).write_bytes(path.read_bytes())  # now present: this machine's tuning applies
+    result = run_export("--to", "vllm", "--pair", "mine", "--json")
+    config = json.loads(value(json.loads(result.stdout)["argv"], "--speculative-config"))
+    assert config["method"] == "ngram" and config["num_speculative_tokens"] >= 1
+    assert 1 <= config["prompt_lookup_min"] <= config["prompt_lookup_max"]
+    assert any("--mode spec" in note for note in json.loads(result.stdout)["notes"])
+
+
+def test_paths_with_spaces_are_quoted(isolated):
+    target, draft = fake_backend.write_pair(isolated / "my models" / "it's here")
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft))
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert value(argv, "-m") == str(target.resolve()) and value(argv, "-md") == str(draft.resolve())
+
+
+def test_errors(isolated):
+    bad = run_export("--to", "ollama")
+    assert bad.exit_code == 2 and "unknown --to 'ollama'" in bad.stderr and "llama-server, vllm" in bad.stderr
+    unknown = run_export("--to", "llama-server", "--pair", "nope")
+    assert unknown.exit_code == 1 and "unknown pair 'nope'" in unknown.stderr and "hint:" in unknown.stderr
+    missing = run_export("--to", "llama-server")  # the default pair is not in this test's models directory
+    lines = [line for line in missing.stderr.splitlines() if line.strip()]
+    assert missing.exit_code == 1 and len(lines) == 1 and "specchat pull" in lines[0]
+    assert "Traceback" not in missing.output
+
+
+@pytest.mark.real
+def test_exported_llama_server_command_drafts(default_pair_paths, tmp_path):
+    if not SERVER.is_file():
+        pytest.skip(f"no llama-server at {SERVER} (build it: python benchmarks/llama_server.py --build-only)")
+    target, draft = default_pair_paths
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--mode", "spec",
+                        "--ctx", "2048", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    argv = json.loads(result.stdout)["argv"]
+    argv[0], argv[argv.index("--port") + 1] = str(SERVER), "0"  # the built binary; a port it picks itself
+    log = tmp_path / "llama-server.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+    try:
+        port = _wait_listening(process, log, timeout=300)
+        body = {"prompt": "def fibonacci(n):", "n_predict": 48, "temperature": 0.0, "cache_prompt": False}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=600) as reply:
+            timings = json.loads(reply.read())["timings"]
+        assert timings["draft_n"] > 0 and 0 <= timings["draft_n_accepted"] <= timings["draft_n"], timings
+    finally:  # always stopped, whatever happened above
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+def _wait_listening(process: subprocess.Popen, log: Path, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", log.read_bytes())  # once the models loaded
+        if found:
+            return int(found.group(1))
+        assert process.poll() is None, log.read_bytes()[-3000:].decode(errors="replace")
+        time.sleep(0.2)
+    raise AssertionError(f"llama-server did not listen within {timeout:.0f} s: {log.read_bytes()[-3000:]!r}")
