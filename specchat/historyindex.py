@@ -107,7 +107,8 @@ class HistoryIndex:
             dtype = np.dtype(FILES[name])
             if not path.is_file() or path.stat().st_size != count * dtype.itemsize:
                 raise IndexDamaged(f"{path.name} is missing or has the wrong size")
-            arrays[name] = np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+            # A plain ndarray view of the mapping: indexing a np.memmap itself costs microseconds a call.
+            arrays[name] = np.memmap(path, dtype=dtype, mode="r", shape=(count,)).view(np.ndarray)
         self.meta = meta
         self.chains = Chains(arrays["tokens"], arrays["prev"], arrays["head"], meta.bits, meta.capacity)
         self._sync_window()

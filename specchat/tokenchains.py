@@ -26,6 +26,18 @@ _PRIME = np.uint64(1_000_003)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
+_MASK = (1 << 64) - 1
+
+
+def bucket(window: list[int], bits: int) -> int:
+    """buckets() of one window, in plain integers: a lookup hashes one n-gram, and numpy's per-call cost
+    would be most of the lookup."""
+    h = 0
+    for token in window:
+        h = (h * int(_PRIME) + (token & _MASK)) & _MASK
+    return ((h * int(_GOLDEN)) & _MASK) >> (64 - bits)
+
+
 def buckets(windows: np.ndarray, bits: int) -> np.ndarray:
     """Bucket of each row of ORDER token ids (Fibonacci hashing of a polynomial hash; wraps mod 2**64)."""
     h = np.zeros(len(windows), dtype=np.uint64)
@@ -66,9 +78,8 @@ class Chains:
         most recent first. Hash collisions are included: lengths() tells them apart."""
         if len(tail) < ORDER or (tail[-ORDER:] == SEP).any() or self.total == 0:
             return np.empty(0, dtype=np.int64)
-        bucket = int(buckets(tail[None, -ORDER:], self.bits)[0])
         found: list[int] = []
-        pos, steps = int(self.head[bucket]) - 1, 0
+        pos, steps = int(self.head[bucket(tail[-ORDER:].tolist(), self.bits)]) - 1, 0
         # Links are only trusted while they go strictly back inside the window: a link left by a writer
         # that crashed, or a slot another process is rewriting, ends or skips a chain, never loops it.
         while pos >= self.start + ORDER and len(found) < WALK and steps < 4 * WALK:

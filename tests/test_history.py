@@ -259,3 +259,10 @@ def test_log_without_messages_is_no_error(tmp_path):
     sqlite3.connect(tmp_path / "logs.db").close()  # an empty file, as a crash right after creating it leaves
     past = open_history(tmp_path, notes)
     assert past.chains is not None and notes == [], notes
+
+
+def test_one_bucket_is_the_vectorized_one():
+    from specchat.tokenchains import bucket, buckets
+
+    windows = np.random.default_rng(0).integers(0, 160_000, (200, ORDER))
+    assert [bucket(w.tolist(), 22) for w in windows] == buckets(windows, 22).tolist()
