@@ -94,7 +94,7 @@ MODE_HELP = (
     "spec: draft model; ngram: prompt lookup; suffix: what followed the same text in this or past "
     "conversations; target: no drafting."
 )
-K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, auto 64."
+K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, suffix 8, auto 64."
 NO_HISTORY_HELP = "--mode suffix drafts from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
 FORMAT_HELP = "auto (live view on a terminal, else text), text, json (one object), jsonl (one event per round), live."
 
