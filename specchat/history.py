@@ -106,7 +106,7 @@ class History:
             self._append_new()
 
     def _rebuild(self, why: str) -> None:
-        self.index.folder.mkdir(parents=True, exist_ok=True)
+        self.index.make_folder()
         with self.index.lock.acquire(timeout=LOCK_WAIT_S):
             try:
                 self.index.refresh()  # another process may have rebuilt it already

@@ -24,6 +24,7 @@ target checks every drafted token. Anything that does not add up is rebuilt as a
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,17 +130,25 @@ class HistoryIndex:
     def create(self) -> None:
         """A new, empty generation, committed; the old generation's files are removed (processes that
         have them mapped keep reading them until they refresh). Call with the lock held."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.make_folder()
         old = self._generations()
         meta = Meta(self.meta.fingerprint, self.meta.capacity, self.meta.bits, uuid.uuid4().hex)
         for name, count in self._sizes(meta).items():
-            with open(self._file(name, meta.generation), "wb") as handle:
+            fd = os.open(self._file(name, meta.generation), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
                 handle.truncate(count * np.dtype(FILES[name]).itemsize)  # sparse: disk use grows with use
         meta.write(self.meta_path)
         for path in old:
             path.unlink(missing_ok=True)
         self.meta = meta
         self.open()
+
+    def make_folder(self) -> None:
+        """The folder, readable by its owner only: the token ids spell out every logged conversation
+        (the log itself is created 0600)."""
+        for folder in (self.folder.parent, self.folder):
+            if not folder.is_dir():
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _generations(self) -> list[Path]:
         return [p for p in self.folder.glob("*.*") if p.suffix[1:] in FILES] if self.folder.is_dir() else []

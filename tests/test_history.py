@@ -242,8 +242,12 @@ def test_opt_out_and_fingerprint(monkeypatch):
     assert history_mod.fingerprint(object()) is None
 
 
-def test_history_root_follows_the_data_dir(private_log):
+def test_history_root_follows_the_data_dir_and_is_private(private_log):
     assert history_mod.root() == private_log / "history"
+    past = History.open(Tokenizer(), print)
+    assert past.index.folder.parent == private_log / "history"
+    for path in (past.index.folder.parent, past.index.folder, *past.index.folder.glob("*.tokens")):
+        assert path.stat().st_mode & 0o077 == 0, path
 
 
 def test_conversation_chains_grow():
