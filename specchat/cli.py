@@ -91,9 +91,11 @@ ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help="Longest repl
 RunCtx = Annotated[int, Opt("--ctx", min=0, help="Context size (0 = the model's trained one, as memory allows).")]
 MODE_HELP = (
     "auto: choose per round from measured costs (target alone when drafting cannot pay); "
-    "spec: draft model; ngram: prompt lookup; target: no drafting."
+    "spec: draft model; ngram: prompt lookup; suffix: what followed the same text in this or past "
+    "conversations; target: no drafting."
 )
-K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, auto 64."
+K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, suffix 8, auto 64."
+NO_HISTORY_HELP = "--mode suffix drafts from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
 FORMAT_HELP = "auto (live view on a terminal, else text), text, json (one object), jsonl (one event per round), live."
 
 
@@ -171,6 +173,7 @@ def run(
     latest: Annotated[bool, Opt("--continue", "-c", help="Continue the latest logged conversation.")] = False,
     cid: Annotated[int | None, Opt("--cid", help="Continue logged conversation ID (`specchat logs`).")] = None,
     no_log: Annotated[bool, Opt("--no-log", help="Do not log this run (or SPECCHAT_NO_LOG=1).")] = False,
+    no_history: Annotated[bool, Opt("--no-history", help=NO_HISTORY_HELP)] = False,
 ) -> None:
     """Chat, or answer one prompt, with speculative decoding.
 
@@ -196,6 +199,7 @@ def run(
     options = _options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers, force_pair=force_pair, use_tuning=not no_tuning, p_min=p_min,
+        history=not no_history,
     )  # fmt: skip
     with _open(options) as pipeline:
         console = stdout_console(no_color)

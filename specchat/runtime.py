@@ -44,6 +44,7 @@ class Options:
     use_tuning: bool = True  # False: ignore saved tuning, measure afresh
     p_min: float = 0.0  # the draft model's confidence stop
     keep_draft: bool = False  # load the draft model even where auto would not use it (bench, tune)
+    history: bool = True  # --mode suffix also drafts from past conversations (--no-history, SPECCHAT_NO_HISTORY)
     debug: bool = False
 
     @property
@@ -309,6 +310,8 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     if pipeline.draft is not None:
         drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
     drafters["ngram"] = NgramDrafter(ends_copy=getattr(pipeline.target, "is_control", None))
+    if options.mode == "suffix":  # only when asked for: it opens the history index (not an arm of auto yet)
+        drafters["suffix"] = _suffix_drafter(pipeline, notify)
     if options.mode == "spec" and "spec" not in drafters:
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
     if options.mode == "auto":
@@ -331,6 +334,14 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
             pipeline.mode_note = "auto: drafts only when the measured costs and acceptance say it pays"
         drafters["auto"] = AutoDrafter(_fresh_costs(chosen.costs), arms)
     pipeline.drafters = drafters
+
+
+def _suffix_drafter(pipeline: Pipeline, notify: Notify) -> Drafter:
+    from . import history
+    from .drafters.suffix import SuffixDrafter
+
+    past = history.History.open(pipeline.target, notify) if history.enabled(not pipeline.options.history) else None
+    return SuffixDrafter(past, ends_copy=getattr(pipeline.target, "is_control", None))
 
 
 def _fresh_costs(costs):

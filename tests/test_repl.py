@@ -50,7 +50,7 @@ def test_mode_command():
     chat.command("/mode auto")
     assert chat.settings.label == "auto (k<=64)"
     chat.command("/mode fast")
-    assert "usage: /mode auto|spec|ngram|target" in out.getvalue()
+    assert "usage: /mode auto|spec|ngram|suffix|target" in out.getvalue()
 
 
 def test_unknown_command_hint_and_bye():

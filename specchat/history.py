@@ -1,0 +1,161 @@
+"""The drafter's view of the user's past conversations: the history index kept in step with the log.
+
+The conversation log (logstore.py) is the source of truth; the index is derived from it and can always
+be rebuilt. Before each reply, messages logged since the last update are tokenized with the target's
+tokenizer and appended, so every reply drafts from all earlier ones. Nothing here may stop a reply: a
+damaged index is rebuilt with one notice line, an unusable one (permissions, a full disk) is dropped
+with one notice line, and a writer that holds the lock makes the others skip their update, not wait.
+Nothing leaves the machine: the index lives next to the log (SPECCHAT_DATA_DIR), readable by its owner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing, suppress
+from pathlib import Path
+
+import numpy as np
+from filelock import Timeout
+
+from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
+from .paths import data_dir, log_file
+from .tokenchains import SEP, Chains
+
+SYNC_CHARS = 8_000_000  # new log text taken per update: a first use indexes the newest part of the log
+LOCK_WAIT_S = 0.2  # another process is updating: skip this update rather than delay the reply
+FINGERPRINT_SAMPLE = 2048  # vocabulary entries hashed: enough to tell tokenizers apart, cheap to read
+Notify = Callable[[str], None]
+
+
+def enabled(no_history: bool) -> bool:
+    """--no-history or SPECCHAT_NO_HISTORY=1 turn the history off."""
+    return not no_history and os.environ.get("SPECCHAT_NO_HISTORY", "") in ("", "0")
+
+
+def root() -> Path:
+    return data_dir() / "history"
+
+
+def fingerprint(model) -> str | None:
+    """A short hash of the vocabulary (size and a spread sample of entries): models of one family share
+    it, another tokenizer gets another index. None: the engine cannot show its vocabulary."""
+    token_text = getattr(model, "token_text", None)
+    if token_text is None:
+        return None
+    n = int(model.n_vocab)
+    ids = sorted(set(range(min(n, 256))) | set(np.linspace(0, n - 1, FINGERPRINT_SAMPLE, dtype=int).tolist()))
+    digest = hashlib.sha256(f"{n}:{getattr(model, 'vocab_type', '')}".encode())
+    for token in ids:
+        digest.update(token_text(token) + b"\0")
+    return digest.hexdigest()[:16]
+
+
+class History:
+    """Lookups in the past conversations (`chains`, None while unusable) and their update from the log."""
+
+    def __init__(self, index: HistoryIndex, tokenize: Callable[[str], list[int]], log: Path, notify: Notify) -> None:
+        self.index = index
+        self.tokenize = tokenize
+        self.log = log
+        self.notify = notify
+        self.usable = True
+
+    @classmethod
+    def open(
+        cls, model, notify: Notify, *, folder: Path | None = None, log: Path | None = None, capacity: int = 0
+    ) -> History | None:
+        """The history for this target's tokenizer (None: its engine cannot say which tokenizer it is)."""
+        key = fingerprint(model)
+        if key is None:
+            return None
+        index = HistoryIndex((folder or root()) / key, key, capacity or DEFAULT_CAPACITY)
+        history = cls(index, lambda text: model.tokenize(text), log or log_file(), notify)
+        history.update()
+        return history
+
+    @property
+    def chains(self) -> Chains | None:
+        return self.index.chains if self.usable else None
+
+    def update(self) -> None:
+        """Append what the log gained since the last update (a no-op when nothing did). Never raises."""
+        if not self.usable:
+            return
+        try:
+            self._update()
+        except Timeout:
+            with suppress(IndexDamaged, OSError):  # another process is writing: use what is committed
+                self.index.refresh()
+        except Exception as exc:  # a full disk, a locked log, a tokenizer error: never a reason to stop a reply
+            self.usable = False
+            self.notify(f"history: not used in this run ({self.index.folder}: {exc}); --no-history hides this")
+
+    def _update(self) -> None:
+        try:
+            self.index.refresh()
+        except IndexDamaged as why:
+            self._rebuild(str(why))
+            return
+        if self._log_id() <= self.index.meta.log_id:
+            return  # the usual case: nothing new, and no lock taken
+        with self.index.lock.acquire(timeout=LOCK_WAIT_S):
+            self.index.refresh()  # another process may have appended since
+            self._append_new()
+
+    def _rebuild(self, why: str) -> None:
+        self.index.make_folder()
+        with self.index.lock.acquire(timeout=LOCK_WAIT_S):
+            try:
+                self.index.refresh()  # another process may have rebuilt it already
+                return
+            except IndexDamaged:
+                pass
+            if self.index.meta_path.exists():
+                self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
+            self.index.create()
+            if self._log_id() > 0:
+                self._append_new()
+
+    def _append_new(self) -> None:
+        last, texts = self._new_messages(self.index.meta.log_id)
+        if last <= self.index.meta.log_id:
+            return
+        pieces = []
+        for text in texts:
+            pieces += [np.asarray(self.tokenize(text), dtype=np.int64), np.array([SEP])]
+        self.index.append(np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64), last)
+
+    def _log_id(self) -> int:
+        """The latest message id in the log (0: no log yet)."""
+        if not self.log.is_file():
+            return 0
+        try:
+            with _read_only(self.log) as conn:
+                return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0])
+        except sqlite3.OperationalError:  # locked, or no tables yet: nothing to add this time
+            return 0
+
+    def _new_messages(self, after: int) -> tuple[int, list[str]]:
+        """(latest id, texts oldest first) of the messages after `after`: the newest SYNC_CHARS of text;
+        older ones are skipped for good (a first update of a long log must not take minutes)."""
+        texts, size, last = [], 0, after
+        with _read_only(self.log) as conn:
+            rows = conn.execute(
+                "SELECT id, content FROM messages WHERE id > ? AND role IN ('user', 'assistant') ORDER BY id DESC",
+                (after,),
+            )
+            for message_id, content in rows:
+                last = max(last, message_id)
+                if size + len(content) > SYNC_CHARS:
+                    break
+                texts.append(content)
+                size += len(content)
+        return last, texts[::-1]
+
+
+def _read_only(path: Path) -> closing[sqlite3.Connection]:
+    """A read-only connection to the log: the history never writes it, never creates it."""
+    return closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0))

@@ -1,0 +1,189 @@
+"""The user's past conversations as one persistent, bounded index of token ids (drafters/suffix.py).
+
+Why memory-mapped files and not SQLite: a lookup walks up to 64 hash-chain links and gathers a few
+thousand tokens; on mapped numpy arrays that is a few dozen microseconds, and opening is three mmaps
+and a small JSON file, whatever the size. SQLite would need one row per token (20-30 bytes instead of 8)
+and a query per candidate. Layout, in `<data dir>/history/<tokenizer fingerprint>/` (a model family with
+another vocabulary gets another folder, so ids never mix):
+
+    meta.json          what is committed: window [start, total), the last log message indexed, generation
+    <gen>.tokens       int32 ring of `capacity` slots (tokenchains.SEP between messages)
+    <gen>.prev         uint32 per slot: distance to the previous position with the same hash bucket
+    <gen>.head         int64 per bucket: latest position + 1
+    lock               writers take it (filelock); readers never wait
+
+Files are created sparse at full size and never shrink: a process that has them mapped can never read
+past their end (SIGBUS). Writes go through the files, not the mappings, so a full disk is an OSError,
+not a signal. An
+append first commits the eviction it will cause (meta `start`), then writes, then commits `total`: a
+writer that dies half-way leaves only slots the meta already calls evicted or not yet written. A reader
+that races a writer may read a slot as it is rewritten; that costs a bad guess at worst, since the
+target checks every drafted token. Anything that does not add up is rebuilt as a new generation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+
+from .paths import write_atomic
+from .tokenchains import Chains, Links, slot_ranges
+
+VERSION = 1
+DEFAULT_CAPACITY = 8_000_000  # tokens kept (the oldest go first): at most ~96 MB on disk
+FILES = {"tokens": np.int32, "prev": np.uint32, "head": np.int64}
+WHOLE_HEAD = 4096  # more touched buckets than this: rewrite the head array in one write
+
+
+class IndexDamaged(Exception):
+    """The files on disk do not add up (missing, truncated, inconsistent): rebuild."""
+
+
+def head_bits(capacity: int) -> int:
+    """About one bucket per two tokens: chains stay short, the head array stays at 4 bytes per token."""
+    return max(10, int(capacity - 1).bit_length() - 1)
+
+
+@dataclass
+class Meta:
+    fingerprint: str
+    capacity: int
+    bits: int
+    generation: str
+    start: int = 0
+    total: int = 0
+    log_id: int = 0  # the last conversation-log message appended
+    version: int = VERSION
+
+    @classmethod
+    def read(cls, path: Path) -> Meta:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            meta = cls(**data)
+        except (OSError, ValueError, TypeError) as exc:
+            raise IndexDamaged(f"unreadable {path.name} ({exc.__class__.__name__})") from None
+        sane = meta.version == VERSION and 0 <= meta.start <= meta.total and meta.total - meta.start <= meta.capacity
+        if not sane or meta.bits != head_bits(meta.capacity) or not meta.generation.isalnum():
+            raise IndexDamaged(f"inconsistent {path.name}")
+        return meta
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, json.dumps(self.__dict__))
+
+
+class HistoryIndex:
+    """One folder's index: lookups through `chains`, appends under the lock. Raises IndexDamaged or
+    OSError; History (history.py) turns both into a notice."""
+
+    def __init__(self, folder: Path, fingerprint: str, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.folder = folder
+        self.meta = Meta(fingerprint, capacity, head_bits(capacity), "")
+        self.chains: Chains | None = None
+        self.lock = FileLock(folder / "lock")
+
+    @property
+    def meta_path(self) -> Path:
+        return self.folder / "meta.json"
+
+    def _file(self, name: str, generation: str | None = None) -> Path:
+        return self.folder / f"{generation or self.meta.generation}.{name}"
+
+    def _sizes(self, meta: Meta) -> dict[str, int]:
+        return {"tokens": meta.capacity, "prev": meta.capacity, "head": 1 << meta.bits}
+
+    def open(self) -> None:
+        """Map the committed index (IndexDamaged if there is none that adds up)."""
+        meta = Meta.read(self.meta_path)
+        if (meta.fingerprint, meta.capacity) != (self.meta.fingerprint, self.meta.capacity):
+            raise IndexDamaged("made for another tokenizer or size")
+        arrays = {}
+        for name, count in self._sizes(meta).items():
+            path = self._file(name, meta.generation)
+            dtype = np.dtype(FILES[name])
+            if not path.is_file() or path.stat().st_size != count * dtype.itemsize:
+                raise IndexDamaged(f"{path.name} is missing or has the wrong size")
+            # A plain ndarray view of the mapping: indexing a np.memmap itself costs microseconds a call.
+            arrays[name] = np.memmap(path, dtype=dtype, mode="r", shape=(count,)).view(np.ndarray)
+        self.meta = meta
+        self.chains = Chains(arrays["tokens"], arrays["prev"], arrays["head"], meta.bits, meta.capacity)
+        self._sync_window()
+
+    def refresh(self) -> None:
+        """Catch up with what other processes committed (a new generation is mapped afresh)."""
+        meta = Meta.read(self.meta_path)
+        if self.chains is None or meta.generation != self.meta.generation:
+            self.open()
+            return
+        self.meta = meta
+        self._sync_window()
+
+    def _sync_window(self) -> None:
+        assert self.chains is not None
+        self.chains.start, self.chains.total = self.meta.start, self.meta.total
+
+    def create(self) -> None:
+        """A new, empty generation, committed; the old generation's files are removed (processes that
+        have them mapped keep reading them until they refresh). Call with the lock held."""
+        self.make_folder()
+        old = self._generations()
+        meta = Meta(self.meta.fingerprint, self.meta.capacity, self.meta.bits, uuid.uuid4().hex)
+        for name, count in self._sizes(meta).items():
+            fd = os.open(self._file(name, meta.generation), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.truncate(count * np.dtype(FILES[name]).itemsize)  # sparse: disk use grows with use
+        meta.write(self.meta_path)
+        for path in old:
+            path.unlink(missing_ok=True)
+        self.meta = meta
+        self.open()
+
+    def make_folder(self) -> None:
+        """The folder, readable by its owner only: the token ids spell out every logged conversation
+        (the log itself is created 0600)."""
+        for folder in (self.folder.parent, self.folder):
+            if not folder.is_dir():
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _generations(self) -> list[Path]:
+        return [p for p in self.folder.glob("*.*") if p.suffix[1:] in FILES] if self.folder.is_dir() else []
+
+    def append(self, tokens: np.ndarray, log_id: int) -> None:
+        """Append tokens (the newest `capacity` of them) and commit; call with the lock held, after
+        refresh(), so that the chains and the window are the latest committed ones."""
+        assert self.chains is not None
+        tokens = np.asarray(tokens, dtype=np.int64)[-self.meta.capacity :]
+        links = self.chains.links(tokens)
+        end = links.base + len(tokens)
+        if end - self.meta.capacity > self.meta.start:  # commit the eviction before overwriting its slots
+            self.meta.start = end - self.meta.capacity
+            self.meta.write(self.meta_path)
+        self._write(links)
+        self.meta.total, self.meta.log_id = end, max(self.meta.log_id, log_id)
+        self.meta.write(self.meta_path)
+        self._sync_window()
+
+    def _write(self, links: Links) -> None:
+        capacity = self.meta.capacity
+        with open(self._file("tokens"), "r+b") as tok, open(self._file("prev"), "r+b") as prev:
+            for slot, offset, count in slot_ranges(links.base, len(links.tokens), capacity):
+                _put(tok, slot * 4, links.tokens[offset : offset + count])
+                _put(prev, slot * 4, links.dist[offset : offset + count])
+        with open(self._file("head"), "r+b") as head:
+            if len(links.head_buckets) > WHOLE_HEAD:
+                whole = np.array(self.chains.head)
+                whole[links.head_buckets] = links.head_values
+                _put(head, 0, whole)
+                return
+            for bucket, value in zip(links.head_buckets.tolist(), links.head_values.tolist(), strict=True):
+                _put(head, bucket * 8, np.int64(value))
+
+
+def _put(handle, offset: int, values) -> None:
+    handle.seek(offset)
+    handle.write(np.asarray(values).tobytes())

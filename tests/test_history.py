@@ -1,0 +1,272 @@
+"""The persistent history index: lookups against a brute-force reference, persistence, eviction, damage,
+concurrent writers, and its update from the conversation log."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+
+import numpy as np
+import pytest
+
+from specchat import history as history_mod
+from specchat.drafters.suffix import lookup
+from specchat.history import History
+from specchat.historyindex import HistoryIndex, IndexDamaged
+from specchat.logstore import connect, transaction
+from specchat.tokenchains import LONGEST, ORDER, SEP, GrowingChains
+
+OFFSET = 5
+
+
+class Tokenizer:
+    """A byte tokenizer with the engine's vocabulary methods (ids = byte + 5)."""
+
+    n_vocab = 261
+    vocab_type = 2
+
+    def tokenize(self, text: str) -> list[int]:
+        return [b + OFFSET for b in text.encode()]
+
+    def token_text(self, token: int) -> bytes:
+        return bytes([token - OFFSET]) if OFFSET <= token < 261 else b"<special>"
+
+
+def fresh(folder, capacity=1000) -> HistoryIndex:
+    index = HistoryIndex(folder / "fp", "fp", capacity)
+    with index.lock:
+        index.create()
+    return index
+
+
+def reference(tokens: list[int], start: int, tail: list[int], k: int) -> tuple[int, list[list[int]]]:
+    """(deepest match length, continuations of the matches that deep, most recent first), by brute force."""
+    found = []
+    for f in range(len(tokens) - 1, start + ORDER - 1, -1):
+        gram = tokens[f - ORDER : f]
+        if SEP in gram or tokens[f] == SEP or gram != tail[-ORDER:]:
+            continue
+        length = 0
+        while length < min(LONGEST, len(tail)) and f - 1 - length >= start:
+            if tokens[f - 1 - length] != tail[-1 - length]:
+                break
+            length += 1
+        rest = []
+        for token in tokens[f : f + k]:
+            if token == SEP:
+                break
+            rest.append(token)
+        found.append((length, rest))
+    if not found:
+        return 0, []
+    deepest = max(length for length, _ in found)
+    return deepest, [rest for length, rest in found if length == deepest]
+
+
+def majority(rests: list[list[int]], k: int) -> list[int]:
+    """Conditional votes, by brute force: the most frequent next token (ties: the most recent match)."""
+    out: list[int] = []
+    while len(out) < k:
+        votes = [r[len(out)] for r in rests if len(r) > len(out) and r[: len(out)] == out]
+        if not votes:
+            return out
+        out.append(max(dict.fromkeys(votes), key=votes.count))  # max keeps the first of equal counts
+    return out
+
+
+def array_sizes(folder) -> list[int]:
+    return sorted(p.stat().st_size for p in folder.iterdir() if p.suffix in (".tokens", ".prev", ".head"))
+
+
+def test_lookup_agrees_with_brute_force_across_eviction(tmp_path):
+    rng = np.random.default_rng(1)
+    index = fresh(tmp_path, capacity=600)
+    written: list[int] = []
+    phrases = [list(rng.integers(0, 12, 20)) for _ in range(5)]  # repeated passages, small vocabulary
+    for step in range(40):
+        batch = [*phrases[step % 5][: rng.integers(5, 20)], *rng.integers(0, 12, 15), SEP]
+        index.append(np.array(batch), step + 1)
+        written += [int(t) for t in batch]
+        start = max(0, len(written) - 600)
+        assert (index.meta.start, index.meta.total) == (start, len(written))
+        tail = [int(t) for t in phrases[rng.integers(0, 5)][:10]]
+        guess = lookup([index.chains], tail, 8)
+        deepest, rests = reference(written, start, tail, 8)
+        assert guess.matched == deepest
+        assert guess.tokens == majority(rests, 8)
+        assert guess.support[:1] == ([len(rests)] if rests else [])
+
+
+def test_frequencies_are_conditional_votes(tmp_path):
+    index = fresh(tmp_path)
+    for tail in ([7, 8], [7, 8], [7, 9], [6]):  # after "1 2 3 4 5": 7 three times of four, then 8 twice of three
+        index.append(np.array([1, 2, 3, 4, 5, *tail, SEP]), 1)
+    guess = lookup([index.chains], [0, 1, 2, 3, 4, 5], 4)
+    assert guess.tokens == [7, 8]
+    assert guess.support == [4, 3] and guess.agree == [3, 2]
+
+
+def test_reopen_sees_what_was_appended(tmp_path):
+    index = fresh(tmp_path)
+    index.append(np.array([1, 2, 3, 4, 5, 6, SEP]), 3)
+    again = HistoryIndex(tmp_path / "fp", "fp", 1000)
+    again.open()
+    assert again.meta.log_id == 3 and lookup([again.chains], [1, 2, 3, 4], 4).tokens == [5, 6]
+    index.append(np.array([1, 2, 3, 4, 9, SEP]), 4)
+    again.refresh()
+    assert lookup([again.chains], [1, 2, 3, 4], 4).tokens == [9]  # a tie: the most recent wins
+
+
+def test_eviction_bounds_the_window_and_the_files(tmp_path):
+    index = fresh(tmp_path, capacity=200)
+    sizes = array_sizes(tmp_path / "fp")
+    index.append(np.array([1, 2, 3, 4, 77, SEP]), 1)
+    for i in range(50):
+        index.append(np.arange(10, 20) + i % 3, i + 2)
+    assert index.meta.total - index.meta.start == 200
+    assert array_sizes(tmp_path / "fp") == sizes
+    assert lookup([index.chains], [1, 2, 3, 4], 4).tokens == []  # the first message is gone
+    index.append(np.arange(1000, 1500), 99)  # more than the capacity at once: the newest part is kept
+    assert lookup([index.chains], [1000, 1001, 1002, 1003], 2).tokens == []
+    assert lookup([index.chains], [1400, 1401, 1402, 1403], 2).tokens == [1404, 1405]
+    assert index.chains.continuations(np.array([index.meta.total - 1]), 1).tolist() == [[1499]]
+
+
+def test_damage_is_detected(tmp_path):
+    index = fresh(tmp_path)
+    index.append(np.array([1, 2, 3, 4, 5, SEP]), 1)
+    next((tmp_path / "fp").glob("*.prev")).write_bytes(b"short")
+    with pytest.raises(IndexDamaged):
+        HistoryIndex(tmp_path / "fp", "fp", 1000).open()
+    (tmp_path / "fp" / "meta.json").write_text("{not json")
+    with pytest.raises(IndexDamaged):
+        HistoryIndex(tmp_path / "fp", "fp", 1000).open()
+    with pytest.raises(IndexDamaged):  # another tokenizer's index is never used
+        HistoryIndex(tmp_path / "fp", "other", 1000).open()
+
+
+def test_a_dead_writers_links_are_ignored(tmp_path):
+    """A writer that died after writing the head but before committing left links to positions past the
+    committed end: the next append must not chain through them."""
+    index = fresh(tmp_path)
+    index.append(np.array([1, 2, 3, 4, 5, SEP]), 1)
+    bucket_links = index.chains.links(np.array([9, 1, 2, 3, 4, 6, SEP]))
+    index._write(bucket_links)  # written, never committed
+    index.append(np.array([1, 2, 3, 4, 7, SEP]), 2)
+    assert lookup([index.chains], [1, 2, 3, 4], 2).tokens == [7]
+    assert lookup([index.chains], [1, 2, 3, 4], 2).support == [1]  # 5 was lost with the broken chain, never 6
+
+
+def _writer(folder: str, marker: int, batches: int) -> None:
+    from pathlib import Path
+
+    index = HistoryIndex(Path(folder) / "fp", "fp", 100_000)
+    for i in range(batches):
+        with index.lock.acquire(timeout=30):
+            index.refresh()
+            index.append(np.array([marker, i, *range(100, 140), marker, SEP]), 0)
+
+
+def test_two_processes_appending_do_not_corrupt_it(tmp_path):
+    fresh(tmp_path, capacity=100_000)
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    workers = [context.Process(target=_writer, args=(str(tmp_path), m, 40)) for m in (1, 2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    index = HistoryIndex(tmp_path / "fp", "fp", 100_000)
+    index.open()
+    assert index.meta.total == 2 * 40 * 44
+    records = np.array(np.asarray(index.chains.tokens[: index.meta.total]).reshape(-1, 44))
+    assert set(records[:, 0]) == {1, 2} and (records[:, 0] == records[:, 42]).all() and (records[:, 43] == SEP).all()
+    for marker in (1, 2):
+        assert sorted(records[records[:, 0] == marker, 1]) == list(range(40))  # every batch once, whole
+    for marker in (1, 2):
+        for i in range(40):  # every batch is found by its own n-gram: the chains are intact
+            guess = lookup([index.chains], [marker, i, 100, 101], 40)
+            assert guess.tokens[:38] == list(range(102, 140)) and guess.support[0] == 1
+
+
+# -- from the conversation log -----------------------------------------------------------------------------
+
+
+def log_messages(path, *texts: str) -> None:
+    with connect(path) as conn, transaction(conn):
+        cid = conn.execute("INSERT INTO conversations (created) VALUES ('now')").lastrowid
+        for i, text in enumerate(texts):
+            conn.execute(
+                "INSERT INTO messages (conversation_id, role, content, created) VALUES (?, ?, ?, 'now')",
+                (cid, "user" if i % 2 == 0 else "assistant", text),
+            )
+
+
+def open_history(tmp_path, notes):
+    return History.open(Tokenizer(), notes.append, folder=tmp_path / "history", log=tmp_path / "logs.db")
+
+
+def test_history_follows_the_log_and_notices_damage(tmp_path):
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    past = open_history(tmp_path, notes)
+    assert lookup([past.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")
+    past.update()
+    assert lookup([past.chains], Tokenizer().tokenize("old pond, "), 3).support[0] == 2
+    assert notes == []  # a first build is silent
+    meta = next((tmp_path / "history").glob("*/meta.json"))
+    meta.write_text("garbage")
+    again = open_history(tmp_path, notes)
+    assert len(notes) == 1 and "damaged" in notes[0] and "rebuilt" in notes[0]
+    assert lookup([again.chains], Tokenizer().tokenize("old pond, "), 3).support[0] == 2  # rebuilt from the log
+
+
+def test_an_unusable_history_is_one_notice_and_no_error(tmp_path, monkeypatch):
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "hello there", "general kenobi")
+    (tmp_path / "history").write_text("a file where the folder should be")
+    past = open_history(tmp_path, notes)
+    assert past.chains is None and len(notes) == 1 and "not used" in notes[0]
+    past.update()
+    assert len(notes) == 1
+
+
+def test_opt_out_and_fingerprint(monkeypatch):
+    assert history_mod.enabled(False) and not history_mod.enabled(True)
+    monkeypatch.setenv("SPECCHAT_NO_HISTORY", "1")
+    assert not history_mod.enabled(False)
+    other = Tokenizer()
+    other.n_vocab = 300
+    assert history_mod.fingerprint(Tokenizer()) != history_mod.fingerprint(other)
+    assert history_mod.fingerprint(object()) is None
+
+
+def test_history_root_follows_the_data_dir_and_is_private(private_log):
+    assert history_mod.root() == private_log / "history"
+    past = History.open(Tokenizer(), print)
+    assert past.index.folder.parent == private_log / "history"
+    for path in (past.index.folder.parent, past.index.folder, *past.index.folder.glob("*.tokens")):
+        assert path.stat().st_mode & 0o077 == 0, path
+
+
+def test_conversation_chains_grow():
+    chains = GrowingChains(bits=10)
+    for start in range(0, 5000, 100):
+        chains.append(np.arange(start, start + 100) % 50)
+    assert chains.total == 5000
+    assert lookup([chains], [10, 11, 12, 13], 3).tokens == [14, 15, 16]
+
+
+def test_log_without_messages_is_no_error(tmp_path):
+    notes: list[str] = []
+    sqlite3.connect(tmp_path / "logs.db").close()  # an empty file, as a crash right after creating it leaves
+    past = open_history(tmp_path, notes)
+    assert past.chains is not None and notes == [], notes
+
+
+def test_one_bucket_is_the_vectorized_one():
+    from specchat.tokenchains import bucket, buckets
+
+    windows = np.random.default_rng(0).integers(0, 160_000, (200, ORDER))
+    assert [bucket(w.tolist(), 22) for w in windows] == buckets(windows, 22).tolist()

@@ -1,0 +1,117 @@
+"""The suffix drafter: its proposals are exactly the lookup's, its confidence follows the votes, it is
+lossless against the fake models, and `--mode suffix` drafts from the logged history (fake backend)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from fake_backend import REPLY
+from fakes import FakeModel, HashLM, reference_greedy
+from typer.testing import CliRunner
+
+from specchat.cli import app
+from specchat.drafters import Outcome
+from specchat.drafters.suffix import SuffixDrafter, lookup
+from specchat.sampling import Sampler, SamplingParams
+from specchat.speculative import speculative_decode
+from specchat.tokenchains import SEP, GrowingChains
+
+GREEDY = Sampler(SamplingParams())
+
+
+class Past:
+    """A stand-in for history.History: fixed chains, updates counted."""
+
+    def __init__(self, *messages: list[int]) -> None:
+        self.chains = GrowingChains(bits=12)
+        for message in messages:
+            self.chains.append(np.array([*message, SEP]))
+        self.updates = 0
+
+    def update(self) -> None:
+        self.updates += 1
+
+
+def test_copies_from_the_conversation():
+    drafter = SuffixDrafter()
+    assert drafter.propose([7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1], 5, GREEDY).tokens == [2, 3, 4, 5, 6]
+    assert drafter.propose([1, 2, 3], 5, GREEDY).tokens == []  # a new conversation, nothing to copy
+    assert drafter.propose([1, 2, 3, 4, 1, 2, 3, 4], 0, GREEDY).tokens == []
+
+
+def test_proposals_are_exactly_the_lookup():
+    rng = np.random.default_rng(3)
+    phrases = [list(rng.integers(10, 20, 12)) for _ in range(4)]
+    past = Past(*[phrases[i % 4] + list(rng.integers(10, 20, 6)) for i in range(30)])
+    drafter = SuffixDrafter(past, ends_copy=lambda token: token == 19)
+    context: list[int] = list(rng.integers(10, 20, 5))
+    drafter.prefill(context)
+    for step in range(60):
+        context += phrases[step % 4][: 1 + step % 7]
+        conversation = GrowingChains(bits=16)  # a fresh index of the same text
+        conversation.append(np.array(context))
+        guess = lookup([conversation, past.chains], context, 64)
+        cut = next((i for i, t in enumerate(guess.tokens) if t == 19), len(guess.tokens))
+        assert drafter.propose(context, 8, GREEDY).tokens == guess.tokens[:cut][:8]
+        assert len(drafter.offer(context, 8).rates) == min(8, cut)
+    assert past.updates == 1  # once per reply, at prefill
+
+
+def test_confidence_follows_the_votes():
+    agreeing = SuffixDrafter(Past(*[[1, 2, 3, 4, 5, 6, 7, 8]] * 6))
+    split = SuffixDrafter(Past([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 9], [1, 2, 3, 4, 5, 7], [1, 2, 3, 4, 6]))
+    context = [0, 0, 1, 2, 3, 4]
+    strong, weak = agreeing.offer(context, 4), split.offer(context, 4)
+    assert agreeing.propose(context, 4, GREEDY).tokens == [5, 6, 7, 8]
+    assert split.propose(context, 4, GREEDY).tokens == [5, 7]  # 5 (3 of 4), then a three-way tie: the latest
+    assert all(s > w for s, w in zip(strong.rates, weak.rates, strict=False))
+    assert weak.rates[1] < weak.rates[0]  # one vote of three is weaker evidence than three of four
+    assert strong.proven >= 4 and all(r <= m for r, m in zip(strong.rates, strong.mean, strict=True))
+
+
+def test_learning_books_the_guess():
+    drafter = SuffixDrafter()
+    context = [5, 6, 7, 8, 9, 1, 5, 6, 7, 8]
+    guess = drafter.propose(context, 4, GREEDY)
+    drafter.offer(context, 4)
+    drafter.learn(Outcome(len(context), guess, 1, [9, 2], 0.01))
+    assert sum(drafter.odds.tried.values()) == 2 and sum(drafter.odds.held.values()) == 1
+
+
+def hash_target(prompt, n):
+    return reference_greedy(HashLM(n_vocab=32), prompt, n)[0]
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 16])
+@pytest.mark.parametrize("history", ["right", "wrong", "none"])
+def test_greedy_output_is_lossless(k, history):
+    """Whatever the history says (the target's own earlier reply, or a corrupted one), the output is the
+    target's; a right history is accepted."""
+    prompt = [5, 9, 2, 17, 3, 3]
+    expected = hash_target(prompt, 60)
+    wrong = [(t + 1) % 32 if i % 5 == 4 else t for i, t in enumerate(expected)]
+    past = {"right": Past(prompt + expected), "wrong": Past(prompt + wrong, prompt + wrong), "none": None}[history]
+    target = FakeModel(HashLM(n_vocab=32), n_vocab=32)
+    out, stats = speculative_decode(target, SuffixDrafter(past), prompt, GREEDY, k=k, max_tokens=60)
+    assert out == expected
+    if history == "right":
+        assert stats.accepted == stats.drafted >= 30 and stats.rounds == stats.rounds_by_source["suffix"]
+
+
+def test_run_mode_suffix_drafts_from_the_logged_history(fake_models, private_log):
+    target, _draft = fake_models
+    prompt = "List the planets of the solar system, in order from the sun."
+
+    def run(*extra: str) -> dict:
+        result = CliRunner().invoke(app, ["run", "--target", str(target), "--mode", "suffix", "--json", *extra, prompt])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    first, second = run(), run()
+    assert first["text"] == second["text"] == REPLY.format(prompt=prompt)
+    assert first["mode"] == "suffix" and second["stats"]["rounds"] < first["stats"]["rounds"]
+    assert (private_log / "history").is_dir()
+    alone = run("--no-history")
+    assert alone["stats"]["rounds"] == first["stats"]["rounds"]  # this conversation only, as the first time
