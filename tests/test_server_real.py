@@ -1,0 +1,101 @@
+"""`specchat serve` on the real default pair, through the official `openai` client: greedy text equals
+`specchat run --temperature 0`, plain and streamed, with llama-server's speculative counters; two clients
+at once both get their answer and the server stays healthy."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+PROMPT = "Write a Python function that returns the square of x."
+MAX_TOKENS = 40
+
+
+class RealServer:
+    def __init__(self, folder: Path, target: Path, draft: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "SPECCHAT_DEBUG")}
+        self.env = env | {f"SPECCHAT_{n}_DIR": str(folder / n.lower()) for n in ("CONFIG", "CACHE", "STATE", "DATA")}
+        self.files = ["--target", str(target), "--draft", str(draft), "--mode", "spec"]
+        self.log = folder / "console.txt"
+        command = [sys.executable, "-m", "specchat", "serve", *self.files, "--port", "0"]
+        with open(self.log, "w") as sink:
+            self.process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env, cwd=folder)
+        self.url = self._wait_for(r"on (http://127\.0\.0\.1:\d+)/v1").group(1)
+
+    def _wait_for(self, pattern: str, timeout: float = 180) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.log.read_text())
+            if found:
+                return found
+            assert self.process.poll() is None, self.log.read_text()
+            time.sleep(0.1)
+        raise AssertionError(f"{pattern!r} not in the console:\n{self.log.read_text()}")
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=300)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def real_server(default_pair_paths, tmp_path_factory):
+    server = RealServer(tmp_path_factory.mktemp("serve-real"), *default_pair_paths)
+    yield server
+    server.stop()
+
+
+def ask(server: RealServer, **extra):
+    client = server.client()
+    model = client.models.list().data[0].id
+    messages = [{"role": "user", "content": PROMPT}]
+    return client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=MAX_TOKENS, **extra)
+
+
+@pytest.mark.real
+def test_greedy_text_through_the_server_equals_run(real_server):
+    reply = ask(real_server)
+    command = [sys.executable, "-m", "specchat", "run", *real_server.files, "--temperature", "0"]
+    command += ["-n", str(MAX_TOKENS), "--no-log", PROMPT]
+    run = subprocess.run(command, capture_output=True, text=True, env=real_server.env, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr
+    text = reply.choices[0].message.content
+    assert text and text == run.stdout.removesuffix("\n")
+    timings = reply.model_extra["timings"]
+    assert 0 < timings["predicted_n"] == reply.usage.completion_tokens <= MAX_TOKENS
+    assert 0 <= timings["draft_n_accepted"] <= timings["draft_n"] and timings["draft_n"] > 0
+
+    streamed = list(ask(real_server, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == text
+    assert streamed[-1].model_extra["timings"]["draft_n"] > 0
+
+
+@pytest.mark.real
+def test_two_clients_at_once_both_get_the_greedy_answer(real_server):
+    answers: list[str] = []
+
+    def one() -> None:
+        answers.append(ask(real_server).choices[0].message.content)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert len(answers) == 2 and answers[0] == answers[1] and answers[0]
+    assert httpx.get(f"{real_server.url}/health", timeout=30).status_code == 200
