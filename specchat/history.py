@@ -123,10 +123,7 @@ class History:
         last, texts = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
             return
-        pieces = []
-        for text in texts:
-            pieces += [np.asarray(self.tokenize(text), dtype=np.int64), np.array([SEP])]
-        self.index.append(np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64), last)
+        self.index.append(message_tokens(self.tokenize, texts), last)
 
     def _log_id(self) -> int:
         """The latest message id in the log (0: no log yet)."""
@@ -154,6 +151,16 @@ class History:
                 texts.append(content)
                 size += len(content)
         return last, texts[::-1]
+
+
+def message_tokens(tokenize: Callable[[str], list[int]], texts: list[str]) -> np.ndarray:
+    """What the index holds for these messages: each text tokenized on its own (no chat template), then
+    SEP, where a copied continuation stops. `bench --history FILE` builds its temporary index with this
+    too, so the bench drafts from exactly what `run` would have indexed from the same messages."""
+    pieces = []
+    for text in texts:
+        pieces += [np.asarray(tokenize(text), dtype=np.int64), np.array([SEP])]
+    return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
 
 
 def _read_only(path: Path) -> closing[sqlite3.Connection]:

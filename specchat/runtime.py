@@ -228,6 +228,11 @@ class Pipeline:
 
             mark_stale(self.tuning)
 
+    def add_suffix(self, history) -> None:
+        """The suffix drafter over `history` (None: the current conversation only). open_pipeline adds it
+        for --mode suffix over the user's log; the bench adds it over a history it chose (benchhistory)."""
+        self.drafters["suffix"] = _suffix(self.target, history)
+
     def reset(self) -> None:
         """Forget every cached prompt and what the drafters learned, so the next generation starts cold."""
         self.target_cache.forget()
@@ -311,7 +316,7 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
         drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
     drafters["ngram"] = NgramDrafter(ends_copy=getattr(pipeline.target, "is_control", None))
     if options.mode == "suffix":  # only when asked for: it opens the history index (not an arm of auto yet)
-        drafters["suffix"] = _suffix_drafter(pipeline, notify)
+        drafters["suffix"] = _suffix(pipeline.target, _user_history(pipeline, notify))
     if options.mode == "spec" and "spec" not in drafters:
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
     if options.mode == "auto":
@@ -336,12 +341,18 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     pipeline.drafters = drafters
 
 
-def _suffix_drafter(pipeline: Pipeline, notify: Notify) -> Drafter:
-    from . import history
+def _suffix(target, history) -> Drafter:
     from .drafters.suffix import SuffixDrafter
 
-    past = history.History.open(pipeline.target, notify) if history.enabled(not pipeline.options.history) else None
-    return SuffixDrafter(past, ends_copy=getattr(pipeline.target, "is_control", None))
+    # A copy ends before a control token: the chat template's markup is never proposed.
+    return SuffixDrafter(history, ends_copy=getattr(target, "is_control", None))
+
+
+def _user_history(pipeline: Pipeline, notify: Notify):
+    """The user's past conversations from the log (history.History), or None where turned off."""
+    from . import history
+
+    return history.History.open(pipeline.target, notify) if history.enabled(not pipeline.options.history) else None
 
 
 def _fresh_costs(costs):
