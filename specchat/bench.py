@@ -20,7 +20,7 @@ import numpy as np
 
 from .benchsuite import Prompt
 from .costmodel import Costs, iid_expected
-from .modes import AUTO, DRAFTING, NGRAM
+from .modes import AUTO, DRAFTING, NGRAM, SUFFIX
 from .sampling import SamplingParams
 from .speculative import Stats
 
@@ -36,16 +36,17 @@ class Variant:
     mode: str = "spec"
 
 
-BENCH_MODES = DRAFTING  # compared with the target alone: the draft model per k, prompt lookup, auto
+BENCH_MODES = DRAFTING  # compared with the target alone: the draft model per k, prompt lookup, suffix, auto
 
 
 def variants_for(ks: Sequence[int], modes: Sequence[str] = ("spec",)) -> list[Variant]:
-    """Target alone first (the reference), then the draft model per k, prompt lookup, auto."""
+    """Target alone first (the reference), then the draft model per k, prompt lookup, suffix, auto."""
     out = [Variant("target", 0, "target")]
     if "spec" in modes:
         out += [Variant(f"k={k}", k, "spec") for k in ks]
-    if "ngram" in modes:
-        out.append(Variant(f"ngram k={NGRAM.default_k}", NGRAM.default_k, "ngram"))
+    for mode in (NGRAM, SUFFIX):
+        if mode.name in modes:
+            out.append(Variant(f"{mode.name} k={mode.default_k}", mode.default_k, mode.name))
     if "auto" in modes:
         out.append(Variant("auto", AUTO.default_k, "auto"))
     return out

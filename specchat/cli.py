@@ -96,6 +96,11 @@ MODE_HELP = (
 )
 K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, suffix 8, auto 64."
 NO_HISTORY_HELP = "--mode suffix drafts from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
+BENCH_HISTORY_HELP = (
+    "What the suffix variant drafts from besides the measured conversation: none (the default, so results "
+    'never depend on your own log), or a JSONL FILE of past conversations, one {"messages": [...]} per line, '
+    "indexed for this run only (a temporary index, deleted after; your log and history are not read or written)."
+)
 FORMAT_HELP = "auto (live view on a terminal, else text), text, json (one object), jsonl (one event per round), live."
 
 
@@ -222,7 +227,8 @@ def run(
     "  specchat bench --suite quick -r 1 -n 64\n\n"
     "  specchat bench --ks 2,4 --format md --output bench.md --plot bench.svg\n\n"
     "  specchat bench --prompts my_prompts.jsonl --format json --output bench.json\n\n"
-    "  specchat bench --suite revision --turns first"
+    "  specchat bench --suite revision --turns first\n\n"
+    "  specchat bench --modes ngram,suffix --history past.jsonl"
 )
 def bench(
     ctx: typer.Context,
@@ -233,7 +239,8 @@ def bench(
     prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format).")] = None,
     turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
     ks: Annotated[str, typer.Option("--ks", help="Draft-model lengths to compare with the target alone.")] = "1,2,4,8",
-    modes: Annotated[str, Opt("--modes", help="Which of spec (per k), ngram, auto to compare.")] = "spec,ngram,auto",
+    modes: Annotated[str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.")] = "spec,ngram,auto",
+    history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
     max_tokens: MaxTokens = 128,
     temperature: Annotated[float, typer.Option(min=0.0, max=5.0, help="0 = greedy (lossless check on).")] = 0.0,
@@ -255,13 +262,14 @@ def bench(
     alone, so every variant sees the same conversation. See docs/bench.md for every figure.
     """
     from . import bench as measure
-    from . import benchreport
+    from . import benchhistory, benchreport
     from .benchsuite import load_prompts_file, load_suite, select_turns
     from .sampling import SamplingParams
     from .view import bench_progress, note
 
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
+    past = benchhistory.load(history, mode_list)
     options = _options(
         ctx, target, draft, gpu_layers, pair=pair, mode="auto" if "auto" in mode_list else "spec", keep_draft=True,
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
@@ -269,8 +277,9 @@ def bench(
     settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
     settings |= {"temperature": temperature, "seed": seed, "threads": threads, "gpu_layers": gpu_layers}
     err = stderr_console()
-    with _open(options) as pipeline:
+    with _open(options) as pipeline, benchhistory.attach(pipeline, past, lambda message: note(err, message)) as used:
         settings |= {"ctx": pipeline.target.n_ctx, "draft_gpu_layers": draft_gpu_layers, "modes": mode_list}
+        settings["history"] = used
         result = measure.run(
             pipeline, prompt_list, measure.variants_for(k_list, mode_list), reps=reps, max_tokens=max_tokens,
             params=SamplingParams(temperature=temperature, seed=seed), settings=settings,

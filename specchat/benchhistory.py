@@ -1,0 +1,127 @@
+"""`specchat bench --history none|FILE`: the history the suffix variant drafts from, chosen by the run.
+
+A bench must not depend on what its user happened to log, so by default (`none`) the suffix drafter
+sees only the conversation being measured. With a FILE of past conversations (JSONL), a temporary
+history index is built from it, the way `run` builds one from the log (history.message_tokens, the
+target's tokenizer, the same index code and capacity), in a temporary folder deleted afterwards. The
+user's log and history index are never opened, and the temporary index is frozen: nothing the bench
+generates is appended, so every repetition drafts from the same history and no repetition can copy an
+earlier repetition's reply.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+
+NONE = "none"
+ROLES = ("user", "assistant")  # what the log's history indexes too (history._new_messages)
+SHAPE = '{"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}'
+
+
+@dataclass(frozen=True)
+class Past:
+    """The conversations of a --history FILE: their user and assistant messages, oldest first."""
+
+    path: Path
+    texts: list[str]
+
+
+def load(value: str, modes: list[str]) -> Past | None:
+    """--history, checked before any model is loaded (None: `none`). A bad file is a usage error."""
+    if value == NONE:
+        return None
+    path = Path(value)
+    if "suffix" not in modes:
+        raise UsageError(
+            f"--history {value}: only the suffix variant drafts from a history, and --modes has no suffix",
+            hint="add it, e.g. --modes ngram,suffix,auto",
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"history file not found: {path}", hint=f"give a JSONL file, one {SHAPE} per line") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}", hint="the file must be UTF-8 JSONL") from None
+    texts = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            texts += _messages(line, f"{path}, line {number}")
+    if not texts:
+        raise UsageError(f"{path} has no user or assistant messages", hint=f"one conversation per line: {SHAPE}")
+    return Past(path, texts)
+
+
+def _messages(line: str, where: str) -> list[str]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not valid JSON ({exc.msg})", hint="one conversation per line") from None
+    if isinstance(record, dict) and isinstance(record.get("messages"), list):
+        messages = record["messages"]
+        bad = next((i for i, m in enumerate(messages, 1) if not _is_message(m)), None)
+        if bad is not None:
+            raise UsageError(
+                f'{where}: "messages" item {bad} is not {{"role": ..., "content": "..."}}',
+                hint='every message has a "role" (user, assistant, system) and a string "content"',
+            )
+        return [m["content"] for m in messages if m["role"] in ROLES and m["content"]]
+    if isinstance(record, dict) and isinstance(record.get("turns"), list):  # Spec-Bench: the user's turns
+        if not all(isinstance(turn, str) for turn in record["turns"]):
+            raise UsageError(f'{where}: "turns" must be a list of strings', hint='"turns": ["...", "..."]')
+        return [turn for turn in record["turns"] if turn]
+    raise UsageError(f'{where}: expected an object with "messages" (or "turns")', hint=SHAPE)
+
+
+def _is_message(message: object) -> bool:
+    return (
+        isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)
+    )
+
+
+class Frozen:
+    """The temporary index as drafters/suffix.py sees a history: lookups only. update() is what the
+    drafter calls before every reply to take in what the log gained; here nothing may be added."""
+
+    def __init__(self, chains) -> None:
+        self.chains = chains
+
+    def update(self) -> None:
+        pass
+
+
+@contextmanager
+def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterator[object]:
+    """Give the pipeline a suffix drafter over `past` (None: the measured conversation only) for the
+    `with` block; yields what the report's settings record as `history`. The temporary index is gone
+    after the block, whatever ends it."""
+    if past is None:
+        pipeline.add_suffix(None)
+        yield NONE
+        return
+    from .history import fingerprint, message_tokens
+    from .historyindex import DEFAULT_CAPACITY, HistoryIndex
+
+    with tempfile.TemporaryDirectory(prefix="specchat-bench-history-", ignore_cleanup_errors=True) as folder:
+        tokens = message_tokens(lambda text: pipeline.target.tokenize(text), past.texts)
+        index = HistoryIndex(Path(folder) / "index", fingerprint(pipeline.target) or "bench", DEFAULT_CAPACITY)
+        index.make_folder()
+        with index.lock:
+            index.create()
+            index.append(tokens, 0)
+        n_tokens = len(tokens) - len(past.texts)  # the separators between messages are not text
+        if len(tokens) > DEFAULT_CAPACITY:
+            notify(f"--history {past.path}: {n_tokens} tokens; the index keeps the newest {DEFAULT_CAPACITY}, as run's")
+        pipeline.add_suffix(Frozen(index.chains))
+        try:
+            yield {"path": str(past.path), "messages": len(past.texts), "tokens": n_tokens}
+        finally:
+            # Unmapped before the folder goes (on Windows a mapped file cannot be deleted).
+            pipeline.drafters.pop("suffix", None)
+            index.chains = None

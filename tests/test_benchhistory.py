@@ -1,0 +1,142 @@
+"""`specchat bench --history none|FILE` (fake backend): the suffix variant drafts from the history the run
+chose, the same for every repetition; the temporary index is gone afterwards; the user's log and history
+are neither read nor written; bad files are one-line usage errors."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+
+import pytest
+from fake_backend import REPLY
+from typer.testing import CliRunner
+
+from specchat import benchhistory
+from specchat.cli import app
+from specchat.errors import UsageError
+
+runner = CliRunner()
+PROMPT = "List the planets of the solar system, in order from the sun."
+ANSWER = REPLY.format(prompt=PROMPT)  # what the fake target answers to PROMPT
+
+
+@pytest.fixture
+def bench(fake_models, seed_tuning, tmp_path, monkeypatch):
+    """bench(*args): `specchat bench` on PROMPT; the JSON report, or the result when it failed. Temporary
+    folders go to tmp_path/tmp, so a test can see that none is left."""
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"question_id": "p", "category": "chat", "turns": [PROMPT]}) + "\n")
+
+    def run(*args):
+        out = tmp_path / "bench.json"
+        out.unlink(missing_ok=True)
+        files = ["--target", str(target), "--draft", str(draft), "--prompts", str(prompts)]
+        result = runner.invoke(app, ["bench", *files, "-n", "128", "--ks", "2", "-f", "json", "-o", str(out), *args])
+        return json.loads(out.read_text()) if result.exit_code == 0 else result
+
+    run.scratch = scratch
+    return run
+
+
+def past_file(tmp_path, *records) -> str:
+    path = tmp_path / "past.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return str(path)
+
+
+def suffix_rounds(data) -> list[int]:
+    return [s["rounds"] for s in data["samples"] if s["variant"] == "suffix k=8"]
+
+
+def snapshot(folder) -> dict:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")} if folder.exists() else {}
+
+
+def test_a_history_with_the_answer_saves_rounds_and_every_repetition_sees_the_same(bench, tmp_path):
+    asked_before = {"messages": [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": ANSWER}]}
+    alone = bench("--modes", "ngram,suffix", "-r", "3")
+    helped = bench("--modes", "ngram,suffix", "-r", "3", "--history", past_file(tmp_path, asked_before))
+    for data in (alone, helped):
+        assert data["lossless"]["MISMATCH"] == 0 and data["lossless"]["near-tie"] == 0
+        # No leakage: a repetition does not draft from an earlier repetition's reply.
+        assert len(set(suffix_rounds(data))) == 1 and len(suffix_rounds(data)) == 3
+    assert suffix_rounds(helped)[0] < suffix_rounds(alone)[0] / 2
+    ngram = [[s["rounds"] for s in data["samples"] if s["mode"] == "ngram"] for data in (alone, helped)]
+    assert ngram[0] == ngram[1]  # prompt lookup never sees the history
+    assert alone["meta"]["settings"]["history"] == "none"
+    recorded = helped["meta"]["settings"]["history"]
+    assert recorded["path"].endswith("past.jsonl") and recorded["messages"] == 2
+    assert recorded["tokens"] == len((PROMPT + ANSWER).encode())  # the fake tokenizer: one token a byte
+    assert list(bench.scratch.iterdir()) == []  # the temporary index is gone
+
+
+def test_the_users_log_and_history_are_neither_read_nor_written(bench, fake_models, private_log):
+    target, _draft = fake_models
+    for _ in range(2):  # the user asked this before, with --mode suffix: the log and history index hold it
+        logged = runner.invoke(app, ["run", "--target", str(target), "--mode", "suffix", PROMPT])
+        assert logged.exit_code == 0, logged.output
+    assert (private_log / "history").is_dir()
+    before = snapshot(private_log)
+    data = bench("--modes", "suffix", "-r", "2")
+    assert snapshot(private_log) == before
+    first = runner.invoke(app, ["run", "--target", str(target), "--mode", "suffix", "--no-history", "--json", PROMPT])
+    assert suffix_rounds(data) == [json.loads(first.stdout)["stats"]["rounds"]] * 2  # as with no history at all
+
+
+def test_no_data_dir_is_created(bench, private_log):
+    data = bench("--modes", "suffix", "-r", "1")
+    assert suffix_rounds(data) and not private_log.exists()
+
+
+def test_default_modes_leave_suffix_out(bench):
+    data = bench("-r", "1", "-n", "8")
+    assert {s["variant"] for s in data["samples"]} == {"target", "k=2", "ngram k=8", "auto"}
+    assert data["meta"]["settings"]["history"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("", "has no user or assistant messages"),
+        ('{"messages": [{"role": "system", "content": "be brief"}]}\n', "has no user or assistant messages"),
+        ("{not json}\n", "line 1: not valid JSON"),
+        ('{"messages": []}\n\n[1]\n', 'line 3: expected an object with "messages"'),
+        ('{"messages": [{"role": "user"}]}\n', '"messages" item 1 is not'),
+        ('{"turns": ["a", 2]}\n', '"turns" must be a list of strings'),
+    ],
+)
+def test_bad_history_file(tmp_path, content, needle):
+    path = tmp_path / "past.jsonl"
+    path.write_text(content)
+    result = runner.invoke(app, ["bench", "--modes", "suffix", "--history", str(path)])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr and "Traceback" not in result.output
+
+
+def test_missing_history_file_and_history_without_suffix(tmp_path):
+    result = runner.invoke(app, ["bench", "--modes", "suffix", "--history", str(tmp_path / "absent.jsonl")])
+    assert result.exit_code == 2 and "history file not found" in result.stderr
+    path = tmp_path / "past.jsonl"
+    path.write_text('{"turns": ["hello"]}\n')
+    result = runner.invoke(app, ["bench", "--history", str(path)])
+    assert result.exit_code == 2 and "--modes has no suffix" in result.stderr
+
+
+def test_none_is_no_file_and_a_file_needs_the_suffix_variant():
+    assert benchhistory.load("none", ["suffix"]) is None
+    with pytest.raises(UsageError):
+        benchhistory.load("none.jsonl", ["ngram"])
+
+
+def test_spec_bench_turns_are_user_messages(tmp_path):
+    path = past_file(
+        tmp_path,
+        {"category": "chat", "turns": ["first", "second"]},
+        {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]},
+    )
+    assert benchhistory.load(path, ["suffix"]).texts == ["first", "second", "u"]
