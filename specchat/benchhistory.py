@@ -116,8 +116,8 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
             index.create()
             index.append(tokens, 0)
         n_tokens = len(tokens) - len(past.texts)  # the separators between messages are not text
-        if len(tokens) > DEFAULT_CAPACITY:
-            notify(f"--history {past.path}: {n_tokens} tokens; the index keeps the newest {DEFAULT_CAPACITY}, as run's")
+        kept = f", the newest {DEFAULT_CAPACITY} kept, as run's index would" if len(tokens) > DEFAULT_CAPACITY else ""
+        notify(f"suffix drafts from {past.path} too: {len(past.texts)} messages, {n_tokens} tokens{kept}")
         pipeline.add_suffix(Frozen(index.chains))
         try:
             yield {"path": str(past.path), "messages": len(past.texts), "tokens": n_tokens}
