@@ -181,7 +181,7 @@ def test_offered_copies_are_learned_without_drafting_them():
     each with the match length it had reached by then."""
     ngram = NgramDrafter()
     auto = AutoDrafter(linear_costs(1.0), [ngram])  # compute-bound: never drafts
-    ngram._longest_run = 32  # a reply that has copied long runs: copies of up to 63 tokens are on offer
+    ngram.runs.longest = 32  # a reply that has copied long runs: copies of up to 63 tokens are on offer
     context = list(range(100, 140)) + list(range(100, 110))  # a copy after a 10-token match
     draft = one_round(auto, context, lambda _d: [*range(110, 140), 999])  # 30 more copied, then it left
     assert draft.tokens == []
@@ -218,7 +218,7 @@ def test_copy_stops_before_control_tokens():
     auto = AutoDrafter(linear_costs(0.01), [ngram])
     question = list(range(100, 130))
     context = [*question, 900, 901, 7, *question]  # "...question<|im_end|>\n<|im_start|>assistant\n" + quote
-    ngram._longest_run = 32  # a reply that has been copying: long copies allowed
+    ngram.runs.longest = 32  # a reply that has been copying: long copies allowed
     draft = auto.propose([*context[:-20]], 64, GREEDY)
     assert draft.tokens and 900 not in draft.tokens
 

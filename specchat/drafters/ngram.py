@@ -122,6 +122,39 @@ class CopyOdds:
         return table
 
 
+def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int]) -> None:
+    """Book a guess against the tokens produced, up to the first that broke it. Only those: the next
+    offer covers what follows, so each token is booked once, with the match length the chooser saw
+    when it had to judge that token."""
+    produced = produced[: len(guess)]
+    held = next((i for i, (a, b) in enumerate(zip(guess, produced, strict=False)) if a != b), len(produced))
+    for i in range(min(held + 1, len(produced))):
+        odds.observe(matched + i, i < held)
+
+
+@dataclass
+class CopyRuns:
+    """Tokens copied in a row (over whole-copy rounds) and the longest such run of this reply: how long
+    a copy a lookup drafter vouches for (`cap`). A long draft is only risked where the reply has shown
+    it is copying its input (a prose reply quoting a few words would otherwise be offered a 60-token
+    guess whose every position looks likely); auto goes further only where a longer batch costs little
+    more (a GPU)."""
+
+    run: int = 0
+    longest: int = 0
+
+    @property
+    def cap(self) -> int:
+        return min(MAX_COPY, max(FIRST_COPY_CAP, COPY_CAP_GROWTH * self.longest))
+
+    def learn(self, name: str, outcome: Outcome) -> None:
+        drafted = outcome.draft.source == name and len(outcome.draft) > 0
+        self.run = self.run + outcome.accepted if drafted else 0
+        self.longest = max(self.longest, self.run)
+        if not (drafted and outcome.accepted == len(outcome.draft)):  # any round not a whole copy ends the run
+            self.run = 0
+
+
 @dataclass(frozen=True)
 class _Copy:
     """The copy on offer: its tokens, the match length it starts from, and where in the text."""
@@ -157,7 +190,7 @@ class NgramDrafter:
         # reply's code edits timid, and an edit's long copies made the next prose reply reckless).
         self.odds = CopyOdds()
         self._copy: _Copy | None = None
-        self._run = self._longest_run = 0  # tokens copied in a row (over whole-copy rounds)
+        self.runs = CopyRuns()
 
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
@@ -165,11 +198,8 @@ class NgramDrafter:
 
     @property
     def copy_cap(self) -> int:
-        """How long a copy this drafter vouches for: a few times the longest run this reply has copied so
-        far. A long draft is only risked where the reply has shown it is copying its input (a prose reply
-        quoting a few words would otherwise be offered a 60-token guess whose every position looks
-        likely); auto goes further only where a longer batch costs little more (a GPU)."""
-        return min(MAX_COPY, max(FIRST_COPY_CAP, COPY_CAP_GROWTH * self._longest_run))
+        """How long a copy this drafter vouches for (CopyRuns.cap)."""
+        return self.runs.cap
 
     def match(self, context: Sequence[int], longest: int = 128) -> tuple[int, int | None]:
         """(match length, start of the continuation) for the longest suffix match, or (0, None).
@@ -226,20 +256,8 @@ class NgramDrafter:
         return Draft(tokens=list(tokens), q=[None] * len(tokens), source=self.name)
 
     def learn(self, outcome: Outcome) -> None:
-        """Book the copy on offer against the tokens produced, up to the first that broke it. Only those:
-        the next offer covers what follows, so each token is booked once, with the match length the
-        chooser saw when it had to judge that token."""
+        """Book the copy on offer against the tokens produced (see book), and follow copied runs."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            produced = outcome.produced[: len(copy.tokens)]
-            held = next(
-                (i for i, (a, b) in enumerate(zip(copy.tokens, produced, strict=False)) if a != b), len(produced)
-            )
-            for i in range(min(held + 1, len(produced))):
-                self.odds.observe(copy.matched + i, i < held)
-        drafted = outcome.draft.source == self.name and len(outcome.draft) > 0
-        whole_copy = drafted and outcome.accepted == len(outcome.draft)
-        self._run = self._run + outcome.accepted if drafted else 0
-        self._longest_run = max(self._longest_run, self._run)
-        if not whole_copy:  # any round that is not a whole copy ends the run
-            self._run = 0
+            book(self.odds, copy.tokens, copy.matched, outcome.produced)
+        self.runs.learn(self.name, outcome)

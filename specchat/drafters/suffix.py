@@ -21,7 +21,7 @@ import numpy as np
 from ..sampling import Sampler
 from ..tokenchains import LONGEST, ORDER, SEP, Chains, GrowingChains
 from .base import NO_OFFER, Draft, Offer, Outcome
-from .ngram import COPY_CAP_GROWTH, FIRST_COPY_CAP, MAX_COPY, CopyOdds
+from .ngram import MAX_COPY, CopyOdds, CopyRuns, book
 
 PRIOR_WEIGHT = 4.0  # the copy prior for a match of this length counts as this many earlier matches
 ECHO = 16  # tokens compared to tell a logged copy of this conversation from another match
@@ -137,7 +137,7 @@ class SuffixDrafter:
     def _start_reply(self) -> None:
         self.odds = CopyOdds()  # per reply, as prompt lookup's (see NgramDrafter._start_reply)
         self._copy: _Copy | None = None
-        self._run = self._longest_run = 0
+        self.runs = CopyRuns()
 
     def prefill(self, context: Sequence[int]) -> None:
         self._sync(context)
@@ -178,7 +178,7 @@ class SuffixDrafter:
     @property
     def copy_cap(self) -> int:
         """As prompt lookup's: a few times the longest run this reply has copied (ngram.NgramDrafter)."""
-        return min(MAX_COPY, max(FIRST_COPY_CAP, COPY_CAP_GROWTH * self._longest_run))
+        return self.runs.cap
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         guess = self._copy_at(context) if k_max > 0 else NO_GUESS
@@ -206,14 +206,5 @@ class SuffixDrafter:
         (each token once, at the match length it had then), and track copied runs for copy_cap."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            produced = outcome.produced[: len(copy.guess.tokens)]
-            pairs = zip(copy.guess.tokens, produced, strict=False)
-            held = next((i for i, (a, b) in enumerate(pairs) if a != b), len(produced))
-            for i in range(min(held + 1, len(produced))):
-                self.odds.observe(copy.guess.matched + i, i < held)
-        drafted = outcome.draft.source == self.name and len(outcome.draft) > 0
-        whole = drafted and outcome.accepted == len(outcome.draft)
-        self._run = self._run + outcome.accepted if drafted else 0
-        self._longest_run = max(self._longest_run, self._run)
-        if not whole:  # any round that is not a whole copy ends the run
-            self._run = 0
+            book(self.odds, copy.guess.tokens, copy.guess.matched, outcome.produced)
+        self.runs.learn(self.name, outcome)
