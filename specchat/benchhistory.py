@@ -1,12 +1,13 @@
-"""`specchat bench --history none|FILE`: the history the suffix variant drafts from, chosen by the run.
+"""`specchat bench --history none|FILE`: the history the suffix and auto variants draft from, chosen by
+the run.
 
 A bench must not depend on what its user happened to log, so by default (`none`) the suffix drafter
-sees only the conversation being measured. With a FILE of past conversations (JSONL), a temporary
-history index is built from it, the way `run` builds one from the log (history.message_tokens, the
-target's tokenizer, the same index code and capacity), in a temporary folder deleted afterwards. The
-user's log and history index are never opened, and the temporary index is frozen: nothing the bench
-generates is appended, so every repetition drafts from the same history and no repetition can copy an
-earlier repetition's reply.
+sees only the conversation being measured, and auto has no suffix arm (as `run --no-history`). With a
+FILE of past conversations (JSONL), a temporary history index is built from it, the way `run` builds
+one from the log (history.message_tokens, the target's tokenizer, the same index code and capacity), in
+a temporary folder deleted afterwards. The user's log and history index are never opened, and the
+temporary index is frozen: nothing the bench generates is appended, so every repetition drafts from the
+same history and no repetition can copy an earlier repetition's reply.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def load(value: str, modes: list[str]) -> Past | None:
     if value == NONE:
         return None
     path = Path(value)
-    if "suffix" not in modes:
+    if "suffix" not in modes and "auto" not in modes:
         raise UsageError(
-            f"--history {value}: only the suffix variant drafts from a history, and --modes has no suffix",
-            hint="add it, e.g. --modes ngram,suffix,auto",
+            f"--history {value}: only the suffix and auto variants draft from a history, and --modes has neither",
+            hint="add them, e.g. --modes ngram,suffix,auto",
         )
     try:
         text = path.read_text(encoding="utf-8")
@@ -102,7 +103,7 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
     `with` block; yields what the report's settings record as `history`. The temporary index is gone
     after the block, whatever ends it."""
     if past is None:
-        pipeline.add_suffix(None)
+        pipeline.add_suffix(None, arm=False)  # auto as `run --no-history`: prompt lookup already copies
         yield NONE
         return
     from .history import fingerprint, message_tokens
@@ -123,5 +124,5 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
             yield {"path": str(past.path), "messages": len(past.texts), "tokens": n_tokens}
         finally:
             # Unmapped before the folder goes (on Windows a mapped file cannot be deleted).
-            pipeline.drafters.pop("suffix", None)
+            pipeline.drop_suffix()
             index.chains = None

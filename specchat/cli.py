@@ -95,9 +95,9 @@ MODE_HELP = (
     "conversations; target: no drafting."
 )
 K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, suffix 8, auto 64."
-NO_HISTORY_HELP = "--mode suffix drafts from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
+NO_HISTORY_HELP = "Draft (auto, suffix) from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
 BENCH_HISTORY_HELP = (
-    "What the suffix variant drafts from besides the measured conversation: none (the default, so results "
+    "What the suffix and auto variants draft from besides the measured conversation: none (the default, so results "
     'never depend on your own log), or a JSONL FILE of past conversations, one {"messages": [...]} per line, '
     "indexed for this run only (a temporary index, deleted after; your log and history are not read or written)."
 )
@@ -355,6 +355,7 @@ def serve(
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
+    no_history: Annotated[bool, Opt("--no-history", help=NO_HISTORY_HELP)] = False,
 ) -> None:
     """Serve the models over an OpenAI-compatible HTTP API (chat completions, completions, models).
 
@@ -368,7 +369,7 @@ def serve(
     sock = listen(host, port)
     options = _options(
         ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
-        draft_gpu_layers=draft_gpu_layers,
+        draft_gpu_layers=draft_gpu_layers, history=not no_history,
     )  # fmt: skip
     config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log)
     with sock, _open(options) as pipeline:

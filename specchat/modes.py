@@ -35,7 +35,7 @@ SUFFIX = Mode(
     8,
     64,
     False,
-    "continue the way this conversation or an earlier one went on after the same text (not used by auto yet)",
+    "continue the way this conversation or an earlier one went on after the same text",
 )
 AUTO = Mode(
     "auto",
@@ -43,7 +43,7 @@ AUTO = Mode(
     64,
     64,
     True,
-    "choose per round from measured costs and acceptance: target alone, prompt lookup or the draft model",
+    "choose per round from measured costs and acceptance: target alone, prompt lookup, suffix match or the draft model",
 )
 
 MODES: dict[str, Mode] = {mode.name: mode for mode in (AUTO, SPEC, NGRAM, SUFFIX, TARGET)}

@@ -44,7 +44,9 @@ class Options:
     use_tuning: bool = True  # False: ignore saved tuning, measure afresh
     p_min: float = 0.0  # the draft model's confidence stop
     keep_draft: bool = False  # load the draft model even where auto would not use it (bench, tune)
-    history: bool = True  # --mode suffix also drafts from past conversations (--no-history, SPECCHAT_NO_HISTORY)
+    # auto and --mode suffix draft from past conversations too (run and serve; --no-history, SPECCHAT_NO_HISTORY).
+    # Off unless asked for: the bench and tune must not depend on what the user happened to log.
+    history: bool = False
     debug: bool = False
 
     @property
@@ -228,10 +230,20 @@ class Pipeline:
 
             mark_stale(self.tuning)
 
-    def add_suffix(self, history) -> None:
-        """The suffix drafter over `history` (None: the current conversation only). open_pipeline adds it
-        for --mode suffix over the user's log; the bench adds it over a history it chose (benchhistory)."""
-        self.drafters["suffix"] = _suffix(self.target, history)
+    def add_suffix(self, history, *, arm: bool = True) -> None:
+        """The suffix drafter over `history` (None: the current conversation only), and with `arm` an arm
+        of auto too. open_pipeline adds it over the user's log; the bench over a history it chose."""
+        self.drop_suffix()
+        suffix = self.drafters["suffix"] = _suffix(self.target, history)
+        auto = self.drafters.get("auto")
+        if arm and isinstance(auto, AutoDrafter):
+            auto.drafters = [*auto.drafters, suffix]
+
+    def drop_suffix(self) -> None:
+        self.drafters.pop("suffix", None)
+        auto = self.drafters.get("auto")
+        if isinstance(auto, AutoDrafter):
+            auto.drafters = [d for d in auto.drafters if d.name != "suffix"]
 
     def reset(self) -> None:
         """Forget every cached prompt and what the drafters learned, so the next generation starts cold."""
@@ -315,8 +327,9 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     if pipeline.draft is not None:
         drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
     drafters["ngram"] = NgramDrafter(ends_copy=getattr(pipeline.target, "is_control", None))
-    if options.mode == "suffix":  # only when asked for: it opens the history index (not an arm of auto yet)
-        drafters["suffix"] = _suffix(pipeline.target, _user_history(pipeline, notify))
+    past = _user_history(pipeline, notify) if options.mode in ("suffix", "auto") else None
+    if options.mode == "suffix" or past is not None:  # for auto, only with a history: else it is prompt lookup
+        drafters["suffix"] = _suffix(pipeline.target, past)
     if options.mode == "spec" and "spec" not in drafters:
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
     if options.mode == "auto":
@@ -349,7 +362,8 @@ def _suffix(target, history) -> Drafter:
 
 
 def _user_history(pipeline: Pipeline, notify: Notify):
-    """The user's past conversations from the log (history.History), or None where turned off."""
+    """The user's past conversations from the log (history.History), or None where turned off (or where the
+    engine cannot say which tokenizer it has)."""
     from . import history
 
     return history.History.open(pipeline.target, notify) if history.enabled(not pipeline.options.history) else None

@@ -123,14 +123,26 @@ def test_missing_history_file_and_history_without_suffix(tmp_path):
     assert result.exit_code == 2 and "history file not found" in result.stderr
     path = tmp_path / "past.jsonl"
     path.write_text('{"turns": ["hello"]}\n')
-    result = runner.invoke(app, ["bench", "--history", str(path)])
-    assert result.exit_code == 2 and "--modes has no suffix" in result.stderr
+    result = runner.invoke(app, ["bench", "--modes", "spec,ngram", "--history", str(path)])
+    assert result.exit_code == 2 and "--modes has neither" in result.stderr
 
 
-def test_none_is_no_file_and_a_file_needs_the_suffix_variant():
+def test_none_is_no_file_and_a_file_needs_the_suffix_or_auto_variant(tmp_path):
     assert benchhistory.load("none", ["suffix"]) is None
     with pytest.raises(UsageError):
         benchhistory.load("none.jsonl", ["ngram"])
+    assert benchhistory.load(past_file(tmp_path, {"turns": ["hello"]}), ["auto"]).texts == ["hello"]
+
+
+def test_auto_drafts_from_the_history_only_when_given_one(bench, tmp_path):
+    """auto gets the suffix arm over --history FILE (as run over the log), none with --history none."""
+    asked_before = {"messages": [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": ANSWER}]}
+    alone = bench("--modes", "auto", "-r", "2")
+    helped = bench("--modes", "auto", "-r", "2", "--history", past_file(tmp_path, asked_before))
+    by_source = [[s["rounds_by_source"] for s in data["samples"] if s["mode"] == "auto"] for data in (alone, helped)]
+    assert all("suffix" not in rounds for rounds in by_source[0])
+    assert all(rounds.get("suffix", 0) > 0 for rounds in by_source[1])
+    assert helped["lossless"]["MISMATCH"] == 0 and helped["meta"]["settings"]["history"]["messages"] == 2
 
 
 def test_spec_bench_turns_are_user_messages(tmp_path):

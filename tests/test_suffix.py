@@ -115,3 +115,31 @@ def test_run_mode_suffix_drafts_from_the_logged_history(fake_models, private_log
     assert (private_log / "history").is_dir()
     alone = run("--no-history")
     assert alone["stats"]["rounds"] == first["stats"]["rounds"]  # this conversation only, as the first time
+
+
+@pytest.mark.parametrize("costs", ["gpu", "cpu"])
+def test_auto_drafts_from_the_logged_history(fake_models, seed_tuning, costs):
+    """auto takes the suffix drafter as one more arm where a history exists: a reply logged before is
+    drafted from it (same text), and --no-history leaves auto without that arm, as the bench's default."""
+    from specchat import tuning
+    from specchat.costmodel import Costs
+
+    target, draft = fake_models
+    if costs == "cpu":  # batches dear, a draft step 0.5: only long, sure copies pay
+        batches = {n: n**0.8 for n in tuning.QUICK_BATCHES}
+        seed_tuning(target, draft, Costs(batches, 0.5, 1e-3, 1e-3), mode="auto")
+    else:
+        seed_tuning(target, draft, mode="auto")
+    prompt = "Tell me about the moons of Jupiter and the missions that visited them."
+
+    def run(*extra: str) -> dict:
+        args = ["run", "--target", str(target), "--draft", str(draft), "--json", *extra, prompt]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    first, second, alone = run(), run(), run("--no-history")
+    assert first["text"] == second["text"] == alone["text"] == REPLY.format(prompt=prompt)
+    assert second["stats"]["rounds_by_source"].get("suffix", 0) > 0
+    assert second["stats"]["rounds"] < first["stats"]["rounds"]
+    assert "suffix" not in alone["stats"]["rounds_by_source"]
