@@ -117,17 +117,25 @@ def test_run_mode_suffix_drafts_from_the_logged_history(fake_models, private_log
     assert alone["stats"]["rounds"] == first["stats"]["rounds"]  # this conversation only, as the first time
 
 
+ANSWER = (
+    "Jupiter has four large moons found by Galileo: Io, Europa, Ganymede and Callisto. Pioneer 10 and 11 "
+    "flew past first, then the two Voyagers, Galileo orbited it for eight years, and Juno is there now."
+)
+
+
 @pytest.mark.parametrize("costs", ["gpu", "cpu"])
-def test_auto_drafts_from_the_logged_history(fake_models, seed_tuning, costs):
+def test_auto_drafts_from_the_logged_history(isolated, seed_tuning, costs):
     """auto takes the suffix drafter as one more arm where a history exists: a reply logged before is
-    drafted from it (same text), and --no-history leaves auto without that arm, as the bench's default."""
+    drafted from it (same text), and --no-history leaves auto without that arm, as the bench's default.
+    The answer is not in the prompt, so prompt lookup cannot copy it; every eval call sleeps, so that a
+    batch really is cheaper than its tokens one by one and the guard's clock agrees with the costs."""
+    import fake_backend
     from specchat import tuning
     from specchat.costmodel import Costs
 
-    target, draft = fake_models
+    target, draft = fake_backend.write_pair(isolated / "files", agree=0.0, reply=ANSWER, eval_sleep=0.002)
     if costs == "cpu":  # batches dear, a draft step 0.5: only long, sure copies pay
-        batches = {n: n**0.8 for n in tuning.QUICK_BATCHES}
-        seed_tuning(target, draft, Costs(batches, 0.5, 1e-3, 1e-3), mode="auto")
+        seed_tuning(target, draft, Costs({n: n**0.8 for n in tuning.QUICK_BATCHES}, 0.5, 1e-3, 1e-3), mode="auto")
     else:
         seed_tuning(target, draft, mode="auto")
     prompt = "Tell me about the moons of Jupiter and the missions that visited them."
@@ -139,7 +147,7 @@ def test_auto_drafts_from_the_logged_history(fake_models, seed_tuning, costs):
         return json.loads(result.stdout)
 
     first, second, alone = run(), run(), run("--no-history")
-    assert first["text"] == second["text"] == alone["text"] == REPLY.format(prompt=prompt)
+    assert first["text"] == second["text"] == alone["text"] == ANSWER
     assert second["stats"]["rounds_by_source"].get("suffix", 0) > 0
-    assert second["stats"]["rounds"] < first["stats"]["rounds"]
+    assert second["stats"]["rounds"] < first["stats"]["rounds"] / 3
     assert "suffix" not in alone["stats"]["rounds_by_source"]
