@@ -82,6 +82,31 @@ def test_greedy_speculative_equals_target_alone(pipeline, prompts, reference, na
     assert_lossless(pipeline, prompts[name], reference[name], tokens)
 
 
+@pytest.mark.parametrize("mode", ["suffix", "auto"])
+@pytest.mark.parametrize("name", ["code-reverse", "prose-story"])
+def test_greedy_drafting_from_history_equals_target_alone(pipeline, prompts, reference, name, mode):
+    """Drafting from a history (suffix, and auto with its suffix arm) that holds the target's own answer
+    and a corrupted copy of it stays the target's greedy output; the suffix drafter does copy from it."""
+    from specchat.benchhistory import Frozen
+    from specchat.history import message_tokens
+    from specchat.tokenchains import GrowingChains
+
+    answer = pipeline.target.detokenize(reference[name])
+    chains = GrowingChains()
+    past = [PROMPTS[name], answer.replace("e", "a"), PROMPTS[name], answer]
+    chains.append(message_tokens(pipeline.target.tokenize, past))
+    pipeline.add_suffix(Frozen(chains))
+    try:
+        assert "suffix" in [d.name for d in pipeline.drafters["auto"].drafters]
+        generation = generate(pipeline, prompts[name], mode, 16 if mode == "suffix" else 64)
+    finally:
+        pipeline.drop_suffix()
+    assert "suffix" not in [d.name for d in pipeline.drafters["auto"].drafters]
+    if mode == "suffix":
+        assert generation.stats.accepted >= MAX_TOKENS // 2, "the history was not copied"
+    assert_lossless(pipeline, prompts[name], reference[name], generation.tokens)
+
+
 def test_reference_is_deterministic(pipeline, prompts, reference):
     """Two target-alone runs agree exactly, so any difference above comes from speculation."""
     again = generate(pipeline, prompts["code-reverse"], "target", 0).tokens
