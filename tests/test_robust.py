@@ -585,3 +585,112 @@ def test_a_plain_overlay_still_loads(overlay):
     result = invoke("models", "--json")
     assert result.exit_code == 0, result.output
     assert any(row["pair"] == "p" for row in json.loads(result.stdout)["pairs"])
+
+
+# --- through the CLI, in a child process: what a user runs -------------------------------------------
+
+
+def fake_target(folder: Path, **spec) -> Path:
+    """A fake target (tests/fake_backend.py) in folder with extra spec keys."""
+    import fake_backend
+
+    return fake_backend.write_pair(folder, **spec)[0]
+
+
+def run_child(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    from test_terminal import fake_env
+
+    env = {**os.environ, **fake_env(tmp_path), "SPECCHAT_STATE_DIR": str(tmp_path / "state")}
+    env.pop("SPECCHAT_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", *args], capture_output=True, text=True, timeout=timeout, check=False,
+        env=env, stdin=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def assert_one_line_child_error(done: subprocess.CompletedProcess, needle: str, code: int = 1) -> str:
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], done.stderr
+    assert "hint:" in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [(ENDLESS[1], "took longer than 5 s"), (ENDLESS[3], "took longer than 5 s"), (GROWING["string-times"], "grew")],
+    ids=["silent-loops", "macro-tree", "string-times"],
+)
+def test_a_template_that_loops_or_grows_is_one_line_through_the_cli(tmp_path, template, needle):
+    """`specchat run` on a model whose template never ends: stopped within seconds, one line naming the
+    template (the model file), exit 1, --no-template offered."""
+    target = fake_target(tmp_path / "files", template=template)
+    started = time.monotonic()
+    done = run_child(tmp_path, "run", "--target", str(target), "--mode", "target", "Hi")
+    elapsed = time.monotonic() - started
+    line = assert_one_line_child_error(done, needle)
+    assert line.startswith("error: the chat template of target.fake.gguf ") and "--no-template" in line
+    assert elapsed < 30, f"{elapsed:.1f} s"  # the budget is 5 s, plus the start of a Python on a busy box
+    assert done.stdout == ""
+
+
+def test_ctrl_c_while_the_cli_renders_a_template(tmp_path):
+    from test_faults import Child, fake_env
+
+    target = fake_target(tmp_path / "files", template=ENDLESS[1], announce_template=True)
+    child = Child(["run", "--target", str(target), "--mode", "target", "Hi"], env=fake_env(tmp_path))
+    try:
+        child.wait_for(lambda: b"rendering the chat template" in child.stderr, timeout=60)
+        time.sleep(0.3)  # inside the loops now, well before the 5 s budget ends them
+        child.assert_interrupted(child.interrupt())
+    finally:
+        child.kill()
+    assert "chat template" not in child.stderr.decode().split("rendering the chat template", 1)[1]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+        "{{ self._TemplateReference__context.joiner.__init__.__globals__.os.system('id') }}",
+        "{% set x = namespace() %}{{ x.__init__.__globals__ }}",
+    ],
+    ids=["subclasses", "cycler-globals", "context-globals", "namespace-globals"],
+)
+def test_sandbox_escapes_in_a_template_are_refused_through_the_cli(tmp_path, template):
+    target = fake_target(tmp_path / "files", template=template)
+    done = run_child(tmp_path, "run", "--target", str(target), "--mode", "target", "Hi")
+    assert_one_line_child_error(done, "the chat template of target.fake.gguf failed to render")
+    assert "uid=" not in done.stdout + done.stderr
+
+
+def test_seed_minus_one_through_the_cli_on_the_fake(tmp_path):
+    target = fake_target(tmp_path / "files")
+    args = ["run", "--target", str(target), "--mode", "target", "--temperature", "0.8", "-n", "16", "--json"]
+    for seed in ("-1", "-7"):
+        done = run_child(tmp_path, *args, "--seed", seed, "Hi")
+        assert done.returncode == 0, done.stderr
+        assert "internal error" not in done.stderr and json.loads(done.stdout)["stats"]["generated_tokens"] > 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_keep_the_text_so_far(tmp_path, signum):
+    """A service manager's SIGTERM, or a closed terminal's SIGHUP, mid-reply: what was generated is on
+    stdout (written as it came), no traceback."""
+    from test_faults import Child, fake_env
+
+    reply = "\n".join(str(n) for n in range(1, 2001))
+    target = fake_target(tmp_path / "files", reply=reply, eval_sleep=0.01)
+    child = Child(["run", "--target", str(target), "--mode", "target", "Count."], env=fake_env(tmp_path))
+    try:
+        child.wait_for(lambda: len(child.stdout) > 40, timeout=60)
+        child.process.send_signal(signum)
+        child.process.wait(timeout=10)
+    finally:
+        child.kill()
+    time.sleep(0.05)
+    text, err = child.stdout.decode(), child.stderr.decode(errors="replace")
+    assert child.process.returncode != 0 and "Traceback" not in err, err
+    assert len(text) > 40 and reply.startswith(text.rstrip("\n"))
