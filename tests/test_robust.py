@@ -694,3 +694,55 @@ def test_sigterm_and_sighup_keep_the_text_so_far(tmp_path, signum):
     text, err = child.stdout.decode(), child.stderr.decode(errors="replace")
     assert child.process.returncode != 0 and "Traceback" not in err, err
     assert len(text) > 40 and reply.startswith(text.rstrip("\n"))
+
+
+MUTATIONS = {
+    "old-version": {"version": 3, "verify_s": {}},
+    "zero-step": {"step_s": 0},
+    "zero-verify": {"v": {"1": 0}},
+    "negative-verify": {"v": {"1": 1.0, "2": -1}},
+    "infinite-verify": {"v": {"1": float("inf")}},
+    "huge-batch": {"v": {"1": 1.0, "1000000000": 2.0}},
+    "string-c": {"c": "fast"},
+    "string-prior": {"priors": {"spec": "x"}},
+    "list-priors": {"priors": [1, 2]},
+    "bool-step": {"step_s": True},
+}
+
+
+@pytest.mark.parametrize("change", MUTATIONS.values(), ids=MUTATIONS.keys())
+def test_a_saved_tuning_with_odd_values_never_stops_a_run(fake_models, seed_tuning, change):
+    """A valid saved tuning with one value of the wrong type or range: ignored (measured again) or used
+    where it still makes sense, never an internal error."""
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    path.write_text(json.dumps(json.loads(path.read_text()) | change), encoding="utf-8")
+    result = invoke("run", "--target", str(target), "--draft", str(draft), "-n", "16", "Name three colours.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Here is your tex\n"  # the reply's first 16 tokens (bytes), as without a tuning
+    assert "internal error" not in result.output and "Traceback" not in result.output
+
+
+def test_odd_checksum_and_check_caches_never_stop_the_cli(tmp_path):
+    """sha256.json (read by `bench` for its report's provenance) and gguf-checked.json (read before
+    llama.cpp opens a GGUF) of the wrong shape: ignored and rewritten, or the file's own error."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    cache = tmp_path / "cache"  # test_terminal.fake_env's SPECCHAT_CACHE_DIR
+    cache.mkdir()
+    bench = ["bench", "--target", str(target), "--draft", str(draft), "--ks", "2", "--modes", "spec"]
+    bench += ["--suite", "tiny", "-r", "1", "-n", "8", "--format", "json"]
+    for content in ("[]", "[" * 100_000):
+        (cache / "sha256.json").write_text(content)
+        done = run_child(tmp_path, *bench)
+        assert done.returncode == 0, done.stderr
+        assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+        files = json.loads(done.stdout)["meta"]["files"]
+        assert files["target"]["sha256"] == hashlib.sha256(target.read_bytes()).hexdigest()
+        assert len(json.loads((cache / "sha256.json").read_text())) == 2  # read, ignored, rewritten
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 40)
+    for content in ("null", "[1,2]", '"abc"'):
+        (cache / "gguf-checked.json").write_text(content)
+        assert_one_line_child_error(run_child(tmp_path, "run", "--target", str(bad), "Hi"), "not a valid GGUF")
