@@ -85,3 +85,29 @@ def test_continue_a_one_shot_conversation_and_list_it(tmp_path):
     assert [row["prompt"] for row in rows] == ["My name is Ada Lovelace", "What is my name?"]
     assert rows[0]["conversation_id"] == rows[1]["conversation_id"]
     assert rows[1]["reply"].strip() == second.stdout.strip()
+
+
+def test_ctrl_c_and_ctrl_d_in_the_chat(tmp_path):
+    """Through prompt_toolkit as before: Ctrl-C mid-reply stops the reply (kept, marked), Ctrl-C at the
+    prompt does not leave, Ctrl-D at an empty prompt leaves with exit 0 and a sane terminal."""
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply=INTEGERS, eval_sleep=0.02)
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Count.")
+        child.expect(r"[1-9][0-9]*\.[0-9] tok/s")  # the live footer: the reply is under way
+        child.sendintr()
+        child.expect_exact("[interrupted]")
+        child.expect_exact(PROMPT)
+        child.sendintr()
+        child.expect_exact("Ctrl-C at the prompt does not leave")
+        child.expect_exact(PROMPT)
+        child.sendcontrol("d")
+        child.expect(r"EXIT=(\d+)")
+        assert child.match.group(1) == "0"
+        child.expect(pexpect.EOF)
+        assert "echo" in child.before.split() and "icanon" in child.before.split()
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8")
+    assert "Traceback" not in log
