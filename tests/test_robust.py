@@ -746,3 +746,19 @@ def test_odd_checksum_and_check_caches_never_stop_the_cli(tmp_path):
     for content in ("null", "[1,2]", '"abc"'):
         (cache / "gguf-checked.json").write_text(content)
         assert_one_line_child_error(run_child(tmp_path, "run", "--target", str(bad), "Hi"), "not a valid GGUF")
+
+
+def test_a_closed_stdout_still_lets_bench_write_its_output_file(tmp_path):
+    """Issue 16, item 4: with stdout closed (`>&-`, as some services start programs), `--output` works."""
+    import fake_backend
+    from test_terminal import fake_env
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    report = tmp_path / "report.json"
+    bench = f"{sys.executable} -m specchat bench --target {target} --draft {draft} --ks 2 --modes spec"
+    bench += f" --suite tiny -r 1 -n 8 -f json -o {report}"
+    env = {**os.environ, **fake_env(tmp_path)}
+    done = subprocess.run(["bash", "-c", f"{bench} >&-"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(report.read_text())["meta"]["files"]["target"]["path"] == str(target)
