@@ -10,7 +10,8 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     that a test sees which earlier turns reached the model), "n_vocab", "template" (null: none),
     "memory" ([weights, kv] bytes), "context_length" (the trained context), "interrupt_at" (the eval
     call that raises KeyboardInterrupt), "eval_sleep" (seconds per eval, only for tests that must catch
-    a reply mid-way), "token_text" ({id: text}: vocabulary entries that differ, for the pair check),
+    a reply mid-way), "announce_template" (a line on stderr as the chat template is fetched for
+    rendering), "token_text" ({id: text}: vocabulary entries that differ, for the pair check),
     "bos"/"eos"/"vocab_type".
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -197,6 +199,8 @@ class FakeEngine:
         return {"general.name": self.name, "general.architecture": "fake"}.get(key)
 
     def chat_template(self) -> str | None:
+        if self.spec.get("announce_template"):  # so that a test knows when rendering starts
+            print("fake: rendering the chat template", file=sys.stderr, flush=True)
         return self.spec.get("template", TEMPLATE)
 
     @property

@@ -585,3 +585,180 @@ def test_a_plain_overlay_still_loads(overlay):
     result = invoke("models", "--json")
     assert result.exit_code == 0, result.output
     assert any(row["pair"] == "p" for row in json.loads(result.stdout)["pairs"])
+
+
+# --- through the CLI, in a child process: what a user runs -------------------------------------------
+
+
+def fake_target(folder: Path, **spec) -> Path:
+    """A fake target (tests/fake_backend.py) in folder with extra spec keys."""
+    import fake_backend
+
+    return fake_backend.write_pair(folder, **spec)[0]
+
+
+def run_child(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    from test_terminal import fake_env
+
+    env = {**os.environ, **fake_env(tmp_path), "SPECCHAT_STATE_DIR": str(tmp_path / "state")}
+    env.pop("SPECCHAT_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "specchat", *args], capture_output=True, text=True, timeout=timeout, check=False,
+        env=env, stdin=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def assert_one_line_child_error(done: subprocess.CompletedProcess, needle: str, code: int = 1) -> str:
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], done.stderr
+    assert "hint:" in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [(ENDLESS[1], "took longer than 5 s"), (ENDLESS[3], "took longer than 5 s"), (GROWING["string-times"], "grew")],
+    ids=["silent-loops", "macro-tree", "string-times"],
+)
+def test_a_template_that_loops_or_grows_is_one_line_through_the_cli(tmp_path, template, needle):
+    """`specchat run` on a model whose template never ends: stopped within seconds, one line naming the
+    template (the model file), exit 1, --no-template offered."""
+    target = fake_target(tmp_path / "files", template=template)
+    started = time.monotonic()
+    done = run_child(tmp_path, "run", "--target", str(target), "--mode", "target", "Hi")
+    elapsed = time.monotonic() - started
+    line = assert_one_line_child_error(done, needle)
+    assert line.startswith("error: the chat template of target.fake.gguf ") and "--no-template" in line
+    assert elapsed < 30, f"{elapsed:.1f} s"  # the budget is 5 s, plus the start of a Python on a busy box
+    assert done.stdout == ""
+
+
+def test_ctrl_c_while_the_cli_renders_a_template(tmp_path):
+    from test_faults import Child, fake_env
+
+    target = fake_target(tmp_path / "files", template=ENDLESS[1], announce_template=True)
+    child = Child(["run", "--target", str(target), "--mode", "target", "Hi"], env=fake_env(tmp_path))
+    try:
+        child.wait_for(lambda: b"rendering the chat template" in child.stderr, timeout=60)
+        time.sleep(0.3)  # inside the loops now, well before the 5 s budget ends them
+        child.assert_interrupted(child.interrupt())
+    finally:
+        child.kill()
+    assert "chat template" not in child.stderr.decode().split("rendering the chat template", 1)[1]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+        "{{ self._TemplateReference__context.joiner.__init__.__globals__.os.system('id') }}",
+        "{% set x = namespace() %}{{ x.__init__.__globals__ }}",
+    ],
+    ids=["subclasses", "cycler-globals", "context-globals", "namespace-globals"],
+)
+def test_sandbox_escapes_in_a_template_are_refused_through_the_cli(tmp_path, template):
+    target = fake_target(tmp_path / "files", template=template)
+    done = run_child(tmp_path, "run", "--target", str(target), "--mode", "target", "Hi")
+    assert_one_line_child_error(done, "the chat template of target.fake.gguf failed to render")
+    assert "uid=" not in done.stdout + done.stderr
+
+
+def test_seed_minus_one_through_the_cli_on_the_fake(tmp_path):
+    target = fake_target(tmp_path / "files")
+    args = ["run", "--target", str(target), "--mode", "target", "--temperature", "0.8", "-n", "16", "--json"]
+    for seed in ("-1", "-7"):
+        done = run_child(tmp_path, *args, "--seed", seed, "Hi")
+        assert done.returncode == 0, done.stderr
+        assert "internal error" not in done.stderr and json.loads(done.stdout)["stats"]["generated_tokens"] > 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_keep_the_text_so_far(tmp_path, signum):
+    """A service manager's SIGTERM, or a closed terminal's SIGHUP, mid-reply: what was generated is on
+    stdout (written as it came), no traceback."""
+    from test_faults import Child, fake_env
+
+    reply = "\n".join(str(n) for n in range(1, 2001))
+    target = fake_target(tmp_path / "files", reply=reply, eval_sleep=0.01)
+    child = Child(["run", "--target", str(target), "--mode", "target", "Count."], env=fake_env(tmp_path))
+    try:
+        child.wait_for(lambda: len(child.stdout) > 40, timeout=60)
+        child.process.send_signal(signum)
+        child.process.wait(timeout=10)
+    finally:
+        child.kill()
+    time.sleep(0.05)
+    text, err = child.stdout.decode(), child.stderr.decode(errors="replace")
+    assert child.process.returncode != 0 and "Traceback" not in err, err
+    assert len(text) > 40 and reply.startswith(text.rstrip("\n"))
+
+
+MUTATIONS = {
+    "old-version": {"version": 3, "verify_s": {}},
+    "zero-step": {"step_s": 0},
+    "zero-verify": {"v": {"1": 0}},
+    "negative-verify": {"v": {"1": 1.0, "2": -1}},
+    "infinite-verify": {"v": {"1": float("inf")}},
+    "huge-batch": {"v": {"1": 1.0, "1000000000": 2.0}},
+    "string-c": {"c": "fast"},
+    "string-prior": {"priors": {"spec": "x"}},
+    "list-priors": {"priors": [1, 2]},
+    "bool-step": {"step_s": True},
+}
+
+
+@pytest.mark.parametrize("change", MUTATIONS.values(), ids=MUTATIONS.keys())
+def test_a_saved_tuning_with_odd_values_never_stops_a_run(fake_models, seed_tuning, change):
+    """A valid saved tuning with one value of the wrong type or range: ignored (measured again) or used
+    where it still makes sense, never an internal error."""
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    path.write_text(json.dumps(json.loads(path.read_text()) | change), encoding="utf-8")
+    result = invoke("run", "--target", str(target), "--draft", str(draft), "-n", "16", "Name three colours.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Here is your tex\n"  # the reply's first 16 tokens (bytes), as without a tuning
+    assert "internal error" not in result.output and "Traceback" not in result.output
+
+
+def test_odd_checksum_and_check_caches_never_stop_the_cli(tmp_path):
+    """sha256.json (read by `bench` for its report's provenance) and gguf-checked.json (read before
+    llama.cpp opens a GGUF) of the wrong shape: ignored and rewritten, or the file's own error."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    cache = tmp_path / "cache"  # test_terminal.fake_env's SPECCHAT_CACHE_DIR
+    cache.mkdir()
+    bench = ["bench", "--target", str(target), "--draft", str(draft), "--ks", "2", "--modes", "spec"]
+    bench += ["--suite", "tiny", "-r", "1", "-n", "8", "--format", "json"]
+    for content in ("[]", "[" * 100_000):
+        (cache / "sha256.json").write_text(content)
+        done = run_child(tmp_path, *bench)
+        assert done.returncode == 0, done.stderr
+        assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+        files = json.loads(done.stdout)["meta"]["files"]
+        assert files["target"]["sha256"] == hashlib.sha256(target.read_bytes()).hexdigest()
+        assert len(json.loads((cache / "sha256.json").read_text())) == 2  # read, ignored, rewritten
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 40)
+    for content in ("null", "[1,2]", '"abc"'):
+        (cache / "gguf-checked.json").write_text(content)
+        assert_one_line_child_error(run_child(tmp_path, "run", "--target", str(bad), "Hi"), "not a valid GGUF")
+
+
+def test_a_closed_stdout_still_lets_bench_write_its_output_file(tmp_path):
+    """Issue 16, item 4: with stdout closed (`>&-`, as some services start programs), `--output` works."""
+    import fake_backend
+    from test_terminal import fake_env
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    report = tmp_path / "report.json"
+    bench = f"{sys.executable} -m specchat bench --target {target} --draft {draft} --ks 2 --modes spec"
+    bench += f" --suite tiny -r 1 -n 8 -f json -o {report}"
+    env = {**os.environ, **fake_env(tmp_path)}
+    done = subprocess.run(["bash", "-c", f"{bench} >&-"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(report.read_text())["meta"]["files"]["target"]["path"] == str(target)
