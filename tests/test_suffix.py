@@ -12,7 +12,7 @@ from fakes import FakeModel, HashLM, reference_greedy
 from typer.testing import CliRunner
 
 from specchat.cli import app
-from specchat.drafters import Outcome
+from specchat.drafters import Draft, Outcome
 from specchat.drafters.suffix import SuffixDrafter, lookup
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
@@ -69,6 +69,20 @@ def test_confidence_follows_the_votes():
     assert all(s > w for s, w in zip(strong.rates, weak.rates, strict=False))
     assert weak.rates[1] < weak.rates[0]  # one vote of three is weaker evidence than three of four
     assert strong.proven >= 4 and all(r <= m for r, m in zip(strong.rates, strong.mean, strict=True))
+
+
+def test_a_match_only_in_past_conversations_is_judged_as_a_short_copy():
+    """A long match in this conversation is a copy (prior of a long match); the same match found only in
+    a past conversation counts as one of PAST_MATCH tokens, learned apart: replies share stock phrases."""
+    text = list(range(40, 70))
+    here, past = SuffixDrafter(), SuffixDrafter(Past(text))
+    context = [1, 2, *text[:24]]
+    in_text = here.offer([*text, 9, *text[:24]], 4)
+    from_past = past.offer(context, 4)
+    assert past.propose(context, 4, GREEDY).tokens == text[24:28]
+    assert all(p < t for p, t in zip(from_past.rates, in_text.rates, strict=True))
+    past.learn(Outcome(len(context), Draft(), 0, [text[24]], 0.01))
+    assert sum(past.past_odds.tried.values()) == 1 and not past.odds.tried
 
 
 def test_learning_books_the_guess():
@@ -130,6 +144,7 @@ def test_auto_drafts_from_the_logged_history(isolated, seed_tuning, costs):
     The answer is not in the prompt, so prompt lookup cannot copy it; every eval call sleeps, so that a
     batch really is cheaper than its tokens one by one and the guard's clock agrees with the costs."""
     import fake_backend
+
     from specchat import tuning
     from specchat.costmodel import Costs
 

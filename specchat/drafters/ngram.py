@@ -122,14 +122,14 @@ class CopyOdds:
         return table
 
 
-def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int]) -> None:
+def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int], cap: int = MAX_COPY + 1) -> None:
     """Book a guess against the tokens produced, up to the first that broke it. Only those: the next
     offer covers what follows, so each token is booked once, with the match length the chooser saw
-    when it had to judge that token."""
+    when it had to judge that token (at most `cap`, where the chooser saw no longer ones)."""
     produced = produced[: len(guess)]
     held = next((i for i, (a, b) in enumerate(zip(guess, produced, strict=False)) if a != b), len(produced))
     for i in range(min(held + 1, len(produced))):
-        odds.observe(matched + i, i < held)
+        odds.observe(min(matched + i, cap), i < held)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,6 +26,11 @@ from .ngram import MAX_COPY, CopyOdds, CopyRuns, book
 PRIOR_WEIGHT = 4.0  # the copy prior for a match of this length counts as this many earlier matches
 ECHO = 16  # tokens compared to tell a logged copy of this conversation from another match
 VOUCH = 2  # positions on which at least this many earlier matches agree are vouched for (Offer.proven)
+# A match found only in past conversations is judged as a copy that has matched at most this many tokens,
+# whatever its length. Within one text a long match means a copy (an edit, a quote); across
+# conversations the replies share long stock phrases ("Here is a Python function that ..."), and on
+# six re-asked tasks (2026-12-01) auto lost 5-7% on three of them drafting such matches at in-text odds.
+PAST_MATCH = 5
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,12 @@ class Guess:
     support: list[int]
     agree: list[int]
     matched: int  # tokens of the suffix matched (at most tokenchains.LONGEST)
+    past: bool = False  # every deepest match is in a past conversation, none in this one
+
+    @property
+    def cap(self) -> int:
+        """The longest match length its odds are judged at (see PAST_MATCH)."""
+        return PAST_MATCH if self.past else LONGEST + MAX_COPY
 
 
 NO_GUESS = Guess([], [], [], 0)
@@ -62,7 +73,9 @@ def lookup(sources: Sequence[Chains], context: Sequence[int], k: int) -> Guess:
     length, rows, origin = np.concatenate(lengths), np.concatenate(rows), np.concatenate(origin)
     deepest = length == length.max()
     rows, origin = rows[deepest], origin[deepest]
-    return _majority(rows[~_echoes(rows, origin == 0)], k, int(length.max()))
+    kept = ~_echoes(rows, origin == 0)
+    guess = _majority(rows[kept], k, int(length.max()))
+    return replace(guess, past=not (origin[kept] == 0).any())
 
 
 def _echoes(rows: np.ndarray, current: np.ndarray) -> np.ndarray:
@@ -136,6 +149,7 @@ class SuffixDrafter:
 
     def _start_reply(self) -> None:
         self.odds = CopyOdds()  # per reply, as prompt lookup's (see NgramDrafter._start_reply)
+        self.past_odds = CopyOdds()  # of matches only in past conversations: they hold less often
         self._copy: _Copy | None = None
         self.runs = CopyRuns()
 
@@ -171,7 +185,7 @@ class SuffixDrafter:
         # One token more than can be drafted: the round's own token is checked against it too.
         guess = lookup(self.sources(), context, MAX_COPY + 1)
         cut = next((i for i, token in enumerate(guess.tokens) if self.ends_copy(token)), len(guess.tokens))
-        guess = Guess(guess.tokens[:cut], guess.support[:cut], guess.agree[:cut], guess.matched)
+        guess = replace(guess, tokens=guess.tokens[:cut], support=guess.support[:cut], agree=guess.agree[:cut])
         self._copy = _Copy(guess, len(context))
         return guess
 
@@ -179,6 +193,9 @@ class SuffixDrafter:
     def copy_cap(self) -> int:
         """As prompt lookup's: a few times the longest run this reply has copied (ngram.NgramDrafter)."""
         return self.runs.cap
+
+    def _odds(self, guess: Guess) -> CopyOdds:
+        return self.past_odds if guess.past else self.odds
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         guess = self._copy_at(context) if k_max > 0 else NO_GUESS
@@ -188,7 +205,7 @@ class SuffixDrafter:
         mean, rates = [], []
         for i in range(n):
             # The copy prior for a match this long, updated by how many earlier matches agreed here.
-            prior = self.odds.rate(guess.matched + i, cautious=False)
+            prior = self._odds(guess).rate(min(guess.matched + i, guess.cap), cautious=False)
             weight = guess.support[i] + PRIOR_WEIGHT
             m = (guess.agree[i] + PRIOR_WEIGHT * prior) / weight
             mean.append(m)
@@ -206,5 +223,5 @@ class SuffixDrafter:
         (each token once, at the match length it had then), and track copied runs for copy_cap."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            book(self.odds, copy.guess.tokens, copy.guess.matched, outcome.produced)
+            book(self._odds(copy.guess), copy.guess.tokens, copy.guess.matched, outcome.produced, copy.guess.cap)
         self.runs.learn(self.name, outcome)
