@@ -111,3 +111,15 @@ def test_ctrl_c_and_ctrl_d_in_the_chat(tmp_path):
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8")
     assert "Traceback" not in log
+
+
+@pytest.mark.real
+def test_the_real_target_remembers_a_name_across_one_shot_runs(tmp_path, default_pair_paths):
+    """The same two commands on the real default pair: the second answer names Ada."""
+    target, draft = default_pair_paths
+    run = f"{sys.executable} -m specchat run --target {target} --draft {draft} --mode target -n 32"
+    first = shell(tmp_path, f'{run} "My name is Ada Lovelace."', timeout=300)
+    assert first.returncode == 0, first.stderr
+    second = shell(tmp_path, f'{run} -c "What is my name? Answer in one short sentence."', timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert "Ada" in second.stdout
