@@ -83,19 +83,23 @@ class CopyOdds:
 
     tried: dict[int, int] = field(default_factory=dict)
     held: dict[int, int] = field(default_factory=dict)
+    longest: int | None = None  # match lengths beyond this are judged (and learned) as this one
     _table: dict[int, tuple[float, float]] | None = field(default=None, repr=False)
 
     def rate(self, length: int, cautious: bool = True) -> float:
         """The cautious estimate (one standard error below), or the plain posterior mean."""
         if self._table is None:
             self._table = self._estimate()
-        return self._table[_bucket(length)][0 if cautious else 1]
+        return self._table[self._bucket(length)][0 if cautious else 1]
 
     def observe(self, length: int, held: bool) -> None:
-        bucket = _bucket(length)
+        bucket = self._bucket(length)
         self.tried[bucket] = self.tried.get(bucket, 0) + 1
         self.held[bucket] = self.held.get(bucket, 0) + held
         self._table = None
+
+    def _bucket(self, length: int) -> int:
+        return _bucket(length if self.longest is None else min(length, self.longest))
 
     def _estimate(self) -> dict[int, tuple[float, float]]:
         """Posterior means per bucket, made non-decreasing in the match length by pooling neighbours
@@ -122,14 +126,14 @@ class CopyOdds:
         return table
 
 
-def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int], cap: int = MAX_COPY + 1) -> None:
+def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int]) -> None:
     """Book a guess against the tokens produced, up to the first that broke it. Only those: the next
     offer covers what follows, so each token is booked once, with the match length the chooser saw
-    when it had to judge that token (at most `cap`, where the chooser saw no longer ones)."""
+    when it had to judge that token."""
     produced = produced[: len(guess)]
     held = next((i for i, (a, b) in enumerate(zip(guess, produced, strict=False)) if a != b), len(produced))
     for i in range(min(held + 1, len(produced))):
-        odds.observe(min(matched + i, cap), i < held)
+        odds.observe(matched + i, i < held)
 
 
 @dataclass

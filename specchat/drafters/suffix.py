@@ -44,11 +44,6 @@ class Guess:
     matched: int  # tokens of the suffix matched (at most tokenchains.LONGEST)
     past: bool = False  # every deepest match is in a past conversation, none in this one
 
-    @property
-    def cap(self) -> int:
-        """The longest match length its odds are judged at (see PAST_MATCH)."""
-        return PAST_MATCH if self.past else LONGEST + MAX_COPY
-
 
 NO_GUESS = Guess([], [], [], 0)
 
@@ -149,7 +144,7 @@ class SuffixDrafter:
 
     def _start_reply(self) -> None:
         self.odds = CopyOdds()  # per reply, as prompt lookup's (see NgramDrafter._start_reply)
-        self.past_odds = CopyOdds()  # of matches only in past conversations: they hold less often
+        self.past_odds = CopyOdds(longest=PAST_MATCH)  # of matches only in past conversations (PAST_MATCH)
         self._copy: _Copy | None = None
         self.runs = CopyRuns()
 
@@ -205,7 +200,7 @@ class SuffixDrafter:
         mean, rates = [], []
         for i in range(n):
             # The copy prior for a match this long, updated by how many earlier matches agreed here.
-            prior = self._odds(guess).rate(min(guess.matched + i, guess.cap), cautious=False)
+            prior = self._odds(guess).rate(guess.matched + i, cautious=False)
             weight = guess.support[i] + PRIOR_WEIGHT
             m = (guess.agree[i] + PRIOR_WEIGHT * prior) / weight
             mean.append(m)
@@ -223,5 +218,5 @@ class SuffixDrafter:
         (each token once, at the match length it had then), and track copied runs for copy_cap."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            book(self._odds(copy.guess), copy.guess.tokens, copy.guess.matched, outcome.produced, copy.guess.cap)
+            book(self._odds(copy.guess), copy.guess.tokens, copy.guess.matched, outcome.produced)
         self.runs.learn(self.name, outcome)
