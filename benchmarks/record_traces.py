@@ -141,6 +141,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "traces")
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: every usable CPU)")
+    parser.add_argument(
+        "--prompts", type=Path, action="append", help="a JSONL prompts file to record instead (repeatable)"
+    )
     args = parser.parse_args()
     pair = load_registry().pair(None)
     paths = [locate(pair.target), locate(pair.draft)]
@@ -151,6 +154,8 @@ def main() -> None:
         "suite-default": [(p.id, p.category, p.text) for p in single_turn(load_suite("default"))],
         "sim-prompts": [(p.id, p.category, p.text) for p in load_prompts_file(HERE / "sim_prompts.jsonl")],
     }
+    if args.prompts:
+        sets = {path.stem: [(p.id, p.category, p.text) for p in load_prompts_file(path)] for path in args.prompts}
     args.out.mkdir(parents=True, exist_ok=True)
     meta = provenance(pair.target, pair.draft)
     config = EngineConfig(n_ctx=args.ctx, n_threads=args.threads)
