@@ -1,0 +1,52 @@
+"""Tasks answered once, then asked again in other words: a history file and prompts for `specchat bench`.
+
+    python benchmarks/reasked.py --out /tmp/reasked            # answers each task once with the target
+    specchat bench --prompts /tmp/reasked/again.jsonl --modes auto --history /tmp/reasked/history.jsonl -n 160 -r 2
+    specchat bench --modes auto --history /tmp/reasked/history.jsonl -n 96 -r 2   # unrelated history, default suite
+
+Each line of benchmarks/reasked_tasks.jsonl holds a task's first wording and a second one. The first
+is answered by the target alone (greedy, `specchat run --mode target`, not logged), and the pair goes
+into OUT/history.jsonl as a past conversation (the format of `bench --history`); the second wording
+goes into OUT/again.jsonl (the format of `bench --prompts`). Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def answer(prompt: str, max_tokens: int) -> str:
+    command = [sys.executable, "-m", "specchat", "run", "--mode", "target", "-n", str(max_tokens)]
+    command += ["--no-log", "--no-history", "--format", "json", prompt]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)["text"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=Path, default=HERE / "reasked_tasks.jsonl")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("-n", "--max-tokens", type=int, default=192)
+    args = parser.parse_args()
+    tasks = [json.loads(line) for line in args.tasks.read_text(encoding="utf-8").splitlines() if line.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    history, again = [], []
+    for task in tasks:
+        reply = answer(task["first"], args.max_tokens)
+        messages = [{"role": "user", "content": task["first"]}, {"role": "assistant", "content": reply}]
+        history.append(json.dumps({"messages": messages}))
+        again.append(json.dumps({"question_id": task["id"], "category": task["category"], "turns": [task["again"]]}))
+        print(f"{task['id']}: answered, {len(reply)} characters", flush=True)
+    (args.out / "history.jsonl").write_text("\n".join(history) + "\n", encoding="utf-8")
+    (args.out / "again.jsonl").write_text("\n".join(again) + "\n", encoding="utf-8")
+    print(f"wrote {args.out / 'history.jsonl'} and {args.out / 'again.jsonl'}")
+
+
+if __name__ == "__main__":
+    main()
