@@ -16,7 +16,7 @@ from specchat.drafters import Draft, Outcome
 from specchat.drafters.suffix import SuffixDrafter, lookup
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
-from specchat.tokenchains import SEP, GrowingChains
+from specchat.tokenchains import LONGEST, SEP, GrowingChains
 
 GREEDY = Sampler(SamplingParams())
 
@@ -83,6 +83,29 @@ def test_a_match_only_in_past_conversations_is_judged_as_a_short_copy():
     assert all(p < t for p, t in zip(from_past.rates, in_text.rates, strict=True))
     past.learn(Outcome(len(context), Draft(), 0, [text[24]], 0.01))
     assert sum(past.past_odds.tried.values()) == 1 and not past.odds.tried
+
+
+def test_a_past_conversation_the_reply_keeps_following_earns_the_odds_of_its_copies():
+    """One past conversation (one vote) is judged by the vote formula at first; once this reply has
+    reproduced it for LONGEST tokens and its copies of past matches have held many times, by the
+    cautious odds they earned, which are higher. A shorter past match (a stock phrase) and a match that
+    a second conversation contradicts keep the vote formula."""
+    text = list(range(40, 100))
+    following, phrase = [1, 2, *text[: LONGEST + 4]], [1, 2, *text[:24]]
+    drafter = SuffixDrafter(Past(text))
+    before = drafter.offer(following, 4).rates
+    for _ in range(80):
+        drafter.past_odds.observe(5, True)
+    after = drafter.offer(following, 4)
+    learned = drafter.past_odds.rate(5)
+    assert after.rates == pytest.approx([learned] * 4) and learned > max(before) + 0.05
+    assert all(r <= m for r, m in zip(after.rates, after.mean, strict=True))
+    assert max(drafter.offer(phrase, 4).rates) < learned - 0.02
+    split = SuffixDrafter(Past(text, [*text[: LONGEST + 6], 99, 98]))
+    for _ in range(80):
+        split.past_odds.observe(5, True)
+    offer = split.offer(following, 4)
+    assert offer.rates[1] == pytest.approx(learned) and offer.rates[2] < learned  # 2 of 2 agree, then 1 of 2
 
 
 def test_learning_books_the_guess():
