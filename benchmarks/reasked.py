@@ -24,7 +24,10 @@ HERE = Path(__file__).resolve().parent
 def answer(prompt: str, max_tokens: int) -> str:
     command = [sys.executable, "-m", "specchat", "run", "--mode", "target", "-n", str(max_tokens)]
     command += ["--no-log", "--no-history", "--format", "json", prompt]
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    if done.returncode != 0:  # specchat's own one-line error (no model, bad option), not a traceback here
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        raise SystemExit(f"specchat run failed: {lines[-1]}")
     return json.loads(done.stdout)["text"]
 
 
@@ -34,7 +37,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("-n", "--max-tokens", type=int, default=192)
     args = parser.parse_args()
-    tasks = [json.loads(line) for line in args.tasks.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        lines = args.tasks.read_text(encoding="utf-8").splitlines()
+        tasks = [json.loads(line) for line in lines if line.strip()]
+        missing = next((key for task in tasks for key in ("id", "category", "first", "again") if key not in task), None)
+    except (OSError, ValueError, TypeError) as error:
+        raise SystemExit(f"{args.tasks}: {error}") from None
+    if missing:
+        raise SystemExit(f"{args.tasks}: every line needs id, category, first and again (missing {missing!r})")
     args.out.mkdir(parents=True, exist_ok=True)
     history, again = [], []
     for task in tasks:
