@@ -6,8 +6,10 @@
 1. The target alone answers every prompt (greedy, up to -n tokens): that text is what every mode
    produces, since all of them are lossless.
 2. At every token of each answer, prompt lookup (the same NgramDrafter auto uses) proposes its copy;
-   the table counts, per match-length bucket, how often the copy's next token is the answer's. This
-   does not depend on any drafting policy: it is the per-token hold rate auto's `COPY_PRIORS` encode.
+   the table counts, per match-length bucket, how often the copy's next token is the answer's, apart
+   for copies of the prompt and copies of the answer's own earlier tokens. This does not depend on
+   any drafting policy: it is the per-token hold rate auto's `COPY_PRIORS` and `REPLY_COPY_PRIORS`
+   encode.
 To replay whole answers through auto under this or other machines' costs, use benchmarks/simulate.py
 (traces from benchmarks/record_traces.py); for measured speed, `specchat bench`.
 
@@ -26,7 +28,7 @@ from rich.table import Table
 
 from specchat.benchsuite import load_prompts_file
 from specchat.chat import Message
-from specchat.drafters.ngram import COPY_PRIORS, NgramDrafter, _bucket
+from specchat.drafters.ngram import COPY_PRIORS, REPLY_COPY_PRIORS, NgramDrafter, _bucket
 from specchat.runtime import Options, Pipeline, open_pipeline
 from specchat.sampling import SamplingParams
 
@@ -45,16 +47,17 @@ def answers(pipeline: Pipeline, prompts, max_tokens: int) -> list[tuple[str, lis
     return out
 
 
-def hold_rates(runs) -> dict[int, list[int]]:
-    """bucket -> [held, offered]: does the copy on offer predict the answer's next token?"""
-    table: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
+def hold_rates(runs) -> dict[tuple[str, int], list[int]]:
+    """(source, bucket) -> [held, offered]: does the copy on offer predict the answer's next token?
+    source: "input" (copied from the prompt) or "reply" (from the answer's own earlier tokens)."""
+    table: dict[tuple[str, int], list[int]] = collections.defaultdict(lambda: [0, 0])
     for _category, prompt, answer in runs:
         lookup, context = NgramDrafter(), list(prompt)
         lookup.prefill(context[:-1])
         for token in answer:
             length, start = lookup.match(context)
             if start is not None:
-                cell = table[_bucket(length)]
+                cell = table["input" if start < len(prompt) else "reply", _bucket(length)]
                 cell[0] += lookup.index.tokens[start] == token
                 cell[1] += 1
             context.append(token)
@@ -69,13 +72,16 @@ def main() -> None:
     args = parser.parse_args()
     with open_pipeline(Options(pair=args.pair, mode="target"), console.print) as pipeline:
         runs = answers(pipeline, load_prompts_file(args.prompts), args.max_tokens)
-    table = Table(title="copy hold rate by match length (per token)")
-    for column in ("matched", "held / offered", "rate", "auto's prior"):
+    table = Table(title="copy hold rate by match length (per token), copies of the prompt | of the answer itself")
+    for column in ("matched", "input: held / offered", "rate", "prior", "reply: held / offered", "rate", "prior"):
         table.add_column(column, justify="right")
     rates = hold_rates(runs)
-    for bucket in sorted(rates):
-        held, offered = rates[bucket]
-        table.add_row(f"{bucket}+", f"{held}/{offered}", f"{held / offered:.3f}", f"{COPY_PRIORS[bucket]:.2f}")
+    for bucket in sorted(COPY_PRIORS):
+        row = [f"{bucket}+"]
+        for source, priors in (("input", COPY_PRIORS), ("reply", REPLY_COPY_PRIORS)):
+            held, offered = rates.get((source, bucket), (0, 0))
+            row += [f"{held}/{offered}", f"{held / offered:.3f}" if offered else "-", f"{priors[bucket]:.2f}"]
+        table.add_row(*row)
     Console().print(table)
 
 

@@ -166,6 +166,25 @@ def test_auto_uses_copies_when_they_pay_and_stops_when_they_fail():
     assert auto.drafters[0].odds.rate(3) < 0.2  # from the 0.7 prior (pooled with the 2-token bucket)
 
 
+def test_a_reply_repeating_itself_does_not_make_its_copies_of_the_input_timid():
+    """Copies of the prompt and copies of the reply's own earlier tokens have separate odds: a reply
+    whose self-repetitions keep breaking still copies its input at the input's odds."""
+    ngram = NgramDrafter()
+    auto = AutoDrafter(linear_costs(0.5), [ngram])
+    prompt = list(range(200, 240))
+    auto.prefill(prompt[:-1])
+    context = [*prompt, 7, 8, 9, 1]
+    fresh = ngram.odds.rate(3)
+    assert ngram.reply_odds.rate(3) < fresh  # a reply repeats itself less reliably than it copies input
+    for step in range(40):  # "7 8 9" recurs in the reply and is followed by something new every time
+        context += [7, 8, 9]
+        one_round(auto, context, lambda _d, s=step: [900 + s])
+    assert ngram.reply_odds.rate(3) < 0.2 and ngram.odds.rate(3) == fresh
+    context += prompt[:12]  # the reply now quotes its input
+    draft = auto.propose(context, 16, GREEDY)
+    assert draft.source == "ngram" and draft.tokens == list(range(212, 212 + len(draft)))
+
+
 def test_each_reply_starts_from_the_priors():
     """Copy evidence of one reply does not carry into the next (prefill starts a reply)."""
     ngram = NgramDrafter()

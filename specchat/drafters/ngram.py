@@ -23,6 +23,9 @@ COPY_CAP_GROWTH = 2  # later copies may be this many times the longest run copie
 # the largest key <= the length). A long match is the reply copying its input and goes on; a 1-token
 # match rarely does. Measured on held-out replies by benchmarks/copy_odds.py (numbers in docs/modes.md).
 COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.85, 9: 0.95, 17: 0.97, 33: 0.98, 65: 0.98}
+# ... the same for copies of the reply's own earlier tokens (a list's next item, a repeated key): lower
+# at every length, since a reply repeats its own phrasing briefly, then moves on.
+REPLY_COPY_PRIORS = {1: 0.15, 2: 0.35, 3: 0.5, 5: 0.55, 9: 0.8, 17: 0.9, 33: 0.95, 65: 0.95}
 COPY_PRIOR_WEIGHT = 12.0  # in observed tokens: the priors come from data, a few tokens do not undo them
 COPY_CAUTION = 1.0  # standard errors below the mean: a copy not drafted is still learned from
 
@@ -84,6 +87,7 @@ class CopyOdds:
     tried: dict[int, int] = field(default_factory=dict)
     held: dict[int, int] = field(default_factory=dict)
     longest: int | None = None  # match lengths beyond this are judged (and learned) as this one
+    priors: dict[int, float] = field(default_factory=lambda: COPY_PRIORS)
     _table: dict[int, tuple[float, float]] | None = field(default=None, repr=False)
 
     def rate(self, length: int, cautious: bool = True) -> float:
@@ -106,9 +110,9 @@ class CopyOdds:
         that disagree (a longer match is never less of a copy): one early break of a 40-token match
         must not outweigh thirty 20-token matches that held."""
         blocks: list[tuple[float, float, list[int]]] = []  # (held, tried, buckets), priors included
-        for bucket in sorted(COPY_PRIORS):
+        for bucket in sorted(self.priors):
             block = (
-                self.held.get(bucket, 0) + COPY_PRIORS[bucket] * COPY_PRIOR_WEIGHT,
+                self.held.get(bucket, 0) + self.priors[bucket] * COPY_PRIOR_WEIGHT,
                 self.tried.get(bucket, 0) + COPY_PRIOR_WEIGHT,
                 [bucket],
             )
@@ -166,6 +170,7 @@ class _Copy:
     tokens: list[int]
     matched: int
     at: int
+    from_reply: bool = False  # copied from this reply's own earlier tokens, not from its input
 
 
 class NgramDrafter:
@@ -186,19 +191,29 @@ class NgramDrafter:
 
     def reset(self) -> None:
         self.index = NgramIndex(self.index.max_n)
+        self._reply_start: int | None = None  # where this reply's own tokens begin (None: not known)
         self._start_reply()
 
     def _start_reply(self) -> None:
         # Each reply learns its own copy odds from the measured priors: how much the last reply copied
         # says little about this one (kept across replies, a summary's broken quotes made the next
         # reply's code edits timid, and an edit's long copies made the next prose reply reckless).
+        # Copies of the input (the user's file, an earlier reply) and of this reply's own earlier tokens
+        # are judged apart: an edit's copies of its input go on far more often than a reply repeating
+        # itself does at the same match length (benchmarks/copy_odds.py), and a reply's broken
+        # self-repetitions must not make its copies of the input timid.
         self.odds = CopyOdds()
+        self.reply_odds = CopyOdds(priors=REPLY_COPY_PRIORS)
         self._copy: _Copy | None = None
         self.runs = CopyRuns()
 
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
         self._start_reply()
+        self._reply_start = len(context) + 1  # the prompt's last token is evaluated by the first round
+
+    def _odds(self, copy: _Copy) -> CopyOdds:
+        return self.reply_odds if copy.from_reply else self.odds
 
     @property
     def copy_cap(self) -> int:
@@ -240,7 +255,8 @@ class NgramDrafter:
         # One token more than can be drafted: the round's own token is checked against it too.
         tokens = self.index.tokens[begin : begin + MAX_COPY + 1]
         tokens = tokens[: next((i for i, token in enumerate(tokens) if self.ends_copy(token)), len(tokens))]
-        self._copy = _Copy(tokens, n, len(context))
+        from_reply = self._reply_start is not None and begin >= self._reply_start
+        self._copy = _Copy(tokens, n, len(context), from_reply)
         return self._copy
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
@@ -248,8 +264,9 @@ class NgramDrafter:
         if copy is None:
             return NO_OFFER
         lengths = [copy.matched + i for i in range(min(len(copy.tokens), k_max))]
-        rates = [self.odds.rate(n) for n in lengths]
-        mean = [self.odds.rate(n, cautious=False) for n in lengths]
+        odds = self._odds(copy)
+        rates = [odds.rate(n) for n in lengths]
+        mean = [odds.rate(n, cautious=False) for n in lengths]
         return Offer(rates, rates, mean=mean, proven=self.copy_cap)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
@@ -263,5 +280,5 @@ class NgramDrafter:
         """Book the copy on offer against the tokens produced (see book), and follow copied runs."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            book(self.odds, copy.tokens, copy.matched, outcome.produced)
+            book(self._odds(copy), copy.tokens, copy.matched, outcome.produced)
         self.runs.learn(self.name, outcome)
