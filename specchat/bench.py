@@ -317,7 +317,10 @@ def run(
 
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings))
     try:
-        notify("measuring the cost model (single steps and verify batches of 1..16)...")
+        notify(
+            "measuring the cost model for the report (single steps, verify batches of 1..16); "
+            "auto uses its own calibration, up to 64"
+        )
         context = pipeline.prompt([Message("user", prompts[0].text)])
         result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, 17))
         with progress(reps * benchturns.count(prompts) * len(variants)) as advance:
