@@ -3,6 +3,7 @@ Errors meet one boundary, SpecchatGroup.invoke: one line and a hint, never a tra
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import traceback
@@ -463,6 +464,18 @@ def pull(pair: PairArgument = None) -> None:
             result = download.pull(spec, lambda message: note(err, message), start)
             where = "already present at" if result.source == "present" else f"downloaded from the {result.source} to"
             err.print(f"{spec.local_name}: {where} {result.path}", highlight=False)
+
+
+def _reflow(doc: str) -> str:
+    """A docstring as help text: paragraphs kept, line breaks inside them joined, so that Rich wraps
+    the text to the terminal's width (Typer's rich mode keeps them: a 100-column source line wrapped
+    on an 80-column terminal left a ragged line after every one)."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+
+
+for _command in app.registered_commands:
+    if _command.help is None and _command.callback is not None and _command.callback.__doc__:
+        _command.help = _reflow(inspect.cleandoc(_command.callback.__doc__))
 
 
 def main() -> None:

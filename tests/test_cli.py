@@ -44,6 +44,20 @@ def test_help_has_examples(command):
         assert "Examples" in result.stdout
 
 
+@pytest.mark.parametrize("command", ["run", "bench", "tune", "logs", "models", "pull"])
+def test_help_text_is_wrapped_to_the_terminal(command):
+    """A docstring's line breaks are not kept: on an 80-column terminal a 100-column source line used
+    to leave a short ragged line after every wrapped one."""
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0
+    description = result.stdout.split("\u256d")[0]  # the text above the first panel
+    lines = [line.strip() for line in description.splitlines()][3:]  # past "Usage:" and the summary
+    paragraphs = [p for p in "\n".join(lines).split("\n\n") if p.strip()]
+    for paragraph in paragraphs:
+        *wrapped, _last = paragraph.splitlines()
+        assert all(len(line) > 60 for line in wrapped), paragraph
+
+
 def test_unknown_pair_is_one_line_error():
     assert_one_line_error(invoke("run", "--pair", "no-such-pair", "hi"), 1, "unknown pair 'no-such-pair'")
 
