@@ -7,9 +7,9 @@
    produces, since all of them are lossless.
 2. At every token of each answer, prompt lookup (the same NgramDrafter auto uses) proposes its copy;
    the table counts, per match-length bucket, how often the copy's next token is the answer's, apart
-   for copies of the prompt and copies of the answer's own earlier tokens. This does not depend on
-   any drafting policy: it is the per-token hold rate auto's `COPY_PRIORS` and `REPLY_COPY_PRIORS`
-   encode.
+   for copies of the prompt, copies where the answer rejoins the prompt after a copy of it broke,
+   and copies of the answer's own earlier tokens. This does not depend on any drafting policy: it is
+   the per-token hold rate auto's `COPY_PRIORS`, `REJOIN_COPY_PRIORS` and `REPLY_COPY_PRIORS` encode.
 To replay whole answers through auto under this or other machines' costs, use benchmarks/simulate.py
 (traces from benchmarks/record_traces.py); for measured speed, `specchat bench`.
 
@@ -28,11 +28,20 @@ from rich.table import Table
 
 from specchat.benchsuite import load_prompts_file
 from specchat.chat import Message
-from specchat.drafters.ngram import COPY_PRIORS, REPLY_COPY_PRIORS, NgramDrafter, _bucket
+from specchat.drafters.base import Draft, Outcome
+from specchat.drafters.ngram import (
+    COPY_PRIORS,
+    MAX_COPY,
+    REJOIN_COPY_PRIORS,
+    REPLY_COPY_PRIORS,
+    NgramDrafter,
+    _bucket,
+)
 from specchat.runtime import Options, Pipeline, open_pipeline
 from specchat.sampling import SamplingParams
 
 console = Console(stderr=True)
+KINDS = {"input": COPY_PRIORS, "rejoin": REJOIN_COPY_PRIORS, "reply": REPLY_COPY_PRIORS}
 HERE = Path(__file__).parent
 
 
@@ -48,18 +57,23 @@ def answers(pipeline: Pipeline, prompts, max_tokens: int) -> list[tuple[str, lis
 
 
 def hold_rates(runs) -> dict[tuple[str, int], list[int]]:
-    """(source, bucket) -> [held, offered]: does the copy on offer predict the answer's next token?
-    source: "input" (copied from the prompt) or "reply" (from the answer's own earlier tokens)."""
+    """(kind, bucket) -> [held, offered]: does the copy on offer predict the answer's next token?
+    kind: "input" (copied from the prompt), "rejoin" (the answer rejoining its input after a copy of
+    it broke) or "reply" (from the answer's own earlier tokens). The answer is fed one token a round,
+    as the target alone produces it, so that breaks are noticed as auto notices them."""
     table: dict[tuple[str, int], list[int]] = collections.defaultdict(lambda: [0, 0])
     for _category, prompt, answer in runs:
         lookup, context = NgramDrafter(), list(prompt)
         lookup.prefill(context[:-1])
         for token in answer:
-            length, start = lookup.match(context)
-            if start is not None:
-                cell = table["input" if start < len(prompt) else "reply", _bucket(length)]
-                cell[0] += lookup.index.tokens[start] == token
+            lookup.offer(context, MAX_COPY)
+            copy = lookup._copy
+            if copy is not None:
+                kind = "rejoin" if copy.rejoined else "reply" if copy.from_reply else "input"
+                cell = table[kind, _bucket(copy.matched)]
+                cell[0] += copy.tokens[0] == token
                 cell[1] += 1
+            lookup.learn(Outcome(len(context), Draft(), 0, [token], 0.0))
             context.append(token)
     return table
 
@@ -72,15 +86,17 @@ def main() -> None:
     args = parser.parse_args()
     with open_pipeline(Options(pair=args.pair, mode="target"), console.print) as pipeline:
         runs = answers(pipeline, load_prompts_file(args.prompts), args.max_tokens)
-    table = Table(title="copy hold rate by match length (per token), copies of the prompt | of the answer itself")
-    for column in ("matched", "input: held / offered", "rate", "prior", "reply: held / offered", "rate", "prior"):
-        table.add_column(column, justify="right")
+    table = Table(title="copy hold rate by match length (per token): held/offered, rate (auto's prior)")
+    table.add_column("matched", justify="right")
+    for kind in ("of the prompt", "rejoining it", "of the answer"):
+        table.add_column(kind, justify="right")
     rates = hold_rates(runs)
     for bucket in sorted(COPY_PRIORS):
         row = [f"{bucket}+"]
-        for source, priors in (("input", COPY_PRIORS), ("reply", REPLY_COPY_PRIORS)):
-            held, offered = rates.get((source, bucket), (0, 0))
-            row += [f"{held}/{offered}", f"{held / offered:.3f}" if offered else "-", f"{priors[bucket]:.2f}"]
+        for kind, priors in KINDS.items():
+            held, offered = rates.get((kind, bucket), (0, 0))
+            rate = f"{held / offered:.2f}" if offered else "-"
+            row.append(f"{held}/{offered}, {rate} ({priors[bucket]:.2f})")
         table.add_row(*row)
     Console().print(table)
 

@@ -185,6 +185,41 @@ def test_a_reply_repeating_itself_does_not_make_its_copies_of_the_input_timid():
     assert draft.source == "ngram" and draft.tokens == list(range(212, 212 + len(draft)))
 
 
+def follow(ngram: NgramDrafter, prompt: list[int], reply: list[int]) -> list[int]:
+    """The reply produced one token per round (the target alone), every copy on offer booked."""
+    ngram.prefill(prompt[:-1])
+    context = list(prompt)
+    for token in reply:
+        ngram.offer(context, 16)
+        ngram.learn(Outcome(len(context), Draft(), 0, [token], 0.0))
+        context.append(token)
+    return context
+
+
+def test_after_an_edit_the_copy_rejoins_the_input_just_after_the_change():
+    """An edit replaces a token of the file it is copying; the reply then goes on with what followed
+    the replaced token. Its next token (7) also occurs later in the file, where plain lookup (the
+    latest occurrence) would copy from; the copy rejoins the file right after the change instead."""
+    prompt = [*range(100, 121), 7, *range(121, 130), 7, 500, 501, 502]
+    reply = [*range(100, 120), 900, 7]  # copies 20 tokens, writes 900 instead of 120, then the 7 after it
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, reply)
+    assert ngram.propose(context, 4, GREEDY).tokens == [121, 122, 123, 124]
+    assert ngram.rejoin_odds.rate(1) > ngram.odds.rate(1)  # one rejoined token is a far better guess
+    fresh = NgramDrafter()  # no copy broke: the latest occurrence of 7
+    fresh.prefill(prompt[:-1])
+    assert fresh.propose(context, 3, GREEDY).tokens == [500, 501, 502]
+
+
+def test_a_short_quote_that_breaks_leaves_nothing_to_rejoin():
+    """A summary quoting five words of its input is not an edit of it: after the quote ends, lookup
+    copies from wherever the last token occurred, as before."""
+    prompt = [*range(100, 121), 7, *range(121, 130), 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [300, 301, *range(110, 115), 900, 7])
+    assert ngram.propose(context, 3, GREEDY).tokens == [500, 501, 502]
+
+
 def test_each_reply_starts_from_the_priors():
     """Copy evidence of one reply does not carry into the next (prefill starts a reply)."""
     ngram = NgramDrafter()
