@@ -71,7 +71,10 @@ def test_commands_run_without_unix_only_modules(tmp_path):
 
 
 def test_show_completion_prints_a_bash_script(tmp_path):
-    done = specchat(tmp_path, "--show-completion", "bash", env=child_env(tmp_path, SHELL="/bin/bash"))
+    # Typer finds the shell from the process tree (shellingham), which a test run from a detached job
+    # does not have; its own tests' switch makes --show-completion take the shell's name instead.
+    env = child_env(tmp_path, SHELL="/bin/bash", _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
+    done = specchat(tmp_path, "--show-completion", "bash", env=env)
     assert done.returncode == 0, done.stderr
     assert "complete -o default -F _specchat_completion specchat" in done.stdout
     assert "_SPECCHAT_COMPLETE=complete_bash" in done.stdout
