@@ -2,6 +2,11 @@
 
     nice -n 19 python benchmarks/record_traces.py                 # built-in suite + sim_prompts.jsonl
     nice -n 19 python benchmarks/record_traces.py -n 128 --out benchmarks/traces
+    nice -n 19 python benchmarks/record_traces.py --suite default --category revision \
+        --prompts benchmarks/revision_prompts.jsonl -n 400 --out revision-traces   # second turns
+
+Of a multi-turn record the last turn is recorded: the target alone answers the turns before it
+(greedy, up to --history-tokens each), as `specchat bench` writes a record's history.
 
 Per prompt, one JSON line (ints only) with:
   prompt    the chat-templated prompt token ids
@@ -12,6 +17,7 @@ Per prompt, one JSON line (ints only) with:
             the first wrong one (what follows a wrong guess is never accepted)
   control   the ids among all of the above that are control tokens (end-of-generation included),
             so that replayed copies can stop before them; eog: those that end generation
+  turn      which turn of its record the reply answers (1-based)
   meta      llama-cpp-python's version, the model files and their sha256, the date
 
 The draft's path is followed, not recomputed: when guesses[i][0] == target[i], the context of
@@ -34,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.benchsuite import load_prompts_file, load_suite, single_turn
+from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
 from specchat.chat import Message, prompt_tokens
 from specchat.download import locate
 from specchat.engine import Engine, EngineConfig
@@ -88,14 +94,28 @@ def path_done(guesses: list[int], truth: list[int], is_eog) -> bool:
     return n > 0 and (is_eog(guesses[-1]) or guesses[-1] != truth[n - 1])
 
 
-def record(target: Engine, draft: Engine, prompt_id: str, category: str, text: str, max_tokens: int) -> dict:
-    prompt = prompt_tokens(target, [Message("user", text)])
+def conversation(target: Engine, turns: tuple[str, ...], history_tokens: int) -> list[int]:
+    """The prompt ids of a record's last turn: the turns before it answered by the target alone
+    (greedy, up to history_tokens each), as `specchat bench` builds a multi-turn record's history."""
+    messages: list[Message] = []
+    for text in turns[:-1]:
+        messages.append(Message("user", text))
+        reply, _end = greedy_continuation(target, prompt_tokens(target, messages), history_tokens)
+        messages.append(Message("assistant", target.detokenize(reply)))
+    messages.append(Message("user", turns[-1]))
+    return prompt_tokens(target, messages)
+
+
+def record(target: Engine, draft: Engine, record: Prompt, max_tokens: int, history_tokens: int) -> dict:
+    """The trace of a record's last turn (its only one, for most)."""
+    prompt = conversation(target, record.turns, history_tokens)
     tokens, end = greedy_continuation(target, prompt, max_tokens)
     guesses = draft_guesses(draft, prompt, tokens, end)
     seen = set(prompt) | set(tokens) | {g for row in guesses for g in row} | ({end} if end is not None else set())
     return {
-        "id": prompt_id,
-        "category": category,
+        "id": record.id,
+        "category": record.category,
+        "turn": len(record.turns),
         "prompt": prompt,
         "target": tokens,
         "stop": "eog" if end is not None else "max_tokens",
@@ -144,18 +164,25 @@ def main() -> None:
     parser.add_argument(
         "--prompts", type=Path, action="append", help="a JSONL prompts file to record instead (repeatable)"
     )
+    parser.add_argument("--suite", action="append", help="a built-in suite to record instead (repeatable)")
+    parser.add_argument("--category", help="only the records of this category")
+    parser.add_argument(
+        "--history-tokens", type=int, default=512, help="longest reply of the target to earlier turns (default 512)"
+    )
     args = parser.parse_args()
     pair = load_registry().pair(None)
     paths = [locate(pair.target), locate(pair.draft)]
     if None in paths:
         raise SystemExit("the default pair is not on this machine: run `specchat pull` first")
-    sets = {
-        # A trace is one reply to one message: multi-turn records (revision) would be first turns only.
-        "suite-default": [(p.id, p.category, p.text) for p in single_turn(load_suite("default"))],
-        "sim-prompts": [(p.id, p.category, p.text) for p in load_prompts_file(HERE / "sim_prompts.jsonl")],
+    sets = {  # a trace is one reply: of a multi-turn record, its last turn (the target answers the others)
+        "suite-default": single_turn(load_suite("default")),
+        "sim-prompts": load_prompts_file(HERE / "sim_prompts.jsonl"),
     }
-    if args.prompts:
-        sets = {path.stem: [(p.id, p.category, p.text) for p in load_prompts_file(path)] for path in args.prompts}
+    if args.prompts or args.suite:
+        sets = {path.stem: load_prompts_file(path) for path in args.prompts or []}
+        sets |= {f"suite-{name}": load_suite(name) for name in args.suite or []}
+    if args.category:  # a file of its own: a rerun with other settings rewrites its file
+        sets = {f"{name}-{args.category}": [p for p in ps if p.category == args.category] for name, ps in sets.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     meta = provenance(pair.target, pair.draft)
     config = EngineConfig(n_ctx=args.ctx, n_threads=args.threads)
@@ -163,13 +190,17 @@ def main() -> None:
         for name, prompts in sets.items():
             path = args.out / f"{name}.jsonl.gz"
             done = [r for r in read_lines(path) if r["max_tokens"] == args.max_tokens]
-            for prompt_id, category, text in prompts:
-                if any(r["id"] == prompt_id for r in done):
+            for prompt in prompts:
+                if any(r["id"] == prompt.id for r in done):
                     continue
-                line = record(target, draft, prompt_id, category, text, args.max_tokens)
+                line = record(target, draft, prompt, args.max_tokens, args.history_tokens)
                 done.append({**line, "source": name, "meta": meta})
                 write_lines(path, done)
-                print(f"{name} {category} #{prompt_id}: {len(line['target'])} tokens, stop {line['stop']}", flush=True)
+                turn = f" turn {line['turn']}" if line["turn"] > 1 else ""
+                print(
+                    f"{name} {prompt.category} #{prompt.id}{turn}: {len(line['target'])} tokens, stop {line['stop']}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
