@@ -473,9 +473,14 @@ def _reflow(doc: str) -> str:
     return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
 
 
-for _command in app.registered_commands:
-    if _command.help is None and _command.callback is not None and _command.callback.__doc__:
-        _command.help = _reflow(inspect.cleandoc(_command.callback.__doc__))
+def _wrap_help(typer_app: typer.Typer) -> None:
+    """Every command's help from its docstring, reflowed (see _reflow)."""
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = _reflow(inspect.cleandoc(command.callback.__doc__))
+
+
+_wrap_help(app)
 
 
 def main() -> None:
