@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..models_api import common_prefix
 from ..sampling import Sampler
 from .base import NO_OFFER, Draft, Offer, Outcome
 
@@ -142,9 +143,18 @@ def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[
     offer covers what follows, so each token is booked once, with the match length the chooser saw
     when it had to judge that token."""
     produced = produced[: len(guess)]
-    held = next((i for i, (a, b) in enumerate(zip(guess, produced, strict=False)) if a != b), len(produced))
+    held = common_prefix(guess, produced)
     for i in range(min(held + 1, len(produced))):
         odds.observe(matched + i, i < held)
+
+
+def matched_back(tokens: Sequence[int], end: int, known: int, longest: int) -> int:
+    """How far tokens[:end] and the whole text end alike, given that their last `known` tokens do (at
+    most `longest`, and never reaching back past the start)."""
+    length = known
+    while length < min(longest, end) and tokens[end - 1 - length] == tokens[-1 - length]:
+        length += 1
+    return length
 
 
 @dataclass
@@ -245,9 +255,7 @@ class NgramDrafter:
         tokens = self.index.tokens
         best = (0, None)
         for start in reversed(self.index.lookup_all()[-CANDIDATES:]):
-            length = self.index.max_n
-            while length < min(longest, start) and tokens[start - 1 - length] == tokens[-1 - length]:
-                length += 1
+            length = matched_back(tokens, start, self.index.max_n, longest)
             if length > best[0]:
                 best = (length, start)
         if best[1] is not None:
@@ -274,9 +282,7 @@ class NgramDrafter:
         for start in range(broke, end):
             if tokens[start] != tokens[-1]:
                 continue
-            length = 1
-            while length < min(longest, start + 1) and tokens[start - length] == tokens[-1 - length]:
-                length += 1
+            length = matched_back(tokens, start + 1, 1, longest)
             if best is None or length > best[0]:
                 best = (length, start + 1)
         return best
@@ -325,6 +331,7 @@ class NgramDrafter:
 
     def _note_break(self, copy: _Copy, produced: Sequence[int]) -> None:
         """Remember where a copy of the input that had been holding broke (see _rejoin)."""
-        held = next((i for i, (a, b) in enumerate(zip(copy.tokens, produced, strict=False)) if a != b), None)
-        if held is not None and not copy.from_reply and copy.matched + held >= REJOIN_RUN:
+        held = common_prefix(copy.tokens, produced)
+        broke = held < min(len(copy.tokens), len(produced))
+        if broke and not copy.from_reply and copy.matched + held >= REJOIN_RUN:
             self._break = (copy.begin + held, copy.at + held)
