@@ -106,16 +106,16 @@ def conversation(target: Engine, turns: tuple[str, ...], history_tokens: int) ->
     return prompt_tokens(target, messages)
 
 
-def record(target: Engine, draft: Engine, record: Prompt, max_tokens: int, history_tokens: int) -> dict:
+def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, history_tokens: int) -> dict:
     """The trace of a record's last turn (its only one, for most)."""
-    prompt = conversation(target, record.turns, history_tokens)
+    prompt = conversation(target, item.turns, history_tokens)
     tokens, end = greedy_continuation(target, prompt, max_tokens)
     guesses = draft_guesses(draft, prompt, tokens, end)
     seen = set(prompt) | set(tokens) | {g for row in guesses for g in row} | ({end} if end is not None else set())
     return {
-        "id": record.id,
-        "category": record.category,
-        "turn": len(record.turns),
+        "id": item.id,
+        "category": item.category,
+        "turn": len(item.turns),
         "prompt": prompt,
         "target": tokens,
         "stop": "eog" if end is not None else "max_tokens",
