@@ -69,8 +69,7 @@ def hold_rates(runs) -> dict[tuple[str, int], list[int]]:
             lookup.offer(context, MAX_COPY)
             copy = lookup._copy
             if copy is not None:
-                kind = "rejoin" if copy.rejoined else "reply" if copy.from_reply else "input"
-                cell = table[kind, _bucket(copy.matched)]
+                cell = table[copy.kind, _bucket(copy.matched)]
                 cell[0] += copy.tokens[0] == token
                 cell[1] += 1
             lookup.learn(Outcome(len(context), Draft(), 0, [token], 0.0))

@@ -191,6 +191,11 @@ class _Copy:
     begin: int = -1  # index of its first token in the text
     rejoined: bool = False  # where the reply rejoins a copy of its input that broke (_rejoin)
 
+    @property
+    def kind(self) -> str:
+        """Which odds judge it: "rejoin", "reply" (of the reply's own tokens) or "input"."""
+        return "rejoin" if self.rejoined else "reply" if self.from_reply else "input"
+
 
 class NgramDrafter:
     """Prompt lookup as a drafter: copies with odds that depend on how long the match is."""
@@ -234,9 +239,7 @@ class NgramDrafter:
         self._reply_start = len(context) + 1  # the prompt's last token is evaluated by the first round
 
     def _odds(self, copy: _Copy) -> CopyOdds:
-        if copy.rejoined:
-            return self.rejoin_odds
-        return self.reply_odds if copy.from_reply else self.odds
+        return {"rejoin": self.rejoin_odds, "reply": self.reply_odds, "input": self.odds}[copy.kind]
 
     @property
     def copy_cap(self) -> int:
