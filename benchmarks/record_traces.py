@@ -44,6 +44,7 @@ from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_tu
 from specchat.chat import Message, prompt_tokens
 from specchat.download import locate
 from specchat.engine import Engine, EngineConfig
+from specchat.errors import SpecchatError
 from specchat.models_api import CachedModel
 from specchat.registry import load_registry
 
@@ -155,6 +156,19 @@ def provenance(target_spec, draft_spec) -> dict:
     }
 
 
+def prompt_sets(files: list[Path], suites: list[str]) -> dict[str, list[Prompt]]:
+    """name -> prompts to record: the given files and suites, or by default the built-in suite's
+    single-turn prompts and sim_prompts.jsonl. A trace is one reply: of a multi-turn record, its last
+    turn (the target answers the others)."""
+    if not files and not suites:
+        return {
+            "suite-default": single_turn(load_suite("default")),
+            "sim-prompts": load_prompts_file(HERE / "sim_prompts.jsonl"),
+        }
+    sets = {path.stem: load_prompts_file(path) for path in files}
+    return sets | {f"suite-{name}": load_suite(name) for name in suites}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--max-tokens", type=int, default=128)
@@ -174,13 +188,10 @@ def main() -> None:
     paths = [locate(pair.target), locate(pair.draft)]
     if None in paths:
         raise SystemExit("the default pair is not on this machine: run `specchat pull` first")
-    sets = {  # a trace is one reply: of a multi-turn record, its last turn (the target answers the others)
-        "suite-default": single_turn(load_suite("default")),
-        "sim-prompts": load_prompts_file(HERE / "sim_prompts.jsonl"),
-    }
-    if args.prompts or args.suite:
-        sets = {path.stem: load_prompts_file(path) for path in args.prompts or []}
-        sets |= {f"suite-{name}": load_suite(name) for name in args.suite or []}
+    try:
+        sets = prompt_sets(args.prompts or [], args.suite or [])
+    except SpecchatError as error:  # a missing file, an unknown suite: one line, as specchat says it
+        raise SystemExit(f"error: {error.message}" + (f" (hint: {error.hint})" if error.hint else "")) from None
     if args.category:  # a file of its own: a rerun with other settings rewrites its file
         sets = {f"{name}-{args.category}": [p for p in ps if p.category == args.category] for name, ps in sets.items()}
     args.out.mkdir(parents=True, exist_ok=True)
