@@ -14,7 +14,7 @@ from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
 from specchat import tuning
 from specchat.costmodel import Costs, measure
 from specchat.drafters import DraftModelDrafter, NgramDrafter
-from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter
+from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
 from specchat.models_api import CachedModel
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
@@ -128,6 +128,21 @@ def test_the_guard_sets_aside_a_drafter_whose_real_cost_is_higher_than_calibrate
     mine, stats = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=True, costs=GPU.costs(), n=400)
     assert mine <= 1.25 * alone  # calibration wrong 4-7x; set aside for 16, 32, 64... rounds at a time
     assert stats.rounds_by_source.get("spec", 0) <= 8
+
+
+def test_the_guard_judges_a_drafter_after_a_round_it_lost_not_after_one_it_won():
+    """Two copies that broke at once, then one that held for 16 tokens: on the winning round the decayed
+    sum still looks slow, but a round that beat the target alone is no evidence of losing now (a rename
+    breaks a copy at each renamed word and the copy then holds). The next loss does set it aside."""
+    guard = Guard()
+    for _ in range(3):
+        guard.record("target", 1, 1.0, 1.0)
+    guard.record("ngram", 2, 8.0, 1.0)
+    guard.record("ngram", 2, 8.0, 1.0)
+    guard.record("ngram", 16, 8.0, 1.0)
+    assert guard.allowed("ngram") and guard.trusted("ngram")
+    guard.record("ngram", 2, 8.0, 1.0)
+    assert not guard.allowed("ngram")
 
 
 def test_exploration_costs_at_most_its_budget():

@@ -10,6 +10,7 @@ losing by much on any machine:
   the reply's time, so trying cannot cost more than that;
 - a drafter whose rounds really ran slower than the target alone (measured time, not the model) is set
   aside for a while, longer each time, whatever its estimates say: costs can be wrong, clocks are not.
+  It is judged after a round that lost, never after one that won.
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ class Guard:
             return
         # The target alone's speed as measured in recent target rounds; before any, the online estimate.
         reference = self.realized.get("target", Realized()).step_s(evidence=1.0) or target_step_s
+        if tokens and seconds / tokens <= reference:
+            # This round beat the target alone: judged now, older losses would set aside a drafter
+            # that is winning again (a copy that broke twice, then holds for 16 tokens).
+            return
         mine = self.realized[source].step_s()
         if mine is not None and reference > 0 and reference / mine < GUARD_MARGIN:
             count = self.times_aside.get(source, 0)
