@@ -6,7 +6,7 @@
         --prompts benchmarks/revision_prompts.jsonl -n 400 --out revision-traces   # second turns
 
 Of a multi-turn record the last turn is recorded: the target alone answers the turns before it
-(greedy, up to --history-tokens each), as `specchat bench` writes a record's history.
+(greedy, up to --earlier-tokens each), as `specchat bench` writes a record's history.
 
 Per prompt, one JSON line (ints only) with:
   prompt    the chat-templated prompt token ids
@@ -95,21 +95,21 @@ def path_done(guesses: list[int], truth: list[int], is_eog) -> bool:
     return n > 0 and (is_eog(guesses[-1]) or guesses[-1] != truth[n - 1])
 
 
-def conversation(target: Engine, turns: tuple[str, ...], history_tokens: int) -> list[int]:
+def conversation(target: Engine, turns: tuple[str, ...], earlier_tokens: int) -> list[int]:
     """The prompt ids of a record's last turn: the turns before it answered by the target alone
-    (greedy, up to history_tokens each), as `specchat bench` builds a multi-turn record's history."""
+    (greedy, up to earlier_tokens each), as `specchat bench` builds a multi-turn record's history."""
     messages: list[Message] = []
     for text in turns[:-1]:
         messages.append(Message("user", text))
-        reply, _end = greedy_continuation(target, prompt_tokens(target, messages), history_tokens)
+        reply, _end = greedy_continuation(target, prompt_tokens(target, messages), earlier_tokens)
         messages.append(Message("assistant", target.detokenize(reply)))
     messages.append(Message("user", turns[-1]))
     return prompt_tokens(target, messages)
 
 
-def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, history_tokens: int) -> dict:
+def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, earlier_tokens: int) -> dict:
     """The trace of a record's last turn (its only one, for most)."""
-    prompt = conversation(target, item.turns, history_tokens)
+    prompt = conversation(target, item.turns, earlier_tokens)
     tokens, end = greedy_continuation(target, prompt, max_tokens)
     guesses = draft_guesses(draft, prompt, tokens, end)
     seen = set(prompt) | set(tokens) | {g for row in guesses for g in row} | ({end} if end is not None else set())
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--suite", action="append", help="a built-in suite to record instead (repeatable)")
     parser.add_argument("--category", help="only the records of this category")
     parser.add_argument(
-        "--history-tokens", type=int, default=512, help="longest reply of the target to earlier turns (default 512)"
+        "--earlier-tokens", type=int, default=512, help="longest reply of the target to earlier turns (default 512)"
     )
     args = parser.parse_args()
     pair = load_registry().pair(None)
@@ -204,7 +204,7 @@ def main() -> None:
             for prompt in prompts:
                 if any(r["id"] == prompt.id for r in done):
                     continue
-                line = record(target, draft, prompt, args.max_tokens, args.history_tokens)
+                line = record(target, draft, prompt, args.max_tokens, args.earlier_tokens)
                 done.append({**line, "source": name, "meta": meta})
                 write_lines(path, done)
                 turn = f" turn {line['turn']}" if line["turn"] > 1 else ""

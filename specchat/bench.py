@@ -306,6 +306,7 @@ def run(
     max_tokens: int,
     params: SamplingParams,
     settings: dict,
+    earlier_tokens: int = 0,
     notify: Callable[[str], None],
     progress: Callable[[int], AbstractContextManager[Progress]],
 ) -> BenchResult:
@@ -330,6 +331,7 @@ def run(
                 variants,
                 reps=reps,
                 max_tokens=max_tokens,
+                earlier_tokens=earlier_tokens,
                 params=params,
                 result=result,
                 progress=advance,
@@ -349,13 +351,19 @@ def run_bench(
     params: SamplingParams,
     result: BenchResult,
     progress: Progress | None = None,
+    earlier_tokens: int = 0,
 ) -> BenchResult:
     """Fill `result` (passed in so that Ctrl-C keeps what was measured so far). Every turn of every
-    record is a block; earlier turns' replies come from the target alone, written once (benchturns)."""
+    record is a block; earlier turns' replies come from the target alone, written once (benchturns), up
+    to earlier_tokens each (0: max_tokens)."""
     from . import benchturns
 
     turns = benchturns.replay(
-        pipeline, prompts, params, max_tokens, progress=(lambda text: progress(text, 0)) if progress else None
+        pipeline,
+        prompts,
+        params,
+        earlier_tokens or max_tokens,
+        progress=(lambda text: progress(text, 0)) if progress else None,
     )
     for variant in variants:
         _generate(pipeline, turns[0].ids, params, variant, min(16, max_tokens))

@@ -85,7 +85,7 @@ def _fit(pipeline, prompt: Prompt, number: int, messages: list[Message]) -> list
         raise ContextFullError(
             f"bench prompt #{prompt.id}, turn {number}: the conversation so far takes {len(ids)} tokens; "
             f"the context holds {n_ctx}",
-            hint="raise --ctx, lower -n (shorter earlier replies), or --turns first",
+            hint="raise --ctx, lower --earlier-tokens (shorter earlier replies), or --turns first",
         )
     return ids
 

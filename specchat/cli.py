@@ -102,6 +102,10 @@ BENCH_HISTORY_HELP = (
     'never depend on your own log), or a JSONL FILE of past conversations, one {"messages": [...]} per line, '
     "indexed for this run only (a temporary index, deleted after; your log and history are not read or written)."
 )
+EARLIER_HELP = (
+    "Longest earlier reply of a multi-turn record, written once by the target alone before the runs (0 = as -n). "
+    "A revision revises the whole reply, as in a chat with `run`'s defaults, not one cut at -n."
+)
 FORMAT_HELP = "auto (live view on a terminal, else text), text, json (one object), jsonl (one event per round), live."
 
 
@@ -244,6 +248,7 @@ def bench(
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
     max_tokens: MaxTokens = 128,
+    earlier_tokens: Annotated[int, Opt("--earlier-tokens", min=0, help=EARLIER_HELP)] = 512,
     temperature: Annotated[float, typer.Option(min=0.0, max=5.0, help="0 = greedy (lossless check on).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Sampling seed (with --temperature > 0).")] = 0,
     n_ctx: Ctx = 4096,
@@ -276,6 +281,7 @@ def bench(
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
     settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
+    settings["earlier_tokens"] = earlier_tokens
     settings |= {"temperature": temperature, "seed": seed, "threads": threads, "gpu_layers": gpu_layers}
     err = stderr_console()
     with _open(options) as pipeline, benchhistory.attach(pipeline, past, lambda message: note(err, message)) as used:
@@ -283,6 +289,7 @@ def bench(
         settings["history"] = used
         result = measure.run(
             pipeline, prompt_list, measure.variants_for(k_list, mode_list), reps=reps, max_tokens=max_tokens,
+            earlier_tokens=earlier_tokens,
             params=SamplingParams(temperature=temperature, seed=seed), settings=settings,
             notify=lambda message: note(err, message), progress=lambda total: bench_progress(err, total),
         )  # fmt: skip

@@ -82,6 +82,27 @@ def test_later_turns_see_the_targets_reply_the_same_for_every_variant(bench, mon
     assert len(second) == 1 and f"assistant\n{histories[0]}" in second[0] and FIRST in second[0]
 
 
+def test_earlier_replies_are_whole_however_short_the_measured_ones(bench, monkeypatch):
+    """A revision revises the whole earlier reply (as in a chat with `run`'s defaults), not one cut at -n;
+    --earlier-tokens bounds it, and 0 means -n as before."""
+    from specchat import benchturns
+
+    budgets = []
+    real_reply = benchturns._reply
+
+    def reply(pipeline, ids, params, max_tokens):
+        budgets.append(max_tokens)
+        return real_reply(pipeline, ids, params, max_tokens)
+
+    monkeypatch.setattr(benchturns, "_reply", reply)
+    data = bench("--ks", "2", "--modes", "spec", "-r", "1")  # -n 8
+    assert budgets == [512] and data["meta"]["settings"]["earlier_tokens"] == 512
+    assert max(s["generated"] for s in data["samples"]) <= 8
+    bench("--ks", "2", "--modes", "spec", "-r", "1", "--earlier-tokens", "3")
+    bench("--ks", "2", "--modes", "spec", "-r", "1", "--earlier-tokens", "0")
+    assert budgets == [512, 3, 8]
+
+
 def test_turns_first_measures_first_turns_only(bench):
     data = bench("--ks", "2", "--modes", "spec", "--turns", "first")
     assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("rev", 1), ("one", 1)}
