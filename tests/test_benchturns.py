@@ -151,6 +151,7 @@ def test_a_conversation_longer_than_the_context_names_the_turn(bench):
     assert (
         "bench prompt #q, turn 2: the conversation so far takes" in result.stderr and "--turns first" in result.stderr
     )
+    assert "--earlier-tokens" in result.stderr
 
 
 def test_the_built_in_revision_records():
