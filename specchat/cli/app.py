@@ -1,0 +1,174 @@
+"""The app, the options several commands share, and the one error boundary (SpecchatGroup.invoke: one
+line and a hint, never a traceback). The commands are in run.py, measure.py and manage.py."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import traceback
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from .. import __version__
+from ..errors import SpecchatError
+from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the root options set for every command (kept in ctx.obj)."""
+
+    debug: bool = False
+
+
+def _debug(ctx: typer.Context) -> bool:
+    return isinstance(ctx.obj, Settings) and ctx.obj.debug
+
+
+class SpecchatGroup(TyperGroup):
+    """The single error boundary: library errors become one line + hint, never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SpecchatError as exc:
+            if isinstance(exc, StdoutError):
+                silence_stdout()  # so that the interpreter's last flush cannot fail again
+            elif _debug(ctx):
+                traceback.print_exc()
+            print_error(stderr_console(), exc.message, exc.hint)
+            ctx.exit(exc.exit_code)
+        except (KeyboardInterrupt, typer.Abort):
+            restore_terminal()
+            stderr_console().print("interrupted", style="dim")
+            ctx.exit(130)
+        except BrokenPipeError:
+            silence_stdout()
+            ctx.exit(0)
+        except typer.Exit:
+            raise
+        except typer.TyperException as exc:  # a bad option value: one line too, exit 2
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            command = f"specchat {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "specchat"
+            print_error(stderr_console(), message, f"see `{command} --help`")
+            ctx.exit(getattr(exc, "exit_code", 2))
+        except Exception as exc:  # a bug: still one line, with the way to get the details
+            if _debug(ctx):
+                traceback.print_exc()
+            hint = "this is a bug in specchat: rerun with --debug for the traceback and report it"
+            print_error(stderr_console(), f"internal error: {type(exc).__name__}: {exc}", hint)
+            ctx.exit(1)
+
+
+app = typer.Typer(
+    name="specchat",
+    cls=SpecchatGroup,
+    help="Local LLM chat with speculative decoding that shows its work.\n\n"
+    "A small draft model guesses the next tokens, the target model checks them in one batch; "
+    "greedy output is exactly the target's own.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+# Options that several commands share, declared once.
+Opt = typer.Option
+Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]
+PairArgument = Annotated[str | None, typer.Argument(help="Pair (default: the default pair).")]
+Target = Annotated[Path | None, typer.Option("--target", help="Local target GGUF (overrides the pair's).")]
+Draft = Annotated[Path | None, typer.Option("--draft", help="Local draft GGUF (overrides the pair's).")]
+Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
+Threads = Annotated[int, typer.Option("--threads", min=0, help="CPU threads (0 = all usable cores).")]
+GpuLayers = Annotated[int, typer.Option("--gpu-layers", help="Target layers on the GPU (-1 = all, when it can).")]
+DraftGpuLayers = Annotated[int, typer.Option("--draft-gpu-layers", help="Draft layers on the GPU (-1 = all).")]
+MaxTokens = Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")]
+ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help="Longest reply (0 = to its end or the context's).")]
+RunCtx = Annotated[int, Opt("--ctx", min=0, help="Context size (0 = the model's trained one, as memory allows).")]
+MODE_HELP = (
+    "auto: choose per round from measured costs (target alone when drafting cannot pay); "
+    "spec: draft model; ngram: prompt lookup; suffix: what followed the same text in this or past "
+    "conversations; target: no drafting."
+)
+K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, suffix 8, auto 64."
+NO_HISTORY_HELP = "Draft (auto, suffix) from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
+BENCH_HISTORY_HELP = (
+    "What the suffix and auto variants draft from besides the measured conversation: none (the default, so results "
+    'never depend on your own log), or a JSONL FILE of past conversations, one {"messages": [...]} per line, '
+    "indexed for this run only (a temporary index, deleted after; your log and history are not read or written)."
+)
+EARLIER_HELP = (
+    "Longest earlier reply of a multi-turn record, written once by the target alone before the runs (0 = as -n). "
+    "A revision revises the whole reply, as in a chat with `run`'s defaults, not one cut at -n."
+)
+FORMAT_HELP = "auto (live view on a terminal, else text), text, json (one object), jsonl (one event per round), live."
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"specchat {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, Opt("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+    debug: Annotated[bool, Opt("--debug", help="Tracebacks and llama.cpp's log (or SPECCHAT_DEBUG=1).")] = False,
+) -> None:
+    ctx.obj = Settings(debug=debug or os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0"))
+
+
+def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **given):
+    """runtime.Options from the shared options; --debug from the root."""
+    from ..runtime import Options
+
+    return Options(target_path=target, draft_path=draft, target_gpu_layers=gpu_layers, debug=_debug(ctx), **given)
+
+
+def load_pipeline(options):
+    """The loaded pipeline (pulling what is missing, with progress bars on stderr)."""
+    from ..runtime import open_pipeline
+    from ..view import download_progress, note
+
+    err = stderr_console()
+    with download_progress(err) as start:
+        return open_pipeline(options, lambda message: note(err, message), start)
+
+
+def _reflow(doc: str) -> str:
+    """A docstring as help text: paragraphs kept, line breaks inside them joined, so that Rich wraps
+    the text to the terminal's width (Typer's rich mode keeps them: a 100-column source line wrapped
+    on an 80-column terminal left a ragged line after every one)."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
+
+
+def wrap_help(typer_app: typer.Typer) -> None:
+    """Every command's help from its docstring, reflowed (see _reflow)."""
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = _reflow(inspect.cleandoc(command.callback.__doc__))
+
+
+def main() -> None:
+    """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
+    try:
+        app(prog_name="specchat")
+    except SystemExit as exc:
+        if exc.code == 130:
+            _leave_now(130)
+        raise
+
+
+def _leave_now(code: int) -> None:
+    """After Ctrl-C, leave without the interpreter's teardown (~0.15 s on 2 cores, more under load):
+    everything that must last is already written and committed; only the buffered output is left."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)

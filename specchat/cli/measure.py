@@ -1,0 +1,146 @@
+"""`specchat bench` (target alone vs speculative, side by side) and `specchat tune` (this machine's costs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import (
+    BENCH_HISTORY_HELP,
+    EARLIER_HELP,
+    Ctx,
+    Draft,
+    DraftGpuLayers,
+    GpuLayers,
+    MaxTokens,
+    Opt,
+    Pair,
+    PairArgument,
+    Target,
+    Threads,
+    app,
+    load_pipeline,
+    make_options,
+    stderr_console,
+)
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    "  specchat bench\n\n"
+    "  specchat bench --suite quick -r 1 -n 64\n\n"
+    "  specchat bench --ks 2,4 --format md --output bench.md --plot bench.svg\n\n"
+    "  specchat bench --prompts my_prompts.jsonl --format json --output bench.json\n\n"
+    "  specchat bench --suite revision --turns first\n\n"
+    "  specchat bench --modes ngram,suffix --history past.jsonl"
+)
+def bench(
+    ctx: typer.Context,
+    pair: Pair = None,
+    target: Target = None,
+    draft: Draft = None,
+    suite: Annotated[str, typer.Option(help="Built-in suite: default, quick, tiny, or one category.")] = "default",
+    prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format).")] = None,
+    turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
+    ks: Annotated[str, typer.Option("--ks", help="Draft-model lengths to compare with the target alone.")] = "1,2,4,8",
+    modes: Annotated[str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.")] = "spec,ngram,auto",
+    history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
+    reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
+    max_tokens: MaxTokens = 128,
+    earlier_tokens: Annotated[int, Opt("--earlier-tokens", min=0, help=EARLIER_HELP)] = 512,
+    temperature: Annotated[float, typer.Option(min=0.0, max=5.0, help="0 = greedy (lossless check on).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed (with --temperature > 0).")] = 0,
+    n_ctx: Ctx = 4096,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Save speedup vs k as PNG or SVG (matplotlib).")] = None,
+) -> None:
+    """Measure target alone vs speculative decoding side by side, and explain the result.
+
+    Variants run interleaved per prompt (drift hits all alike), after a warm-up. Speedups are medians of
+    paired ratios. Greedy outputs are checked against the target alone. The measured cost model
+    (c, v(n)) predicts the speedup from the acceptance rate, next to the measured one.
+    Every turn of a multi-turn record is measured, after earlier replies written once by the target
+    alone, so every variant sees the same conversation. See docs/bench.md for every figure.
+    """
+    from .. import bench as measure
+    from .. import benchhistory, benchreport
+    from ..benchsuite import load_prompts_file, load_suite, select_turns
+    from ..sampling import SamplingParams
+    from ..view import bench_progress, note
+
+    k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
+    prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
+    past = benchhistory.load(history, mode_list)
+    options = make_options(
+        ctx, target, draft, gpu_layers, pair=pair, mode="auto" if "auto" in mode_list else "spec", keep_draft=True,
+        n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
+    )  # fmt: skip
+    settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
+    settings["earlier_tokens"] = earlier_tokens
+    settings |= {"temperature": temperature, "seed": seed, "threads": threads, "gpu_layers": gpu_layers}
+    err = stderr_console()
+    with (
+        load_pipeline(options) as pipeline,
+        benchhistory.attach(pipeline, past, lambda message: note(err, message)) as used,
+    ):
+        settings |= {"ctx": pipeline.target.n_ctx, "draft_gpu_layers": draft_gpu_layers, "modes": mode_list}
+        settings["history"] = used
+        result = measure.run(
+            pipeline, prompt_list, measure.variants_for(k_list, mode_list), reps=reps, max_tokens=max_tokens,
+            earlier_tokens=earlier_tokens,
+            params=SamplingParams(temperature=temperature, seed=seed), settings=settings,
+            notify=lambda message: note(err, message), progress=lambda total: bench_progress(err, total),
+        )  # fmt: skip
+        benchreport.write(result, fmt, output, plot, k_list)
+        if result.interrupted:  # inside the `with`: leave without freeing the models first
+            raise KeyboardInterrupt
+
+
+@app.command(
+    epilog="Examples:\n\n  specchat tune\n\n  specchat tune qwen2.5-coder-7b --gpu-layers -1\n\n"
+    "  specchat tune --threads 8 -n 48"
+)
+def tune(
+    ctx: typer.Context,
+    pair: PairArgument = None,
+    target: Target = None,
+    draft: Draft = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=8, help="Tokens per measurement.")] = 64,
+    n_ctx: Ctx = 4096,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+) -> None:
+    """Measure this machine (c, v(n), acceptance) and save what --mode auto should start from.
+
+    Runs the quick suite with the draft model (k = 8) and with prompt lookup, prints the predicted
+    speedup of each mode, and saves the numbers per pair and machine in the config directory.
+    `run` and `bench` use them automatically; `--no-tuning` ignores them. Threads and GPU layers are
+    tuned per value.
+    """
+    from ..benchsuite import load_suite, single_turn
+    from ..tuning import key_for, load, save
+    from ..tuning import tune as run_tune
+    from ..view import bench_progress, note, print_tune, stdout_console
+
+    err = stderr_console()
+    options = make_options(
+        ctx, target, draft, gpu_layers, pair=pair, mode="spec", keep_draft=True, n_ctx=n_ctx, threads=threads,
+        draft_gpu_layers=draft_gpu_layers,
+    )  # fmt: skip
+    prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
+    with load_pipeline(options) as pipeline:
+        title = pipeline.resolved.pair_name or pipeline.resolved.target.name
+        previous = load(key_for(pipeline.resolved, options))
+        with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
+            tuning, estimates = run_tune(
+                pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
+            )
+    path = save(tuning)
+    print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous)

@@ -1,0 +1,155 @@
+"""`specchat run` (chat, one-shot prompts, piped stdin) and `specchat serve` (the OpenAI-compatible API)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .app import (
+    FORMAT_HELP,
+    K_HELP,
+    MODE_HELP,
+    NO_HISTORY_HELP,
+    Ctx,
+    Draft,
+    DraftGpuLayers,
+    GpuLayers,
+    Opt,
+    Pair,
+    ReplyTokens,
+    RunCtx,
+    Target,
+    Threads,
+    app,
+    load_pipeline,
+    make_options,
+    stderr_console,
+)
+
+
+@app.command(
+    epilog="Examples:\n\n"
+    '  specchat run "Write a Python function that reverses a string"\n\n'
+    "  echo 'Explain list comprehensions' | specchat run --stats\n\n"
+    '  git diff | specchat run "Write a commit message for this diff" --json\n\n'
+    '  specchat run --no-spec "Same prompt, target alone" --stats\n\n'
+    '  specchat run --target big.gguf --draft small.gguf -k 6 "Hello"'
+)
+def run(
+    ctx: typer.Context,
+    prompt: Annotated[str | None, typer.Argument(help="The prompt. Piped stdin comes first, then this.")] = None,
+    pair: Pair = None,
+    target: Target = None,
+    draft: Draft = None,
+    mode: Annotated[str, Opt("--mode", "-m", help=MODE_HELP)] = "auto",
+    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=K_HELP)] = None,
+    no_spec: Annotated[bool, Opt("--no-spec", help="Same as --mode target.")] = False,
+    no_tuning: Annotated[bool, Opt("--no-tuning", help="Ignore saved tuning; measure afresh.")] = False,
+    p_min: Annotated[float, Opt("--p-min", min=0.0, max=1.0, help="Draft model stops below this probability.")] = 0.0,
+    temperature: Annotated[float, Opt(min=0.0, max=5.0, help="0 = greedy (exactly the target's output).")] = 0.0,
+    top_k: Annotated[int, Opt(min=0, help="Keep the k most likely tokens (0 = off).")] = 40,
+    top_p: Annotated[float, Opt(min=0.0, max=1.0, help="Nucleus sampling mass (1 = off).")] = 0.95,
+    min_p: Annotated[float, Opt(min=0.0, max=1.0, help="Drop tokens below min_p x the top probability.")] = 0.05,
+    seed: Annotated[int | None, Opt(help="Random seed for sampling (default: random).")] = None,
+    max_tokens: ReplyTokens = 0,
+    system: Annotated[str | None, Opt(help="System prompt.")] = None,
+    no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
+    n_ctx: RunCtx = 0,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+    force_pair: Annotated[bool, Opt("--force-pair", help="Use a pair that fails the vocabulary check.")] = False,
+    rejected: Annotated[bool, Opt("--rejected/--no-rejected", help="Show rejected guesses as ghost text.")] = True,
+    verbose: Annotated[bool, Opt("--verbose", "-v", help="Per-position acceptance after replies.")] = False,
+    no_color: Annotated[bool, Opt("--no-color", help="No colours (NO_COLOR is honoured too).")] = False,
+    stats: Annotated[bool, Opt("--stats", help="Print a speed and acceptance summary to stderr.")] = False,
+    fmt: Annotated[str, Opt("--format", "-f", help=FORMAT_HELP)] = "auto",
+    as_json: Annotated[bool, Opt("--json", help="Same as --format json: one object (text + stats).")] = False,
+    jsonl: Annotated[bool, Opt("--jsonl", help="Same as --format jsonl: events per round, a summary.")] = False,
+    latest: Annotated[bool, Opt("--continue", "-c", help="Continue the latest logged conversation.")] = False,
+    cid: Annotated[int | None, Opt("--cid", help="Continue logged conversation ID (`specchat logs`).")] = None,
+    no_log: Annotated[bool, Opt("--no-log", help="Do not log this run (or SPECCHAT_NO_LOG=1).")] = False,
+    no_history: Annotated[bool, Opt("--no-history", help=NO_HISTORY_HELP)] = False,
+) -> None:
+    """Chat, or answer one prompt, with speculative decoding.
+
+    With no prompt on a terminal it starts an interactive chat (/help lists its commands). On a
+    terminal the reply shows which draft tokens the target accepted and which guesses it rejected;
+    piped or redirected, stdout carries only the reply text. Models are pulled on first use. Every
+    prompt and reply is logged (`specchat logs`); -c or --cid continues a logged conversation.
+    """
+    from .. import outputs
+    from ..chat import Message
+    from ..logstore import Recorder
+    from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt
+    from ..sampling import SamplingParams
+    from ..view import stdout_console
+
+    terminal = outputs.fancy_terminal()
+    fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
+    text = read_prompt(prompt, chat=fmt == "live" and terminal)  # None: the interactive chat
+    log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
+    params = SamplingParams(temperature, top_k, top_p, min_p, seed)
+    mode = "target" if no_spec else mode
+    settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template)
+    options = make_options(
+        ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
+        draft_gpu_layers=draft_gpu_layers, force_pair=force_pair, use_tuning=not no_tuning, p_min=p_min,
+        history=not no_history,
+    )  # fmt: skip
+    with load_pipeline(options) as pipeline:
+        console = stdout_console(no_color)
+        if text is None:
+            raise typer.Exit(chat_loop(ChatSession(pipeline, settings, console, system, log), history=True))
+        request = settings.request()
+        conversation = log.conversation(system)
+        conversation.messages.append(Message("user", text))
+        ids = pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
+        sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
+        generation = outputs.reply(pipeline, ids, request, sink)
+        log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
+        # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
+        outputs.after_reply(pipeline, request, generation, show_stats=stats)
+
+
+@app.command(
+    epilog="Examples:\n\n  specchat serve\n\n  specchat serve --pair qwen2.5-coder-7b --mode spec --port 8081\n\n"
+    "  specchat serve --host 0.0.0.0 --api-key $(openssl rand -hex 16)"
+)
+def serve(
+    ctx: typer.Context,
+    pair: Pair = None,
+    target: Target = None,
+    draft: Draft = None,
+    host: Annotated[str, Opt(help="Address to listen on (beyond this machine only with --api-key).")] = "127.0.0.1",
+    port: Annotated[int, Opt(min=0, max=65535, help="Port to listen on (0 = any free one).")] = 8080,
+    mode: Annotated[str, Opt("--mode", "-m", help=MODE_HELP)] = "auto",
+    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=K_HELP)] = None,
+    api_key: Annotated[str | None, Opt(envvar="SPECCHAT_API_KEY", help="Require Authorization: Bearer KEY.")] = None,
+    max_tokens: Annotated[int, Opt("--max-tokens", "-n", min=1, help="The most tokens a request may get.")] = 2048,
+    queue: Annotated[int, Opt("--queue", min=0, help="Requests that may wait behind the running one.")] = 8,
+    n_ctx: Ctx = 4096,
+    threads: Threads = 0,
+    gpu_layers: GpuLayers = -1,
+    draft_gpu_layers: DraftGpuLayers = -1,
+    no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
+    no_history: Annotated[bool, Opt("--no-history", help=NO_HISTORY_HELP)] = False,
+) -> None:
+    """Serve the models over an OpenAI-compatible HTTP API (chat completions, completions, models).
+
+    The models load once; requests run one at a time, queued. Responses carry llama-server's
+    `timings` and a `speculative` object (acceptance, rounds by source). See docs/serve.md.
+    """
+    from ..server import ServeConfig, check_host, listen
+    from ..server import serve as run_server
+
+    check_host(host, api_key)  # both before minutes of loading
+    sock = listen(host, port)
+    options = make_options(
+        ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
+        draft_gpu_layers=draft_gpu_layers, history=not no_history,
+    )  # fmt: skip
+    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log)
+    with sock, load_pipeline(options) as pipeline:
+        run_server(pipeline, config, stderr_console(), sock)
