@@ -304,9 +304,9 @@ def run(
     *,
     reps: int,
     max_tokens: int,
+    earlier_tokens: int = 0,
     params: SamplingParams,
     settings: dict,
-    earlier_tokens: int = 0,
     notify: Callable[[str], None],
     progress: Callable[[int], AbstractContextManager[Progress]],
 ) -> BenchResult:
@@ -348,10 +348,10 @@ def run_bench(
     *,
     reps: int,
     max_tokens: int,
+    earlier_tokens: int = 0,
     params: SamplingParams,
     result: BenchResult,
     progress: Progress | None = None,
-    earlier_tokens: int = 0,
 ) -> BenchResult:
     """Fill `result` (passed in so that Ctrl-C keeps what was measured so far). Every turn of every
     record is a block; earlier turns' replies come from the target alone, written once (benchturns), up
