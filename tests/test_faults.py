@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from ggufpatch import patched_copy
-from sighelp import default_sigint
+from sighelp import default_signals
 from test_cli import assert_one_line_error, invoke
 from test_download import VERSION, make_wheel
 
@@ -181,7 +181,7 @@ class Child:
             env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=default_sigint,
+            preexec_fn=default_signals,
         )
         self.stdout = bytearray()
         self.stderr = bytearray()

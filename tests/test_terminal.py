@@ -14,7 +14,7 @@ import pytest
 
 pexpect = pytest.importorskip("pexpect")
 
-from sighelp import default_sigint  # noqa: E402 - after the skip: pexpect is an optional test dependency
+from sighelp import default_signals  # noqa: E402 - after the skip: pexpect is an optional test dependency
 
 PROMPT = "you ›"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -37,7 +37,7 @@ def spawn_in_terminal(run_args: str, tmp_path, env: dict | None = None):
         dimensions=(30, 100),
         encoding="utf-8",
         timeout=120,
-        preexec_fn=default_sigint,
+        preexec_fn=default_signals,
         cwd=str(tmp_path),
     )
     child.logfile_read = (tmp_path / "session.log").open("w")
