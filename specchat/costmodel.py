@@ -190,9 +190,9 @@ def measure(
             single = time_pair(n)
             if draft is not None and n in (1, 8, 32):
                 draft_ratios.append(_timed(draft, probe[:1], 1, base, clock) / single)
-    # A hiccup of a shared machine in one timing moves a median of two by half of it (a batch of 64
-    # measured at 17.6 target steps instead of 24.5 made auto draft 63-token copies that lost): sizes
-    # whose timings disagree are timed again until two agree, and the median of all is kept.
+    # A hiccup of a shared machine in one timing moves a median of two by half of it (on a 2-core VM a
+    # batch of 64 read as 17.6 target steps instead of about 24.5): sizes whose timings disagree are
+    # timed again until two agree, and the median of all is kept.
     for n in sizes[1:]:
         while len(ratios[n]) < repeats + EXTRA_REPEATS and not _settled(ratios[n]):
             time_pair(n)
