@@ -138,14 +138,15 @@ class CopyOdds:
         return table
 
 
-def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int]) -> None:
+def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int]) -> int:
     """Book a guess against the tokens produced, up to the first that broke it. Only those: the next
     offer covers what follows, so each token is booked once, with the match length the chooser saw
-    when it had to judge that token."""
+    when it had to judge that token. Returns how many tokens of the guess held."""
     produced = produced[: len(guess)]
     held = common_prefix(guess, produced)
     for i in range(min(held + 1, len(produced))):
         odds.observe(matched + i, i < held)
+    return held
 
 
 def matched_back(tokens: Sequence[int], end: int, known: int, longest: int) -> int:
@@ -328,13 +329,13 @@ class NgramDrafter:
         """Book the copy on offer against the tokens produced (see book), and follow copied runs."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            book(self._odds(copy), copy.tokens, copy.matched, outcome.produced)
-            self._note_break(copy, outcome.produced)
+            held = book(self._odds(copy), copy.tokens, copy.matched, outcome.produced)
+            self._note_break(copy, held, len(outcome.produced))
         self.runs.learn(self.name, outcome)
 
-    def _note_break(self, copy: _Copy, produced: Sequence[int]) -> None:
-        """Remember where a copy of the input that had been holding broke (see _rejoin)."""
-        held = common_prefix(copy.tokens, produced)
-        broke = held < min(len(copy.tokens), len(produced))
+    def _note_break(self, copy: _Copy, held: int, produced: int) -> None:
+        """Remember where a copy of the input that had been holding broke (see _rejoin): `held` of its
+        tokens matched the `produced` ones."""
+        broke = held < min(len(copy.tokens), produced)
         if broke and not copy.from_reply and copy.matched + held >= REJOIN_RUN:
             self._break = (copy.begin + held, copy.at + held)
