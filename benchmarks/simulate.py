@@ -19,6 +19,10 @@ geometric mean over its prompts of the speedup over the target alone on the same
 fixed strategy in hindsight is the best, per regime and category, of the target alone, the draft
 model at k = 1..8 and prompt lookup at k = 4, 8, 16. Targets (issue 11): auto >= 0.97x the target
 alone in every cell, and >= 90 % of the hindsight best.
+
+The peer: llama-server's draftless `--spec-type ngram-mod`, replayed by benchmarks/ngram_mod_peer.py
+(the same drafts as the real server on the same prompts), so "auto / ngram-mod" compares specchat with
+llama.cpp's own best draftless mode on machines we cannot run llama-server on.
 """
 
 from __future__ import annotations
@@ -42,7 +46,12 @@ from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import Stats, speculative_decode
 from specchat.tuning import QUICK_BATCHES, Tuning
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # also when loaded by path (the tests)
+
+import ngram_mod_peer  # noqa: E402
+
+PEER = "llama.cpp:ngram-mod"  # the peer, replayed by ngram_mod_peer.py; never a hindsight candidate
 FIXED = ("target", *(f"spec:{k}" for k in range(1, 9)), "ngram:4", "ngram:8", "ngram:16")
 TARGET_VS_ALONE = 0.97  # issue 11: auto never slower than this share of the target alone
 TARGET_VS_BEST = 0.90  # ... and at least this share of the best fixed strategy in hindsight
@@ -282,9 +291,11 @@ class TraceDraft(TraceModel):
 
 
 def make_drafter(name: str, target: TraceModel, draft: TraceModel, costs: Costs, clock: Clock):
-    """(drafter or None, k) for a strategy name: target, spec:K, ngram:K or auto. auto is built as
+    """(drafter or None, k) for a strategy name: target, spec:K, ngram:K, auto or PEER. auto is built as
     runtime._add_drafters builds it: prompt lookup (stopping before control tokens) and, where the
     calibration says it could pay, the draft model, with its own copy of the costs."""
+    if name == PEER:
+        return ngram_mod_peer.NgramModPeer(), ngram_mod_peer.N_MAX
     kind, _, k = name.partition(":")
     if kind == "target":
         return None, 0
@@ -336,10 +347,17 @@ class Cell:
     mix: dict[str, float] = field(default_factory=dict)  # share of auto's rounds by who drafted
     scores: dict[str, float] = field(default_factory=dict)  # every strategy's speedup (geometric mean)
     per_prompt: dict[str, float] = field(default_factory=dict)  # auto's speedup per prompt
+    peer: float = 0.0  # llama-server ngram-mod's speedup (geometric mean; 0: not replayed)
+    worst_vs_peer: float = 0.0  # auto / ngram-mod on the prompt where auto fares worst against it
 
     @property
     def vs_best(self) -> float:
         return self.auto / self.best_speedup
+
+    @property
+    def vs_peer(self) -> float:
+        """auto / ngram-mod: the geometric mean of the per-prompt ratios (the speedups share a baseline)."""
+        return self.auto / self.peer if self.peer else 0.0
 
     @property
     def ok(self) -> bool:
@@ -377,7 +395,10 @@ def round_mix(stats: Sequence[Stats]) -> dict[str, float]:
     return {source: round(n / total, 3) for source, n in sorted(counts.items())}
 
 
-def cells(traces: list[Trace], regime: Regime, fixed: Sequence[str], busy: bool, label: str) -> list[Cell]:
+def cells(
+    traces: list[Trace], regime: Regime, fixed: Sequence[str], busy: bool, label: str, peer: dict[str, Run]
+) -> list[Cell]:
+    """peer: the peer's run per trace id (it reads no calibration: one replay serves both variants)."""
     by_strategy = runs(traces, regime, ["auto", *fixed], busy)
     out = []
     for category in [*sorted({t.category for t in traces}), "all"]:
@@ -390,16 +411,21 @@ def cells(traces: list[Trace], regime: Regime, fixed: Sequence[str], busy: bool,
         worst = min(r.speedup for r in auto)
         scores = {s: round(x, 4) for s, x in score.items()}
         best_speedup = score.get(best, 1.0)
-        out.append(Cell(label, category, len(auto), score["auto"], worst, best, best_speedup, mix, scores, per_prompt))
+        cell = Cell(label, category, len(auto), score["auto"], worst, best, best_speedup, mix, scores, per_prompt)
+        if peer:
+            cell.peer = geomean([peer[r.trace.id].speedup for r in auto])
+            cell.worst_vs_peer = min(r.speedup / peer[r.trace.id].speedup for r in auto)
+        out.append(cell)
     return out
 
 
 def simulate(traces: list[Trace], regimes: Sequence[Regime], fixed: Sequence[str], busy: bool = True) -> list[Cell]:
     out = []
     for regime in regimes:
-        out += cells(traces, regime, fixed, False, regime.name)
+        peer = {run.trace.id: run for run in runs(traces, regime, [PEER], False)[PEER]}
+        out += cells(traces, regime, fixed, False, regime.name, peer)
         if busy:  # fixed strategies do not read the calibration: only auto is replayed again
-            out += cells(traces, regime, [], True, f"{regime.name} busy")
+            out += cells(traces, regime, [], True, f"{regime.name} busy", peer)
     return _with_hindsight(out)
 
 
@@ -416,15 +442,16 @@ def _with_hindsight(out: list[Cell]) -> list[Cell]:
 def markdown(out: list[Cell]) -> str:
     lines = [
         "| regime | category | prompts | auto vs target | worst prompt | best fixed | its speedup | auto/best "
-        "| auto's rounds | ok |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| auto's rounds | ok | ngram-mod vs target | auto/ngram-mod (worst prompt) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in out:
         mark = "yes" if c.ok else "**no**"
         mix = " ".join(f"{source} {share:.0%}" for source, share in c.mix.items() if source != "target") or "-"
         lines.append(
             f"| {c.regime} | {c.category} | {c.prompts} | {c.auto:.2f}x | {c.worst:.2f}x | {c.best} "
-            f"| {c.best_speedup:.2f}x | {c.vs_best:.0%} | {mix} | {mark} |"
+            f"| {c.best_speedup:.2f}x | {c.vs_best:.0%} | {mix} | {mark} | {c.peer:.2f}x "
+            f"| {c.vs_peer:.2f}x ({c.worst_vs_peer:.2f}x) |"
         )
     return "\n".join(lines)
 
@@ -433,7 +460,10 @@ def as_json(out: list[Cell], regimes: Sequence[Regime]) -> str:
     data = {
         "regimes": {r.name: {"c": r.c, "v": r.points, "step_s": r.step_s, "about": r.about} for r in regimes},
         "targets": {"auto_vs_target": TARGET_VS_ALONE, "auto_vs_best": TARGET_VS_BEST},
-        "cells": [{**c.__dict__, "vs_best": round(c.vs_best, 4), "ok": c.ok} for c in out],
+        "peer": PEER,
+        "cells": [
+            {**c.__dict__, "vs_best": round(c.vs_best, 4), "vs_peer": round(c.vs_peer, 4), "ok": c.ok} for c in out
+        ],
     }
     return json.dumps(data, indent=2)
 

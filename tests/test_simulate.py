@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from specchat.drafters import Outcome
+
 PATH = Path(__file__).parent.parent / "benchmarks" / "simulate.py"
 
 
@@ -81,7 +83,7 @@ def test_draft_model_is_lossless_and_costs_what_the_regime_says(sim, tails):
 def test_every_strategy_and_auto_replay_exactly_in_every_regime(sim):
     trace = tiny_trace(sim)
     for regime in sim.REGIMES.values():
-        for strategy in (*sim.FIXED, "auto"):
+        for strategy in (*sim.FIXED, "auto", sim.PEER):
             assert sim.replay(trace, regime, strategy).generated == len(TARGET)
         assert sim.replay(trace, regime, "auto", regime.costs(busy=True)).generated == len(TARGET)
 
@@ -123,3 +125,73 @@ def test_the_table_reports_every_category(sim, tmp_path):
     ]
     assert cells[0].best in ("target", "spec:4")
     assert "| gpu-consumer | code |" in sim.markdown(cells)
+
+
+# -- the peer: llama-server's ngram-mod --------------------------------------------------------------------
+
+SPAN = list(range(100, 200))  # 100 distinct tokens in the prompt that a reply may copy
+
+
+def peer_after(sim, reply: list[int], prompt: list[int] | None = None):
+    peer = sim.ngram_mod_peer.NgramModPeer()
+    prompt = prompt if prompt is not None else [START, *SPAN, 7]
+    peer.prefill(prompt[:-1])  # as the loop calls it: everything but the prompt token its first round verifies
+    assert peer.propose(prompt, 64).tokens == []  # the server pools the prompt, then samples the first token
+    return peer, [*prompt, *reply]
+
+
+def test_ngram_mod_drafts_only_after_24_tokens_match_and_then_a_chain_of_48_or_more(sim):
+    for copied in (1, 12, 23):  # fewer than n_match = 24 reply tokens follow the span: no draft
+        peer, context = peer_after(sim, SPAN[:copied])
+        assert peer.propose(context, 64).tokens == []
+    peer, context = peer_after(sim, SPAN[:24])
+    assert peer.propose(context, 64).tokens == SPAN[24:88]  # n_max = 64 tokens of the chain
+    assert peer.propose(context, 10).tokens == SPAN[24:34]  # the server's cut to the reply's end
+    # A chain shorter than n_min is no draft at all (small settings, so that the pool holds only the prompt).
+    for span, drafted in ((10, []), (12, [*SPAN[4:12], 7]), (30, SPAN[4:20])):
+        peer = sim.ngram_mod_peer.NgramModPeer(n_match=4, n_min=8, n_max=16)
+        peer.propose([START, *SPAN[:span], 7], 64)
+        assert peer.propose([START, *SPAN[:span], 7, *SPAN[:4]], 64).tokens == drafted
+
+
+def test_ngram_mod_pools_the_reply_in_chunks_and_forgets_after_five_low_rounds(sim):
+    own = list(range(300, 330))  # 30 tokens of the reply's own
+    # The prompt's n-grams are pooled up to 24 tokens before its end; the rest once 32 more tokens arrived.
+    peer, context = peer_after(sim, own[:9])
+    pooled = len(peer.pool)
+    peer.propose(context, 64)
+    assert len(peer.pool) == pooled
+    peer, context = peer_after(sim, own[:10])
+    peer.propose(context, 64)
+    assert len(peer.pool) == pooled + 9
+    peer, context = peer_after(sim, [*own, *own[:24]])  # the reply repeats its own 24 tokens
+    peer.propose(context, 64)  # (the chain of the repeat is 29 tokens long: no draft)
+    assert peer.pool[tuple(own[:24])] == own[24]
+    peer, context = peer_after(sim, SPAN[:24])
+    for _ in range(5):
+        draft = peer.propose(context, 64)
+        assert draft.tokens
+        peer.learn(Outcome(len(context), draft, 0, [7], 1.0))  # none kept: a low round
+    assert peer.pool == {}
+    assert peer.propose(context, 64).tokens == SPAN[24:88]  # pooled again from the whole text
+
+
+def test_the_table_compares_auto_with_ngram_mod(sim):
+    prompt = [START, *SPAN]
+    trace = sim.Trace(
+        "t2",
+        "code-edit",
+        prompt,
+        SPAN[:90],
+        [[] for _ in range(91)],
+        None,
+        frozenset({START}),
+        frozenset({EOG}),
+        201,
+        90,
+    )
+    cells = sim.simulate([trace], [sim.REGIMES["gpu-consumer"]], ["ngram:8"], busy=True)
+    assert all(cell.peer > 1.0 for cell in cells)  # it drafts the copied span once 24 tokens match
+    assert cells[0].vs_peer == pytest.approx(cells[0].auto / cells[0].peer)
+    assert cells[2].peer == cells[0].peer  # the busy variant compares with the same peer runs
+    assert "auto/ngram-mod" in sim.markdown(cells)
