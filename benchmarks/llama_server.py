@@ -3,6 +3,7 @@
     python benchmarks/llama_server.py                          # auto vs ngram-mod and ngram-map-k, code-edit suite
     python benchmarks/llama_server.py --prompts edits.jsonl -n 128 -r 3
     python benchmarks/llama_server.py --peer draft --specchat-mode spec --k 4 --suite quick
+    python benchmarks/llama_server.py --peer none --specchat-mode target    # the engines alone, no drafting
     nice -n 19 python benchmarks/llama_server.py --build-only  # just build (and check) llama-server
 
 What it does:
@@ -15,6 +16,8 @@ What it does:
                                                         n_min 48, n_max 64)
      ngram-map-k  -m TARGET --spec-type ngram-map-k    (draftless; size_n 12, size_m 48, min_hits 1)
      draft        -m TARGET -md DRAFT --spec-type draft-simple --spec-draft-n-max K
+     none         -m TARGET                            (no speculation: with --specchat-mode target, the
+                                                        two engines' plain decode speed, side by side)
    with the same threads (-t/-tb), context and one slot, on a free loopback port (the server picks it:
    --port 0). docs/ngram-mod-notes.md describes the draftless modes. --server-arg passes more flags.
 3. For every prompt and repetition, in an order rotated from block to block: the same chat-templated
@@ -68,7 +71,7 @@ from specchat.paths import cache_dir
 
 console = Console(stderr=True)
 PIP_DOWNLOAD = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q", "-d"]
-PEERS = ("ngram-mod", "ngram-map-k", "draft")
+PEERS = ("ngram-mod", "ngram-map-k", "draft", "none")
 DRAFTLESS = ("ngram-mod", "ngram-map-k")
 SPECCHAT = "specchat"
 
@@ -117,7 +120,7 @@ def check_server(binary: Path, peers: list[str]) -> None:
     help_text = shown.stdout + shown.stderr
     line = next((row for row in help_text.splitlines() if "--spec-type" in row), "")
     wanted = {"ngram-mod": "ngram-mod", "ngram-map-k": "ngram-map-k", "draft": "draft-simple"}
-    missing = [wanted[p] for p in peers if wanted[p] not in line]
+    missing = [wanted[p] for p in peers if p in wanted and wanted[p] not in line]
     if missing:
         raise SystemExit(f"{binary} --help does not list --spec-type {', '.join(missing)}: {line.strip()!r}")
 
@@ -268,6 +271,8 @@ def peer_args(name: str, args, draft: Path | None) -> list[str]:
         spec = ["--spec-type", "ngram-mod"]
     elif name == "ngram-map-k":
         spec = ["--spec-type", "ngram-map-k"]
+    elif name == "none":
+        spec = []
     else:
         if draft is None:
             raise SystemExit("--peer draft needs a draft model: give --draft FILE or a --pair with one")
@@ -352,7 +357,7 @@ def main() -> None:
         default=None,
         help="llama-server configuration(s) to compare with; several allowed (default: ngram-mod and ngram-map-k)",
     )
-    parser.add_argument("--specchat-mode", choices=("auto", "spec", "ngram"), default="auto")
+    parser.add_argument("--specchat-mode", choices=("auto", "spec", "ngram", "target"), default="auto")
     parser.add_argument(
         "--k",
         type=int,
