@@ -8,6 +8,7 @@ one-line ModelFileError. Results are remembered per (path, size, mtime), so a go
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import struct
@@ -103,6 +104,22 @@ class _Reader:
         self.pos += length
         return bytes(value)
 
+    def skip_strings(self, count: int) -> None:
+        """`count` strings, skipped with the same bounds as string() but without copying them: a
+        tokenizer's vocabulary and merges are 300,000 of them, read on every start."""
+        data, pos, size, unpack = self.data, self.pos, self.size, struct.Struct("<Q").unpack_from
+        for _ in range(count):
+            if pos + 8 > size:
+                self.pos = pos
+                raise self.fail(f"truncated at byte {pos} (file has {size})")
+            (length,) = unpack(data, pos)
+            pos += 8
+            if length > MAX_STRING or pos + length > size:
+                self.pos = pos
+                raise self.fail(f"a string of {length} bytes at byte {pos} runs past the end of the file")
+            pos += length
+        self.pos = pos
+
     def skip_value(self, kind: int, depth: int = 0):
         if kind in SCALARS:
             fmt, size = SCALARS[kind]
@@ -120,6 +137,9 @@ class _Reader:
                 if self.pos + size > self.size:
                     raise self.fail(f"an array of {count} values runs past the end of the file")
                 self.pos += size
+                return None
+            if inner == 8:
+                self.skip_strings(count)
                 return None
             for _ in range(count):
                 self.skip_value(inner, depth + 1)
@@ -150,9 +170,17 @@ def check(path: Path) -> None:
 
 
 def metadata(path: Path) -> dict:
-    """Scalar and string metadata of a GGUF file (arrays skipped), read with the same bounds."""
-    with Path(path).open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        return _check_bytes(data, Path(path).name, keep=True, tensors=False)
+    """Scalar and string metadata of a GGUF file (arrays skipped), read with the same bounds; read once
+    per file version in a process (a start asks for it several times: memory, context size)."""
+    path = Path(path)
+    stat = path.stat()
+    return dict(_metadata(path.resolve(), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _metadata(path: Path, _size: int, _mtime_ns: int) -> dict:
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return _check_bytes(data, path.name, keep=True, tensors=False)
 
 
 def memory_needed(path: Path, n_ctx: int) -> tuple[int, int]:

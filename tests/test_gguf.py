@@ -72,6 +72,22 @@ def test_broken_files_give_clear_errors(tmp_path, kwargs, needle):
     assert "m.gguf is not a valid GGUF file" in err.value.message and err.value.hint
 
 
+def test_a_string_of_an_array_that_runs_past_the_end_is_caught(tmp_path):
+    strings = s(b"x") + struct.pack("<I", 9) + struct.pack("<IQ", 8, 2) + s(b"a") + struct.pack("<Q", 1 << 40)
+    with pytest.raises(ModelFileError, match=r"a string of 1099511627776 bytes .* runs past the end"):
+        gguf.check(write(tmp_path, tiny_gguf(extra_kv=strings)))
+
+
+def test_metadata_is_read_once_per_version_of_a_file(tmp_path):
+    path = write(tmp_path, tiny_gguf())
+    mine = gguf.metadata(path)
+    assert mine["general.name"] == "tiny"
+    mine["general.name"] = "changed"  # the caller's copy, not the remembered one
+    assert gguf.metadata(path)["general.name"] == "tiny"
+    path.write_bytes(tiny_gguf(extra_kv=s(b"general.description") + struct.pack("<I", 8) + s(b"new")))
+    assert gguf.metadata(path)["general.description"] == "new"
+
+
 @pytest.mark.parametrize("cut", [0, 3, 10, 23, 40, 80, 150, 250, -1])
 def test_every_truncation_is_caught(tmp_path, cut):
     data = tiny_gguf()
