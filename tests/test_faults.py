@@ -229,10 +229,10 @@ class Child:
         time.sleep(0.05)  # let the reader threads take the last bytes
         return elapsed
 
-    def assert_interrupted(self, elapsed: float) -> None:
+    def assert_interrupted(self, elapsed: float, within: float = 1.0) -> None:
         err = self.stderr.decode(errors="replace")
         assert self.process.returncode == 130, err
-        assert elapsed < 1.0, f"took {elapsed:.2f} s to stop"
+        assert elapsed < within, f"took {elapsed:.2f} s to stop"
         assert "Traceback" not in err and "Exception ignored" not in err, err
 
 
@@ -241,7 +241,11 @@ def test_ctrl_c_while_loading(default_pair_paths):
     # --debug passes llama.cpp's log through: its loader's first line says the load has begun.
     child = Child(["run", "--mode", "spec", "-n", "8", "Hi"], env={"SPECCHAT_DEBUG": "1"})
     child.wait_for(lambda: b"llama_model_loader" in child.stderr)
-    child.assert_interrupted(child.interrupt())
+    # llama.cpp cannot be stopped while it reads the header and builds the tokenizer: its first progress
+    # callback, between tensors, is the first chance. Measured: cancelled 0.4-0.5 s after Ctrl-C with
+    # the debug log on (0.33 s of it in that phase), up to 1.5 s on a busy VM.
+    child.assert_interrupted(child.interrupt(), within=2.5)
+    assert b"cancelled model load" in child.stderr, "stopped by something else than the load's callback"
     assert not child.stdout
 
 
