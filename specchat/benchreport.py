@@ -1,5 +1,5 @@
 """The bench's report: text formats (md, csv, json, jsonl) and where the report goes (a file, a plot,
-stdout). The Rich tables are in view.py; the measuring is in bench.py."""
+stdout). The Rich tables are in tableview.py; the measuring is in bench.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from rich.text import Text
 
 from .bench import BenchResult, Row, peak_rss_mb
 from .errors import UsageError
-from .view import COLUMNS, bench_table, cost_table, note, row_cells, stderr_console, stdout_console, write_stdout
+from .tableview import COLUMNS, bench_table, cost_table, row_cells
+from .view import note, stderr_console, stdout_console, write_stdout
 
 FORMATS = ("table", "md", "csv", "json", "jsonl")
 

@@ -31,7 +31,7 @@ def models(
     Add your own pairs in the overlay file (same schema as the packaged models.toml):
     $SPECCHAT_CONFIG_DIR/models.toml, by default in the user config directory.
     """
-    from ..view import print_models
+    from ..tableview import print_models
 
     print_models(as_json=as_json, verify=verify)
 

@@ -125,9 +125,10 @@ def tune(
     tuned per value.
     """
     from ..benchsuite import load_suite, single_turn
+    from ..tableview import print_tune
     from ..tuning import key_for, load, save
     from ..tuning import tune as run_tune
-    from ..view import bench_progress, note, print_tune, stdout_console
+    from ..view import bench_progress, note, stdout_console
 
     err = stderr_console()
     options = make_options(

@@ -1,0 +1,172 @@
+"""The tables of `models`, `bench` and `tune` (Rich), and the one-line summary of a calibration; the
+rest of the terminal output is view.py's."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .errors import SpecchatError
+from .view import stderr_console, stdout_console, write_stdout
+
+
+def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
+    """`specchat models`: one row per pair and role, with presence (and checksums with verify)."""
+    from . import download
+    from .registry import load_registry
+
+    registry = load_registry()
+    rows, bad = [], []
+    for pair in registry.pairs.values():
+        for role, spec in (("target", pair.target), ("draft", pair.draft)):
+            path = download.locate(spec)
+            row = {"pair": pair.name, "default": pair.name == registry.default_pair, "role": role}
+            row |= {"model": spec.name, "repo": spec.repo, "file": spec.file, "size": spec.size}
+            row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
+            row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
+            if verify and path is not None:
+                try:
+                    download.verify(spec, path)
+                    row["checksum_ok"] = True
+                except SpecchatError as exc:
+                    row["checksum_ok"] = False
+                    bad.append(exc)
+            rows.append(row)
+    return rows, bad
+
+
+def print_models(*, as_json: bool, verify: bool) -> None:
+    """`specchat models`: the table (or JSON) on stdout; a bad file (with verify) raises after it."""
+    import json
+
+    from .paths import models_dir, overlay_file
+
+    rows, bad = model_rows(verify)
+    if as_json:
+        info = {"models_dir": str(models_dir()), "overlay": str(overlay_file()), "pairs": rows}
+        write_stdout(json.dumps(info, indent=2) + "\n", "the list")
+    else:
+        out = stdout_console(what="the list")
+        out.print(models_table(rows))
+        out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", highlight=False)
+    for exc in bad[1:]:
+        stderr_console().print(f"bad file: {exc.message}", style="red")
+    if bad:
+        raise bad[0]
+
+
+def models_table(rows: list[dict]) -> Table:
+    """One row per pair (rows come in target/draft order from model_rows()): the target's file on the
+    first line, the draft's on the second, so that the table fits in 80 columns without cutting names."""
+    table = Table(
+        title="specchat pairs", title_justify="left", caption="* = file name not verified on the Hub",
+        caption_justify="left", show_lines=True,
+    )  # fmt: skip
+    table.add_column("pair", overflow="fold")
+    table.add_column("target / draft file", overflow="fold")
+    table.add_column("size", no_wrap=True)
+    table.add_column("present", no_wrap=True)
+
+    def name(row: dict) -> str:
+        return row["file"].removesuffix(".gguf") + ("" if row["verified"] else " *")
+
+    def present(row: dict) -> Text:
+        return Text("yes", style="green") if row["present"] else Text("no", style="dim")
+
+    for target, draft in zip(rows[::2], rows[1::2], strict=True):
+        sizes = [r["size"] for r in (target, draft)]
+        size = f"{sum(sizes) / 1e9:.1f} GB" if all(sizes) else "?"
+        label = Text(target["pair"], style="bold" if target["default"] else "")
+        if target["default"]:
+            label.append("\n(default)", style="dim")
+        files = Text(f"{name(target)}\n{name(draft)}")
+        table.add_row(label, files, size, Text("\n").join([present(target), present(draft)]))
+    return table
+
+
+COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "S(k)", "S(t/r)", "accept", "acc/rnd", "draft%", "TTFT"]
+
+
+def row_cells(row) -> list[str]:
+    """A bench.Row as the text of its cells (the table, Markdown)."""
+
+    def fmt(value, pattern):
+        return pattern.format(value) if value is not None else "-"
+
+    return [
+        row.label,  # the category, with "turn N" where its records have several turns
+        row.variant,
+        str(row.n),
+        f"{row.tokens_per_s:.1f}",
+        fmt(row.speedup, "{:.2f}x"),
+        fmt(row.predicted_speedup, "{:.2f}x"),
+        fmt(row.cost_model_speedup, "{:.2f}x"),
+        fmt(row.acceptance_rate, "{:.0%}"),
+        fmt(row.mean_accepted_length, "{:.2f}"),
+        fmt(row.draft_share, "{:.0%}"),
+        f"{row.ttft_s:.2f}",
+    ]
+
+
+def bench_table(result) -> Table:
+    table = Table(title="specchat bench: target alone vs speculative (same run, interleaved)", title_justify="left")
+    for column in COLUMNS:
+        left = column in ("category", "variant")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=len(column))
+    previous = None
+    for row in result.rows():
+        cells = [Text(cell) for cell in row_cells(row)]
+        if row.speedup is not None and row.variant != "target":
+            cells[4].stylize("green" if row.speedup >= 1.0 else "red")
+        if previous is not None and previous != row.label:
+            table.add_section()
+        previous = row.label
+        table.add_row(*cells)
+    return table
+
+
+def cost_table(costs, ks) -> Table:
+    """costmodel.Costs as measured by the bench: step times and the ratios c and v(n)."""
+    table = Table(title="cost model measured on this machine", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    step = costs.calibrated_step_s
+    table.add_row("target step", f"{step * 1000:.1f} ms")
+    if costs.c is not None:
+        table.add_row("draft step", f"{costs.c * step * 1000:.1f} ms")
+        table.add_row("c = draft step / target step", f"{costs.c:.2f}")
+    for n in sorted(costs.verify):
+        if n in (1, 2, 3, 5, 9, 16) or n - 1 in ks:
+            table.add_row(f"v({n}) = batch of {n} / target step", f"{costs.v(n):.2f}")
+    return table
+
+
+def tune_table(title: str, estimates) -> Table:
+    table = Table(title=f"specchat tune: {title}", title_justify="left")
+    for column in ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for e in estimates:
+        accept = f"{e.acceptance:.0%}" if e.acceptance is not None else "-"
+        drafting = f"{e.drafting_speedup:.2f}x" if e.drafting_speedup is not None else "-"
+        table.add_row(e.mode, accept, str(e.k), f"{e.predicted_speedup:.2f}x", str(e.best_drafting_k or "-"), drafting)
+    return table
+
+
+def print_tune(console: Console, title: str, tuning, estimates, path, previous=None) -> None:
+    console.print(tune_table(title, estimates))
+    console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)
+    if previous is not None:
+        state = "measured under load" if previous.costs.busy else "stale" if previous.stale else previous.source
+        console.print(f"saved: {cost_summary(previous.costs)} ({state})", highlight=False)
+    best = max(estimates, key=lambda e: e.predicted_speedup)
+    verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
+    console.print(f"on this machine auto starts from: {verdict}; saved to {path}", highlight=False)
+
+
+def cost_summary(costs) -> str:
+    """One line of a calibration: the target step, c and a few v(n), as tune shows saved vs now."""
+    c_text = f", c = {costs.c:.2f}" if costs.c is not None else ""
+    ratios = ", ".join(f"v({n}) = {costs.v(n):.2f}" for n in (2, 5, 9, 16, 64))
+    busy = " (other programs were using the CPUs)" if costs.busy else ""
+    return f"target step {costs.calibrated_step_s * 1000:.1f} ms{c_text}, {ratios} target steps{busy}"
