@@ -11,29 +11,19 @@ separately as time to first token). The speedup is the median of paired ratios
 from __future__ import annotations
 
 import platform
-import statistics
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .benchresult import BenchResult, Sample, Variant
 from .benchsuite import Prompt
-from .costmodel import Costs, iid_expected
 from .modes import AUTO, DRAFTING, NGRAM, SUFFIX
 from .sampling import SamplingParams
-from .speculative import Stats
 
 Pipeline = object  # runtime.Pipeline, not imported: tuning (which runtime uses) imports this module
 
 NEAR_TIE = 0.5  # logits; see tests/test_real_lossless.py for the measurement behind it
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    k: int
-    mode: str = "spec"
 
 
 BENCH_MODES = DRAFTING  # compared with the target alone: the draft model per k, prompt lookup, suffix, auto
@@ -50,188 +40,6 @@ def variants_for(ks: Sequence[int], modes: Sequence[str] = ("spec",)) -> list[Va
     if "auto" in modes:
         out.append(Variant("auto", AUTO.default_k, "auto"))
     return out
-
-
-@dataclass
-class Sample:
-    prompt_id: str
-    category: str
-    variant: str
-    k: int
-    rep: int
-    tokens_per_s: float
-    generated: int
-    decode_s: float
-    ttft_s: float
-    rounds: int
-    drafted: int
-    accepted: int
-    draft_s: float
-    verify_s: float
-    drafted_at: list[int]
-    accepted_at: list[int]
-    lossless: str = ""  # "reference" | "equal" | "near-tie" | "MISMATCH"
-    divergence_margin: float | None = None
-    mode: str = "spec"
-    rounds_by_source: dict = field(default_factory=dict)
-    turn: int = 1  # which turn of the record (1-based); pair samples by (prompt_id, turn, rep)
-
-    @classmethod
-    def of(cls, prompt: Prompt, variant: Variant, rep: int, stats: Stats, turn: int = 1) -> Sample:
-        return cls(
-            prompt.id,
-            prompt.category,
-            variant.name,
-            variant.k,
-            rep,
-            stats.tokens_per_s,
-            stats.generated,
-            stats.decode_s,
-            stats.first_token_s,
-            stats.rounds,
-            stats.drafted,
-            stats.accepted,
-            stats.draft_s,
-            stats.verify_s,
-            list(stats.drafted_at),
-            list(stats.accepted_at),
-            mode=variant.mode,
-            rounds_by_source=dict(stats.rounds_by_source),
-            turn=turn,
-        )
-
-
-@dataclass
-class Row:
-    """One line of the report: a category (or "all") and a variant."""
-
-    category: str
-    variant: str
-    k: int
-    n: int
-    tokens_per_s: float
-    speedup: float | None
-    acceptance_rate: float | None
-    mean_accepted_length: float | None
-    position_acceptance: list[float]
-    draft_share: float | None
-    ttft_s: float
-    predicted_speedup: float | None  # S(k) from the acceptance rate (independent acceptances assumed)
-    cost_model_speedup: float | None  # the same cost model with the MEASURED tokens per round
-    turn: int | None = None  # set where a category's records have several turns: one row per turn
-
-    @property
-    def label(self) -> str:
-        return self.category if self.turn is None else f"{self.category} turn {self.turn}"
-
-
-@dataclass
-class BenchResult:
-    samples: list[Sample] = field(default_factory=list)
-    cost: Costs | None = None
-    interrupted: bool = False
-    meta: dict = field(default_factory=dict)
-
-    def rows(self) -> list[Row]:
-        from .benchturns import groups
-
-        names = list(dict.fromkeys(s.variant for s in self.samples))
-        return [
-            row for c, turn, mine in groups(self.samples) for name in names if (row := self._row(c, turn, name, mine))
-        ]
-
-    def _row(self, category: str, turn: int | None, name: str, samples: list[Sample]) -> Row | None:
-        mine = [s for s in samples if s.variant == name]
-        if not mine:
-            return None
-        base = {(s.prompt_id, s.turn, s.rep): s.tokens_per_s for s in samples if s.variant == "target"}
-        paired = [(s, base.get((s.prompt_id, s.turn, s.rep))) for s in mine]
-        ratios = [s.tokens_per_s / reference for s, reference in paired if reference]
-        drafted, accepted, rounds = (sum(getattr(s, f) for s in mine) for f in ("drafted", "accepted", "rounds"))
-        k = mine[0].k
-        rate = accepted / drafted if drafted else None
-        busy = sum(s.draft_s + s.verify_s for s in mine)
-        positions = _pooled_positions(mine)
-        predicted = modelled = None
-        mode = mine[0].mode
-        if mode == "spec" and k and rate is not None and self.cost is not None and self.cost.c is not None:
-            round_cost = k * self.cost.c + self.cost.v(k + 1)
-            predicted = iid_expected(rate, k) / round_cost
-            per_round = sum(s.generated for s in mine) / rounds if rounds else 1.0
-            modelled = per_round / round_cost
-        return Row(
-            category,
-            name,
-            k,
-            len(mine),
-            statistics.median(s.tokens_per_s for s in mine),
-            statistics.median(ratios) if ratios else None,
-            rate,
-            accepted / rounds if k and rounds else None,
-            positions,
-            sum(s.draft_s for s in mine) / busy if k and busy else None,
-            statistics.median(s.ttft_s for s in mine),
-            predicted,
-            modelled,
-            turn,
-        )
-
-    def speedup_series(self) -> dict[str, list[tuple[int, float]]]:
-        """(k, speedup) per category, for the plots."""
-        series: dict[str, list[tuple[int, float]]] = {}
-        for row in self.rows():
-            if row.k and row.speedup is not None:
-                series.setdefault(row.label, []).append((row.k, row.speedup))
-        return series
-
-    def lossless_summary(self) -> dict:
-        checked = [s for s in self.samples if s.lossless not in ("", "reference")]
-        counts = {kind: sum(s.lossless == kind for s in checked) for kind in ("equal", "near-tie", "MISMATCH")}
-        details = [
-            {
-                "prompt": s.prompt_id,
-                "turn": s.turn,
-                "variant": s.variant,
-                "rep": s.rep,
-                "result": s.lossless,
-                "margin": s.divergence_margin,
-            }
-            for s in checked
-            if s.lossless != "equal"
-        ]
-        return {"checked": len(checked), **counts, "details": details}
-
-    def as_dict(self) -> dict:
-        return {
-            "meta": self.meta,
-            "definitions": DEFINITIONS,
-            "cost_model": self.cost.as_dict() if self.cost else None,
-            "summary": [asdict(row) for row in self.rows()],
-            "lossless": self.lossless_summary(),
-            "peak_rss_mb": peak_rss_mb(),
-            "interrupted": self.interrupted,
-            "samples": [asdict(s) for s in self.samples],
-        }
-
-
-DEFINITIONS = {
-    "tokens_per_s": "generated tokens / decode time (prefill excluded), median over samples",
-    "speedup": "median over (prompt, repetition) of variant tok/s / target-alone tok/s in the same repetition",
-    "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
-    "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
-    "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it",
-    "draft_share": "draft time / (draft + verify time)",
-    "ttft_s": "time to first token (prefill of both models + first round), median",
-    "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
-    "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption",
-}
-
-
-def _pooled_positions(samples: list[Sample]) -> list[float]:
-    width = max((len(s.drafted_at) for s in samples), default=0)
-    drafted = [sum(s.drafted_at[i] for s in samples if i < len(s.drafted_at)) for i in range(width)]
-    accepted = [sum(s.accepted_at[i] for s in samples if i < len(s.accepted_at)) for i in range(width)]
-    return [round(a / d, 4) if d else 0.0 for a, d in zip(accepted, drafted, strict=True)]
 
 
 def machine_info() -> dict:
@@ -282,16 +90,6 @@ def collect_meta(resolved, settings: dict) -> dict:
         "files": files,
         "settings": settings,
     }
-
-
-def peak_rss_mb() -> float | None:
-    """Peak resident memory of this process (ru_maxrss is KiB on Linux); None where unknown (Windows)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    scale = 1 / 1024 if platform.system() == "Linux" else 1 / (1024 * 1024)
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, 1)
 
 
 Progress = Callable[[str, int], None]  # (description, completed runs)

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from .bench import BenchResult, Row, peak_rss_mb
+from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import UsageError
 from .tableview import COLUMNS, bench_table, cost_table, row_cells
 from .view import note, stderr_console, stdout_console, write_stdout

@@ -60,7 +60,7 @@ def replay(
 
 
 def groups(samples: list) -> list[tuple[str, int | None, list]]:
-    """The report's rows of bench.Sample: (category, turn, samples) per category, then "all" where there
+    """The report's rows of benchresult.Sample: (category, turn, samples) per category, then "all" where there
     are several. A category whose records have several turns gets one group per turn instead: a turn
     that revises a reply copies far more than a first turn, and a pooled row would hide it."""
     categories = sorted({s.category for s in samples})

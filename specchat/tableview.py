@@ -89,7 +89,7 @@ COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "S(k)", "S(t/r)", "ac
 
 
 def row_cells(row) -> list[str]:
-    """A bench.Row as the text of its cells (the table, Markdown)."""
+    """A benchresult.Row as the text of its cells (the table, Markdown)."""
 
     def fmt(value, pattern):
         return pattern.format(value) if value is not None else "-"

@@ -12,8 +12,8 @@ import fake_backend
 import pytest
 from typer.testing import CliRunner
 
-from specchat.bench import BenchResult, Sample
 from specchat.benchreport import render, speedup_chart
+from specchat.benchresult import BenchResult, Sample
 from specchat.cli import app
 from specchat.costmodel import Costs, expected_tokens, iid_expected
 

@@ -115,8 +115,8 @@ def test_turn_rows_in_the_text_reports(bench, tmp_path):
     assert "--turns" in result.stdout
     data = bench("--ks", "1", "--modes", "spec")
     assert data["summary"][0]["turn"] is None  # "chat" sorts first and has one turn
-    from specchat.bench import BenchResult, Sample
     from specchat.benchreport import render
+    from specchat.benchresult import BenchResult, Sample
 
     result = BenchResult(samples=[Sample(**sample) for sample in data["samples"]])
     md = render(result, "md")
