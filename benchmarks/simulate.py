@@ -398,7 +398,7 @@ def round_mix(stats: Sequence[Stats]) -> dict[str, float]:
 def cells(
     traces: list[Trace], regime: Regime, fixed: Sequence[str], busy: bool, label: str, peer: dict[str, Run]
 ) -> list[Cell]:
-    """peer: the peer's run per trace id (it reads no calibration: one replay serves both variants)."""
+    """peer: the peer's run per trace (it reads no calibration: one replay serves both variants)."""
     by_strategy = runs(traces, regime, ["auto", *fixed], busy)
     out = []
     for category in [*sorted({t.category for t in traces}), "all"]:
@@ -413,16 +413,20 @@ def cells(
         best_speedup = score.get(best, 1.0)
         cell = Cell(label, category, len(auto), score["auto"], worst, best, best_speedup, mix, scores, per_prompt)
         if peer:
-            cell.peer = geomean([peer[r.trace.id].speedup for r in auto])
-            cell.worst_vs_peer = min(r.speedup / peer[r.trace.id].speedup for r in auto)
+            cell.peer = geomean([peer[_key(r.trace)].speedup for r in auto])
+            cell.worst_vs_peer = min(r.speedup / peer[_key(r.trace)].speedup for r in auto)
         out.append(cell)
     return out
+
+
+def _key(trace: Trace) -> tuple[str, str]:
+    return trace.source, trace.id  # ids are unique within one recorded file, not across files
 
 
 def simulate(traces: list[Trace], regimes: Sequence[Regime], fixed: Sequence[str], busy: bool = True) -> list[Cell]:
     out = []
     for regime in regimes:
-        peer = {run.trace.id: run for run in runs(traces, regime, [PEER], False)[PEER]}
+        peer = {_key(run.trace): run for run in runs(traces, regime, [PEER], False)[PEER]}
         out += cells(traces, regime, fixed, False, regime.name, peer)
         if busy:  # fixed strategies do not read the calibration: only auto is replayed again
             out += cells(traces, regime, [], True, f"{regime.name} busy", peer)
