@@ -8,6 +8,7 @@ repeats its input: editing code, quoting, JSON with repeated keys.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -78,8 +79,12 @@ class NgramIndex:
         return self.all_after.get(tuple(self.tokens[-self.max_n :]), [])
 
 
+_BUCKETS = tuple(sorted(COPY_PRIORS))  # every prior table has these keys
+
+
 def _bucket(length: int) -> int:
-    return max(b for b in COPY_PRIORS if b <= max(1, length))
+    """The largest bucket <= the length (asked for every position of every offer: a bisection)."""
+    return _BUCKETS[bisect.bisect_right(_BUCKETS, max(1, length)) - 1]
 
 
 @dataclass
