@@ -155,8 +155,25 @@ class GrowingChains(Chains):
             size = max(need, 2 * len(self.tokens))
             self.tokens = np.resize(self.tokens, size)
             self.prev = np.resize(self.prev, size)
+        if len(new) == 1:
+            self._append_one(int(new[0]))
+            return
         links = self.links(new)
         self.tokens[self.total : need] = links.tokens
         self.prev[self.total : need] = links.dist
         self.head[links.head_buckets] = links.head_values
         self.total = need
+
+    def _append_one(self, token: int) -> None:
+        """links() for one token, in plain integers: a reply adds one token most rounds, and numpy's
+        per-call cost made that 80 us a round. Same links (tests/test_suffix.py checks it)."""
+        pos, dist = self.total, 0
+        window = self.tokens[pos - ORDER : pos].tolist() if pos >= ORDER else [SEP]
+        if SEP not in window and token != SEP:
+            slot = bucket(window, self.bits)
+            before = int(self.head[slot]) - 1  # -1: empty; never at or after pos (nothing is pending here)
+            if 0 <= before < pos and pos - before < self.cap:
+                dist = pos - before
+            self.head[slot] = pos + 1
+        self.tokens[pos], self.prev[pos] = token, dist
+        self.total = pos + 1

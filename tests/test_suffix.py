@@ -189,3 +189,20 @@ def test_auto_drafts_from_the_logged_history(isolated, seed_tuning, costs):
     assert second["stats"]["rounds_by_source"].get("suffix", 0) > 0
     assert second["stats"]["rounds"] < first["stats"]["rounds"] / 3
     assert "suffix" not in alone["stats"]["rounds_by_source"]
+
+
+@pytest.mark.parametrize("bits", [3, 16])  # 3 bits: most n-grams share a bucket, so links chain across them
+def test_appending_one_token_at_a_time_links_as_appending_all_at_once(bits):
+    rng = np.random.default_rng(bits)
+    text = rng.integers(0, 12, 400)
+    text[rng.random(400) < 0.05] = SEP  # message boundaries, also right at the start
+    text[0] = SEP
+    whole, one_by_one = GrowingChains(bits=bits), GrowingChains(bits=bits)
+    whole.append(text)
+    for token in text:
+        one_by_one.append(np.array([token]))
+    assert one_by_one.total == whole.total == len(text)
+    assert one_by_one.tokens[: len(text)].tolist() == whole.tokens[: len(text)].tolist()
+    assert one_by_one.prev[: len(text)].tolist() == whole.prev[: len(text)].tolist()
+    assert one_by_one.head.tolist() == whole.head.tolist()
+    assert whole.prev[: len(text)].any()  # the text repeats n-grams: there are links to compare
