@@ -20,9 +20,10 @@ fixed strategy in hindsight is the best, per regime and category, of the target 
 model at k = 1..8 and prompt lookup at k = 4, 8, 16. Targets (issue 11): auto >= 0.97x the target
 alone in every cell, and >= 90 % of the hindsight best.
 
-The peer: llama-server's draftless `--spec-type ngram-mod`, replayed by benchmarks/ngram_mod_peer.py
-(the same drafts as the real server on the same prompts), so "auto / ngram-mod" compares specchat with
-llama.cpp's own best draftless mode on machines we cannot run llama-server on.
+The peers: llama-server's draftless `--spec-type ngram-mod` and `ngram-map-k`, replayed by
+benchmarks/draftless_peers.py (the same drafts as the real server on the same text), so "auto / best
+of them" compares specchat with llama.cpp's own best draftless mode on machines we cannot run
+llama-server on.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ from specchat.tuning import QUICK_BATCHES, Tuning
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # also when loaded by path (the tests)
 
-import ngram_mod_peer  # noqa: E402
+import draftless_peers  # noqa: E402
 
-PEER = "llama.cpp:ngram-mod"  # the peer, replayed by ngram_mod_peer.py; never a hindsight candidate
+# llama-server's draftless modes, replayed by draftless_peers.py: compared with, never hindsight candidates
+PEERS = {"llama.cpp:ngram-mod": draftless_peers.NgramModPeer, "llama.cpp:ngram-map-k": draftless_peers.NgramMapKPeer}
 FIXED = ("target", *(f"spec:{k}" for k in range(1, 9)), "ngram:4", "ngram:8", "ngram:16")
 TARGET_VS_ALONE = 0.97  # issue 11: auto never slower than this share of the target alone
 TARGET_VS_BEST = 0.90  # ... and at least this share of the best fixed strategy in hindsight
@@ -291,11 +293,11 @@ class TraceDraft(TraceModel):
 
 
 def make_drafter(name: str, target: TraceModel, draft: TraceModel, costs: Costs, clock: Clock):
-    """(drafter or None, k) for a strategy name: target, spec:K, ngram:K, auto or PEER. auto is built as
+    """(drafter or None, k) for a strategy name: target, spec:K, ngram:K, auto or one of PEERS. auto is built as
     runtime._add_drafters builds it: prompt lookup (stopping before control tokens) and, where the
     calibration says it could pay, the draft model, with its own copy of the costs."""
-    if name == PEER:
-        return ngram_mod_peer.NgramModPeer(), ngram_mod_peer.N_MAX
+    if name in PEERS:
+        return PEERS[name](), draftless_peers.N_MAX
     kind, _, k = name.partition(":")
     if kind == "target":
         return None, 0
@@ -347,8 +349,9 @@ class Cell:
     mix: dict[str, float] = field(default_factory=dict)  # share of auto's rounds by who drafted
     scores: dict[str, float] = field(default_factory=dict)  # every strategy's speedup (geometric mean)
     per_prompt: dict[str, float] = field(default_factory=dict)  # auto's speedup per prompt
-    peer: float = 0.0  # llama-server ngram-mod's speedup (geometric mean; 0: not replayed)
-    worst_vs_peer: float = 0.0  # auto / ngram-mod on the prompt where auto fares worst against it
+    peers: dict[str, float] = field(default_factory=dict)  # each llama-server draftless mode's speedup
+    peer: float = 0.0  # the best of them in this cell (geometric mean; 0: not replayed)
+    worst_vs_peer: float = 0.0  # auto / that mode on the prompt where auto fares worst against it
 
     @property
     def vs_best(self) -> float:
@@ -356,7 +359,7 @@ class Cell:
 
     @property
     def vs_peer(self) -> float:
-        """auto / ngram-mod: the geometric mean of the per-prompt ratios (the speedups share a baseline)."""
+        """auto / the best llama-server draftless mode: the geometric mean of the per-prompt ratios."""
         return self.auto / self.peer if self.peer else 0.0
 
     @property
@@ -396,9 +399,14 @@ def round_mix(stats: Sequence[Stats]) -> dict[str, float]:
 
 
 def cells(
-    traces: list[Trace], regime: Regime, fixed: Sequence[str], busy: bool, label: str, peer: dict[str, Run]
+    traces: list[Trace],
+    regime: Regime,
+    fixed: Sequence[str],
+    busy: bool,
+    label: str,
+    peers: dict[str, dict[tuple[str, str], Run]],
 ) -> list[Cell]:
-    """peer: the peer's run per trace (it reads no calibration: one replay serves both variants)."""
+    """peers: each peer's run per trace (they read no calibration: one replay serves both variants)."""
     by_strategy = runs(traces, regime, ["auto", *fixed], busy)
     out = []
     for category in [*sorted({t.category for t in traces}), "all"]:
@@ -412,9 +420,11 @@ def cells(
         scores = {s: round(x, 4) for s, x in score.items()}
         best_speedup = score.get(best, 1.0)
         cell = Cell(label, category, len(auto), score["auto"], worst, best, best_speedup, mix, scores, per_prompt)
-        if peer:
-            cell.peer = geomean([peer[_key(r.trace)].speedup for r in auto])
-            cell.worst_vs_peer = min(r.speedup / peer[_key(r.trace)].speedup for r in auto)
+        if peers:
+            cell.peers = {name: geomean([by[_key(r.trace)].speedup for r in auto]) for name, by in peers.items()}
+            best_peer = max(cell.peers, key=cell.peers.__getitem__)
+            cell.peer = cell.peers[best_peer]
+            cell.worst_vs_peer = min(r.speedup / peers[best_peer][_key(r.trace)].speedup for r in auto)
         out.append(cell)
     return out
 
@@ -426,10 +436,11 @@ def _key(trace: Trace) -> tuple[str, str]:
 def simulate(traces: list[Trace], regimes: Sequence[Regime], fixed: Sequence[str], busy: bool = True) -> list[Cell]:
     out = []
     for regime in regimes:
-        peer = {_key(run.trace): run for run in runs(traces, regime, [PEER], False)[PEER]}
-        out += cells(traces, regime, fixed, False, regime.name, peer)
+        replayed = runs(traces, regime, list(PEERS), False)
+        peers = {name: {_key(run.trace): run for run in replayed[name]} for name in PEERS}
+        out += cells(traces, regime, fixed, False, regime.name, peers)
         if busy:  # fixed strategies do not read the calibration: only auto is replayed again
-            out += cells(traces, regime, [], True, f"{regime.name} busy", peer)
+            out += cells(traces, regime, [], True, f"{regime.name} busy", peers)
     return _with_hindsight(out)
 
 
@@ -446,16 +457,17 @@ def _with_hindsight(out: list[Cell]) -> list[Cell]:
 def markdown(out: list[Cell]) -> str:
     lines = [
         "| regime | category | prompts | auto vs target | worst prompt | best fixed | its speedup | auto/best "
-        "| auto's rounds | ok | ngram-mod vs target | auto/ngram-mod (worst prompt) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| auto's rounds | ok | ngram-mod | ngram-map-k | auto/best of them (worst prompt) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in out:
         mark = "yes" if c.ok else "**no**"
         mix = " ".join(f"{source} {share:.0%}" for source, share in c.mix.items() if source != "target") or "-"
         lines.append(
             f"| {c.regime} | {c.category} | {c.prompts} | {c.auto:.2f}x | {c.worst:.2f}x | {c.best} "
-            f"| {c.best_speedup:.2f}x | {c.vs_best:.0%} | {mix} | {mark} | {c.peer:.2f}x "
-            f"| {c.vs_peer:.2f}x ({c.worst_vs_peer:.2f}x) |"
+            f"| {c.best_speedup:.2f}x | {c.vs_best:.0%} | {mix} | {mark} "
+            + "".join(f"| {c.peers.get(name, 0.0):.2f}x " for name in PEERS)
+            + f"| {c.vs_peer:.2f}x ({c.worst_vs_peer:.2f}x) |"
         )
     return "\n".join(lines)
 
@@ -464,7 +476,7 @@ def as_json(out: list[Cell], regimes: Sequence[Regime]) -> str:
     data = {
         "regimes": {r.name: {"c": r.c, "v": r.points, "step_s": r.step_s, "about": r.about} for r in regimes},
         "targets": {"auto_vs_target": TARGET_VS_ALONE, "auto_vs_best": TARGET_VS_BEST},
-        "peer": PEER,
+        "peers": list(PEERS),
         "cells": [
             {**c.__dict__, "vs_best": round(c.vs_best, 4), "vs_peer": round(c.vs_peer, 4), "ok": c.ok} for c in out
         ],

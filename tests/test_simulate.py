@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.drafters import Outcome
+from specchat.drafters import Draft, Outcome
 
 PATH = Path(__file__).parent.parent / "benchmarks" / "simulate.py"
 
@@ -83,7 +83,7 @@ def test_draft_model_is_lossless_and_costs_what_the_regime_says(sim, tails):
 def test_every_strategy_and_auto_replay_exactly_in_every_regime(sim):
     trace = tiny_trace(sim)
     for regime in sim.REGIMES.values():
-        for strategy in (*sim.FIXED, "auto", sim.PEER):
+        for strategy in (*sim.FIXED, "auto", *sim.PEERS):
             assert sim.replay(trace, regime, strategy).generated == len(TARGET)
         assert sim.replay(trace, regime, "auto", regime.costs(busy=True)).generated == len(TARGET)
 
@@ -127,13 +127,13 @@ def test_the_table_reports_every_category(sim, tmp_path):
     assert "| gpu-consumer | code |" in sim.markdown(cells)
 
 
-# -- the peer: llama-server's ngram-mod --------------------------------------------------------------------
+# -- the peers: llama-server's ngram-mod and ngram-map-k ------------------------------------------------------
 
 SPAN = list(range(100, 200))  # 100 distinct tokens in the prompt that a reply may copy
 
 
 def peer_after(sim, reply: list[int], prompt: list[int] | None = None):
-    peer = sim.ngram_mod_peer.NgramModPeer()
+    peer = sim.draftless_peers.NgramModPeer()
     prompt = prompt if prompt is not None else [START, *SPAN, 7]
     peer.prefill(prompt[:-1])  # as the loop calls it: everything but the prompt token its first round verifies
     assert peer.propose(prompt, 64).tokens == []  # the server pools the prompt, then samples the first token
@@ -149,7 +149,7 @@ def test_ngram_mod_drafts_only_after_24_tokens_match_and_then_a_chain_of_48_or_m
     assert peer.propose(context, 10).tokens == SPAN[24:34]  # the server's cut to the reply's end
     # A chain shorter than n_min is no draft at all (small settings, so that the pool holds only the prompt).
     for span, drafted in ((10, []), (12, [*SPAN[4:12], 7]), (30, SPAN[4:20])):
-        peer = sim.ngram_mod_peer.NgramModPeer(n_match=4, n_min=8, n_max=16)
+        peer = sim.draftless_peers.NgramModPeer(n_match=4, n_min=8, n_max=16)
         peer.propose([START, *SPAN[:span], 7], 64)
         assert peer.propose([START, *SPAN[:span], 7, *SPAN[:4]], 64).tokens == drafted
 
@@ -176,7 +176,27 @@ def test_ngram_mod_pools_the_reply_in_chunks_and_forgets_after_five_low_rounds(s
     assert peer.propose(context, 64).tokens == SPAN[24:88]  # pooled again from the whole text
 
 
-def test_the_table_compares_auto_with_ngram_mod(sim):
+def test_ngram_map_k_drafts_the_48_tokens_after_a_12_token_key_as_often_as_they_held(sim):
+    prompt = [START, *SPAN, 7]
+    peer = sim.draftless_peers.NgramMapKPeer()
+    peer.prefill(prompt[:-1])
+    assert peer.propose(prompt, 64).tokens == []  # the server's begin, before its first sampled token
+    assert peer.propose([*prompt, *SPAN[:11]], 64).tokens == []  # 11 tokens are no key
+    context = [*prompt, *SPAN[:12]]  # the key: 11 tokens of the text and the token just sampled
+    draft = peer.propose(context, 64)
+    assert draft.tokens == SPAN[12:60]  # m = 48, a static copy
+    assert peer.propose(context, 10).tokens == SPAN[12:22]  # the server's cut to the reply's end
+    peer.learn(Outcome(len(context), draft, 3, [*SPAN[12:15], 5], 1.0))
+    assert peer.propose(context, 64).tokens == SPAN[12:15]  # that key now drafts what it kept last time
+    peer.learn(Outcome(len(context), Draft(SPAN[12:15]), 0, [5], 1.0))
+    assert peer.propose(context, 64).tokens == []  # ... and nothing once it kept nothing
+    short = [START, *SPAN[:40], 7]
+    peer = sim.draftless_peers.NgramMapKPeer()
+    peer.propose(short, 64)
+    assert peer.propose([*short, *SPAN[:12]], 64).tokens == []  # under 2 n + m = 72 tokens of text
+
+
+def test_the_table_compares_auto_with_llama_servers_draftless_modes(sim):
     prompt = [START, *SPAN]
     trace = sim.Trace(
         "t2",
@@ -191,7 +211,8 @@ def test_the_table_compares_auto_with_ngram_mod(sim):
         90,
     )
     cells = sim.simulate([trace], [sim.REGIMES["gpu-consumer"]], ["ngram:8"], busy=True)
-    assert all(cell.peer > 1.0 for cell in cells)  # it drafts the copied span once 24 tokens match
+    assert all(set(cell.peers) == set(sim.PEERS) and min(cell.peers.values()) > 1.0 for cell in cells)
+    assert cells[0].peer == max(cells[0].peers.values())  # the best draftless mode of the cell
     assert cells[0].vs_peer == pytest.approx(cells[0].auto / cells[0].peer)
-    assert cells[2].peer == cells[0].peer  # the busy variant compares with the same peer runs
-    assert "auto/ngram-mod" in sim.markdown(cells)
+    assert cells[2].peers == cells[0].peers  # the busy variant compares with the same peer runs
+    assert "auto/best of them" in sim.markdown(cells)
