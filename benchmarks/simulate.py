@@ -350,12 +350,16 @@ class Cell:
     scores: dict[str, float] = field(default_factory=dict)  # every strategy's speedup (geometric mean)
     per_prompt: dict[str, float] = field(default_factory=dict)  # auto's speedup per prompt
     peers: dict[str, float] = field(default_factory=dict)  # each llama-server draftless mode's speedup
-    peer: float = 0.0  # the best of them in this cell (geometric mean; 0: not replayed)
-    worst_vs_peer: float = 0.0  # auto / that mode on the prompt where auto fares worst against it
+    worst_vs_peer: float = 0.0  # auto / the best of them on the prompt where auto fares worst against it
 
     @property
     def vs_best(self) -> float:
         return self.auto / self.best_speedup
+
+    @property
+    def peer(self) -> float:
+        """The best llama-server draftless mode's speedup in this cell (0: not replayed)."""
+        return max(self.peers.values(), default=0.0)
 
     @property
     def vs_peer(self) -> float:
@@ -423,7 +427,6 @@ def cells(
         if peers:
             cell.peers = {name: geomean([by[_key(r.trace)].speedup for r in auto]) for name, by in peers.items()}
             best_peer = max(cell.peers, key=cell.peers.__getitem__)
-            cell.peer = cell.peers[best_peer]
             cell.worst_vs_peer = min(r.speedup / peers[best_peer][_key(r.trace)].speedup for r in auto)
         out.append(cell)
     return out
@@ -478,7 +481,8 @@ def as_json(out: list[Cell], regimes: Sequence[Regime]) -> str:
         "targets": {"auto_vs_target": TARGET_VS_ALONE, "auto_vs_best": TARGET_VS_BEST},
         "peers": list(PEERS),
         "cells": [
-            {**c.__dict__, "vs_best": round(c.vs_best, 4), "vs_peer": round(c.vs_peer, 4), "ok": c.ok} for c in out
+            {**c.__dict__, "vs_best": round(c.vs_best, 4), "peer": c.peer, "vs_peer": round(c.vs_peer, 4), "ok": c.ok}
+            for c in out
         ],
     }
     return json.dumps(data, indent=2)
