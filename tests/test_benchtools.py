@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import sys
@@ -78,3 +79,32 @@ def test_a_skeleton_of_the_real_target_loads_in_llama_cpp(default_pair_paths, tm
         logits = engine.eval(tokens, 2)
         assert logits.shape == (2, engine.n_vocab) and not logits.any()
         assert int(logits[-1].argmax()) == 0
+
+
+@pytest.mark.real
+def test_a_requantized_draft_is_measured_beside_the_pulled_one(default_pair_paths, tmp_path, capsys):
+    """benchmarks/draft_quant.py: a Q4_0 copy of the real draft is made, loads, is timed and is compared
+    with the target on a trace; the table has a row for each draft."""
+    draft_quant = load("draft_quant")
+    target, draft = default_pair_paths
+    with pytest.raises(SystemExit):
+        draft_quant.main(["--types", "q3_k"])  # argparse's usage error: a type the script does not know
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    from specchat.engine import Engine, EngineConfig
+
+    with Engine(target, EngineConfig(n_ctx=256)) as engine:
+        prompt = engine.tokenize("def add(a, b):\n")
+        reply = [int(engine.eval(prompt, 1)[0].argmax())]  # the target's own first token, then 7 more
+        for _ in range(7):
+            reply.append(int(engine.eval(reply[-1:], 1)[0].argmax()))
+    with gzip.open(traces / "t.jsonl.gz", "wt") as out:
+        out.write(json.dumps({"prompt": prompt, "target": reply}) + "\n")
+    kept = tmp_path / "kept"
+    draft_quant.main(["--types", "q4_0", "--traces", str(traces), "--repeats", "1", "--keep", str(kept)])
+    copy = kept / f"{draft.stem}.q4_0.gguf"
+    assert copy.stat().st_size < draft.stat().st_size
+    assert gguf.metadata(copy)["general.file_type"] == 2  # LLAMA_FTYPE_MOSTLY_Q4_0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("| as pulled |", "| q4_0 |"))]
+    assert len(rows) == 2 and all("of 8 |" in row for row in rows)
