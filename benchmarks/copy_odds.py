@@ -8,8 +8,10 @@
 2. At every token of each answer, prompt lookup (the same NgramDrafter auto uses) proposes its copy;
    the table counts, per match-length bucket, how often the copy's next token is the answer's, apart
    for copies of the prompt, copies where the answer rejoins the prompt after a copy of it broke,
-   and copies of the answer's own earlier tokens. This does not depend on any drafting policy: it is
-   the per-token hold rate auto's `COPY_PRIORS`, `REJOIN_COPY_PRIORS` and `REPLY_COPY_PRIORS` encode.
+   and copies of the answer's own earlier tokens; the first two also apart by whether the match goes
+   on past a line break ("lines") or not ("in line"). This does not depend on any drafting policy: it
+   is the per-token hold rate auto's priors encode (`INLINE_COPY_PRIORS`, `ALIGNED_COPY_PRIORS`,
+   `REJOIN_COPY_PRIORS`, `ALIGNED_REJOIN_PRIORS`, `REPLY_COPY_PRIORS`).
 To replay whole answers through auto under this or other machines' costs, use benchmarks/simulate.py
 (traces from benchmarks/record_traces.py); for measured speed, `specchat bench`.
 
@@ -30,7 +32,10 @@ from specchat.benchsuite import load_prompts_file
 from specchat.chat import Message
 from specchat.drafters.base import Draft, Outcome
 from specchat.drafters.ngram import (
+    ALIGNED_COPY_PRIORS,
+    ALIGNED_REJOIN_PRIORS,
     COPY_PRIORS,
+    INLINE_COPY_PRIORS,
     MAX_COPY,
     REJOIN_COPY_PRIORS,
     REPLY_COPY_PRIORS,
@@ -41,7 +46,13 @@ from specchat.runtime import Options, Pipeline, open_pipeline
 from specchat.sampling import SamplingParams
 
 console = Console(stderr=True)
-KINDS = {"input": COPY_PRIORS, "rejoin": REJOIN_COPY_PRIORS, "reply": REPLY_COPY_PRIORS}
+KINDS = {  # column: (kind, match past a line break, auto's prior)
+    "of the prompt, in line": ("input", False, INLINE_COPY_PRIORS),
+    "of the prompt, lines": ("input", True, ALIGNED_COPY_PRIORS),
+    "rejoining it, in line": ("rejoin", False, REJOIN_COPY_PRIORS),
+    "rejoining it, lines": ("rejoin", True, ALIGNED_REJOIN_PRIORS),
+    "of the answer": ("reply", None, REPLY_COPY_PRIORS),
+}
 HERE = Path(__file__).parent
 
 
@@ -56,20 +67,21 @@ def answers(pipeline: Pipeline, prompts, max_tokens: int) -> list[tuple[str, lis
     return out
 
 
-def hold_rates(runs) -> dict[tuple[str, int], list[int]]:
-    """(kind, bucket) -> [held, offered]: does the copy on offer predict the answer's next token?
+def hold_rates(runs, line_role) -> dict[tuple[str, bool | None, int], list[int]]:
+    """(kind, past a line break, bucket) -> [held, offered]: does the copy on offer predict the answer's next token?
     kind: "input" (copied from the prompt), "rejoin" (the answer rejoining its input after a copy of
     it broke) or "reply" (from the answer's own earlier tokens). The answer is fed one token a round,
     as the target alone produces it, so that breaks are noticed as auto notices them."""
-    table: dict[tuple[str, int], list[int]] = collections.defaultdict(lambda: [0, 0])
+    table: dict[tuple[str, bool | None, int], list[int]] = collections.defaultdict(lambda: [0, 0])
     for _category, prompt, answer in runs:
-        lookup, context = NgramDrafter(), list(prompt)
+        lookup, context = NgramDrafter(line_role=line_role), list(prompt)
         lookup.prefill(context[:-1])
         for token in answer:
             lookup.offer(context, MAX_COPY)
             copy = lookup._copy
             if copy is not None:
-                cell = table[copy.kind, _bucket(copy.matched)]
+                lines = None if copy.kind == "reply" else copy.aligned[0]
+                cell = table[copy.kind, lines, _bucket(copy.matched)]
                 cell[0] += copy.tokens[0] == token
                 cell[1] += 1
             lookup.learn(Outcome(len(context), Draft(), 0, [token], 0.0))
@@ -85,15 +97,15 @@ def main() -> None:
     args = parser.parse_args()
     with open_pipeline(Options(pair=args.pair, mode="target"), console.print) as pipeline:
         runs = answers(pipeline, load_prompts_file(args.prompts), args.max_tokens)
+        rates = hold_rates(runs, pipeline.target.line_role)
     table = Table(title="copy hold rate by match length (per token): held/offered, rate (auto's prior)")
     table.add_column("matched", justify="right")
-    for kind in ("of the prompt", "rejoining it", "of the answer"):
-        table.add_column(kind, justify="right")
-    rates = hold_rates(runs)
+    for column in KINDS:
+        table.add_column(column, justify="right")
     for bucket in sorted(COPY_PRIORS):
         row = [f"{bucket}+"]
-        for kind, priors in KINDS.items():
-            held, offered = rates.get((kind, bucket), (0, 0))
+        for kind, lines, priors in KINDS.values():
+            held, offered = rates.get((kind, lines, bucket), (0, 0))
             rate = f"{held / offered:.2f}" if offered else "-"
             row.append(f"{held}/{offered}, {rate} ({priors[bucket]:.2f})")
         table.add_row(*row)

@@ -17,6 +17,9 @@ Per prompt, one JSON line (ints only) with:
             the first wrong one (what follows a wrong guess is never accepted)
   control   the ids among all of the above that are control tokens (end-of-generation included),
             so that replayed copies can stop before them; eog: those that end generation
+  breaks    the ids among all of the above whose text holds a line break, and blanks: those whose
+            text is only spaces or tabs (prompt lookup judges copies by the lines they match; a rerun
+            adds both to files recorded before they were)
   turn      which turn of its record the reply answers (1-based)
   meta      llama-cpp-python's version, the model files and their sha256, the date
 
@@ -112,7 +115,7 @@ def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, earlier
     prompt = conversation(target, item.turns, earlier_tokens)
     tokens, end = greedy_continuation(target, prompt, max_tokens)
     guesses = draft_guesses(draft, prompt, tokens, end)
-    seen = set(prompt) | set(tokens) | {g for row in guesses for g in row} | ({end} if end is not None else set())
+    seen = ids_in({"prompt": prompt, "target": tokens, "guesses": guesses, "end": end})
     return {
         "id": item.id,
         "category": item.category,
@@ -124,8 +127,24 @@ def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, earlier
         "guesses": guesses,
         "control": sorted(t for t in seen if target.is_control(t)),
         "eog": sorted(t for t in seen if target.is_eog(t)),
+        **line_roles(target, seen),
         "max_tokens": max_tokens,
     }
+
+
+def line_roles(target: Engine, seen) -> dict[str, list[int]]:
+    """The "breaks" and "blanks" of a trace (Engine.line_role of every id in it)."""
+    roles = {token: target.line_role(token) for token in seen}
+    return {
+        "breaks": sorted(t for t, role in roles.items() if role == "break"),
+        "blanks": sorted(t for t, role in roles.items() if role == "space"),
+    }
+
+
+def ids_in(record: dict) -> set[int]:
+    end = record.get("end")
+    seen = set(record["prompt"]) | set(record["target"]) | {g for row in record["guesses"] for g in row}
+    return seen | ({end} if end is not None else set())
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -201,6 +220,9 @@ def main() -> None:
         for name, prompts in sets.items():
             path = args.out / f"{name}.jsonl.gz"
             done = [r for r in read_lines(path) if r["max_tokens"] == args.max_tokens]
+            if any("breaks" not in r for r in done):  # recorded before line roles were: only those are added
+                done = [r if "breaks" in r else {**r, **line_roles(target, ids_in(r))} for r in done]
+                write_lines(path, done)
             for prompt in prompts:
                 if any(r["id"] == prompt.id for r in done):
                     continue

@@ -164,6 +164,8 @@ class Trace:
     n_vocab: int
     max_tokens: int
     source: str = ""
+    breaks: frozenset[int] | None = None  # ids whose text holds a line break (None: not recorded)
+    blanks: frozenset[int] = frozenset()  # ids whose text is only spaces or tabs
 
     @property
     def filler(self) -> int:
@@ -173,6 +175,7 @@ class Trace:
 def compact(record: dict) -> Trace:
     end = record.get("end")
     seen = {*record["prompt"], *record["target"], *record["control"], *record["eog"]}
+    seen |= {*record.get("breaks", ()), *record.get("blanks", ())}
     seen |= {g for row in record["guesses"] for g in row} | ({end} if end is not None else set())
     index = {token: i for i, token in enumerate(sorted(seen))}
 
@@ -191,6 +194,8 @@ def compact(record: dict) -> Trace:
         len(index) + 1,  # + FILLER
         int(record["max_tokens"]),
         record.get("source", ""),
+        frozenset(ids(record["breaks"])) if "breaks" in record else None,
+        frozenset(ids(record.get("blanks", ()))),
     )
 
 
@@ -263,6 +268,14 @@ class TraceModel:
     def is_control(self, token: int) -> bool:
         return token in self.trace.control
 
+    @property
+    def line_role(self) -> Callable[[int], str] | None:
+        """Engine.line_role, where the trace recorded which tokens break lines."""
+        breaks, blanks = self.trace.breaks, self.trace.blanks
+        if breaks is None:
+            return None
+        return lambda token: "break" if token in breaks else "space" if token in blanks else "text"
+
 
 class TraceTarget(TraceModel):
     def next_token(self, length: int) -> int:
@@ -304,9 +317,9 @@ def make_drafter(name: str, target: TraceModel, draft: TraceModel, costs: Costs,
     if kind == "spec":
         return DraftModelDrafter(draft), int(k)
     if kind == "ngram":
-        return NgramDrafter(ends_copy=target.is_control), int(k)
+        return NgramDrafter(ends_copy=target.is_control, line_role=target.line_role), int(k)
     if kind == "auto":
-        arms = [NgramDrafter(ends_copy=target.is_control)]
+        arms = [NgramDrafter(ends_copy=target.is_control, line_role=target.line_role)]
         if Tuning("simulated", costs).draft_model_can_pay():
             arms.insert(0, DraftModelDrafter(draft))
         return AutoDrafter(replace(costs, verify=dict(costs.verify)), arms, clock=clock), MODES["auto"].default_k

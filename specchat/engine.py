@@ -186,6 +186,7 @@ class Engine:
         self.memory = lib.llama_get_memory(self.ctx)
         self._batch = lib.llama_batch_init(config.n_batch, 0, 1)
         self._control: dict[int, bool] = {}
+        self._line_role: dict[int, str] = {}
         self._closed = False
 
     # -- the LanguageModel protocol ------------------------------------------------------------------
@@ -229,6 +230,16 @@ class Engine:
         known = self._control.get(token)
         if known is None:  # asked for every token a copy offers: remembered, not a ctypes call each time
             known = self._control[token] = bool(lib.llama_vocab_is_control(self.vocab, token)) or self.is_eog(token)
+        return known
+
+    def line_role(self, token: int) -> str:
+        """ "break" (its text holds a line break), "space" (only spaces or tabs) or "text": prompt lookup
+        judges a copy by whether its match goes on past a line break (drafters/ngram.py)."""
+        known = self._line_role.get(token)
+        if known is None:  # asked for the tokens of every copy on offer: remembered
+            text = self.piece(token)
+            role = "break" if b"\n" in text else "space" if text and not text.strip(b" \t") else "text"
+            known = self._line_role[token] = role
         return known
 
     def _decode(self, tokens: Sequence[int], n_logits: int) -> None:

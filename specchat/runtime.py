@@ -326,7 +326,10 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     drafters: dict[str, Drafter] = {}
     if pipeline.draft is not None:
         drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
-    drafters["ngram"] = NgramDrafter(ends_copy=getattr(pipeline.target, "is_control", None))
+    target = pipeline.target
+    drafters["ngram"] = NgramDrafter(
+        ends_copy=getattr(target, "is_control", None), line_role=getattr(target, "line_role", None)
+    )
     past = _user_history(pipeline, notify) if options.mode in ("suffix", "auto") else None
     if options.mode == "suffix" or past is not None:  # for auto, only with a history: else it is prompt lookup
         drafters["suffix"] = _suffix(pipeline.target, past)

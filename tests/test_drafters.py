@@ -353,3 +353,49 @@ def test_the_chosen_drafter_is_not_also_tried_shorter():
     choice = AutoDrafter(gpu_like_costs(), [model]).choose(list(range(50)), 8)
     assert (choice.source, choice.explore) == ("spec", False)
     assert choice.k > 4
+
+
+BREAK, INDENT = 10, 11  # a token holding a line break, and one of spaces only
+
+
+def line_role(token: int) -> str:
+    return "break" if token == BREAK else "space" if token == INDENT else "text"
+
+
+def test_a_copy_whose_match_goes_past_a_line_break_gets_the_odds_of_whole_lines():
+    """The reply copies the input line by line: once its match covers a line break and text after it
+    (the next line's start holds), the copy is judged by the odds of whole-line copies, which are
+    higher than those of a match within a line at the same length. Right after a break, or past it
+    only by an indent, the match says nothing of the next line yet."""
+    lines = [1, 2, 3, BREAK, INDENT, 4, 5, 6, BREAK, INDENT, 7, 8, 9, BREAK]
+    prompt = [50, 51, *lines, 60, 61]
+    ngram = NgramDrafter(line_role=line_role)
+
+    def offer(reply):
+        ngram.prefill(prompt)
+        rates = ngram.offer([*prompt, *reply], 8).rates
+        return ngram._copy, rates
+
+    copy, rates = offer([1, 2, 3, BREAK, INDENT, 4])  # past the break with text: 6 tokens matched
+    assert copy.aligned[0] and rates[0] == ngram.line_odds["input", True].rate(6)
+    assert rates[0] > ngram.line_odds["input", False].rate(6)
+    copy, rates = offer([2, 3, BREAK, INDENT])  # past it only by the indent
+    assert not copy.aligned[0] and rates[0] == ngram.line_odds["input", False].rate(4)
+    assert copy.aligned[1]  # ... until the copy's own first token, 4, would hold
+    copy, _ = offer([4, 5, 6, BREAK])  # right at the next break: the next line is open again
+    assert copy.aligned[:5] == (False, False, True, True, True)  # INDENT, 7: then past that break too
+
+
+def test_whole_line_copies_learn_apart_from_copies_within_a_line():
+    prompt = [50, 1, 2, 3, BREAK, 4, 5, 6, 7, 8, 9, 60]
+    ngram = NgramDrafter(line_role=line_role)
+    follow(ngram, prompt, [1, 2, 3, BREAK, 4, 99])  # the copy broke past the break: at 99 for 5
+    assert ngram.line_odds["input", True].tried and not ngram.line_odds["input", True].held.get(5)
+    assert ngram.odds.tried == {}  # the pooled odds, for models whose line breaks are unknown: untouched
+
+
+def test_without_line_roles_copies_are_judged_as_before():
+    ngram = NgramDrafter()
+    ngram.prefill([1, 2, 3, BREAK, 4, 5, 6])
+    rates = ngram.offer([1, 2, 3, BREAK, 4, 5, 6, 1, 2, 3, BREAK, 4], 4).rates
+    assert ngram._copy.aligned is None and rates[0] == ngram.odds.rate(5)

@@ -185,3 +185,14 @@ def test_context_full_stops_cleanly(default_pair_paths):
         assert tokens
     finally:
         small.close()
+
+
+def test_line_roles_of_the_real_vocabulary(pipeline):
+    """What prompt lookup is told about lines (Engine.line_role): a token holding a line break, one of
+    spaces only (an indent), or text."""
+    target = pipeline.target
+    tokens = target.tokenize("def f():\n    return 1\n")
+    roles = [target.line_role(token) for token in tokens]
+    assert roles.count("break") == 2 and roles[-1] == "break"
+    assert roles[roles.index("break") + 1] == "space"  # the indent of the next line is a token of its own
+    assert roles[0] == "text" and {target.line_role(t) for t in target.tokenize("x = y or z")} == {"text"}

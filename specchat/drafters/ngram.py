@@ -31,6 +31,13 @@ REPLY_COPY_PRIORS = {1: 0.15, 2: 0.35, 3: 0.5, 5: 0.55, 9: 0.8, 17: 0.9, 33: 0.9
 # ... the same for a copy where the reply rejoins its input a few tokens after a copy broke (_rejoin):
 # one matched token there held 50-67% of the time, two 80-85%, against about 20% and 40-80% elsewhere.
 REJOIN_COPY_PRIORS = {1: 0.45, 2: 0.75, 3: 0.85, 5: 0.9, 9: 0.95, 17: 0.97, 33: 0.98, 65: 0.98}
+# Where the model tells which tokens break lines (line_role), copies of the input are judged apart by
+# whether their match goes on past a line break: then the reply is copying whole lines of its input,
+# and goes on (5-8 matched tokens held 98% per token, against 83-84% for matches within a line or
+# ending at a break; benchmarks/copy_odds.py). Where it cannot tell, the tables above, which pool both.
+INLINE_COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.8, 9: 0.9, 17: 0.95, 33: 0.97, 65: 0.97}
+ALIGNED_COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.85, 5: 0.95, 9: 0.97, 17: 0.98, 33: 0.98, 65: 0.98}
+ALIGNED_REJOIN_PRIORS = {1: 0.45, 2: 0.85, 3: 0.93, 5: 0.95, 9: 0.97, 17: 0.98, 33: 0.98, 65: 0.98}
 REJOIN_WINDOW = 8  # after a copy of the input breaks, the reply rejoins it within this many tokens of the break
 REJOIN_FOR = 24  # ... looked for during this many tokens of the reply after the break
 REJOIN_RUN = 12  # only a copy that had held this long (matched + copied tokens) leaves a break to rejoin
@@ -196,6 +203,7 @@ class _Copy:
     from_reply: bool = False  # copied from this reply's own earlier tokens, not from its input
     begin: int = -1  # index of its first token in the text
     rejoined: bool = False  # where the reply rejoins a copy of its input that broke (_rejoin)
+    aligned: tuple[bool, ...] | None = None  # per token: does its match go on past a line break (None: unknown)
 
     @property
     def kind(self) -> str:
@@ -209,7 +217,13 @@ class NgramDrafter:
     name = "ngram"
     uses_model = False
 
-    def __init__(self, max_n: int = 4, min_n: int = 1, ends_copy: Callable[[int], bool] | None = None) -> None:
+    def __init__(
+        self,
+        max_n: int = 4,
+        min_n: int = 1,
+        ends_copy: Callable[[int], bool] | None = None,
+        line_role: Callable[[int], str] | None = None,
+    ) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError("need 1 <= min_n <= max_n")
         self.min_n = min_n
@@ -217,6 +231,7 @@ class NgramDrafter:
         # A copy ends before a control token: a reply quoting the end of the user's message must not be
         # offered the chat template's markup that follows it in the prompt.
         self.ends_copy = ends_copy or (lambda _token: False)
+        self.line_role = line_role  # "break" (its text holds a line break), "space" or "text"; None: not known
         self.reset()
 
     def reset(self) -> None:
@@ -235,6 +250,12 @@ class NgramDrafter:
         self.odds = CopyOdds()
         self.reply_odds = CopyOdds(priors=REPLY_COPY_PRIORS)
         self.rejoin_odds = CopyOdds(priors=REJOIN_COPY_PRIORS)
+        self.line_odds = {  # (kind, match goes on past a line break): where line_role tells
+            ("input", False): CopyOdds(priors=INLINE_COPY_PRIORS),
+            ("input", True): CopyOdds(priors=ALIGNED_COPY_PRIORS),
+            ("rejoin", False): CopyOdds(priors=REJOIN_COPY_PRIORS),
+            ("rejoin", True): CopyOdds(priors=ALIGNED_REJOIN_PRIORS),
+        }
         self._copy: _Copy | None = None
         self.runs = CopyRuns()
         self._break: tuple[int, int] | None = None  # (index in the input where a copy broke, text length then)
@@ -244,8 +265,31 @@ class NgramDrafter:
         self._start_reply()
         self._reply_start = len(context) + 1  # the prompt's last token is evaluated by the first round
 
-    def _odds(self, copy: _Copy) -> CopyOdds:
+    def _odds(self, copy: _Copy, i: int = 0) -> CopyOdds:
+        """The odds that judge the copy's token i."""
+        if copy.aligned is not None and copy.kind != "reply":  # a reply repeating itself: no better past a break
+            return self.line_odds[(copy.kind, copy.aligned[i])]
         return {"rejoin": self.rejoin_odds, "reply": self.reply_odds, "input": self.odds}[copy.kind]
+
+    def _aligned(self, context: Sequence[int], matched: int, tokens: Sequence[int]) -> tuple[bool, ...] | None:
+        """Per token of a copy: whether its match by then (the `matched` last tokens of the text and the
+        copy's tokens before it) spans a line break and goes on past it with text, not only blanks;
+        None where the text's lines are not known. Right after a break the match says nothing of the
+        next line, which is what an edit changes: "```python" + newline matches every fenced reply, and
+        a kept signature line (and its indent) does not tell whether the body is kept."""
+        if self.line_role is None:
+            return None
+        spans = past = False
+        out = []
+        for i, token in enumerate([*context[len(context) - matched :], *tokens]):
+            if i >= matched:
+                out.append(spans and past)
+            role = self.line_role(token)
+            if role == "break":
+                spans, past = True, False
+            elif role == "text":
+                past = True
+        return tuple(out[: len(tokens)])
 
     @property
     def copy_cap(self) -> int:
@@ -310,17 +354,17 @@ class NgramDrafter:
         tokens = self.index.tokens[begin : begin + MAX_COPY + 1]
         tokens = tokens[: next((i for i, token in enumerate(tokens) if self.ends_copy(token)), len(tokens))]
         from_reply = self._reply_start is not None and begin >= self._reply_start
-        self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoin is not None)
+        aligned = self._aligned(context, n, tokens)
+        self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoin is not None, aligned)
         return self._copy
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         copy = self._copy_at(context) if k_max > 0 else None
         if copy is None:
             return NO_OFFER
-        lengths = [copy.matched + i for i in range(min(len(copy.tokens), k_max))]
-        odds = self._odds(copy)
-        rates = [odds.rate(n) for n in lengths]
-        mean = [odds.rate(n, cautious=False) for n in lengths]
+        positions = range(min(len(copy.tokens), k_max))
+        rates = [self._odds(copy, i).rate(copy.matched + i) for i in positions]
+        mean = [self._odds(copy, i).rate(copy.matched + i, cautious=False) for i in positions]
         return Offer(rates, rates, mean=mean, proven=self.copy_cap)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
@@ -334,9 +378,17 @@ class NgramDrafter:
         """Book the copy on offer against the tokens produced (see book), and follow copied runs."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            held = book(self._odds(copy), copy.tokens, copy.matched, outcome.produced)
+            held = self._book(copy, outcome.produced)
             self._note_break(copy, held, len(outcome.produced))
         self.runs.learn(self.name, outcome)
+
+    def _book(self, copy: _Copy, produced: Sequence[int]) -> int:
+        """book(), each token in the odds that judged it."""
+        produced = produced[: len(copy.tokens)]
+        held = common_prefix(copy.tokens, produced)
+        for i in range(min(held + 1, len(produced))):
+            self._odds(copy, i).observe(copy.matched + i, i < held)
+        return held
 
     def _note_break(self, copy: _Copy, held: int, produced: int) -> None:
         """Remember where a copy of the input that had been holding broke (see _rejoin): `held` of its
