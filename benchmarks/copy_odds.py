@@ -31,17 +31,16 @@ from rich.table import Table
 from specchat.benchsuite import load_prompts_file
 from specchat.chat import Message
 from specchat.drafters.base import Draft, Outcome
-from specchat.drafters.ngram import (
+from specchat.drafters.copyodds import (
     ALIGNED_COPY_PRIORS,
     ALIGNED_REJOIN_PRIORS,
     COPY_PRIORS,
     INLINE_COPY_PRIORS,
-    MAX_COPY,
     REJOIN_COPY_PRIORS,
     REPLY_COPY_PRIORS,
-    NgramDrafter,
     _bucket,
 )
+from specchat.drafters.ngram import MAX_COPY, NgramDrafter
 from specchat.runtime import Options, Pipeline, open_pipeline
 from specchat.sampling import SamplingParams
 

@@ -7,8 +7,9 @@ import pytest
 from specchat.costmodel import Costs, expected_tokens
 from specchat.drafters import Draft, Outcome
 from specchat.drafters.auto import AutoDrafter
+from specchat.drafters.copyodds import CopyOdds
 from specchat.drafters.model import Acceptance
-from specchat.drafters.ngram import CopyOdds, NgramDrafter
+from specchat.drafters.ngram import NgramDrafter
 from specchat.sampling import Sampler, SamplingParams
 
 GREEDY = Sampler(SamplingParams())

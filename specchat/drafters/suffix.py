@@ -21,7 +21,8 @@ import numpy as np
 from ..sampling import Sampler
 from ..tokenchains import LONGEST, ORDER, SEP, Chains, GrowingChains
 from .base import NO_OFFER, Draft, Offer, Outcome
-from .ngram import MAX_COPY, CopyOdds, CopyRuns, book
+from .copyodds import CopyOdds, book
+from .ngram import MAX_COPY, CopyRuns
 
 PRIOR_WEIGHT = 4.0  # the copy prior for a match of this length counts as this many earlier matches
 ECHO = 16  # tokens compared to tell a logged copy of this conversation from another match
