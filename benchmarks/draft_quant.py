@@ -136,15 +136,20 @@ def main(argv: list[str] | None = None) -> None:
             for engine in engines.values():
                 engine.close()
         print(f"target {target_path.name}: {steps['target'] * 1000:.1f} ms a step; {len(traces)} traces")
-        print("| draft | size | made in | step | c (target steps) | agrees with the target |")
-        print("|---|---|---|---|---|---|")
-        for name, path in files.items():
-            hits, total = agreed[name]
-            made_in = f"{made[name]:.1f} s" if name in made else "-"
-            print(
-                f"| {name} | {path.stat().st_size / 2**20:.0f} MiB | {made_in} | {steps[name] * 1000:.1f} ms "
-                f"| {steps[name] / steps['target']:.2f} | {hits / max(total, 1):.1%} of {total} |"
-            )
+        print_table(files, made, steps, agreed)
+
+
+def print_table(files: dict[str, Path], made: dict[str, float], steps: dict[str, float], agreed) -> None:
+    """One markdown row per draft (printed while the copies still exist: their sizes are read)."""
+    print("| draft | size | made in | step | c (target steps) | agrees with the target |")
+    print("|---|---|---|---|---|---|")
+    for name, path in files.items():
+        hits, total = agreed[name]
+        made_in = f"{made[name]:.1f} s" if name in made else "-"
+        print(
+            f"| {name} | {path.stat().st_size / 2**20:.0f} MiB | {made_in} | {steps[name] * 1000:.1f} ms "
+            f"| {steps[name] / steps['target']:.2f} | {hits / max(total, 1):.1%} of {total} |"
+        )
 
 
 if __name__ == "__main__":

@@ -141,6 +141,19 @@ def line_roles(target: Engine, seen) -> dict[str, list[int]]:
     }
 
 
+def with_line_roles(path: Path, target: Engine, sha256: str) -> list[dict]:
+    """The records of a file, those recorded before line roles were given them (and the file rewritten
+    with them, every record kept), where they were recorded with this target: another model's ids would
+    get this one's roles."""
+    records = read_lines(path)
+    missing = [i for i, r in enumerate(records) if "breaks" not in r and r["meta"]["target"]["sha256"] == sha256]
+    for i in missing:
+        records[i] = {**records[i], **line_roles(target, ids_in(records[i]))}
+    if missing:
+        write_lines(path, records)
+    return records
+
+
 def ids_in(record: dict) -> set[int]:
     end = record.get("end")
     seen = set(record["prompt"]) | set(record["target"]) | {g for row in record["guesses"] for g in row}
@@ -219,10 +232,7 @@ def main() -> None:
     with Engine(paths[0], config) as target, Engine(paths[1], config) as draft:
         for name, prompts in sets.items():
             path = args.out / f"{name}.jsonl.gz"
-            done = [r for r in read_lines(path) if r["max_tokens"] == args.max_tokens]
-            if any("breaks" not in r for r in done):  # recorded before line roles were: only those are added
-                done = [r if "breaks" in r else {**r, **line_roles(target, ids_in(r))} for r in done]
-                write_lines(path, done)
+            done = [r for r in with_line_roles(path, target, pair.target.sha256) if r["max_tokens"] == args.max_tokens]
             for prompt in prompts:
                 if any(r["id"] == prompt.id for r in done):
                     continue

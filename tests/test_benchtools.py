@@ -87,8 +87,9 @@ def test_a_requantized_draft_is_measured_beside_the_pulled_one(default_pair_path
     with the target on a trace; the table has a row for each draft."""
     draft_quant = load("draft_quant")
     target, draft = default_pair_paths
-    with pytest.raises(SystemExit):
-        draft_quant.main(["--types", "q3_k"])  # argparse's usage error: a type the script does not know
+    with pytest.raises(SystemExit) as refused:
+        draft_quant.main(["--types", "q3_k"])  # a type the script does not know
+    assert refused.value.code == 2  # argparse's usage error, before any model is looked for
     traces = tmp_path / "traces"
     traces.mkdir()
     from specchat.engine import Engine, EngineConfig

@@ -391,8 +391,25 @@ def test_whole_line_copies_learn_apart_from_copies_within_a_line():
     prompt = [50, 1, 2, 3, BREAK, 4, 5, 6, 7, 8, 9, 60]
     ngram = NgramDrafter(line_role=line_role)
     follow(ngram, prompt, [1, 2, 3, BREAK, 4, 99])  # the copy broke past the break: at 99 for 5
-    assert ngram.line_odds["input", True].tried and not ngram.line_odds["input", True].held.get(5)
+    lines, in_line = ngram.line_odds["input", True], ngram.line_odds["input", False]
+    assert (lines.tried, lines.held) == ({5: 1}, {5: 0})  # [1 2 3 BREAK 4] went on past the break: 5 missed
+    assert (in_line.tried, in_line.held) == ({1: 1, 2: 1, 3: 2}, {1: 1, 2: 1, 3: 2})
     assert ngram.odds.tried == {}  # the pooled odds, for models whose line breaks are unknown: untouched
+
+
+def test_a_round_books_each_token_of_a_copy_in_the_odds_that_judged_it():
+    """One drafted copy that crosses a break and the next line's first token: the tokens before are
+    booked within a line, those after as whole lines, each at the match length it had then."""
+    prompt = [50, 1, 2, 3, BREAK, 4, 5, 6, 7, 60]
+    ngram = NgramDrafter(line_role=line_role)
+    ngram.prefill(prompt)
+    context = [*prompt, 1, 2]
+    draft = ngram.propose(context, 5, GREEDY)
+    assert draft.tokens == [3, BREAK, 4, 5, 6] and ngram._copy.aligned[:5] == (False, False, False, True, True)
+    ngram.learn(Outcome(len(context), draft, 4, [3, BREAK, 4, 5, 99], 0.0))  # held 4, then 99 for 6
+    lines, in_line = ngram.line_odds["input", True], ngram.line_odds["input", False]
+    assert (in_line.tried, in_line.held) == ({2: 1, 3: 2}, {2: 1, 3: 2})  # 3, BREAK, 4 at lengths 2, 3, 4
+    assert (lines.tried, lines.held) == ({5: 2}, {5: 1})  # 5 held at length 5, 6 broke at length 6
 
 
 def test_without_line_roles_copies_are_judged_as_before():

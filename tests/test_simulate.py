@@ -216,3 +216,16 @@ def test_the_table_compares_auto_with_llama_servers_draftless_modes(sim):
     assert cells[0].vs_peer == pytest.approx(cells[0].auto / cells[0].peer)
     assert cells[2].peers == cells[0].peers  # the busy variant compares with the same peer runs
     assert "auto/best of them" in sim.markdown(cells)
+
+
+def test_line_roles_replay_where_the_trace_recorded_them(sim):
+    """Traces recorded before line roles replay as before (no roles: prompt lookup's pooled odds);
+    newer ones give prompt lookup each token's role, in the trace's own remapped ids."""
+    record = {"id": "r", "category": "code", "prompt": [7, 500, 8], "target": [9, 700], "guesses": [[9], [], []]}
+    record |= {"end": None, "control": [], "eog": [], "max_tokens": 2}
+    old = sim.compact(record)
+    assert old.breaks is None and sim.TraceTarget(old, sim.Clock(), lambda n: 1.0).line_role is None
+    new = sim.compact(record | {"breaks": [500], "blanks": [700]})
+    role = sim.TraceTarget(new, sim.Clock(), lambda n: 1.0).line_role
+    prompt, target = new.prompt, new.target
+    assert [role(t) for t in prompt] == ["text", "break", "text"] and [role(t) for t in target] == ["text", "space"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..models_api import common_prefix
@@ -24,6 +24,9 @@ REJOIN_COPY_PRIORS = {1: 0.45, 2: 0.75, 3: 0.85, 5: 0.9, 9: 0.95, 17: 0.97, 33: 
 # whether their match goes on past a line break: then the reply is copying whole lines of its input,
 # and goes on (5-8 matched tokens held 98% per token, against 83-84% for matches within a line or
 # ending at a break; benchmarks/copy_odds.py). Where it cannot tell, the tables above, which pool both.
+# Set at or below the lower of two measurements (the copy prompts' answers and the bench suite's
+# traces: 3-4 tokens past a break held 96% and 87%), since a prior that is too high costs a whole
+# verify batch before the reply's own evidence corrects it, and one too low only a few rounds' gain.
 INLINE_COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.8, 9: 0.9, 17: 0.95, 33: 0.97, 65: 0.97}
 ALIGNED_COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.85, 5: 0.95, 9: 0.97, 17: 0.98, 33: 0.98, 65: 0.98}
 ALIGNED_REJOIN_PRIORS = {1: 0.45, 2: 0.85, 3: 0.93, 5: 0.95, 9: 0.97, 17: 0.98, 33: 0.98, 65: 0.98}
@@ -95,12 +98,13 @@ class CopyOdds:
         return table
 
 
-def book(odds: CopyOdds, guess: Sequence[int], matched: int, produced: Sequence[int]) -> int:
-    """Book a guess against the tokens produced, up to the first that broke it. Only those: the next
-    offer covers what follows, so each token is booked once, with the match length the chooser saw
-    when it had to judge that token. Returns how many tokens of the guess held."""
+def book(odds_at: Callable[[int], CopyOdds], guess: Sequence[int], matched: int, produced: Sequence[int]) -> int:
+    """Book a guess against the tokens produced, up to the first that broke it, token i in the odds
+    `odds_at(i)` that judged it. Only those: the next offer covers what follows, so each token is
+    booked once, with the match length the chooser saw when it had to judge that token. Returns how
+    many tokens of the guess held."""
     produced = produced[: len(guess)]
     held = common_prefix(guess, produced)
     for i in range(min(held + 1, len(produced))):
-        odds.observe(matched + i, i < held)
+        odds_at(i).observe(matched + i, i < held)
     return held

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..models_api import common_prefix
 from ..sampling import Sampler
 from .base import NO_OFFER, Draft, Offer, Outcome
 from .copyodds import (
@@ -21,6 +20,7 @@ from .copyodds import (
     REJOIN_COPY_PRIORS,
     REPLY_COPY_PRIORS,
     CopyOdds,
+    book,
 )
 
 CANDIDATES = 16  # earlier occurrences of the longest n-gram compared by how far back they match
@@ -177,7 +177,7 @@ class NgramDrafter:
         self._start_reply()
         self._reply_start = len(context) + 1  # the prompt's last token is evaluated by the first round
 
-    def _odds(self, copy: _Copy, i: int = 0) -> CopyOdds:
+    def _odds(self, copy: _Copy, i: int) -> CopyOdds:
         """The odds that judge the copy's token i."""
         if copy.aligned is not None and copy.kind != "reply":  # a reply repeating itself: no better past a break
             return self.line_odds[(copy.kind, copy.aligned[i])]
@@ -290,17 +290,9 @@ class NgramDrafter:
         """Book the copy on offer against the tokens produced (see book), and follow copied runs."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            held = self._book(copy, outcome.produced)
+            held = book(lambda i: self._odds(copy, i), copy.tokens, copy.matched, outcome.produced)
             self._note_break(copy, held, len(outcome.produced))
         self.runs.learn(self.name, outcome)
-
-    def _book(self, copy: _Copy, produced: Sequence[int]) -> int:
-        """book(), each token in the odds that judged it."""
-        produced = produced[: len(copy.tokens)]
-        held = common_prefix(copy.tokens, produced)
-        for i in range(min(held + 1, len(produced))):
-            self._odds(copy, i).observe(copy.matched + i, i < held)
-        return held
 
     def _note_break(self, copy: _Copy, held: int, produced: int) -> None:
         """Remember where a copy of the input that had been holding broke (see _rejoin): `held` of its

@@ -5,7 +5,7 @@ current text (the longest suffix match, in the current conversation and in the u
 propose what most of them went on with. Where they disagree, the majority token is taken and only the
 matches that agree go on voting; the share that agreed is the confidence of that position, so a
 passage the user has seen answered the same way several times is offered as a long, confident run,
-and a one-off match is worth no more than prompt lookup's copy priors (drafters/ngram.py).
+and a one-off match is worth no more than prompt lookup's copy priors (drafters/copyodds.py).
 
 Greedy-safe as every drafter: the guesses are deterministic (q = None), and the target checks each one.
 """
@@ -229,5 +229,6 @@ class SuffixDrafter:
         (each token once, at the match length it had then), and track copied runs for copy_cap."""
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
-            book(self._odds(copy.guess), copy.guess.tokens, copy.guess.matched, outcome.produced)
+            odds = self._odds(copy.guess)  # one table judges every token of a guess here
+            book(lambda _i: odds, copy.guess.tokens, copy.guess.matched, outcome.produced)
         self.runs.learn(self.name, outcome)
