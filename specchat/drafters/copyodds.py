@@ -22,11 +22,11 @@ REPLY_COPY_PRIORS = {1: 0.15, 2: 0.35, 3: 0.5, 5: 0.55, 9: 0.8, 17: 0.9, 33: 0.9
 REJOIN_COPY_PRIORS = {1: 0.45, 2: 0.75, 3: 0.85, 5: 0.9, 9: 0.95, 17: 0.97, 33: 0.98, 65: 0.98}
 # Where the model tells which tokens break lines (line_role), copies of the input are judged apart by
 # whether their match goes on past a line break: then the reply is copying whole lines of its input,
-# and goes on (5-8 matched tokens held 98% per token, against 83-84% for matches within a line or
-# ending at a break; benchmarks/copy_odds.py). Where it cannot tell, the tables above, which pool both.
-# Set at or below the lower of two measurements (the copy prompts' answers and the bench suite's
-# traces: 3-4 tokens past a break held 96% and 87%), since a prior that is too high costs a whole
-# verify batch before the reply's own evidence corrects it, and one too low only a few rounds' gain.
+# and goes on (5-8 matched tokens held 98-100% per token, against 82-84% for matches within a line or
+# ending at a break; benchmarks/copy_odds.py on its prompts, and on the bench suite's traces). Where it
+# cannot tell, the tables above, which pool both. Set at or below the lower of the two measurements
+# (3-4 tokens past a break held 6 of 6 and 87%), since a prior that is too high costs a whole verify
+# batch before the reply's own evidence corrects it, and one too low only a few rounds' gain.
 INLINE_COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.7, 5: 0.8, 9: 0.9, 17: 0.95, 33: 0.97, 65: 0.97}
 ALIGNED_COPY_PRIORS = {1: 0.15, 2: 0.5, 3: 0.85, 5: 0.95, 9: 0.97, 17: 0.98, 33: 0.98, 65: 0.98}
 ALIGNED_REJOIN_PRIORS = {1: 0.45, 2: 0.85, 3: 0.93, 5: 0.95, 9: 0.97, 17: 0.98, 33: 0.98, 65: 0.98}
