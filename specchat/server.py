@@ -29,6 +29,8 @@ from .runtime import Pipeline
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
 
+BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
+
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -274,6 +276,9 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
+    # Listening before the address is printed: a client that connects as soon as it reads it waits in
+    # the backlog until uvicorn accepts, instead of being refused while uvicorn starts.
+    sock.listen(BACKLOG)
     return sock
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -304,3 +305,16 @@ def test_taken_port_is_one_line(server):
     port = server.url.rsplit(":", 1)[1]
     result = CliRunner().invoke(app, ["serve", "--port", port])
     assert result.exit_code == 2 and "cannot listen on 127.0.0.1:" in result.stderr and "--port" in result.stderr
+
+
+def test_the_socket_listens_before_the_address_is_printed():
+    """A client that connects as soon as `serve` prints its address is queued, not refused, while uvicorn
+    is still starting (the official client gave "Connection error" on the first request once)."""
+    from specchat.server import listen
+
+    sock = listen("127.0.0.1", 0)
+    try:
+        client = socket.create_connection(sock.getsockname(), timeout=5)  # nobody has accepted yet
+        client.close()
+    finally:
+        sock.close()
