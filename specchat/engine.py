@@ -233,8 +233,8 @@ class Engine:
         return known
 
     def line_role(self, token: int) -> str:
-        """ "break" (its text holds a line break), "space" (only spaces or tabs) or "text": prompt lookup
-        judges a copy by whether its match goes on past a line break (drafters/ngram.py)."""
+        """Whether the token's text holds a line break ("break"), only spaces or tabs ("space") or else
+        "text": prompt lookup judges a copy by whether its match goes on past a line break (drafters/ngram.py)."""
         known = self._line_role.get(token)
         if known is None:  # asked for the tokens of every copy on offer: remembered
             text = self.piece(token)

@@ -165,7 +165,7 @@ class NgramDrafter:
         self.line_odds = {  # (kind, match goes on past a line break): where line_role tells
             ("input", False): CopyOdds(priors=INLINE_COPY_PRIORS),
             ("input", True): CopyOdds(priors=ALIGNED_COPY_PRIORS),
-            ("rejoin", False): CopyOdds(priors=REJOIN_COPY_PRIORS),
+            ("rejoin", False): self.rejoin_odds,  # the same priors: a drafter uses one or the other, never both
             ("rejoin", True): CopyOdds(priors=ALIGNED_REJOIN_PRIORS),
         }
         self._copy: _Copy | None = None
@@ -201,7 +201,7 @@ class NgramDrafter:
                 spans, past = True, False
             elif role == "text":
                 past = True
-        return tuple(out[: len(tokens)])
+        return tuple(out)
 
     @property
     def copy_cap(self) -> int:
@@ -274,9 +274,9 @@ class NgramDrafter:
         copy = self._copy_at(context) if k_max > 0 else None
         if copy is None:
             return NO_OFFER
-        positions = range(min(len(copy.tokens), k_max))
-        rates = [self._odds(copy, i).rate(copy.matched + i) for i in positions]
-        mean = [self._odds(copy, i).rate(copy.matched + i, cautious=False) for i in positions]
+        judged = [(self._odds(copy, i), copy.matched + i) for i in range(min(len(copy.tokens), k_max))]
+        rates = [odds.rate(length) for odds, length in judged]
+        mean = [odds.rate(length, cautious=False) for odds, length in judged]
         return Offer(rates, rates, mean=mean, proven=self.copy_cap)
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
