@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="write the requantized copies here (default: a temporary folder)")
     args = parser.parse_args(argv)
+    if args.repeats < 1 or args.max_traces < 0:
+        parser.error("--repeats must be at least 1 and --max-traces at least 0")
     kinds = [kind for kind in args.types.split(",") if kind]
     unknown = [kind for kind in kinds if kind not in TYPES]
     if unknown:
