@@ -20,6 +20,9 @@ Per prompt, one JSON line (ints only) with:
   breaks    the ids among all of the above whose text holds a line break, and blanks: those whose
             text is only spaces or tabs (prompt lookup judges copies by the lines they match; a rerun
             adds both to files recorded before they were)
+  conf      parallel to guesses: the draft's own probability of each guess (softmax of its logits,
+            3 decimals), which the draft-model drafter reads to stop drafting where it is unsure; a
+            rerun adds it to files recorded before it was, by following the recorded paths again
   turn      which turn of its record the reply answers (1-based)
   meta      llama-cpp-python's version, the model files and their sha256, the date
 
@@ -69,22 +72,60 @@ def greedy_continuation(target: Engine, prompt: list[int], max_tokens: int) -> t
     return out, None
 
 
-def draft_guesses(draft: Engine, prompt: list[int], target: list[int], end: int | None) -> list[list[int]]:
-    """The draft's greedy guesses after prompt + target[:i], for i = 0..len(target)."""
+def draft_guesses(
+    draft: Engine, prompt: list[int], target: list[int], end: int | None
+) -> tuple[list[list[int]], list[list[float]]]:
+    """The draft's greedy guesses after prompt + target[:i], for i = 0..len(target), and its probability
+    of each."""
     truth = target + ([end] if end is not None else [])  # what the target produces at each position
     cache = CachedModel(draft)
     cache.model.truncate(0)
     out: list[list[int]] = []
+    conf: list[list[float]] = []
     for i in range(len(target) + 1):
         context = prompt + target[:i]
         previous = out[-1] if out else []
         # The draft was right at i - 1: its path from there continues from here.
-        guesses = previous[1:] if previous and previous[0] == target[i - 1] else []
+        reused = bool(previous) and previous[0] == target[i - 1]
+        guesses, probs = (previous[1:], conf[-1][1:]) if reused else ([], [])
         while not path_done(guesses, truth[i:], draft.is_eog):
-            row = cache.feed(context + guesses, 1)[0]
-            guesses.append(int(np.argmax(row)))
+            token, p = guess(cache.feed(context + guesses, 1)[0])
+            guesses.append(token)
+            probs.append(p)
         out.append(guesses)
-    return out
+        conf.append(probs)
+    return out, conf
+
+
+def guess(row: np.ndarray) -> tuple[int, float]:
+    """The greedy guess and the draft's probability of it."""
+    token = int(np.argmax(row))
+    return token, probability(row, token)
+
+
+def probability(row: np.ndarray, token: int) -> float:
+    """Softmax of the logits at one token, 3 decimals."""
+    return round(float(1.0 / np.exp(row - row[token]).sum()), 3)
+
+
+def draft_confidences(draft: Engine, record: dict) -> tuple[list[list[float]], int]:
+    """`conf` of a record made before it was recorded, by following its guesses' paths again; and how
+    many guesses the draft would now make differently (another build or CPU of llama.cpp can break a
+    near-tie the other way): those get the draft's probability of the recorded guess, a near-tie's."""
+    cache = CachedModel(draft)
+    cache.model.truncate(0)
+    prompt, target, rows = record["prompt"], record["target"], record["guesses"]
+    conf: list[list[float]] = []
+    flipped = 0
+    for i, guesses in enumerate(rows):
+        reused = i > 0 and bool(rows[i - 1]) and rows[i - 1][0] == target[i - 1]
+        probs = conf[-1][1:] if reused else []
+        for j in range(len(probs), len(guesses)):
+            row = cache.feed(prompt + target[:i] + guesses[:j], 1)[0]
+            flipped += int(np.argmax(row)) != guesses[j]
+            probs.append(probability(row, guesses[j]))
+        conf.append(probs)
+    return conf, flipped
 
 
 def path_done(guesses: list[int], truth: list[int], is_eog) -> bool:
@@ -114,7 +155,7 @@ def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, earlier
     """The trace of a record's last turn (its only one, for most)."""
     prompt = conversation(target, item.turns, earlier_tokens)
     tokens, end = greedy_continuation(target, prompt, max_tokens)
-    guesses = draft_guesses(draft, prompt, tokens, end)
+    guesses, conf = draft_guesses(draft, prompt, tokens, end)
     seen = ids_in({"prompt": prompt, "target": tokens, "guesses": guesses, "end": end})
     return {
         "id": item.id,
@@ -125,6 +166,7 @@ def record(target: Engine, draft: Engine, item: Prompt, max_tokens: int, earlier
         "stop": "eog" if end is not None else "max_tokens",
         "end": end,
         "guesses": guesses,
+        "conf": conf,
         "control": sorted(t for t in seen if target.is_control(t)),
         "eog": sorted(t for t in seen if target.is_eog(t)),
         **line_roles(target, seen),
@@ -151,6 +193,19 @@ def with_line_roles(path: Path, target: Engine, sha256: str) -> list[dict]:
         records[i] = {**records[i], **line_roles(target, ids_in(records[i]))}
     if missing:
         write_lines(path, records)
+    return records
+
+
+def with_confidences(path: Path, draft: Engine, sha256: str, records: list[dict]) -> list[dict]:
+    """The records, those recorded before `conf` was given it where this draft recorded them (the file
+    rewritten after each, every record kept)."""
+    for i, r in enumerate(records):
+        if "conf" in r or r["meta"]["draft"]["sha256"] != sha256:
+            continue
+        conf, flipped = draft_confidences(draft, r)
+        records[i] = {**r, "conf": conf}
+        write_lines(path, records)
+        print(f"{path.name} #{r['id']}: confidences added ({flipped} near-ties now broken the other way)", flush=True)
     return records
 
 
@@ -232,7 +287,8 @@ def main() -> None:
     with Engine(paths[0], config) as target, Engine(paths[1], config) as draft:
         for name, prompts in sets.items():
             path = args.out / f"{name}.jsonl.gz"
-            done = [r for r in with_line_roles(path, target, pair.target.sha256) if r["max_tokens"] == args.max_tokens]
+            done = with_confidences(path, draft, pair.draft.sha256, with_line_roles(path, target, pair.target.sha256))
+            done = [r for r in done if r["max_tokens"] == args.max_tokens]
             for prompt in prompts:
                 if any(r["id"] == prompt.id for r in done):
                     continue

@@ -9,10 +9,12 @@ strategy in hindsight.
 How: a trace (benchmarks/record_traces.py) holds the target's greedy tokens and, at every position,
 the draft model's greedy guesses. Two fake LanguageModels replay them exactly: the target's arg-max
 after prompt + target[:i] is target[i]; the draft's after prompt + target[:i] + guesses[i][:j] is
-guesses[i][j]. Every eval advances a virtual clock by what the regime says it costs (a target batch
-of n tokens: v(n) target steps; a draft batch: c v(n)), so the loop, the drafters and auto run
-unchanged and their timings are exact. Greedy replay is lossless, so every strategy must reproduce
-the trace; a replay that does not is an error.
+guesses[i][j], with the draft's recorded probability of it where the trace has one (`conf`; past a
+wrong guess, where nothing was recorded, full confidence: a drafter that stops where the draft is
+unsure is given no help there). Every eval advances a virtual clock by what the regime says it costs
+(a target batch of n tokens: v(n) target steps; a draft batch: c v(n)), so the loop, the drafters and
+auto run unchanged and their timings are exact. Greedy replay is lossless, so every strategy must
+reproduce the trace; a replay that does not is an error.
 
 Speed is tokens per second of decode (prefill excluded, as in `specchat bench`); a cell is the
 geometric mean over its prompts of the speedup over the target alone on the same prompt. The best
@@ -166,6 +168,7 @@ class Trace:
     source: str = ""
     breaks: frozenset[int] | None = None  # ids whose text holds a line break (None: not recorded)
     blanks: frozenset[int] = frozenset()  # ids whose text is only spaces or tabs
+    conf: list[list[float]] | None = None  # parallel to guesses: the draft's probability of each (None: not recorded)
 
     @property
     def filler(self) -> int:
@@ -196,6 +199,7 @@ def compact(record: dict) -> Trace:
         record.get("source", ""),
         frozenset(ids(record["breaks"])) if "breaks" in record else None,
         frozenset(ids(record.get("blanks", ()))),
+        record.get("conf"),
     )
 
 
@@ -255,12 +259,21 @@ class TraceModel:
                 self.on_line += 1
         rows = np.zeros((n_logits, self.n_vocab), dtype=np.float32)
         for row, length in enumerate(range(len(self.kv) - n_logits + 1, len(self.kv) + 1)):
-            rows[row, self.next_token(length)] = 1.0
+            token = self.next_token(length)
+            rows[row, token] = 1.0
+            confidence = self.confidence(length)
+            if confidence is not None:  # softmax(row)[token] == confidence, and token stays the arg-max
+                rows[row] = np.log(max(1.0 - confidence, 1e-9) / (self.n_vocab - 1))
+                rows[row, token] = np.log(max(confidence, 2.0 / self.n_vocab))
         return rows
 
     def next_token(self, length: int) -> int:
         """The greedy token after the cache's first `length` tokens."""
         raise NotImplementedError
+
+    def confidence(self, length: int) -> float | None:
+        """The model's probability of that token where the trace recorded it (None: a one-hot row)."""
+        return None
 
     def is_eog(self, token: int) -> bool:
         return token in self.trace.eog
@@ -288,6 +301,16 @@ class TraceTarget(TraceModel):
 
 
 class TraceDraft(TraceModel):
+    def confidence(self, length: int) -> float | None:
+        """The recorded confidence of the guess; past a wrong guess (not recorded) full confidence, so that
+        a drafter that stops where it is unsure gains nothing there that the real draft would not give it."""
+        if self.trace.conf is None:
+            return None
+        split = min(self.on_line, length)
+        i, j = split - len(self.trace.prompt), length - split
+        row = self.trace.conf[i] if 0 <= i < len(self.trace.conf) else []
+        return row[j] if j < len(row) else 1.0
+
     def next_token(self, length: int) -> int:
         # The context is prompt + target[:i] + the draft's own guesses from position i.
         split = min(self.on_line, length)

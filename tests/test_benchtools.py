@@ -109,3 +109,25 @@ def test_a_requantized_draft_is_measured_beside_the_pulled_one(default_pair_path
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if line.startswith(("| as pulled |", "| q4_0 |"))]
     assert len(rows) == 2 and all("of 8 |" in row for row in rows)
+
+
+@pytest.mark.real
+def test_traces_record_the_drafts_confidence_and_old_traces_get_the_same(default_pair_paths):
+    """benchmarks/record_traces.py on the real pair: each guess comes with the draft's probability of it,
+    and a record made before `conf` existed gets the same numbers by following its paths again."""
+    record_traces = load("record_traces")
+    from specchat.engine import Engine, EngineConfig
+
+    target_path, draft_path = default_pair_paths
+    with Engine(target_path, EngineConfig(n_ctx=512)) as target, Engine(draft_path, EngineConfig(n_ctx=512)) as draft:
+        prompt = target.tokenize("def fibonacci(n):\n    ")
+        tokens, end = record_traces.greedy_continuation(target, prompt, 12)
+        guesses, conf = record_traces.draft_guesses(draft, prompt, tokens, end)
+        assert [len(row) for row in conf] == [len(row) for row in guesses]
+        assert all(0.0 < p <= 1.0 for row in conf for p in row)
+        assert any(p < 0.99 for row in conf for p in row)  # not a constant: the draft is unsure somewhere
+        again, flipped = record_traces.draft_confidences(
+            draft, {"prompt": prompt, "target": tokens, "guesses": guesses}
+        )
+    assert flipped == 0
+    assert again == conf

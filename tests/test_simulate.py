@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specchat.drafters import Draft, Outcome
@@ -229,3 +230,25 @@ def test_line_roles_replay_where_the_trace_recorded_them(sim):
     role = sim.TraceTarget(new, sim.Clock(), lambda n: 1.0).line_role
     prompt, target = new.prompt, new.target
     assert [role(t) for t in prompt] == ["text", "break", "text"] and [role(t) for t in target] == ["text", "space"]
+
+
+def test_the_draft_replays_its_recorded_confidence_where_the_trace_has_it(sim):
+    """With `conf` the draft's row gives its guess the recorded probability (and keeps it the arg-max,
+    even below one half); past a wrong guess, where nothing was recorded, full confidence, so that a
+    drafter stopping where it is unsure gains nothing there; without `conf` a one-hot row as before."""
+    trace = tiny_trace(sim)
+    # As recorded: a path's later guesses are the next positions' first ones (record_traces reuses them).
+    firsts = [0.2 + 0.08 * i for i in range(len(trace.guesses))]
+    conf = [firsts[i : i + len(row)] for i, row in enumerate(trace.guesses)]
+    dated = sim.Trace(**{**trace.__dict__, "conf": conf})
+    draft = sim.TraceDraft(dated, sim.Clock(), lambda n: 0.0)
+
+    def confidence(row):
+        assert np.argmax(row) == np.argmax(np.exp(row - row.max()))
+        return float(np.exp(row - row.max()).sum() ** -1)
+
+    assert confidence(draft.eval(PROMPT, 1)[0]) == pytest.approx(0.2, abs=1e-4)  # below one half: still the arg-max
+    assert confidence(draft.eval([6, 7], 1)[0]) == pytest.approx(0.36, abs=1e-4)  # after target[:2]
+    row = draft.eval([8, 10], 1)[0]  # past the wrong guess 10 (after target[:3]): filler, sure of itself
+    assert row.argmax() == OFF and confidence(row) == pytest.approx(1.0)
+    assert sim.TraceDraft(trace, sim.Clock(), lambda n: 0.0).eval([*PROMPT], 1)[0].max() == 1.0  # one-hot
