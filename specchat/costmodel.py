@@ -101,6 +101,34 @@ class Costs:
                 best = (k, speed)
         return best
 
+    def draft_on(
+        self, chances: Sequence[float], k: int, step_cost: float, fixed: float, ahead: Sequence[float]
+    ) -> int | None:
+        """Mid-draft: None to draft another token, else how many of those drafted so far to verify.
+
+        `chances[i]`: the probability that guesses 1..i+1 all hold (the draft model's own confidence
+        in each, multiplied); guesses not made yet are judged by `ahead` (per position, the plain
+        estimate), up to k. Steps already drafted are spent whichever way this goes, so stopping weighs
+        only what is left: a guess the draft is unsure of is not worth a verify slot where slots cost
+        (a CPU), and nothing is drafted on that would not pay. Only measured batch sizes, as best_length."""
+        drafted = len(chances)
+        spent = fixed + drafted * step_cost
+        expected = expected_tokens([])
+        for chance in chances:
+            expected.append(expected[-1] + chance)
+        keep = max(
+            (m for m in range(drafted + 1) if m == 0 or self.measured(m + 1)),
+            key=lambda m: expected[m] / (spent + self.v(m + 1)),
+        )
+        stop_speed = expected[keep] / (spent + self.v(keep + 1))
+        survive, total = (chances[-1] if chances else 1.0), expected[-1]
+        for m in range(drafted + 1, k + 1):
+            survive *= ahead[min(m, len(ahead)) - 1] if ahead else 0.0
+            total += survive
+            if self.measured(m + 1) and total / (fixed + m * step_cost + self.v(m + 1)) > stop_speed:
+                return None
+        return keep
+
     # -- keeping the scale current -------------------------------------------------------------------
 
     def observe_verify(self, n: int, seconds: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
 
@@ -247,3 +248,40 @@ def test_cpu_load_sees_another_process_using_the_cpus():
     finally:
         for hog in hogs:
             hog.kill()
+
+
+@dataclass
+class CandidDraft(DraftLM):
+    """A DraftLM that is sure of its right guesses and, if `candid`, unsure of its wrong ones (a real
+    draft model's own probability tracks how often the target agrees: benchmarks/record_traces.py)."""
+
+    candid: bool = True
+
+    def __call__(self, context: tuple[int, ...]) -> np.ndarray:
+        row = super().__call__(context)
+        agrees = self.agree(self, context)
+        if agrees or not self.candid:
+            row[int(np.argmax(row))] += 8.0  # about 0.99
+        return row  # a wrong guess only 1.0 above the rest: about 0.1
+
+
+def test_auto_does_not_verify_guesses_the_draft_model_is_unsure_of():
+    """A desktop CPU: a verify slot costs a tenth of a step, a draft step a fifth. A wrong guess the draft
+    model doubted ends the draft before more steps and slots go after it; one it was sure of cannot be
+    told apart. Same guesses, same right and wrong ones."""
+    desktop = Machine({n: 1 + 0.1 * (n - 1) for n in SIZES}, 0.2)
+    runs = {}
+    for candid in (True, False):
+        clock = Clock()
+        target_fn = HashLM(n_vocab=V)
+        target = TimedModel(FakeModel(target_fn, n_vocab=V, n_ctx=2048), clock, desktop.batch)
+        draft_fn = CandidDraft(target_fn, agree_hashed(0.8), candid=candid)
+        draft = TimedModel(FakeModel(draft_fn, n_vocab=V, n_ctx=2048), clock, lambda m: desktop.c * desktop.batch(m))
+        drafter = AutoDrafter(desktop.costs(), [DraftModelDrafter(draft)], clock=clock)
+        _, stats = speculative_decode(
+            CachedModel(target), drafter, [5, 6, 7, 8], Sampler(SamplingParams()), k=64, max_tokens=160, clock=clock
+        )
+        runs[candid] = stats
+    candid, blind = runs[True], runs[False]
+    assert candid.drafted - candid.accepted < 0.5 * (blind.drafted - blind.accepted)
+    assert candid.decode_s < blind.decode_s

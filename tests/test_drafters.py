@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from specchat.costmodel import Costs, expected_tokens
 from specchat.drafters import Draft, Outcome
+from specchat.drafters import model as model_drafters
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.copyodds import CopyOdds
 from specchat.drafters.model import Acceptance
@@ -417,3 +419,115 @@ def test_without_line_roles_copies_are_judged_as_before():
     ngram.prefill([1, 2, 3, BREAK, 4, 5, 6])
     rates = ngram.offer([1, 2, 3, BREAK, 4, 5, 6, 1, 2, 3, BREAK, 4], 4).rates
     assert ngram._copy.aligned is None and rates[0] == ngram.odds.rate(5)
+
+
+# -- the draft model's own confidence: where auto stops drafting -----------------------------------------
+
+FLAT = Costs({n: 1.0 + 0.01 * n for n in (1, 2, 3, 4, 5, 6, 8, 12, 16)}, 0.1, 1.0, 1.0)  # a GPU: slots free
+LINEAR = Costs({n: float(n) for n in (1, 2, 3, 4, 5, 6, 8, 12, 16)}, 0.3, 1.0, 1.0)  # a CPU: a slot a step
+
+
+def test_draft_on_goes_on_while_the_guesses_are_likely_and_more_would_pay():
+    assert FLAT.draft_on([0.99, 0.98], 8, 0.1, 0.0, [0.9] * 8) is None
+
+
+def test_draft_on_drops_an_unlikely_guess_where_verify_slots_cost():
+    # A CPU where each verified token costs a step: a guess at 10% is not worth its slot, nor drafting on.
+    assert LINEAR.draft_on([0.99, 0.1], 8, 0.3, 0.0, [0.9] * 8) == 1
+    assert LINEAR.draft_on([0.1], 8, 0.3, 0.0, [0.9] * 8) == 0
+
+
+def test_draft_on_keeps_an_unlikely_guess_where_a_slot_is_free_but_stops_drafting_on():
+    # On a GPU verifying one more costs 1% of a step: the 10% guess is kept; a step of 0.1 for the
+    # next (at most 10% x 0.3) is not drafted.
+    assert FLAT.draft_on([0.99, 0.1], 8, 0.1, 0.0, [0.3] * 8) == 2
+
+
+def test_draft_on_stops_at_k_and_only_keeps_measured_sizes():
+    assert FLAT.draft_on([0.99] * 7, 7, 0.1, 0.0, [0.9] * 7) == 7
+    assert FLAT.draft_on([0.99] * 8, 8, 0.1, 0.0, [0.9] * 8) == 7  # a batch of 9 was never timed
+    gappy = Costs({1: 1.0, 2: 1.3, 4: 2.0, 8: 3.0}, 0.2, 1.0, 1.0)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        chances = np.cumprod(rng.uniform(0.05, 1.0, rng.integers(1, 8))).tolist()
+        keep = gappy.draft_on(chances, 7, 0.2, 0.0, [0.8] * 7)
+        assert keep is None or keep == 0 or gappy.measured(keep + 1)
+
+
+def test_the_confidence_calibration_starts_from_its_priors_and_learns():
+    calibration = model_drafters.Calibration()
+    assert calibration.chance(0.995) == pytest.approx(model_drafters.CONFIDENCE_PRIORS[0.99])
+    assert calibration.chance(0.4) == pytest.approx(model_drafters.CONFIDENCE_PRIORS[0.3])
+    before = calibration.chance(0.4)
+    for _ in range(20):
+        calibration.observe([0.4, 0.4, 0.4], 3)  # every 0.4 guess held
+    assert calibration.chance(0.4) > before + 0.3
+    calibration.observe([0.95, 0.4, 0.4], 0)  # only the first was judged: it failed
+    assert calibration.tried[0.9] == 1 and calibration.held.get(0.9, 0) == 0
+
+
+def test_imputed_positions_count_as_reached_as_often_as_their_chances_say():
+    acceptance = Acceptance()
+    acceptance.observe(2, 2)
+    acceptance.impute(2, [0.5, 0.5])
+    assert acceptance.tried[2] == pytest.approx(1.0) and acceptance.held[2] == pytest.approx(0.5)
+    assert acceptance.tried[3] == pytest.approx(0.5) and acceptance.held[3] == pytest.approx(0.25)
+
+
+def peaked(confidences: dict[int, float], n_vocab: int = 16):
+    """Draft logits whose arg-max is token (length % 8) + 2, held with the probability given for that
+    context length (else 0.999)."""
+
+    def row(context: tuple[int, ...]) -> np.ndarray:
+        p = confidences.get(len(context), 0.999)
+        out = np.full(n_vocab, np.log((1 - p) / (n_vocab - 1)))
+        out[len(context) % 8 + 2] = np.log(p)
+        return out
+
+    return row
+
+
+def test_a_stop_is_told_the_calibrated_chances_and_keeps_what_it_says():
+    from fakes import FakeModel
+
+    drafter = model_drafters.DraftModelDrafter(FakeModel(peaked({6: 0.4}), n_vocab=16))
+    seen: list[list[float]] = []
+
+    def stop(chances):
+        seen.append(list(chances))
+        return 2 if len(chances) == 3 else None
+
+    context = [1, 1, 1, 1]
+    draft = drafter.propose(context, 6, Sampler(SamplingParams()), stop=stop)
+    chance = drafter.calibration.chance
+    assert seen[-1] == pytest.approx([chance(0.999), chance(0.999) ** 2, chance(0.999) ** 2 * chance(0.4)])
+    assert draft.tokens == [6, 7] and drafter.steps == 3  # the third guess was made, then dropped
+    # Both kept guesses held: the calibration learns them, the dropped third is imputed, not ignored.
+    drafter.learn(Outcome(len(context), draft, 2, [6, 7, 8], 0.0))
+    assert drafter.calibration.tried == {0.99: 2}
+    assert drafter.acceptance.tried[2] == pytest.approx(1.0)
+    assert drafter.acceptance.held[2] == pytest.approx(chance(0.4))
+
+
+def test_without_a_stop_the_draft_model_drafts_k_as_before():
+    from fakes import FakeModel
+
+    drafter = model_drafters.DraftModelDrafter(FakeModel(peaked({5: 0.05, 6: 0.05}), n_vocab=16))
+    draft = drafter.propose([1, 1, 1, 1], 4, Sampler(SamplingParams()))
+    assert len(draft) == 4 and drafter.steps == 4
+
+
+def test_a_stop_that_keeps_nothing_is_imputed_not_counted_as_a_miss():
+    from fakes import FakeModel
+
+    drafter = model_drafters.DraftModelDrafter(FakeModel(peaked({4: 0.2}), n_vocab=16))
+    draft = drafter.propose([1, 1, 1, 1], 4, Sampler(SamplingParams()), stop=lambda chances: 0)
+    assert len(draft) == 0 and drafter.steps == 1
+    drafter.learn(Outcome(4, draft, 0, [6], 0.0))
+    chance = drafter.calibration.chance(0.2)
+    assert drafter.acceptance.tried == [pytest.approx(1.0)] and drafter.acceptance.held == [pytest.approx(chance)]
+    # --p-min stopping before the first guess is still a miss.
+    strict = model_drafters.DraftModelDrafter(FakeModel(peaked({4: 0.2}), n_vocab=16), p_min=0.5)
+    empty = strict.propose([1, 1, 1, 1], 4, Sampler(SamplingParams()))
+    strict.learn(Outcome(4, empty, 0, [6], 0.0))
+    assert strict.acceptance.tried == [1.0] and strict.acceptance.held == [0.0]

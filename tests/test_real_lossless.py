@@ -196,3 +196,40 @@ def test_line_roles_of_the_real_vocabulary(pipeline):
     assert roles.count("break") == 2 and roles[-1] == "break"
     assert roles[roles.index("break") + 1] == "space"  # the indent of the next line is a token of its own
     assert roles[0] == "text" and {target.line_role(t) for t in target.tokenize("x = y or z")} == {"text"}
+
+
+@pytest.mark.parametrize("params", [GREEDY, SamplingParams(temperature=0.8, seed=11)], ids=["greedy", "T0.8"])
+def test_auto_with_the_draft_model_stopping_where_it_is_unsure(pipeline, prompts, reference, params):
+    """Auto given GPU-like costs, so it drafts with the real draft model and its stop weighs the real
+    draft's confidence: drafts end before the k auto chose, and the output is still the target's
+    (greedy; with sampling, valid text that the same seed reproduces)."""
+    from specchat.costmodel import Costs
+    from specchat.drafters import DraftModelDrafter, NgramDrafter
+    from specchat.drafters.auto import AutoDrafter
+    from specchat.sampling import Sampler
+    from specchat.speculative import speculative_decode
+
+    rounds = []
+
+    class Watched(DraftModelDrafter):
+        def propose(self, context, k, sampler, stop=None):
+            draft = super().propose(context, k, sampler, stop=stop)
+            rounds.append((k, self.steps, stop is not None))
+            return draft
+
+    def run(name):
+        gpu_like = Costs({n: 1.0 + 0.01 * n for n in (1, 2, 3, 4, 5, 6, 8, 12, 16)}, 0.1, 0.03, 0.03)
+        drafter = AutoDrafter(gpu_like, [Watched(pipeline.draft, prior=0.9), NgramDrafter()])
+        pipeline.target_cache.forget()
+        sampler = Sampler(params)
+        tokens, _ = speculative_decode(pipeline.target_cache, drafter, prompts[name], sampler, k=16, max_tokens=40)
+        return tokens
+
+    name = "prose-story"  # prose: the draft is unsure often
+    tokens = run(name)
+    if params is GREEDY:
+        assert_lossless(pipeline, prompts[name], reference[name], tokens)
+    else:
+        assert tokens == run(name) and all(0 <= t < pipeline.target.n_vocab for t in tokens)
+    assert rounds and all(with_stop for _, _, with_stop in rounds)
+    assert any(steps < k for k, steps, _ in rounds), "the stop never ended a draft early"

@@ -20,6 +20,7 @@ from fakes import (
     reference_greedy,
 )
 
+from specchat.drafters import DraftModelDrafter
 from specchat.errors import ContextFullError
 from specchat.models_api import CachedModel, common_prefix
 from specchat.sampling import Sampler, SamplingParams, probabilities
@@ -525,3 +526,42 @@ def test_sampled_foreign_draft_ids_keep_the_target_distribution():
         out, _ = speculative_decode(target, drafter, [0, 2], sampler, k=1, max_tokens=2)
         counts[out[0]] += 1
     assert chisquare_pvalue(counts, probabilities(target_row, params)) > 0.001
+
+
+@pytest.mark.parametrize("how", ["auto's stop", "--p-min"])
+def test_a_draft_that_stops_where_it_is_unsure_keeps_the_target_distribution(how):
+    """Sampling through a draft model that stops where it is unsure (auto's stop: while its chances stay
+    above a bar; `--p-min 0.35`), so whether the second guess is kept depends on which first token was
+    drawn. The first two tokens still follow the target's joint distribution. (Judging a guess by
+    q[guess] instead of by q's peak fails this, p < 1e-90: keeping only likely draws proposes from
+    another distribution than q.)"""
+    n_vocab, prompt, runs = 5, [2, 3], 4000
+    params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=7)
+    target_fn = HashLM(n_vocab=n_vocab, salt=1)
+    draft_fn = HashLM(n_vocab=n_vocab, salt=3)
+    sampler = Sampler(params)
+    counts = np.zeros((n_vocab, n_vocab))
+    lengths = set()
+    bar = (0.4, 0.25)
+
+    class Stopping(DraftModelDrafter):
+        def propose(self, context, k, sampler):
+            if how == "--p-min":
+                draft = super().propose(context, k, sampler)
+            else:
+                draft = super().propose(
+                    context, k, sampler, stop=lambda c: None if c[-1] > bar[len(c) - 1] else len(c) - 1
+                )
+            lengths.add(len(draft))
+            return draft
+
+    p_min = 0.35 if how == "--p-min" else 0.0
+    for _ in range(runs):
+        target = FakeModel(target_fn, n_vocab=n_vocab)
+        drafter = Stopping(FakeModel(draft_fn, n_vocab=n_vocab), p_min=p_min)
+        out, _ = speculative_decode(target, drafter, prompt, sampler, k=2, max_tokens=3)
+        counts[out[0], out[1]] += 1
+    assert {1, 2} <= lengths  # some two-token drafts were cut short, others not
+    p0 = probabilities(target_fn(tuple(prompt)), params)
+    joint = np.array([p0[a] * probabilities(target_fn((*prompt, a)), params) for a in range(n_vocab)])
+    assert chisquare_pvalue(counts, joint) > 0.001

@@ -43,6 +43,7 @@ class Choice:
     reason: str
     fixed: float = 0.0  # target steps of work before drafting (a lagging draft model's catch-up)
     explore: bool = False
+    ahead: tuple[float, ...] = ()  # per position, the estimate the choice was made on (a model's stop reads it)
 
 
 @dataclass
@@ -136,6 +137,7 @@ class AutoDrafter:
         self.guard = Guard()
         self.budget = Budget()
         self._draft_s = self._catch_up_s = 0.0
+        self._source = "target"
 
     def reset(self) -> None:
         for drafter in self.drafters:
@@ -181,7 +183,9 @@ class AutoDrafter:
             k, speedup = self.costs.best_length(offer.mean or offer.rates, step, fixed)
             safe = k and self.costs.speedup(offer.rates[:k], step, fixed)[k] > 1.0
             if safe and speedup > best.speedup and self.guard.trusted(drafter.name):
-                best = Choice(drafter.name, k, speedup, f"{drafter.name} pays", fixed)
+                best = Choice(
+                    drafter.name, k, speedup, f"{drafter.name} pays", fixed, ahead=tuple(offer.mean or offer.rates)
+                )
         trial: Choice | None = None
         for drafter, offer, step, fixed in candidates:
             if drafter.name == best.source:  # the chosen drafter learns from its own rounds anyway
@@ -224,12 +228,13 @@ class AutoDrafter:
         for k, hope in enumerate(hopes):
             affordable = fixed * CATCH_UP_SHARED + k * step + self.costs.v(k + 1) - 1.0 <= self.budget.left()
             if k and affordable and self.costs.measured(k + 1) and hope > max(bar, trial.speedup if trial else 0):
-                trial = Choice(drafter.name, k, hope, f"trying {drafter.name}", fixed, explore=True)
+                trial = Choice(drafter.name, k, hope, f"trying {drafter.name}", fixed, True, tuple(offer.upper))
         return trial
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         self.last = choice = self.choose(context, k)
         self._draft_s = self._catch_up_s = 0.0
+        self._source = "target"
         drafter = next((d for d in self.drafters if d.name == choice.source), None)
         if drafter is None or choice.k == 0:
             return Draft()
@@ -238,17 +243,26 @@ class AutoDrafter:
         if catch_up is not None:
             catch_up(context)  # timed apart: catching up is not what a draft step costs
         drafting = self.clock()
-        draft = drafter.propose(context, choice.k, sampler)
+        if drafter.uses_model:  # it stops where its own confidence says the rest would not pay
+            draft = drafter.propose(context, choice.k, sampler, stop=self._stop(drafter, choice))
+        else:
+            draft = drafter.propose(context, choice.k, sampler)
         self._draft_s, self._catch_up_s = self.clock() - started, drafting - started
+        self._source = drafter.name if drafter.uses_model else "target"
         return draft
+
+    def _stop(self, drafter: Drafter, choice: Choice) -> Callable[[list[float]], int | None]:
+        step = self._step_cost(drafter) or 0.0
+        return lambda chances: self.costs.draft_on(chances, choice.k, step, choice.fixed, choice.ahead)
 
     def learn(self, outcome: Outcome) -> None:
         draft = outcome.draft
         self.costs.observe_verify(len(draft) + 1, outcome.verify_s)
-        source = draft.source if len(draft) else "target"
-        model_drafted = any(d.uses_model and d.name == source for d in self.drafters)
-        if model_drafted:
-            self.costs.observe_draft(len(draft), self._draft_s - self._catch_up_s)
+        # A draft model that stopped before keeping any guess still drafted: its round is its own.
+        source = draft.source if len(draft) else self._source
+        model = next((d for d in self.drafters if d.uses_model and d.name == source), None)
+        if model is not None:
+            self.costs.observe_draft(getattr(model, "steps", len(draft)), self._draft_s - self._catch_up_s)
         for drafter in self.drafters:
             drafter.learn(outcome)
         seconds = self._draft_s + outcome.verify_s

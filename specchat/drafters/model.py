@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +16,38 @@ PRIOR = 0.6  # acceptance believed before any evidence (`specchat tune` measures
 PRIOR_STRENGTH = 4.0  # sweep
 DECAY = 0.93  # sweep
 CAUTION = 0.5  # sweep
+
+
+# How often the target agrees with a guess, by the draft's own probability of it (bucket: the largest
+# key <= it). The draft is under-confident: on the recorded traces (benchmarks/record_traces.py, conf)
+# guesses it gave 0.5-0.7 held 64-91% of the time by kind of text, 0.3-0.5 held 35-64%; set at about
+# the lower end, and learned per reply.
+CONFIDENCE_PRIORS = {0.0: 0.25, 0.3: 0.45, 0.5: 0.7, 0.7: 0.85, 0.9: 0.97, 0.99: 0.995}
+CONFIDENCE_WEIGHT = 8.0  # in observed guesses
+
+
+@dataclass
+class Calibration:
+    """The chance that a guess holds, by the draft's own probability of it: learned from every guess
+    the target judged (conditional, as Acceptance: a guess after a rejected one is not judged)."""
+
+    tried: dict[float, float] = field(default_factory=dict)
+    held: dict[float, float] = field(default_factory=dict)
+
+    def chance(self, confidence: float) -> float:
+        bucket = _bucket(confidence)
+        held = self.held.get(bucket, 0.0) + CONFIDENCE_PRIORS[bucket] * CONFIDENCE_WEIGHT
+        return held / (self.tried.get(bucket, 0.0) + CONFIDENCE_WEIGHT)
+
+    def observe(self, confidences: Sequence[float], accepted: int) -> None:
+        for i, confidence in enumerate(confidences[: accepted + 1]):
+            bucket = _bucket(confidence)
+            self.tried[bucket] = self.tried.get(bucket, 0.0) + 1
+            self.held[bucket] = self.held.get(bucket, 0.0) + (i < accepted)
+
+
+def _bucket(confidence: float) -> float:
+    return max(key for key in CONFIDENCE_PRIORS if key <= confidence)
 
 
 @dataclass
@@ -37,6 +69,20 @@ class Acceptance:
                 self.held.append(0.0)
             self.tried[i] += 1
             self.held[i] += i < accepted
+
+    def impute(self, start: int, chances: Sequence[float]) -> None:
+        """Positions start, start + 1, ... were drafted but not verified (a stop kept the guesses before
+        them, and all of those held): each counted as tried as often as it would have been reached, and
+        held by its estimated chance. Without this the rates would describe only the guesses a stop
+        kept, and look better than drafting that far is."""
+        reached = 1.0
+        for i, chance in enumerate(chances, start):
+            while i >= len(self.tried):
+                self.tried.append(0.0)
+                self.held.append(0.0)
+            self.tried[i] += reached
+            self.held[i] += reached * chance
+            reached *= chance
 
     def rates(self, k: int, caution: float) -> list[float]:
         """a_1..a_k, `caution` standard errors from the posterior mean (negative: optimistic). A position
@@ -69,10 +115,15 @@ class DraftModelDrafter:
         self.p_min = p_min  # confidence stop: no guess whose probability is below this (0 = off)
         self.prior = prior
         self.acceptance = Acceptance(prior)
+        self.steps = 0  # draft steps of the last proposal (a stop can keep fewer guesses than it made)
+        self.calibration = Calibration()
+        self._confidences: list[float] = []  # of the last proposal's guesses, kept ones first
+        self._kept = 0
 
     def reset(self) -> None:
         self.cache.forget()
         self.acceptance = Acceptance(self.prior)
+        self.calibration = Calibration()
 
     def prefill(self, context: Sequence[int]) -> None:
         self.cache.feed(context, 0)
@@ -88,31 +139,58 @@ class DraftModelDrafter:
         rates = self.acceptance.rates
         return Offer(rates(k_max, CAUTION), rates(k_max, -CAUTION), behind, rates(k_max, 0.0))
 
-    def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
+    def propose(
+        self, context: Sequence[int], k: int, sampler: Sampler, stop: Callable[[list[float]], int | None] | None = None
+    ) -> Draft:
+        """Up to k guesses. With `stop` (auto's, Costs.draft_on), after each guess: the chances that the
+        guesses so far all hold, each judged by the draft's own probability of it (Calibration); it
+        answers None to go on, else how many guesses to keep."""
         draft = Draft(source=self.name)
+        self.steps, self._confidences, self._kept = 0, [], 0
         if k <= 0:
             return draft
         logits = self.cache.feed(context, 1)[0]
+        chances: list[float] = []
         for _ in range(k):
             token, q = sampler.pick(logits)
-            if self.p_min > 0.0 and _confidence(logits, token, q) < self.p_min:
+            self.steps += 1
+            confidence = _confidence(logits, token, q) if self.p_min > 0.0 or stop is not None else 1.0
+            if confidence < self.p_min:
                 break  # an unlikely guess is likely rejected: stop before paying to verify it
             draft.tokens.append(token)
             draft.q.append(q)
+            self._confidences.append(confidence)
+            chances.append((chances[-1] if chances else 1.0) * self.calibration.chance(confidence))
+            keep = stop(chances) if stop is not None else None
+            if keep is not None:
+                del draft.tokens[keep:], draft.q[keep:]
+                break
             if len(draft) == k or self.cache.model.is_eog(token):
                 break
             logits = self.cache.feed([*context, *draft.tokens], 1)[0]
+        self._kept = len(draft)
         return draft
 
     def learn(self, outcome: Outcome) -> None:
-        if outcome.draft.source == self.name:
-            # A confidence stop before the first guess counts as a miss.
+        if outcome.draft.source != self.name:
+            return
+        kept, dropped = self._confidences[: self._kept], self._confidences[self._kept :]
+        if outcome.draft or not dropped:  # a --p-min stop before the first guess counts as a miss
             self.acceptance.observe(max(len(outcome.draft), 1), outcome.accepted)
+        if len(kept) != len(outcome.draft):
+            return
+        self.calibration.observe(kept, outcome.accepted)
+        if dropped and outcome.accepted == len(kept):  # auto's stop dropped guesses it was unsure of
+            self.acceptance.impute(len(kept), [self.calibration.chance(c) for c in dropped])
 
 
 def _confidence(logits: np.ndarray, token: int, q: np.ndarray | None) -> float:
-    """The draft's probability of its own guess (softmax of the raw logits when greedy)."""
+    """How sure the draft is at this position: its probability of its greedy guess (softmax of the raw
+    logits), or when sampling the peak of the distribution q the guess was drawn from, NOT q[token].
+    Whether a guess is kept must not depend on which token was drawn: keeping only likely draws would
+    propose from another distribution than q, and accepting with min(1, p/q) would then no longer give
+    the target's distribution (tests/test_speculative.py checks it)."""
     if q is not None:
-        return float(q[token])
-    shifted = np.exp(logits - logits.max())
-    return float(shifted[token] / shifted.sum())
+        return float(q.max())
+    shifted = np.exp(logits - logits[token])
+    return float(1.0 / shifted.sum())
