@@ -285,3 +285,39 @@ def test_auto_does_not_verify_guesses_the_draft_model_is_unsure_of():
     candid, blind = runs[True], runs[False]
     assert candid.drafted - candid.accepted < 0.5 * (blind.drafted - blind.accepted)
     assert candid.decode_s < blind.decode_s
+
+
+def test_a_round_verified_without_a_draft_is_the_target_alones():
+    """The loop verifies a reply's last token without asking auto for a draft: that round must not be
+    booked as the draft model's, with the round before's drafting time (a false loss for the guard)."""
+    clock = Clock()
+    target_fn = HashLM(n_vocab=V)
+    target = TimedModel(FakeModel(target_fn, n_vocab=V, n_ctx=2048), clock, GPU.batch)
+    draft = TimedModel(
+        FakeModel(DraftLM(target_fn, agree_hashed(0.9)), n_vocab=V, n_ctx=2048), clock, lambda m: GPU.c * GPU.batch(m)
+    )
+    auto = AutoDrafter(GPU.costs(), [DraftModelDrafter(draft), NgramDrafter()], clock=clock)
+    booked, proposals = [], []
+    propose = auto.propose
+    auto.propose = lambda context, k, sampler: (proposals.append(k), propose(context, k, sampler))[1]
+    for n in range(20, 40):  # some reply length ends with a round that drafts nothing
+        booked.clear(), proposals.clear()
+        auto.reset()  # a new guard: watch its verdicts
+        record = auto.guard.record
+        auto.guard.record = lambda source, tokens, seconds, step, record=record: (
+            booked.append(source),
+            record(source, tokens, seconds, step),
+        )
+        _, stats = speculative_decode(
+            CachedModel(target),
+            auto,
+            [5, 6, 7, 8, 9, 10, 11, 12],
+            Sampler(SamplingParams()),
+            k=64,
+            max_tokens=n,
+            clock=clock,
+        )
+        if stats.rounds > len(proposals):
+            break
+    assert stats.rounds == len(proposals) + 1 and booked[-2] == "spec"
+    assert booked[-1] == "target"

@@ -565,3 +565,42 @@ def test_a_draft_that_stops_where_it_is_unsure_keeps_the_target_distribution(how
     p0 = probabilities(target_fn(tuple(prompt)), params)
     joint = np.array([p0[a] * probabilities(target_fn((*prompt, a)), params) for a in range(n_vocab)])
     assert chisquare_pvalue(counts, joint) > 0.001
+
+
+def test_a_stop_that_drops_earlier_sampled_guesses_keeps_only_the_newest_decision():
+    """A stop that, seeing the second guess's chance, would drop the first too (auto's draft_on can, on
+    costs where a batch of 2 was never timed) must not: the second position's peak depends on the token
+    drawn first, so dropping the first by it keeps likely draws only. With sampling only the newest
+    guess goes; the first token still follows the target's distribution (p ~ 1e-232 without this)."""
+    from fakes import LOW
+
+    n_vocab, prompt, runs = 6, [2, 3], 4000
+    target_fn = HashLM(n_vocab=n_vocab, salt=1)
+
+    def draft_fn(context):
+        row = np.zeros(n_vocab)
+        row[EOG] = LOW
+        if len(context) == len(prompt) + 1 and context[-1] in (0, 2):
+            row[4] = 8.0  # sure after a first draw of 0 or 2, flat after the others
+        return row
+
+    from specchat.costmodel import Costs
+
+    costs = Costs({1: 1.0, 3: 1.4}, 0.01, 1.0, 1.0)
+    params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=7)
+    sampler = Sampler(params)
+    counts = np.zeros(n_vocab)
+    lengths = set()
+
+    class Costed(DraftModelDrafter):
+        def propose(self, context, k, sampler):
+            draft = super().propose(context, k, sampler, stop=lambda c: costs.draft_on(c, k, 0.01, 0.0, (0.9, 0.9)))
+            lengths.add(len(draft))
+            return draft
+
+    for _ in range(runs):
+        drafter = Costed(FakeModel(draft_fn, n_vocab=n_vocab))
+        out, _ = speculative_decode(FakeModel(target_fn, n_vocab=n_vocab), drafter, prompt, sampler, k=2, max_tokens=3)
+        counts[out[0]] += 1
+    assert {1, 2} <= lengths
+    assert chisquare_pvalue(counts, probabilities(target_fn(tuple(prompt)), params)) > 0.001

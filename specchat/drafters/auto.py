@@ -271,3 +271,8 @@ class AutoDrafter:
         self.budget.elapsed += steps
         if self.last.explore:
             self.budget.spent += max(0.0, steps - len(outcome.produced))
+        # A round the loop verifies without asking for a draft (the reply's last token) must not be
+        # booked with this one's drafting.
+        self._draft_s = self._catch_up_s = 0.0
+        self._source = "target"
+        self.last = Choice("target", 0, 1.0, "no draft asked for")

@@ -21,15 +21,17 @@ CAUTION = 0.5  # sweep
 # How often the target agrees with a guess, by the draft's own probability of it (bucket: the largest
 # key <= it). The draft is under-confident: on the recorded traces (benchmarks/record_traces.py, conf)
 # guesses it gave 0.5-0.7 held 64-91% of the time by kind of text, 0.3-0.5 held 35-64%; set at about
-# the lower end, and learned per reply.
+# the lower end, and learned as the draft model drafts.
 CONFIDENCE_PRIORS = {0.0: 0.25, 0.3: 0.45, 0.5: 0.7, 0.7: 0.85, 0.9: 0.97, 0.99: 0.995}
 CONFIDENCE_WEIGHT = 8.0  # in observed guesses
+CONFIDENCE_DECAY = 0.98  # per round: slower than DECAY, a bucket sees few guesses a round
 
 
 @dataclass
 class Calibration:
     """The chance that a guess holds, by the draft's own probability of it: learned from every guess
-    the target judged (conditional, as Acceptance: a guess after a rejected one is not judged)."""
+    the target judged (conditional, as Acceptance: a guess after a rejected one is not judged), recent
+    rounds counting most."""
 
     tried: dict[float, float] = field(default_factory=dict)
     held: dict[float, float] = field(default_factory=dict)
@@ -40,6 +42,9 @@ class Calibration:
         return held / (self.tried.get(bucket, 0.0) + CONFIDENCE_WEIGHT)
 
     def observe(self, confidences: Sequence[float], accepted: int) -> None:
+        # Older rounds fade: code after prose is another calibration.
+        self.tried = {bucket: n * CONFIDENCE_DECAY for bucket, n in self.tried.items()}
+        self.held = {bucket: n * CONFIDENCE_DECAY for bucket, n in self.held.items()}
         for i, confidence in enumerate(confidences[: accepted + 1]):
             bucket = _bucket(confidence)
             self.tried[bucket] = self.tried.get(bucket, 0.0) + 1
@@ -163,6 +168,8 @@ class DraftModelDrafter:
             chances.append((chances[-1] if chances else 1.0) * self.calibration.chance(confidence))
             keep = stop(chances) if stop is not None else None
             if keep is not None:
+                if q is not None:  # sampling: only the newest guess may go (see _confidence)
+                    keep = max(keep, len(draft) - 1)
                 del draft.tokens[keep:], draft.q[keep:]
                 break
             if len(draft) == k or self.cache.model.is_eog(token):
@@ -177,6 +184,8 @@ class DraftModelDrafter:
         kept, dropped = self._confidences[: self._kept], self._confidences[self._kept :]
         if outcome.draft or not dropped:  # a --p-min stop before the first guess counts as a miss
             self.acceptance.observe(max(len(outcome.draft), 1), outcome.accepted)
+        else:  # auto's stop dropped every guess: older rounds fade, the guesses are imputed below
+            self.acceptance.observe(0, 0)
         if len(kept) != len(outcome.draft):
             return
         self.calibration.observe(kept, outcome.accepted)
@@ -187,9 +196,10 @@ class DraftModelDrafter:
 def _confidence(logits: np.ndarray, token: int, q: np.ndarray | None) -> float:
     """How sure the draft is at this position: its probability of its greedy guess (softmax of the raw
     logits), or when sampling the peak of the distribution q the guess was drawn from, NOT q[token].
-    Whether a guess is kept must not depend on which token was drawn: keeping only likely draws would
-    propose from another distribution than q, and accepting with min(1, p/q) would then no longer give
-    the target's distribution (tests/test_speculative.py checks it)."""
+    Whether a sampled guess is kept must not depend on which token was drawn there: keeping only likely
+    draws would propose from another distribution than q, and accepting with min(1, p/q) would then no
+    longer give the target's distribution. For the same reason a stop may drop only the newest sampled
+    guess: the next position's peak depends on the token drawn before it (tests/test_speculative.py)."""
     if q is not None:
         return float(q.max())
     shifted = np.exp(logits - logits[token])
