@@ -80,7 +80,7 @@ class Row:
     speedup: float | None
     acceptance_rate: float | None
     mean_accepted_length: float | None
-    position_acceptance: list[float]
+    position_acceptance: list[float | None]
     draft_share: float | None
     ttft_s: float
     predicted_speedup: float | None  # S(k) from the acceptance rate (independent acceptances assumed)
@@ -186,7 +186,7 @@ DEFINITIONS = {
     "speedup": "median over (prompt, repetition) of variant tok/s / target-alone tok/s in the same repetition",
     "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
     "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
-    "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it",
+    "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did)",
     "draft_share": "draft time / (draft + verify time)",
     "ttft_s": "time to first token (prefill of both models + first round), median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
@@ -194,11 +194,12 @@ DEFINITIONS = {
 }
 
 
-def _pooled_positions(samples: list[Sample]) -> list[float]:
+def _pooled_positions(samples: list[Sample]) -> list[float | None]:
+    """Per draft position, accepted / drafted over the samples; None where none drafted it."""
     width = max((len(s.drafted_at) for s in samples), default=0)
     drafted = [sum(s.drafted_at[i] for s in samples if i < len(s.drafted_at)) for i in range(width)]
     accepted = [sum(s.accepted_at[i] for s in samples if i < len(s.accepted_at)) for i in range(width)]
-    return [round(a / d, 4) if d else 0.0 for a, d in zip(accepted, drafted, strict=True)]
+    return [round(a / d, 4) if d else None for a, d in zip(accepted, drafted, strict=True)]
 
 
 def peak_rss_mb() -> float | None:

@@ -119,9 +119,10 @@ class Stats:
             self.drafted_at.append(0)
             self.accepted_at.append(0)
 
-    def position_rates(self) -> list[float]:
-        """Acceptance rate at draft position i (1-based in the UI), among rounds that drafted position i."""
-        return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
+    def position_rates(self) -> list[float | None]:
+        """Acceptance rate at draft position i (1-based in the UI), among rounds that drafted position i;
+        None where no round did (auto may choose k up to 64 and draft far less: not 0%, not measured)."""
+        return [a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
 
     def as_dict(self) -> dict:
         return {
@@ -141,7 +142,7 @@ class Stats:
             "time_to_first_token_s": round(self.first_token_s, 4),
             "tokens_per_s": round(self.tokens_per_s, 3),
             "stop_reason": self.stop_reason,
-            "position_acceptance": [round(r, 4) for r in self.position_rates()],
+            "position_acceptance": [None if r is None else round(r, 4) for r in self.position_rates()],
             "rounds_by_source": dict(self.rounds_by_source),
         }
 

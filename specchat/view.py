@@ -173,7 +173,7 @@ def stats_lines(stats: Stats, k: int, label: str) -> list[str]:
         lines.append(f"rounds: {split}")
     if stats.drafted:
         share = _draft_share(stats)
-        rates = " ".join(f"{r:.0%}" for r, n in zip(stats.position_rates(), stats.drafted_at, strict=True) if n)
+        rates = " ".join(f"{r:.0%}" for r in stats.position_rates() if r is not None)
         lines.append(
             f"k={k}: accepted {stats.accepted}/{stats.drafted} drafts ({stats.acceptance_rate:.0%}), "
             f"{stats.mean_accepted:.2f} accepted per round (+1 target token), "
@@ -234,10 +234,13 @@ def session_lines(totals: Stats) -> list[str]:
 
 
 def position_bars(drafted_at: list[int], accepted_at: list[int], width: int = 20) -> list[Text]:
-    """One bar per draft position: how often the target accepted the draft's i-th guess."""
+    """One bar per draft position that was drafted: how often the target accepted the draft's i-th guess
+    (auto may be allowed 64 and draft far fewer; those positions were not measured, not 0%)."""
     lines = []
     for i, (drafted, accepted) in enumerate(zip(drafted_at, accepted_at, strict=True), start=1):
-        rate = accepted / drafted if drafted else 0.0
+        if not drafted:
+            continue
+        rate = accepted / drafted
         filled = round(rate * width)
         line = Text(f"  pos {i:>2} ", style="dim")
         line.append("█" * filled, style="green")

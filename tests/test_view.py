@@ -121,6 +121,15 @@ def test_legend_summary_and_bars():
     assert "accepted 6/12 (50%)" in line and "[interrupted]" in line
     bars = [b.plain for b in position_bars([4, 4], [4, 1], width=4)]
     assert bars[0].endswith("100% of 4") and "████" in bars[0] and "█░░░" in bars[1]
+    # auto may be allowed 64 positions and draft 2: the rest were not measured, not 0%.
+    assert len(position_bars([4, 4, *[0] * 62], [4, 1, *[0] * 62], width=4)) == 2
+
+
+def test_positions_no_round_drafted_are_not_measured_not_zero():
+    stats = Stats(drafted=3, accepted=2, drafted_at=[2, 1, 0, 0], accepted_at=[2, 0, 0, 0])
+    assert stats.position_rates() == [1.0, 0.0, None, None]
+    assert stats.as_dict()["position_acceptance"] == [1.0, 0.0, None, None]
+    assert " ".join(stats_lines(stats, 64, "auto")).endswith("by position: 100% 0%")
 
 
 def test_screenshot_svg_export(tmp_path):
