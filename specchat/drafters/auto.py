@@ -137,7 +137,7 @@ class AutoDrafter:
         self.guard = Guard()
         self.budget = Budget()
         self._draft_s = self._catch_up_s = 0.0
-        self._source = "target"
+        self._source, self._explore = "target", False  # of the round being drafted
 
     def reset(self) -> None:
         for drafter in self.drafters:
@@ -234,7 +234,7 @@ class AutoDrafter:
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         self.last = choice = self.choose(context, k)
         self._draft_s = self._catch_up_s = 0.0
-        self._source = "target"
+        self._source, self._explore = "target", choice.explore
         drafter = next((d for d in self.drafters if d.name == choice.source), None)
         if drafter is None or choice.k == 0:
             return Draft()
@@ -269,10 +269,9 @@ class AutoDrafter:
         self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s)
         steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
-        if self.last.explore:
+        if self._explore:
             self.budget.spent += max(0.0, steps - len(outcome.produced))
         # A round the loop verifies without asking for a draft (the reply's last token) must not be
         # booked with this one's drafting.
         self._draft_s = self._catch_up_s = 0.0
-        self._source = "target"
-        self.last = Choice("target", 0, 1.0, "no draft asked for")
+        self._source, self._explore = "target", False
