@@ -49,6 +49,7 @@ import numpy as np
 from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
 from specchat.chat import Message, prompt_tokens
 from specchat.download import locate
+from specchat.drafters.model import confidence
 from specchat.engine import Engine, EngineConfig
 from specchat.errors import SpecchatError
 from specchat.models_api import CachedModel
@@ -84,10 +85,7 @@ def draft_guesses(
     conf: list[list[float]] = []
     for i in range(len(target) + 1):
         context = prompt + target[:i]
-        previous = out[-1] if out else []
-        # The draft was right at i - 1: its path from there continues from here.
-        reused = bool(previous) and previous[0] == target[i - 1]
-        guesses, probs = (previous[1:], conf[-1][1:]) if reused else ([], [])
+        guesses, probs = (out[-1][1:], conf[-1][1:]) if continues(out, target, i) else ([], [])
         while not path_done(guesses, truth[i:], draft.is_eog):
             token, p = guess(cache.feed(context + guesses, 1)[0])
             guesses.append(token)
@@ -97,6 +95,11 @@ def draft_guesses(
     return out, conf
 
 
+def continues(rows: list[list[int]], target: list[int], i: int) -> bool:
+    """The draft was right at position i - 1: its path from there (rows[i - 1][1:]) continues at i."""
+    return i > 0 and bool(rows[i - 1]) and rows[i - 1][0] == target[i - 1]
+
+
 def guess(row: np.ndarray) -> tuple[int, float]:
     """The greedy guess and the draft's probability of it."""
     token = int(np.argmax(row))
@@ -104,8 +107,8 @@ def guess(row: np.ndarray) -> tuple[int, float]:
 
 
 def probability(row: np.ndarray, token: int) -> float:
-    """Softmax of the logits at one token, 3 decimals."""
-    return round(float(1.0 / np.exp(row - row[token]).sum()), 3)
+    """The draft's probability of a greedy guess as the drafter computes it, 3 decimals."""
+    return round(confidence(row, token, None), 3)
 
 
 def draft_confidences(draft: Engine, record: dict) -> tuple[list[list[float]], int]:
@@ -118,8 +121,7 @@ def draft_confidences(draft: Engine, record: dict) -> tuple[list[list[float]], i
     conf: list[list[float]] = []
     flipped = 0
     for i, guesses in enumerate(rows):
-        reused = i > 0 and bool(rows[i - 1]) and rows[i - 1][0] == target[i - 1]
-        probs = conf[-1][1:] if reused else []
+        probs = conf[-1][1:] if continues(rows, target, i) else []
         for j in range(len(probs), len(guesses)):
             row = cache.feed(prompt + target[:i] + guesses[:j], 1)[0]
             flipped += int(np.argmax(row)) != guesses[j]

@@ -260,9 +260,10 @@ class TraceModel:
         rows = np.zeros((n_logits, self.n_vocab), dtype=np.float32)
         for row, length in enumerate(range(len(self.kv) - n_logits + 1, len(self.kv) + 1)):
             token = self.next_token(length)
-            rows[row, token] = 1.0
             confidence = self.confidence(length)
-            if confidence is not None:  # softmax(row)[token] == confidence, and token stays the arg-max
+            if confidence is None:
+                rows[row, token] = 1.0
+            else:  # softmax(row)[token] == confidence, and token stays the arg-max
                 rows[row] = np.log(max(1.0 - confidence, 1e-9) / (self.n_vocab - 1))
                 rows[row, token] = np.log(max(confidence, 2.0 / self.n_vocab))
         return rows
@@ -306,15 +307,18 @@ class TraceDraft(TraceModel):
         a drafter that stops where it is unsure gains nothing there that the real draft would not give it."""
         if self.trace.conf is None:
             return None
-        split = min(self.on_line, length)
-        i, j = split - len(self.trace.prompt), length - split
+        _split, i, j = self._locate(length)
         row = self.trace.conf[i] if 0 <= i < len(self.trace.conf) else []
         return row[j] if j < len(row) else 1.0
 
-    def next_token(self, length: int) -> int:
-        # The context is prompt + target[:i] + the draft's own guesses from position i.
+    def _locate(self, length: int) -> tuple[int, int, int]:
+        """The cache's first `length` tokens as prompt + target[:i] + j of the draft's own guesses from
+        position i: (where they leave the trace's text, i, j)."""
         split = min(self.on_line, length)
-        i, j = split - len(self.trace.prompt), length - split
+        return split, split - len(self.trace.prompt), length - split
+
+    def next_token(self, length: int) -> int:
+        split, i, j = self._locate(length)
         guesses = self.trace.guesses[i] if 0 <= i < len(self.trace.guesses) else None
         if guesses is None or self.kv[split:length] != (guesses + [self.trace.filler] * j)[:j]:
             raise OffTrace(f"trace {self.trace.id}: no recorded draft guess after position {i} + {j} own")

@@ -116,11 +116,11 @@ class Costs:
         expected = expected_tokens([])
         for chance in chances:
             expected.append(expected[-1] + chance)
-        keep = max(
-            (m for m in range(drafted + 1) if m == 0 or self.measured(m + 1)),
-            key=lambda m: expected[m] / (spent + self.v(m + 1)),
-        )
-        stop_speed = expected[keep] / (spent + self.v(keep + 1))
+        speeds = {
+            m: expected[m] / (spent + self.v(m + 1)) for m in range(drafted + 1) if m == 0 or self.measured(m + 1)
+        }
+        keep = max(speeds, key=speeds.__getitem__)  # the first of equals: the fewest guesses
+        stop_speed = speeds[keep]
         survive, total = (chances[-1] if chances else 1.0), expected[-1]
         for m in range(drafted + 1, k + 1):
             survive *= ahead[min(m, len(ahead)) - 1] if ahead else 0.0

@@ -159,16 +159,16 @@ class DraftModelDrafter:
         for _ in range(k):
             token, q = sampler.pick(logits)
             self.steps += 1
-            confidence = _confidence(logits, token, q) if self.p_min > 0.0 or stop is not None else 1.0
-            if confidence < self.p_min:
+            sure = confidence(logits, token, q) if self.p_min > 0.0 or stop is not None else 1.0
+            if sure < self.p_min:
                 break  # an unlikely guess is likely rejected: stop before paying to verify it
             draft.tokens.append(token)
             draft.q.append(q)
-            self._confidences.append(confidence)
-            chances.append((chances[-1] if chances else 1.0) * self.calibration.chance(confidence))
+            self._confidences.append(sure)
+            chances.append((chances[-1] if chances else 1.0) * self.calibration.chance(sure))
             keep = stop(chances) if stop is not None else None
             if keep is not None:
-                if q is not None:  # sampling: only the newest guess may go (see _confidence)
+                if q is not None:  # sampling: only the newest guess may go (see confidence)
                     keep = max(keep, len(draft) - 1)
                 del draft.tokens[keep:], draft.q[keep:]
                 break
@@ -193,7 +193,7 @@ class DraftModelDrafter:
             self.acceptance.impute(len(kept), [self.calibration.chance(c) for c in dropped])
 
 
-def _confidence(logits: np.ndarray, token: int, q: np.ndarray | None) -> float:
+def confidence(logits: np.ndarray, token: int, q: np.ndarray | None) -> float:
     """How sure the draft is at this position: its probability of its greedy guess (softmax of the raw
     logits), or when sampling the peak of the distribution q the guess was drawn from, NOT q[token].
     Whether a sampled guess is kept must not depend on which token was drawn there: keeping only likely
