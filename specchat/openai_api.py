@@ -51,6 +51,12 @@ def parse_json(body: bytes) -> dict:
         raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object", code="invalid_json")
+    try:  # a lone surrogate escape ("\\ud800") is valid JSON but no text: it would fail in the tokenizer
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(
+            400, "the body has a lone surrogate escape (\\ud800-\\udfff), not text", code="invalid_json"
+        ) from None
     return data
 
 
@@ -101,10 +107,15 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     stops = [stop] if isinstance(stop, str) else stop or []
     if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
         raise ApiError(400, f"'stop' must be a string or a list of up to {MAX_STOPS} strings", code="invalid_stop")
+    choices = data.get("n")
+    if choices is not None and (isinstance(choices, bool) or choices != 1):  # never fewer choices than asked
+        raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n")
     # top_k and min_p keep run's defaults: the API has no names for them.
     params = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
-    stream = bool(data.get("stream", False))
-    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, stream)
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool | None):  # "false" is a string, and truthy
+        raise ApiError(400, "'stream' must be true or false", code="invalid_stream")
+    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream))
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:

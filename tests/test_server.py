@@ -192,6 +192,9 @@ def test_two_concurrent_requests_both_complete(server):
         (b'{"model": "target.fake.gguf"}', 400, "missing_messages"),
         (b'{"messages": [{"role": "user", "content": "a"}], "temperature": 9}', 400, "invalid_temperature"),
         (b'{"model": "gpt-4", "messages": [{"role": "user", "content": "a"}]}', 404, "model_not_found"),
+        (b'{"messages": [{"role": "user", "content": "a \\ud800"}]}', 400, "invalid_json"),  # was a 500
+        (b'{"messages": [{"role": "user", "content": "a"}], "n": 2}', 400, "invalid_n"),  # was one choice
+        (b'{"messages": [{"role": "user", "content": "a"}], "stream": "false"}', 400, "invalid_stream"),  # streamed
     ],
 )
 def test_bad_requests_get_error_objects(server, body, status, code):
