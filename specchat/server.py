@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -91,7 +92,16 @@ class Api:
             Route("/v1/models", self._wrap(self.models), methods=["GET"]),
             Route("/health", self._wrap(self.health, auth=False), methods=["GET"]),
         ]
-        return Starlette(routes=routes, lifespan=self._lifespan)
+        return Starlette(routes=routes, lifespan=self._lifespan, exception_handlers={HTTPException: self._http_error})
+
+    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        """Starlette's own refusals (an unknown route 404, a wrong method 405) as OpenAI error objects too."""
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        error = ApiError(
+            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code=codes.get(exc.status_code)
+        )
+        self._log(request, exc.status_code, note=exc.detail)
+        return JSONResponse(error.body(), status_code=exc.status_code, headers=exc.headers)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:

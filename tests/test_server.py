@@ -205,6 +205,16 @@ def test_bad_requests_get_error_objects(server, body, status, code):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+def test_unknown_routes_and_methods_get_error_objects(server):
+    for response, status in (
+        (httpx.get(f"{server.url}/v1/nothing"), 404),
+        (httpx.get(f"{server.url}/v1/completions"), 405),
+    ):
+        assert response.status_code == status
+        assert response.json()["error"]["code"] in ("not_found", "method_not_allowed")
+    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+
+
 def test_body_size_is_bounded(server):
     response = httpx.post(f"{server.url}/v1/chat/completions", content=b" " * 1_000_001, timeout=30)
     assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
