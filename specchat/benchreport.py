@@ -38,11 +38,29 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     if not mode_list or any(m not in BENCH_MODES for m in mode_list):
         raise UsageError(f"--modes '{modes}'", hint=f"a comma-separated subset of {', '.join(BENCH_MODES)}")
     for path in (output, plot):
-        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
-            raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
+        if path is not None:
+            _check_writable(path)
     if plot is not None:
         require_matplotlib()  # fail before a long run, not after it
     return k_list, mode_list
+
+
+def _check_writable(path: Path) -> None:
+    """A report path that cannot be written fails now, not after a run of many minutes whose report it loses."""
+    import tempfile
+
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory", hint="give a file name, e.g. bench.md; nothing was run")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".specchat-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror or exc}", hint="check the path; nothing was run"
+        ) from None
 
 
 def to_markdown(result: BenchResult) -> str:

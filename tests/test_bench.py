@@ -240,6 +240,17 @@ def test_missing_output_directory_is_refused_before_running(fake_pair, tmp_path)
     assert result.exit_code == 2 and "the directory does not exist" in result.stderr
 
 
+def test_unwritable_output_is_refused_before_running(fake_pair, tmp_path, monkeypatch):
+    from specchat import bench as bench_module
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("the bench ran: its report would have been lost at the end")
+
+    monkeypatch.setattr(bench_module, "run_bench", never)
+    result = bench(fake_pair, "-o", str(tmp_path))  # a directory: write_atomic failed only after the run
+    assert result.exit_code == 2 and "is a directory" in result.stderr and "nothing was run" in result.stderr
+
+
 def test_bad_modes(fake_pair):
     result = bench(fake_pair, "--modes", "spec,turbo")
     assert result.exit_code == 2 and "--modes 'spec,turbo'" in result.stderr
