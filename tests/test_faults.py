@@ -526,6 +526,20 @@ def test_fake_non_utf8_stdin_is_replaced_with_a_warning(fake_models):
     assert "stdin is not valid UTF-8" in result.stderr and "Say hi." in result.stdout
 
 
+def test_fake_non_utf8_arguments_are_replaced_with_a_warning(fake_models):
+    """Bytes in argv that are not UTF-8 reach Python as lone surrogates ('\\udcff'): the tokenizer and
+    SQLite refused them with an internal error; they are replaced with a warning, as on stdin."""
+    target, _draft = fake_models
+    result = invoke(
+        "run", "--target", str(target), "--mode", "target", "-n", "40", "--system", "b\udcffd", "Say \udcffhi."
+    )
+    assert result.exit_code == 0, result.output
+    assert "the prompt is not valid UTF-8" in result.stderr and "--system is not valid UTF-8" in result.stderr
+    assert "Say \ufffdhi." in result.stdout and "internal error" not in result.stderr
+    result = invoke("logs", "-q", "\udcff")
+    assert result.exit_code == 0 and "--query is not valid UTF-8" in result.stderr, result.output
+
+
 def _shell(command: str, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-c", command], capture_output=True, timeout=120, check=False, env=fake_env(tmp_path), cwd=tmp_path

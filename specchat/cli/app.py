@@ -77,6 +77,22 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+
+def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
+    """A text argument as UTF-8: bytes that are not (Python passes them on as lone surrogates, which the
+    tokenizer and SQLite refuse) are replaced, with a warning, as for piped stdin."""
+    if value is None:
+        return None
+    try:
+        fixed = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that no byte stands for (Windows argv, by chance)
+        fixed = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if fixed != value:
+        name = param.opts[0] if param.param_type_name == "option" else "the prompt"
+        stderr_console().print(f"warning: {name} is not valid UTF-8; bad bytes were replaced", style="yellow")
+    return fixed
+
+
 # Options that several commands share, declared once.
 Opt = typer.Option
 Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]

@@ -18,6 +18,7 @@ from .app import (
     Threads,
     app,
     stderr_console,
+    utf8_text,
 )
 
 
@@ -62,7 +63,9 @@ def pull(pair: PairArgument = None) -> None:
 )
 def logs(
     count: Annotated[int, Opt("--count", "-n", min=1, help="How many replies (the most recent).")] = 10,
-    query: Annotated[str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.")] = None,
+    query: Annotated[
+        str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.", callback=utf8_text)
+    ] = None,
     cid: Annotated[int | None, Opt("--cid", help="Only conversation ID.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Machine-readable output (a list, oldest first).")] = False,
     full: Annotated[bool, Opt("--full", help="Whole prompts and replies, not their first lines.")] = False,

@@ -25,6 +25,7 @@ from .app import (
     load_pipeline,
     make_options,
     stderr_console,
+    utf8_text,
 )
 
 
@@ -38,7 +39,9 @@ from .app import (
 )
 def run(
     ctx: typer.Context,
-    prompt: Annotated[str | None, typer.Argument(help="The prompt. Piped stdin comes first, then this.")] = None,
+    prompt: Annotated[
+        str | None, typer.Argument(help="The prompt. Piped stdin comes first, then this.", callback=utf8_text)
+    ] = None,
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
@@ -53,7 +56,7 @@ def run(
     min_p: Annotated[float, Opt(min=0.0, max=1.0, help="Drop tokens below min_p x the top probability.")] = 0.05,
     seed: Annotated[int | None, Opt(help="Random seed for sampling (default: random).")] = None,
     max_tokens: ReplyTokens = 0,
-    system: Annotated[str | None, Opt(help="System prompt.")] = None,
+    system: Annotated[str | None, Opt(help="System prompt.", callback=utf8_text)] = None,
     no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
     n_ctx: RunCtx = 0,
     threads: Threads = 0,
