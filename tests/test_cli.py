@@ -90,6 +90,11 @@ def test_models_json_lists_default_pair():
     assert roles == {("qwen2.5-coder-1.5b", "target"), ("qwen2.5-coder-1.5b", "draft")}
 
 
+def test_no_spec_with_another_mode_is_usage_error():
+    """--no-spec is --mode target: with --mode spec it silently ran the target alone."""
+    assert_one_line_error(invoke("run", "--no-spec", "--mode", "spec", "hi"), 2, "--no-spec and --mode spec disagree")
+
+
 def test_json_and_jsonl_together_is_usage_error():
     assert_one_line_error(invoke("run", "--json", "--jsonl", "hi"), 2, "--json and --jsonl")
 

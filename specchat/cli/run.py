@@ -84,11 +84,15 @@ def run(
     """
     from .. import outputs
     from ..chat import Message
+    from ..errors import UsageError
     from ..logstore import Recorder
     from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt
     from ..sampling import SamplingParams
     from ..view import stdout_console
 
+    given = ctx.get_parameter_source("mode")  # Typer's own click: compare by name
+    if no_spec and mode != "target" and given is not None and given.name != "DEFAULT":
+        raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
     text = read_prompt(prompt, chat=fmt == "live" and terminal)  # None: the interactive chat
