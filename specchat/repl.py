@@ -34,7 +34,7 @@ HELP = """\
 /max N           longest reply in tokens (0 = no limit: to its end or the context's)
 /k N             draft length (1-64; in auto mode the largest it may choose)
 /temp T          temperature (0 = greedy, exactly the target's output)
-/mode M          auto, spec (draft model), ngram (prompt lookup) or target
+/mode M          auto, spec (draft model), ngram (prompt lookup), suffix (past text) or target
 /spec on|off     speculation on (the chosen mode), or the target alone
 /rejected on|off show or hide the rejected draft guesses
 /system TEXT     set the system prompt (empty: the template's default)
@@ -196,7 +196,7 @@ class ChatSession:
         if value is None:
             return
         if value and self.settings.mode == "target":
-            self._say("the mode is 'target': choose one with /mode auto|spec|ngram", "yellow")
+            self._say("the mode is 'target': choose one with /mode auto|spec|ngram|suffix", "yellow")
             return
         if value and not self.pipeline.available(self.settings.mode):
             self._say(f"mode {self.settings.mode} has no drafter here (no draft model loaded)", "yellow")

@@ -317,3 +317,12 @@ def test_a_message_longer_than_the_context_is_one_error_and_the_chat_goes_on(sma
     errors = [line for line in out.getvalue().splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "the context holds 1024" in errors[0] and "hint:" in errors[0]
     assert [m.content for m in chat.conversation.messages] == ["Hello.", "Noted.", "Still there?", "Noted."]
+
+
+def test_help_names_every_mode():
+    """/mode accepts every mode in modes.MODES; /help listed all but suffix."""
+    from specchat import modes
+    from specchat.repl import HELP
+
+    line = next(line for line in HELP.splitlines() if line.startswith("/mode"))
+    assert all(name in line for name in modes.MODES), line
