@@ -276,6 +276,7 @@ def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipe
         raise UsageError(f"unknown --mode '{options.mode}'", hint=f"choose one of: {', '.join(modes.MODES)}")
     ctxsize.check(options.n_ctx)
     engine.set_debug(options.debug)
+    options = _usable_threads(options, notify)
     resolved = resolve(options, notify, start_progress or _no_progress)
     saved = None
     if options.mode == "auto" and options.use_tuning and resolved.draft is not None and not options.keep_draft:
@@ -306,6 +307,18 @@ def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipe
                     model.close()
             raise
     return pipeline
+
+
+def _usable_threads(options: Options, notify: Notify) -> Options:
+    """More llama.cpp threads than usable CPUs only wait on each other (on 2 CPUs `--threads 1000` had
+    not written 8 tokens after 200 s): capped at the usable CPUs, with a note."""
+    from .engine import default_threads
+
+    usable = default_threads()
+    if options.threads <= usable:
+        return options
+    notify(f"--threads {options.threads} is more than the {usable} usable CPUs: using {usable}")
+    return replace(options, threads=usable)
 
 
 def _no_progress(_label: str, _total: int):

@@ -519,6 +519,25 @@ def test_fake_not_enough_memory(fake_models, tmp_path):
     assert "--ctx" in result.stderr
 
 
+def test_fake_more_threads_than_cpus_are_capped_with_a_note(fake_models, monkeypatch):
+    """--threads 1000 on 2 CPUs did not write 8 tokens in 200 s (llama.cpp's threads wait on each other)."""
+    from specchat import engine, runtime
+
+    target, _draft = fake_models
+    monkeypatch.setattr(engine, "default_threads", lambda: 2)
+    loaded = []
+    real_load = runtime._load
+    monkeypatch.setattr(
+        runtime, "_load", lambda path, options, *rest: loaded.append(options.threads) or real_load(path, options, *rest)
+    )
+    result = invoke("run", "--target", str(target), "--mode", "target", "--threads", "1000", "-n", "8", "Hi")
+    assert result.exit_code == 0, result.output
+    assert "--threads 1000 is more than the 2 usable CPUs: using 2" in result.stderr and loaded == [2]
+    loaded.clear()
+    result = invoke("run", "--target", str(target), "--mode", "target", "--threads", "2", "-n", "8", "Hi")
+    assert result.exit_code == 0 and "usable CPUs" not in result.stderr and loaded == [2]
+
+
 def test_fake_non_utf8_stdin_is_replaced_with_a_warning(fake_models):
     target, _draft = fake_models
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "40", input=b"\xff\xfeSay hi.")
