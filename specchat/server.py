@@ -1,8 +1,8 @@
 """`specchat serve`: the loaded pipeline behind an OpenAI-compatible HTTP API (Starlette on uvicorn).
 
 Routes: POST /v1/chat/completions and /v1/completions (plain or streamed as server-sent events),
-GET /v1/models, GET /health. Every failure a client causes is an OpenAI error object with a status;
-the server itself stays up. The console shows one line per request.
+GET /v1/models and /v1/models/{id}, GET /health. Every failure a client causes is an OpenAI error
+object with a status; the server itself stays up. The console shows one line per request.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ class Api:
             Route("/v1/chat/completions", self._wrap(self.chat), methods=["POST"]),
             Route("/v1/completions", self._wrap(self.completions), methods=["POST"]),
             Route("/v1/models", self._wrap(self.models), methods=["GET"]),
+            Route("/v1/models/{model:path}", self._wrap(self.model_info), methods=["GET"]),
             Route("/health", self._wrap(self.health, auth=False), methods=["GET"]),
         ]
         return Starlette(routes=routes, lifespan=self._lifespan, exception_handlers={HTTPException: self._http_error})
@@ -139,9 +140,20 @@ class Api:
         return JSONResponse({"status": "ok", "model": self.model, "mode": self.mode, "busy": self.engine.waiting})
 
     async def models(self, request: Request) -> Response:
-        entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "specchat"}
         self._log(request, 200)
-        return JSONResponse({"object": "list", "data": [entry]})
+        return JSONResponse({"object": "list", "data": [self._model_entry()]})
+
+    async def model_info(self, request: Request) -> Response:
+        """GET /v1/models/{id}: what the official client's `models.retrieve(id)` asks for."""
+        name = request.path_params["model"]
+        if name not in self.aliases:
+            raise ApiError(404, f"model '{name}' is not served here; this server has '{self.model}'",
+                           code="model_not_found")  # fmt: skip
+        self._log(request, 200)
+        return JSONResponse(self._model_entry())
+
+    def _model_entry(self) -> dict:
+        return {"id": self.model, "object": "model", "created": 0, "owned_by": "specchat"}
 
     async def chat(self, request: Request) -> Response:
         parsed = openai_api.parse_chat(await self._body(request), self.config.max_tokens)

@@ -225,6 +225,15 @@ def test_unknown_model_through_the_client(server):
         server.client().chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "a"}])
 
 
+def test_one_model_through_the_client(server):
+    """models.retrieve(id) is GET /v1/models/{id}: the served model under any name it answers to, else a 404."""
+    client = server.client()
+    for name in ("target.fake.gguf", "target.fake"):
+        assert client.models.retrieve(name).id == "target.fake.gguf"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4")
+
+
 def test_api_key_is_required(guarded):
     with pytest.raises(openai.AuthenticationError):
         ask(guarded.client("wrong"))
