@@ -145,15 +145,18 @@ class Api:
 
     async def model_info(self, request: Request) -> Response:
         """GET /v1/models/{id}: what the official client's `models.retrieve(id)` asks for."""
-        name = request.path_params["model"]
-        if name not in self.aliases:
-            raise ApiError(404, f"model '{name}' is not served here; this server has '{self.model}'",
-                           code="model_not_found")  # fmt: skip
+        self._check_model(request.path_params["model"])
         self._log(request, 200)
         return JSONResponse(self._model_entry())
 
     def _model_entry(self) -> dict:
         return {"id": self.model, "object": "model", "created": 0, "owned_by": "specchat"}
+
+    def _check_model(self, name: str) -> None:
+        """A request may name the model by any of its aliases; another name is a 404."""
+        if name not in self.aliases:
+            raise ApiError(404, f"model '{name}' is not served here; this server has '{self.model}'",
+                           code="model_not_found")  # fmt: skip
 
     async def chat(self, request: Request) -> Response:
         parsed = openai_api.parse_chat(await self._body(request), self.config.max_tokens)
@@ -176,9 +179,8 @@ class Api:
         return openai_api.parse_json(bytes(data))
 
     async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
-        if parsed.model is not None and parsed.model not in self.aliases:
-            raise ApiError(404, f"model '{parsed.model}' is not served here; this server has '{self.model}'",
-                           code="model_not_found")  # fmt: skip
+        if parsed.model is not None:
+            self._check_model(parsed.model)
         try:
             self.engine.admit()
         except QueueFull:
