@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import download, modes
 from .errors import ModelFileError, UsageError
+from .paths import require_model_files
 from .registry import ModelSpec, load_registry
 
 TARGETS = ("llama-server", "vllm")
@@ -69,9 +70,7 @@ class Export:
 def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub_ok: bool = False) -> Files:
     """Local files of the pair (never pulled: export only prints), or the files given. hub_ok: a model
     with a source_repo may be missing here (vLLM pulls it from the Hub); its path is where pull puts it."""
-    for label, path in (("--target", target), ("--draft", draft)):
-        if path is not None and not Path(path).is_file():
-            raise ModelFileError(f"{label} {path} is not a file", hint="give the path of a .gguf file")
+    require_model_files(target=target, draft=draft)
     if target is not None:
         return Files(Path(target).resolve(), Path(draft).resolve() if draft else None)
     spec = load_registry().pair(pair)

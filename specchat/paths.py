@@ -80,3 +80,25 @@ def read_json_object(path: Path, valid: Callable[[Any], bool]) -> dict[str, Any]
     if not isinstance(data, dict) or not all(valid(value) for value in data.values()):
         return {}
     return data
+
+
+def require_model_files(**given: Path | None) -> None:
+    """Each path given as a model file (by its flag: target=..., draft=...) is a regular file, or
+    ModelFileError says what it is instead."""
+    from .errors import ModelFileError
+
+    for flag, path in given.items():
+        problem = None if path is None else _file_problem(Path(path))
+        if problem:
+            raise ModelFileError(f"--{flag} {path} {problem}", hint="give the path of a .gguf file")
+
+
+def _file_problem(path: Path) -> str | None:
+    """Why a path given as a model file is not one (None: it is a regular file)."""
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        return "is not a regular file (a device, a FIFO or a socket)"
+    return "does not exist"

@@ -18,8 +18,9 @@ from .compat import PairReport, require_compatible
 from .drafters import Drafter, DraftModelDrafter, NgramDrafter
 from .drafters.auto import AutoDrafter
 from .engine import EngineConfig, Interrupt, TextStream
-from .errors import EngineError, ModelFileError, UsageError
+from .errors import EngineError, UsageError
 from .models_api import CachedModel
+from .paths import require_model_files
 from .registry import ModelSpec, load_registry
 from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
@@ -88,23 +89,9 @@ class Resolved:
     specs: dict[str, ModelSpec] = field(default_factory=dict)
 
 
-def _file_problem(path: Path) -> str | None:
-    """Why a path given as a model file is not one (None: it is a regular file)."""
-    if path.is_file():
-        return None
-    if path.is_dir():
-        return "is a directory"
-    if path.exists():
-        return "is not a regular file (a device, a FIFO or a socket)"
-    return "does not exist"
-
-
 def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     """Paths of the files to load; registry models that are missing are pulled first (with a message)."""
-    for label, path in (("--target", options.target_path), ("--draft", options.draft_path)):
-        problem = _file_problem(Path(path)) if path is not None else None
-        if problem:
-            raise ModelFileError(f"{label} {path} {problem}", hint="give the path of a .gguf file")
+    require_model_files(target=options.target_path, draft=options.draft_path)
     want_draft = options.wants_draft
     if options.target_path is not None and (options.draft_path is not None or not want_draft):
         return Resolved(None, Path(options.target_path), _opt_path(options.draft_path))

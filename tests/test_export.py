@@ -140,6 +140,9 @@ def test_errors(isolated):
     lines = [line for line in missing.stderr.splitlines() if line.strip()]
     assert missing.exit_code == 1 and len(lines) == 1 and "specchat pull" in lines[0]
     assert "Traceback" not in missing.output
+    for given, problem in ((isolated, "is a directory"), (Path("/no/such.gguf"), "does not exist")):
+        wrong = run_export("--to", "llama-server", "--target", str(given))  # run and tune say the same
+        assert wrong.exit_code == 1 and f"--target {given} {problem}" in wrong.stderr, wrong.output
 
 
 @pytest.mark.real
