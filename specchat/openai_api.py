@@ -42,6 +42,7 @@ class ApiRequest:
     max_tokens: int
     stop: list[str] = field(default_factory=list)
     stream: bool = False
+    usage_chunk: bool = False  # stream_options.include_usage: a last chunk with no choices and the usage
 
 
 def parse_json(body: bytes) -> dict:
@@ -115,7 +116,15 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     stream = data.get("stream", False)
     if not isinstance(stream, bool | None):  # "false" is a string, and truthy
         raise ApiError(400, "'stream' must be true or false", code="invalid_stream")
-    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream))
+    options = data.get("stream_options")
+    if options is not None and (not stream or not isinstance(options, dict)):
+        raise ApiError(
+            400, "'stream_options' is an object, and only for \"stream\": true", code="invalid_stream_options"
+        )
+    usage_chunk = (options or {}).get("include_usage", False)
+    if not isinstance(usage_chunk, bool):
+        raise ApiError(400, "'stream_options.include_usage' must be true or false", code="invalid_stream_options")
+    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), usage_chunk)
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:
@@ -197,6 +206,11 @@ def chat_response(rid: str, model: str, text: str, reason: str, extra: dict) -> 
 def completion_response(rid: str, model: str, text: str, reason: str, extra: dict) -> dict:
     choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
     return {**_head(rid, "text_completion", model), "choices": [choice], **extra}
+
+
+def usage_chunk(rid: str, model: str, chat: bool, extra: dict) -> dict:
+    """The last chunk asked for by stream_options.include_usage: no choices, the usage (and the rest)."""
+    return {**_head(rid, "chat.completion.chunk" if chat else "text_completion", model), "choices": [], **extra}
 
 
 def chat_chunk(rid: str, model: str, delta: dict, reason: str | None = None, extra: dict | None = None) -> dict:

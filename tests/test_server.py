@@ -129,6 +129,20 @@ def test_streamed_chat_equals_run_and_ends_with_stats(server):
     assert all("timings" not in c.model_extra for c in chunks[:-1])
 
 
+def test_stream_options_include_usage_adds_a_last_chunk_with_no_choices(server):
+    """As the API has it (and clients that sum usage from the last chunk read it): a chunk with choices = []
+    and the usage, after the one that finishes the text; without the option, the stream is as before."""
+    chunks = list(ask(server.client(), stream=True, stream_options={"include_usage": True}))
+    *text_chunks, last = chunks
+    assert last.choices == [] and last.usage.completion_tokens > 0
+    assert text_chunks[-1].choices[0].finish_reason == "stop"
+    assert "".join(c.choices[0].delta.content or "" for c in text_chunks) == fake_backend.REPLY.format(prompt=PROMPT)
+    assert all(c.choices for c in ask(server.client(), stream=True))
+    body = {"messages": [{"role": "user", "content": "Hi"}], "stream_options": {"include_usage": True}}
+    response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=60)  # not streamed: refused
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_stream_options"
+
+
 def test_raw_stream_ends_with_done(server):
     body = {"messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "stream": True}
     with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as response:
