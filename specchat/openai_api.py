@@ -183,7 +183,7 @@ def speculative(stats: Stats, mode: str, label: str) -> dict:
         "label": label,
         "acceptance_rate": round(stats.acceptance_rate, 4),
         "mean_accepted_length": round(stats.mean_accepted, 4),
-        "position_acceptance": [None if rate is None else round(rate, 4) for rate in stats.position_rates()],
+        "position_acceptance": stats.position_acceptance(),
         "rounds": stats.rounds,
         "rounds_by_source": dict(stats.rounds_by_source),
     }

@@ -124,6 +124,10 @@ class Stats:
         None where no round did (auto may choose k up to 64 and draft far less: not 0%, not measured)."""
         return [a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
 
+    def position_acceptance(self) -> list[float | None]:
+        """position_rates as reports give them: 4 decimals, None (JSON null) where nothing was drafted."""
+        return [None if rate is None else round(rate, 4) for rate in self.position_rates()]
+
     def as_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,
@@ -142,7 +146,7 @@ class Stats:
             "time_to_first_token_s": round(self.first_token_s, 4),
             "tokens_per_s": round(self.tokens_per_s, 3),
             "stop_reason": self.stop_reason,
-            "position_acceptance": [None if r is None else round(r, 4) for r in self.position_rates()],
+            "position_acceptance": self.position_acceptance(),
             "rounds_by_source": dict(self.rounds_by_source),
         }
 
