@@ -113,9 +113,7 @@ class Costs:
         (a CPU), and nothing is drafted on that would not pay. Only measured batch sizes, as best_length."""
         drafted = len(chances)
         spent = fixed + drafted * step_cost
-        expected = expected_tokens([])
-        for chance in chances:
-            expected.append(expected[-1] + chance)
+        expected = list(itertools.accumulate(chances, initial=1.0))  # chances are already joint: just sum them
         speeds = {
             m: expected[m] / (spent + self.v(m + 1)) for m in range(drafted + 1) if m == 0 or self.measured(m + 1)
         }
