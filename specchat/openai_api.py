@@ -42,7 +42,7 @@ class ApiRequest:
     max_tokens: int
     stop: list[str] = field(default_factory=list)
     stream: bool = False
-    usage_chunk: bool = False  # stream_options.include_usage: a last chunk with no choices and the usage
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with no choices and the usage
 
 
 def parse_json(body: bytes) -> dict:
@@ -121,10 +121,10 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
         raise ApiError(
             400, "'stream_options' is an object, and only for \"stream\": true", code="invalid_stream_options"
         )
-    usage_chunk = (options or {}).get("include_usage", False)
-    if not isinstance(usage_chunk, bool):
+    include_usage = (options or {}).get("include_usage", False)
+    if not isinstance(include_usage, bool):
         raise ApiError(400, "'stream_options.include_usage' must be true or false", code="invalid_stream_options")
-    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), usage_chunk)
+    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage)
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:

@@ -188,7 +188,7 @@ class Api:
             raise ApiError(503, busy, "server_error", "queue_full") from None
         job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
         if parsed.stream:
-            return self._stream_response(request, job, chat, parsed.usage_chunk)
+            return self._stream_response(request, job, chat, parsed.include_usage)
         task = self._start(job)
         try:
             outcome = await asyncio.shield(task)
@@ -224,17 +224,19 @@ class Api:
         except SpecchatError as exc:  # a template that fails, an engine error: this request only
             raise ApiError(500, exc.message, "server_error", "generation_failed") from None
 
-    def _stream_response(self, request: Request, job: Job, chat: bool, usage_chunk: bool) -> Response:
+    def _stream_response(self, request: Request, job: Job, chat: bool, include_usage: bool) -> Response:
         # The worker hands pieces over through an asyncio queue: it must never block on a slow client.
         loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
         job.on_text = lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text)
         task = self._start(job)
         task.add_done_callback(lambda _task: pieces.put_nowait(None))
         task.add_done_callback(lambda finished: self._log_cancelled(request, finished))
-        events = self._events(request, task, pieces, chat, usage_chunk)
+        events = self._events(request, task, pieces, chat, include_usage)
         return _Stream(events, job, media_type="text/event-stream")
 
-    async def _events(self, request: Request, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, usage_chunk: bool):
+    async def _events(
+        self, request: Request, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, include_usage: bool
+    ):
         """Server-sent events: a chunk per piece of text, the statistics in the last one (and with
         stream_options.include_usage once more, in a chunk with no choices, as the API has it), then [DONE]."""
         rid, model = openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model
@@ -253,7 +255,7 @@ class Api:
         yield openai_api.sse(
             chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), extra)
         )
-        if usage_chunk:
+        if include_usage:
             yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra))
         yield openai_api.sse("[DONE]")
         self._log(request, 200, outcome=outcome)
