@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from specchat.sampling import Sampler, SamplingParams, draw, probabilities, verify_greedy, verify_sampled
+from specchat import sampling as sampling_module
+from specchat.sampling import (
+    Sampler,
+    SamplingParams,
+    draw,
+    probabilities,
+    top_k_indices,
+    verify_greedy,
+    verify_sampled,
+)
 
 PLAIN = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)  # every filter off
 
@@ -152,6 +161,19 @@ def test_sampled_pick_returns_its_distribution():
         assert probs[token] > 0
 
 
+@pytest.mark.parametrize("scale", [0.01, 1.0, 5.0, 40.0])  # all near the maximum ... most far below it
+@pytest.mark.parametrize("k", [1, 40, 999])
+def test_top_k_indices_are_the_k_largest(scale, k):
+    """top_k_indices looks near the maximum first, and still returns exactly the k largest logits,
+    however many of them lie that near (including none but the maximum, and a row one longer than k)."""
+    rng = np.random.default_rng(int(scale * 100) + k)
+    for vocab in (k + 1, 5000):
+        logits = (rng.normal(size=vocab) * scale).astype(np.float32)
+        logits[rng.integers(vocab)] += 100.0 * scale  # one far ahead of the rest
+        expected = set(np.argsort(-logits, kind="stable")[:k].tolist())
+        assert set(top_k_indices(logits, k).tolist()) == expected
+
+
 def test_draw_follows_an_unnormalised_vector_and_skips_zero_mass():
     """draw() samples proportionally to a non-negative vector and never returns a zero-mass index."""
     weights = np.array([0.0, 2.0, 0.0, 1.0, 0.0, 1.0, 0.0])
@@ -223,6 +245,19 @@ def test_verify_sampled_returns_a_token_the_target_allows(data):
     assert p[accepted][token] > 0
     if one_hot and accepted < n:
         assert token != draft[accepted]
+
+
+def test_sampled_verify_processes_only_the_rows_it_reaches(monkeypatch):
+    """A sampled verify batch computes the target's distribution row by row, up to the first rejection:
+    rows after it cost a sort of the vocabulary each and are never looked at."""
+    rows = np.random.default_rng(7).normal(size=(9, 10))
+    impossible = int(np.argmin(rows[0]))  # outside the top 3 of row 0: rejected for certain
+    seen = []
+    real = sampling_module.probabilities
+    monkeypatch.setattr(sampling_module, "probabilities", lambda row, p: seen.append(1) or real(row, p))
+    accepted, token = Sampler(SamplingParams(temperature=0.8, top_k=3, seed=1)).verify([impossible] * 8, None, rows)
+    assert (accepted, len(seen)) == (0, 1)
+    assert token in top_k_indices(rows[0], 3)
 
 
 def test_sampler_verify_dispatches_on_temperature():
