@@ -91,7 +91,29 @@ def _message(item, index: int) -> Message:
     return Message(ROLES[item["role"]], content)
 
 
+def _unsupported(data: dict) -> None:
+    """Refuse what this server cannot do rather than answer as if it had: a client that asked for a tool
+    call, a JSON schema or log-probabilities must not get plain text that looks like a success. The
+    values clients send by default (no tools, "text", false) pass."""
+    refusals = (
+        (bool(data.get("tools") or data.get("functions")), "'tools': tool calling is not supported"),
+        (data.get("tool_choice") not in (None, "none", "auto"), "'tool_choice': tool calling is not supported"),
+        (
+            (data.get("response_format") or {"type": "text"}) != {"type": "text"},
+            '\'response_format\': only {"type": "text"} is supported (ask for JSON in the prompt)',
+        ),
+        (bool(data.get("logprobs") or data.get("top_logprobs")), "'logprobs' are not supported"),
+        (bool(data.get("echo")), "'echo' is not supported"),
+        (data.get("best_of") not in (None, 1), "'best_of' must be 1: one choice per request is served"),
+        (bool(data.get("suffix")), "'suffix' (insertion) is not supported"),
+    )
+    for refused, message in refusals:
+        if refused:
+            raise ApiError(400, message, code="unsupported_parameter")
+
+
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
+    _unsupported(data)
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "'model' must be a string", code="invalid_model")

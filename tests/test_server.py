@@ -239,6 +239,26 @@ def test_unknown_model_through_the_client(server):
         server.client().chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "a"}])
 
 
+def test_what_the_server_cannot_do_is_refused_not_ignored(server):
+    """Tools, a JSON response format or log-probabilities are a 400 unsupported_parameter through the official
+    client, not plain text that looks like a success; the values clients send by default still answer."""
+    client = server.client()
+    tool = {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}
+    for extra in (
+        {"tools": [tool]},
+        {"tool_choice": "required"},
+        {"response_format": {"type": "json_object"}},
+        {"logprobs": True, "top_logprobs": 2},
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            ask(client, **extra)
+        assert refused.value.code == "unsupported_parameter", extra
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="target.fake.gguf", prompt="a", echo=True)
+    answered = ask(client, tools=[], tool_choice="none", response_format={"type": "text"}, logprobs=False)
+    assert answered.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
 def test_one_model_through_the_client(server):
     """models.retrieve(id) is GET /v1/models/{id}: the served model under any name it answers to, else a 404."""
     client = server.client()
