@@ -97,6 +97,13 @@ class Engine:
     def release(self) -> None:
         self.waiting -= 1
 
+    def prompt_ids(self, job: Job) -> list[int]:
+        """The job's prompt as token ids. Reads only the vocabulary and the template, so it may run
+        beside a generation (llama-server tokenizes in its HTTP threads too)."""
+        if job.messages is None:
+            return self.pipeline.prompt([Message("user", job.prompt)], use_template=False)
+        return self.pipeline.prompt(job.messages, use_template=True)
+
     async def run(self, job: Job) -> Outcome:
         """Run the job on the worker thread (after the ones before it); admit() must have counted it."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, self._generate, job)
@@ -106,10 +113,7 @@ class Engine:
             if job.cancelled.is_set():  # the client left while it waited in the queue
                 return Outcome("", Stats(), "cancelled")
             pipeline, request = self.pipeline, job.request
-            if job.messages is None:
-                ids = pipeline.prompt([Message("user", job.prompt)], use_template=False)
-            else:
-                ids = pipeline.prompt(job.messages, use_template=True)
+            ids = self.prompt_ids(job)
             # The loop prefills all but the last prompt token; what the cache holds of them is not
             # evaluated again (the previous turn of a conversation, a shared system prompt).
             cached = pipeline.target_cache.reusable(ids[:-1])

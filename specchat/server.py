@@ -181,12 +181,14 @@ class Api:
     async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
         if parsed.model is not None:
             self._check_model(parsed.model)
+        job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
+        if parsed.stream:  # its status line goes out before the generation starts: measure the prompt first
+            await self._check_length(job)
         try:
             self.engine.admit()
         except QueueFull:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
-        job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
         if parsed.stream:
             return self._stream_response(request, job, chat, parsed.include_usage)
         task = self._start(job)
@@ -201,6 +203,18 @@ class Api:
         extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
         return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
                                   reason, extra))  # fmt: skip
+
+    async def _check_length(self, job: Job) -> None:
+        """A prompt longer than the context is a 400 whether or not the request streams (llama.cpp
+        would refuse it later, after a streamed request's status 200 was sent)."""
+        try:
+            ids = await asyncio.get_running_loop().run_in_executor(None, self.engine.prompt_ids, job)
+        except SpecchatError as exc:  # a template that fails: as when it fails in the generation
+            raise ApiError(500, exc.message, "server_error", "generation_failed") from None
+        n_ctx = self.pipeline.target.n_ctx
+        if len(ids) >= n_ctx:
+            message = f"the prompt has {len(ids)} tokens but the context holds {n_ctx}"
+            raise ApiError(400, message, code="context_length_exceeded")
 
     def _start(self, job: Job) -> asyncio.Task:
         """The generation as a task; its queue place is given back when the worker is done with it,

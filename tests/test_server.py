@@ -259,6 +259,17 @@ def test_what_the_server_cannot_do_is_refused_not_ignored(server):
     assert answered.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, stream):
+    """The official client gets BadRequestError context_length_exceeded, also when it asked for a stream
+    (before, that was a 200 whose only event was the error), and the server answers the next request."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        ask(server.client(), "x" * 200_000, stream=stream)
+    assert refused.value.code == "context_length_exceeded"
+    assert "context holds" in refused.value.message
+    assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
 def test_one_model_through_the_client(server):
     """models.retrieve(id) is GET /v1/models/{id}: the served model under any name it answers to, else a 404."""
     client = server.client()
