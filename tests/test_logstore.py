@@ -147,6 +147,8 @@ def test_logs_search_filter_and_text_view(files):
     assert "you › about mutexes" not in text
     empty = invoke("logs", "-q", "nowhere")
     assert empty.exit_code == 0 and empty.stdout == "" and "no logged reply matches" in empty.stderr
+    for as_json in ([], ["--json"]):  # a conversation that is not there: an error, as for run --cid
+        assert_one_line_error(invoke("logs", "--cid", "9", *as_json), 1, "no conversation 9 in the log")
 
 
 def test_logs_preview_clips_long_replies(files):
