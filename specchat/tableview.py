@@ -128,7 +128,8 @@ def bench_table(result) -> Table:
 
 def cost_table(costs, ks) -> Table:
     """costmodel.Costs as measured by the bench: step times and the ratios c and v(n)."""
-    table = Table(title="cost model measured on this machine", title_justify="left")
+    table = Table(title="cost model measured on this machine", title_justify="left", caption_justify="left")
+    table.caption = f"batches measured up to {max(costs.verify)}"
     table.add_column("quantity")
     table.add_column("value", justify="right")
     step = costs.calibrated_step_s
@@ -139,7 +140,22 @@ def cost_table(costs, ks) -> Table:
     for n in sorted(costs.verify):
         if n in (1, 2, 3, 5, 9, 16) or n - 1 in ks:
             table.add_row(f"v({n}) = batch of {n} / target step", f"{costs.v(n):.2f}")
+    for drafter in ceiling_drafters(costs):
+        table.add_row(f"{drafter}, every guess right", ceiling(costs, drafter))
     return table
+
+
+def ceiling_drafters(costs) -> list[str]:
+    return ["lookup"] if costs.c is None else ["lookup", "draft model"]
+
+
+def ceiling(costs, drafter: str) -> str:
+    """What perfect guesses would give within the measured batch sizes: why a CPU, where a batch of 16 costs
+    several target steps, cannot reach a GPU's gains."""
+    from .costmodel import LOOKUP_STEP
+
+    batch, speedup = costs.ceiling(LOOKUP_STEP if drafter == "lookup" else costs.c)
+    return f"at most {speedup:.2f}x (batch of {batch})" if batch > 1 else "1.00x (drafting never pays)"
 
 
 def tune_table(title: str, estimates) -> Table:
@@ -159,6 +175,8 @@ def print_tune(console: Console, title: str, tuning, estimates, path, previous=N
     if previous is not None:
         state = "measured under load" if previous.costs.busy else "stale" if previous.stale else previous.source
         console.print(f"saved: {cost_summary(previous.costs)} ({state})", highlight=False)
+    ceilings = ", ".join(f"{d} {ceiling(tuning.costs, d)}" for d in ceiling_drafters(tuning.costs))
+    console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
     console.print(f"on this machine auto starts from: {verdict}; saved to {path}", highlight=False)

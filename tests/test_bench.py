@@ -61,6 +61,7 @@ def test_bench_json_has_every_field(bench_run):
     assert meta["settings"]["ks"] == [1, 3] and meta["settings"]["reps"] == 2
     cost = data["cost_model"]
     assert cost["c"] > 0 and set(cost["v"]) == {str(n) for n in range(1, 17)}
+    assert set(cost["ceiling"]) == {"lookup", "draft_model"} and cost["ceiling"]["lookup"] >= 1.0
     assert data["peak_rss_mb"] > 0
     variants = {(row["category"], row["variant"]) for row in data["summary"]}
     names = ("target", "k=1", "k=3", "ngram k=8", "auto")  # default --modes spec,ngram,auto
@@ -193,6 +194,7 @@ def test_table_on_stdout_with_cost_model(fake_pair):
     out = result.stdout
     assert "specchat bench" in out and "cost model measured on this machine" in out
     assert "c = draft step / target step" in out and "v(3) = batch of 3" in out
+    assert "lookup, every guess right" in out and "draft model, every guess right" in out and "at most" in out
     assert "lossless check: 2 greedy outputs vs target alone: 2 equal" in out
     assert "measuring the cost model" in result.stderr
 

@@ -116,6 +116,20 @@ def test_gpu_like_costs_draft_long():
     assert k >= 6 and speed > 3.0
 
 
+@pytest.mark.parametrize(
+    ("verify", "step", "expected"),
+    [
+        ({1: 1.0, 2: 1.8, 16: 8.0, 64: 24.0}, 5e-4, (64, 64 / (63 * 5e-4 + 24.0))),  # a 2-core CPU: under 3x
+        ({1: 1.0, 16: 1.05, 64: 1.6}, 0.1, (64, 64 / (63 * 0.1 + 1.6))),  # a GPU: a draft model 8x
+        ({1: 1.0, 2: 1.9, 4: 3.8}, 0.9, (1, 1.0)),  # a draft step nearly a target step: never pays
+    ],
+)
+def test_ceiling_is_the_speedup_of_perfect_guesses(verify, step, expected):
+    """What drafting could give if every guess held, over the measured sizes (tune and bench show it)."""
+    batch, speedup = Costs(verify, None, 0.04, 0.04).ceiling(step)
+    assert (batch, speedup) == (expected[0], pytest.approx(expected[1]))
+
+
 def test_expected_tokens_matches_the_closed_form():
     a, k = 0.7, 5
     assert expected_tokens([a] * k)[k] == pytest.approx((1 - a ** (k + 1)) / (1 - a))

@@ -72,3 +72,4 @@ def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
     saved = next(line for line in lines if line.startswith("saved:"))
     assert "target step" in now and "v(16) = " in now
     assert "target step 1.0 ms" in saved and "v(2) = 1.02" in saved
+    assert any(line.startswith("if every guess were right: lookup ") for line in lines)
