@@ -53,6 +53,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
 )
 HINT = "move the file aside (a new log is started), or run with --no-log"
+SQLITE_MAX = 2**63 - 1  # SQLite's INTEGER is 64-bit: a larger Python int cannot even be bound
 
 
 class LogError(SpecchatError):
@@ -144,10 +145,16 @@ def latest(path: Path) -> int:
     return int(row[0])
 
 
+def _storable(cid: int) -> bool:
+    """Whether SQLite can hold this id: no conversation has one that it cannot (--cid 99999999999999999999)."""
+    return -SQLITE_MAX - 1 <= cid <= SQLITE_MAX
+
+
 def load(path: Path, cid: int) -> Conversation:
     """A logged conversation's system prompt and messages."""
     with reading(path) as conn:
-        head = conn and conn.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
+        query = conn if _storable(cid) else None
+        head = query and query.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
         rows = conn.execute(
             "SELECT role, content, interrupted FROM messages WHERE conversation_id = ? ORDER BY id", (cid,)
         ).fetchall() if head else []  # fmt: skip
@@ -171,6 +178,9 @@ SEARCH = " AND (m.content LIKE :like ESCAPE '\\' OR prompt LIKE :like ESCAPE '\\
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
     """The most recent replies (oldest first), each with its prompt; query: a substring of either."""
     sql = REPLIES + (SEARCH if query else "") + " ORDER BY m.id DESC LIMIT :limit"
+    if cid is not None and not _storable(cid):
+        return []
+    limit = min(limit, SQLITE_MAX)
     like = "%" + (query or "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     with reading(path) as conn:
         rows = conn.execute(sql, {"cid": cid, "like": like, "limit": limit}).fetchall() if conn else []

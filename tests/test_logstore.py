@@ -84,6 +84,15 @@ def test_unknown_cid_and_nothing_to_continue_are_one_line_errors(files):
     assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
 
 
+def test_an_id_or_count_too_large_for_sqlite_is_not_an_internal_error(files):
+    """--cid/-n beyond SQLite's 64-bit INTEGER used to end in "internal error: OverflowError"."""
+    ok(invoke("run", *files, "hi"))
+    huge = str(2**64)
+    assert_one_line_error(invoke("run", *files, "--cid", huge, "hi"), 1, f"no conversation {huge} in the log")
+    assert_one_line_error(invoke("logs", "--cid", huge), 1, f"no conversation {huge} in the log")
+    assert len(json.loads(ok(invoke("logs", "--json", "-n", huge)))) == 1
+
+
 def test_no_log_flag_and_environment_write_nothing(files, monkeypatch):
     ok(invoke("run", *files, "--no-log", "hi"))
     monkeypatch.setenv("SPECCHAT_NO_LOG", "1")
@@ -250,6 +259,8 @@ def test_chat_logs_turns_and_load_id_continues_them(chat):
     assert count_messages(log_file()) == [(1, 6)]
     later.command("/load 99")
     assert "no conversation 99 in the log" in said(later) and len(later.conversation.messages) == 6
+    later.command(f"/load {2**64}")  # beyond SQLite's INTEGER: used to end the chat with an OverflowError
+    assert f"no conversation {2**64} in the log" in said(later) and len(later.conversation.messages) == 6
 
 
 def test_save_then_load_file_is_logged_as_a_new_conversation(chat, tmp_path):
