@@ -226,7 +226,7 @@ class Recorder:
     def load(self, what: str) -> tuple[Conversation, str]:
         """/load: a logged conversation by id, or a file saved with /save FILE.json (logged as a new
         conversation, whole, with the next reply). Raises LogError or TranscriptError."""
-        if what.isdigit():
+        if what.isdecimal():  # not isdigit: int() refuses "²"
             return self.attach(int(what)), f"conversation {what}"
         try:
             loaded = load_conversation(Path(what).expanduser())

@@ -161,14 +161,14 @@ class ChatSession:
                 self.console.print(line)
 
     def _cmd_k(self, arg: str) -> None:
-        if not arg.isdigit() or not 1 <= int(arg) <= MAX_K:
+        if not arg.isdecimal() or not 1 <= int(arg) <= MAX_K:
             self._say(f"usage: /k N with N from 1 to {MAX_K}", "yellow")
             return
         self.settings.k = int(arg)
         self._say(f"draft length k = {self.settings.k} ({self.settings.label})")
 
     def _cmd_max(self, arg: str) -> None:
-        if not arg.isdigit():
+        if not arg.isdecimal():
             self._say("usage: /max N (tokens per reply; 0 = no limit)", "yellow")
             return
         self.settings.max_tokens = int(arg)

@@ -34,6 +34,15 @@ def test_k_temp_spec_rejected_commands():
     assert chat.command("/rejected off") and not chat.settings.show_rejected
 
 
+def test_digits_that_int_refuses_are_a_usage_line_not_a_crash():
+    """'²'.isdigit() is True but int('²') raises: /k ², /max ² and /load ² ended the chat with an internal error."""
+    chat, out = session()
+    assert chat.command("/k ²") and chat.command("/max ²") and chat.command("/load ²")
+    assert chat.settings.k is None and chat.settings.max_tokens == 0
+    said = out.getvalue()
+    assert "usage: /k N" in said and "usage: /max N" in said and "cannot read ²" in said
+
+
 def test_spec_on_without_draft_is_refused():
     chat, out = session(drafter=False)
     chat.settings.spec = False
