@@ -255,8 +255,12 @@ class ChatSession:
 
 def read_prompt(argument: str | None, *, chat: bool) -> str | None:
     """A one-shot prompt: piped stdin, then the argument (a blank line between them). None: neither was
-    given and `chat` (a terminal on both ends) allows the interactive chat; otherwise a usage error."""
-    piped = _read_stdin()
+    given and `chat` (a terminal on both ends) allows the interactive chat; otherwise a usage error.
+    An argument `-` names stdin, as for cat: the prompt is stdin alone (read from a terminal too)."""
+    dash = argument == "-"
+    if dash:
+        argument, chat = None, False
+    piped = _read_stream() if dash else _read_stdin()
     text = "\n\n".join(part for part in (piped, argument) if part is not None and part.strip())
     if text.strip():
         return text
@@ -268,7 +272,14 @@ def read_prompt(argument: str | None, *, chat: bool) -> str | None:
 
 
 def _read_stdin() -> str | None:
+    """Piped or redirected stdin (None: a terminal, or none)."""
     if sys.stdin is None or sys.stdin.isatty():
+        return None
+    return _read_stream()
+
+
+def _read_stream() -> str | None:
+    if sys.stdin is None:
         return None
     data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     if len(data) > MAX_STDIN_BYTES:

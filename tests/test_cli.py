@@ -146,6 +146,15 @@ def test_stdin_then_argument(files):
     assert "[spec k=4]" in result.stderr and "accepted" in result.stderr
 
 
+def test_a_dash_prompt_is_stdin_alone(files):
+    """`cat notes | specchat run -` sent the notes plus a literal "-" (and `specchat run - </dev/null`
+    answered the prompt "-"): a dash names stdin, as for cat."""
+    result = invoke("run", *files, "--mode", "target", "-", input="Context: the sky.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == reply_to("Context: the sky.") + "\n"
+    assert_one_line_error(invoke("run", *files, "-", input=""), 2, "the prompt is empty")
+
+
 def test_json_has_text_settings_and_stats(files):
     payload = run_json(*files, "--mode", "spec", "--json", "-n", "12", input="Name three prime numbers.")
     assert payload["text"] == reply_to("Name three prime numbers.")[:12]

@@ -40,7 +40,7 @@ from .app import (
 def run(
     ctx: typer.Context,
     prompt: Annotated[
-        str | None, typer.Argument(help="The prompt. Piped stdin comes first, then this.", callback=utf8_text)
+        str | None, typer.Argument(help="The prompt (- : stdin alone). Piped stdin comes first.", callback=utf8_text)
     ] = None,
     pair: Pair = None,
     target: Target = None,
