@@ -418,6 +418,16 @@ def test_verify_names_the_bad_file_and_keeps_the_rest(fake_pair_env):
     assert bad.exists() and (tmp_path / "models" / "faketarget.gguf").exists()  # nothing removed
 
 
+def test_verify_names_a_file_of_the_wrong_size_rather_than_calling_it_absent(fake_pair_env):
+    tmp_path, _index = fake_pair_env
+    assert invoke("pull", "fake").exit_code == 0
+    bad = tmp_path / "models" / "fakedraft.gguf"
+    bad.write_bytes(bad.read_bytes()[:100])  # truncated
+    result = invoke("models", "--verify")
+    assert result.exit_code == 1
+    assert "fakedraft.gguf has 100 bytes" in result.stderr and bad.exists()
+
+
 def test_interrupted_pull_then_pull_again(fake_pair_env):
     """A pull that died half-way (its partial file left behind) is restarted cleanly by the next pull."""
     tmp_path, _index = fake_pair_env
