@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import download, modes
@@ -43,7 +43,7 @@ class Choice:
     """What speculates: the draft model with k tokens, or draftless n-gram lookup; and why."""
 
     method: str  # "draft" | "ngram"
-    k: int
+    k: int | None  # None: the server picks its own draft lengths (llama-server's ngram-mod)
     why: str
 
 
@@ -201,6 +201,12 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
         notes = [
             "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds call them --draft-max"
         ]
+        if choice.method == "ngram":  # it has no flag for a length: saying k = 8 would be untrue
+            if k is not None:
+                notes.append(
+                    f"-k {k} is not used: {NGRAM_TYPE} chooses its own draft lengths (48-64 once 24 tokens match)"
+                )
+            choice = replace(choice, k=None)
     else:
         argv, notes = vllm(files, choice, ctx=ctx)
         if mode == "auto" and choice.method == "ngram" and files.draft is not None:

@@ -64,6 +64,18 @@ def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
     assert "cannot pay here" in result.stderr and "0.70 target steps" in result.stderr  # says which and why
 
 
+def test_llama_server_ngram_has_no_draft_length_to_report(fake_models):
+    """ngram-mod picks its own lengths and has no flag for one: the JSON says k null, and a -k given is named
+    as unused, not reported as if it had been passed."""
+    target, _draft = fake_models
+    common = ["--to", "llama-server", "--target", str(target), "--mode", "ngram"]
+    as_json = run_export(*common, "--json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout)["speculation"]["k"] is None, as_json.output
+    result = run_export(*common, "-k", "3")
+    assert result.exit_code == 0 and "-k 3 is not used" in result.stderr
+    assert "3" not in shlex.split(result.stdout)
+
+
 def test_no_tuning_is_a_default_with_a_hint(fake_models):
     target, draft = fake_models
     result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft))
