@@ -25,6 +25,11 @@ EMA = 0.1  # weight of one new timing in the online scale
 LOOKUP_STEP = 5e-4  # a lookup-drafted token in target steps (a dictionary lookup next to a forward pass)
 DRIFT = 1.25  # the step time moved by more than this factor: the saved calibration is stale
 DRIFT_ROUNDS = 32  # ... judged over at least this many rounds
+# ... at most this far into the text: beyond, a step is slower because attention reads a longer cache
+# (on the Zen 4 a single step took 1.37x the calibrated one at 2,935 tokens, 1.03-1.12x at 290-450), which
+# measuring again (after the same ~100-token text) cannot change: every run on a long prompt would
+# otherwise mark the calibration stale and the next start would spend seconds measuring it again.
+DRIFT_CONTEXT = 1024
 BUSY_SHARE = 0.25  # other processes used more than this share of the CPUs while we measured: "busy"
 AGREE = 0.1  # two timings of a batch size within this share of each other: settled (see measure)
 EXTRA_REPEATS = 2  # ... else it is timed again, at most this many more times
@@ -54,6 +59,8 @@ class Costs:
     calibrated_step_s: float = 0.0  # ... as the calibration measured it
     busy: bool = False  # measured while other processes used the CPUs
     rounds_seen: int = 0
+    near_step_s: float = 0.0  # step_s from rounds within DRIFT_CONTEXT tokens only: what drift is judged on
+    near_rounds: int = 0
 
     @classmethod
     def from_seconds(cls, verify_s: dict[int, float], draft_step_s: float | None = None, **extra) -> Costs:
@@ -136,13 +143,17 @@ class Costs:
 
     # -- keeping the scale current -------------------------------------------------------------------
 
-    def observe_verify(self, n: int, seconds: float) -> None:
-        """A verify batch of n tokens took `seconds`: one sample of seconds per target step."""
+    def observe_verify(self, n: int, seconds: float, context: int = 0) -> None:
+        """A verify batch of n tokens after `context` tokens took `seconds`: one sample of seconds per
+        target step."""
         if n not in self.verify or seconds <= 0:
             return
         sample = seconds / self.verify[n]
         self.step_s = sample if self.step_s <= 0 else (1 - EMA) * self.step_s + EMA * sample
         self.rounds_seen += 1
+        if context <= DRIFT_CONTEXT:
+            self.near_step_s = sample if self.near_step_s <= 0 else (1 - EMA) * self.near_step_s + EMA * sample
+            self.near_rounds += 1
 
     def observe_draft(self, steps: int, seconds: float) -> None:
         """Draft steps are timed in the same rounds as verifies, so their ratio is like for like."""
@@ -163,8 +174,10 @@ class Costs:
 
     @property
     def drifted(self) -> bool:
-        """The machine runs at another speed than when calibrated: the calibration should be taken again."""
-        return self.rounds_seen >= DRIFT_ROUNDS and not 1 / DRIFT <= self.drift <= DRIFT
+        """The machine runs at another speed than when calibrated, judged where the text is as short as a
+        calibration's (DRIFT_CONTEXT): the calibration should be taken again."""
+        near = self.near_step_s / self.calibrated_step_s if self.calibrated_step_s > 0 and self.near_step_s > 0 else 1.0
+        return self.near_rounds >= DRIFT_ROUNDS and not 1 / DRIFT <= near <= DRIFT
 
     def as_dict(self) -> dict:
         return {

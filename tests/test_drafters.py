@@ -145,6 +145,26 @@ def test_costs_interpolate_and_rescale_every_size_together():
     assert costs.step_s == pytest.approx(0.08, rel=0.02) and costs.drifted
 
 
+def test_slow_steps_deep_into_a_long_text_are_not_drift():
+    """Beyond DRIFT_CONTEXT a step is slower because attention reads a longer cache; measuring again after
+    a short text would find the same costs, so those rounds rescale the costs but never mark them stale."""
+    costs = Costs({1: 1.0, 5: 3.0}, None, 0.04, 0.04)
+    for _ in range(50):
+        costs.observe_verify(1, 0.06, context=3000)  # 1.5x the calibrated step, 3,000 tokens in
+    assert costs.step_s == pytest.approx(0.06, rel=0.02) and not costs.drifted
+    for _ in range(50):
+        costs.observe_verify(1, 0.06, context=300)  # as slow where the text is short: the machine changed
+    assert costs.drifted
+
+
+def test_auto_tells_the_costs_how_far_into_the_text_a_round_was():
+    auto = AutoDrafter(linear_costs(0.5), [NgramDrafter()])
+    context = list(range(3000))
+    for _ in range(40):
+        one_round(auto, context, lambda draft: [7, 8])
+    assert auto.costs.rounds_seen >= 40 and auto.costs.near_rounds == 0
+
+
 def test_acceptance_learns_and_the_cautious_estimate_is_below_the_optimistic_one():
     arm = Acceptance(prior=0.5)
     cautious, hopeful = arm.rates(1, 1.0)[0], arm.rates(1, -1.0)[0]

@@ -257,7 +257,7 @@ class AutoDrafter:
 
     def learn(self, outcome: Outcome) -> None:
         draft = outcome.draft
-        self.costs.observe_verify(len(draft) + 1, outcome.verify_s)
+        self.costs.observe_verify(len(draft) + 1, outcome.verify_s, outcome.at)
         # A draft model that stopped before keeping any guess still drafted: its round is its own.
         source = draft.source if len(draft) else self._source
         model = next((d for d in self.drafters if d.uses_model and d.name == source), None)
