@@ -29,6 +29,7 @@ from .outputs import Request as Ask
 from .runtime import Pipeline
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
+from .speculative import check_fits
 
 BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
 
@@ -209,12 +210,11 @@ class Api:
         would refuse it later, after a streamed request's status 200 was sent)."""
         try:
             ids = await asyncio.get_running_loop().run_in_executor(None, self.engine.prompt_ids, job)
+            check_fits(len(ids), self.pipeline.target.n_ctx)
+        except ContextFullError as exc:
+            raise ApiError(400, exc.message, code="context_length_exceeded") from None
         except SpecchatError as exc:  # a template that fails: as when it fails in the generation
             raise ApiError(500, exc.message, "server_error", "generation_failed") from None
-        n_ctx = self.pipeline.target.n_ctx
-        if len(ids) >= n_ctx:
-            message = f"the prompt has {len(ids)} tokens but the context holds {n_ctx}"
-            raise ApiError(400, message, code="context_length_exceeded")
 
     def _start(self, job: Job) -> asyncio.Task:
         """The generation as a task; its queue place is given back when the worker is done with it,

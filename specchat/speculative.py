@@ -169,11 +169,7 @@ def speculative_decode(
     if not isinstance(target, CachedModel):
         target = CachedModel(target)
     n_ctx = target.model.n_ctx
-    if len(prompt) >= n_ctx:
-        raise ContextFullError(
-            f"the prompt has {len(prompt)} tokens but the context holds {n_ctx}",
-            hint="shorten the prompt or raise --ctx",
-        )
+    check_fits(len(prompt), n_ctx)
     if not prompt:
         raise ValueError("speculative_decode needs at least one prompt token")
     stats = Stats(prompt_tokens=len(prompt))
@@ -224,6 +220,15 @@ def speculative_decode(
         stats.stop_reason = "interrupted"
     stats.total_s = clock() - start
     return tokens[len(prompt) :], stats
+
+
+def check_fits(prompt_tokens: int, n_ctx: int) -> None:
+    """ContextFullError unless a prompt of this many tokens leaves room for a reply in the context."""
+    if prompt_tokens >= n_ctx:
+        raise ContextFullError(
+            f"the prompt has {prompt_tokens} tokens but the context holds {n_ctx}",
+            hint="shorten the prompt or raise --ctx",
+        )
 
 
 def _drop_foreign_ids(draft: Draft, n_vocab: int) -> None:
