@@ -152,14 +152,16 @@ def _storable(cid: int) -> bool:
 
 def load(path: Path, cid: int) -> Conversation:
     """A logged conversation's system prompt and messages."""
+    missing = LogError(f"no conversation {cid} in the log", hint="`specchat logs` lists the conversations")
+    if not _storable(cid):
+        raise missing
     with reading(path) as conn:
-        query = conn if _storable(cid) else None
-        head = query and query.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
+        head = conn and conn.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
         rows = conn.execute(
             "SELECT role, content, interrupted FROM messages WHERE conversation_id = ? ORDER BY id", (cid,)
         ).fetchall() if head else []  # fmt: skip
     if not head:
-        raise LogError(f"no conversation {cid} in the log", hint="`specchat logs` lists the conversations")
+        raise missing
     messages = [Message(row["role"], row["content"], bool(row["interrupted"])) for row in rows]
     return Conversation(head["system"], messages)
 
