@@ -115,6 +115,11 @@ class Costs:
         k, speedup = self.best_length([1.0] * (max(self.verify) - 1), step_cost)
         return k + 1, speedup
 
+    def ceilings(self) -> dict[str, tuple[int, float]]:
+        """ceiling() for prompt lookup and, where measured, the draft model."""
+        steps = {"lookup": LOOKUP_STEP, "draft model": self.draft_step}
+        return {name: self.ceiling(step) for name, step in steps.items() if step is not None}
+
     def draft_on(
         self, chances: Sequence[float], k: int, step_cost: float, fixed: float, ahead: Sequence[float]
     ) -> int | None:
@@ -185,12 +190,8 @@ class Costs:
             "c": round(self.draft_step, 4) if self.draft_step is not None else None,
             "v": {str(n): round(v, 4) for n, v in sorted(self.verify.items())},
             "busy": self.busy,
-            # speedup if every guess held, over the measured sizes: lookup, and the draft model where measured
-            "ceiling": {
-                name: round(self.ceiling(step)[1], 3)
-                for name, step in (("lookup", LOOKUP_STEP), ("draft_model", self.draft_step))
-                if step is not None
-            },
+            # the speedup if every guess held, over the measured sizes
+            "ceiling": {name.replace(" ", "_"): round(speedup, 3) for name, (_, speedup) in self.ceilings().items()},
         }
 
 

@@ -142,21 +142,14 @@ def cost_table(costs, ks) -> Table:
     for n in sorted(costs.verify):
         if n in (1, 2, 3, 5, 9, 16) or n - 1 in ks:
             table.add_row(f"v({n}) = batch of {n} / target step", f"{costs.v(n):.2f}")
-    for drafter in ceiling_drafters(costs):
-        table.add_row(f"{drafter}, every guess right", ceiling(costs, drafter))
+    for drafter, (batch, speedup) in costs.ceilings().items():
+        table.add_row(f"{drafter}, every guess right", ceiling(batch, speedup))
     return table
 
 
-def ceiling_drafters(costs) -> list[str]:
-    return ["lookup"] if costs.c is None else ["lookup", "draft model"]
-
-
-def ceiling(costs, drafter: str) -> str:
+def ceiling(batch: int, speedup: float) -> str:
     """What perfect guesses would give within the measured batch sizes: why a CPU, where a batch of 16 costs
     several target steps, cannot reach a GPU's gains."""
-    from .costmodel import LOOKUP_STEP
-
-    batch, speedup = costs.ceiling(LOOKUP_STEP if drafter == "lookup" else costs.c)
     return f"at most {speedup:.2f}x (batch of {batch})" if batch > 1 else "1.00x (drafting never pays)"
 
 
@@ -177,7 +170,7 @@ def print_tune(console: Console, title: str, tuning, estimates, path, previous=N
     if previous is not None:
         state = "measured under load" if previous.costs.busy else "stale" if previous.stale else previous.source
         console.print(f"saved: {cost_summary(previous.costs)} ({state})", highlight=False)
-    ceilings = ", ".join(f"{d} {ceiling(tuning.costs, d)}" for d in ceiling_drafters(tuning.costs))
+    ceilings = ", ".join(f"{drafter} {ceiling(*best)}" for drafter, best in tuning.costs.ceilings().items())
     console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
