@@ -305,6 +305,10 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as exc:
         raise DownloadError(f"cannot run pip: {exc.strerror}", hint="install pip in this environment") from None
+    except KeyboardInterrupt:  # pip may have finished the wheel just before: it must not stay in the cache
+        for wheel in set(dest.glob("*.whl")) - before:
+            wheel.unlink(missing_ok=True)
+        raise
     if done.returncode != 0 and "No module named pip" in done.stderr:
         raise _no_pip()
     if done.returncode != 0:

@@ -108,6 +108,21 @@ def test_pip_failure_hint_says_whether_the_disk_or_the_index_failed(tmp_path, mo
     assert pip_says in err.value.message and hint in err.value.hint
 
 
+def test_ctrl_c_while_pip_runs_leaves_no_wheel_behind(tmp_path, monkeypatch):
+    """pip may finish the wheel just before Ctrl-C reaches specchat: that wheel is removed, one that was
+    there before is kept."""
+    (tmp_path / "older-1-py3-none-any.whl").write_bytes(b"kept")
+
+    def pip_then_ctrl_c(*args, **kwargs):
+        (tmp_path / "specchat_test_chunk_part1-1-py3-none-any.whl").write_bytes(b"just written")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(download.subprocess, "run", pip_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        download._pip_download("specchat-test-chunk-part1==1", tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["older-1-py3-none-any.whl"]
+
+
 def test_offline_without_file_says_how(mirror_env, monkeypatch):
     spec, _, _ = mirror_env
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
