@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .chat import Message
 from .outputs import Request
 from .runtime import Pipeline, Update
-from .speculative import Stats
+from .speculative import Stats, check_fits
 
 
 class QueueFull(Exception):
@@ -73,6 +73,7 @@ class Job:
         self.scanner = StopScanner(stops)
         self.cancelled = threading.Event()
         self.on_text: Callable[[str], None] | None = None  # set by streaming requests; called on the worker
+        self.ids: list[int] | None = None  # the prompt's tokens, once measured (Engine.measure)
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -86,6 +87,8 @@ class Engine:
         self.max_queue = max_queue
         self.lock = threading.Lock()  # the one generation running; the single worker also serialises
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specchat-engine")
+        # Prompts of admitted requests are measured one at a time, beside the generation.
+        self.tokenizer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specchat-tokenize")
         self.waiting = 0  # requests admitted and not yet finished (touched on the event loop only)
 
     def admit(self) -> None:
@@ -97,9 +100,14 @@ class Engine:
     def release(self) -> None:
         self.waiting -= 1
 
-    def prompt_ids(self, job: Job) -> list[int]:
-        """The job's prompt as token ids. Reads only the vocabulary and the template, so it may run
-        beside a generation (llama-server tokenizes in its HTTP threads too)."""
+    async def measure(self, job: Job) -> None:
+        """Tokenize the job's prompt and check that it fits the context (ContextFullError), before the
+        request is answered with a status line. On its own thread, beside a generation: it reads only the
+        vocabulary and the template (llama-server tokenizes in its HTTP threads too)."""
+        job.ids = await asyncio.get_running_loop().run_in_executor(self.tokenizer, self._prompt_ids, job)
+        check_fits(len(job.ids), self.pipeline.target.n_ctx)
+
+    def _prompt_ids(self, job: Job) -> list[int]:
         if job.messages is None:
             return self.pipeline.prompt([Message("user", job.prompt)], use_template=False)
         return self.pipeline.prompt(job.messages, use_template=True)
@@ -113,7 +121,7 @@ class Engine:
             if job.cancelled.is_set():  # the client left while it waited in the queue
                 return Outcome("", Stats(), "cancelled")
             pipeline, request = self.pipeline, job.request
-            ids = self.prompt_ids(job)
+            ids = job.ids if job.ids is not None else self._prompt_ids(job)
             # The loop prefills all but the last prompt token; what the cache holds of them is not
             # evaluated again (the previous turn of a conversation, a shared system prompt).
             cached = pipeline.target_cache.reusable(ids[:-1])
@@ -150,4 +158,5 @@ class Engine:
                 job.on_text(text)
 
     def close(self) -> None:
+        self.tokenizer.shutdown(wait=True, cancel_futures=True)
         self.worker.shutdown(wait=True, cancel_futures=True)

@@ -29,7 +29,6 @@ from .outputs import Request as Ask
 from .runtime import Pipeline
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
-from .speculative import check_fits
 
 BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
 
@@ -182,14 +181,17 @@ class Api:
     async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
         if parsed.model is not None:
             self._check_model(parsed.model)
-        job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
-        if parsed.stream:  # its status line goes out before the generation starts: measure the prompt first
-            await self._check_length(job)
         try:
             self.engine.admit()
         except QueueFull:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
+        job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
+        try:  # before any status line: a prompt longer than the context is a 400, streamed or not
+            await self._measure(job)
+        except BaseException:
+            self.engine.release()
+            raise
         if parsed.stream:
             return self._stream_response(request, job, chat, parsed.include_usage)
         task = self._start(job)
@@ -205,12 +207,11 @@ class Api:
         return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
                                   reason, extra))  # fmt: skip
 
-    async def _check_length(self, job: Job) -> None:
-        """A prompt longer than the context is a 400 whether or not the request streams (llama.cpp
-        would refuse it later, after a streamed request's status 200 was sent)."""
+    async def _measure(self, job: Job) -> None:
+        """The prompt's tokens, checked against the context before the request waits for the engine or
+        gets a status line (a streamed one's would already say 200 when the loop refused it)."""
         try:
-            ids = await asyncio.get_running_loop().run_in_executor(None, self.engine.prompt_ids, job)
-            check_fits(len(ids), self.pipeline.target.n_ctx)
+            await self.engine.measure(job)
         except ContextFullError as exc:
             raise ApiError(400, exc.message, code="context_length_exceeded") from None
         except SpecchatError as exc:  # a template that fails: as when it fails in the generation

@@ -300,6 +300,16 @@ def test_full_queue_is_503(guarded):
     assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
 
 
+def test_a_refused_long_prompt_gives_its_queue_place_back(guarded):
+    """With no queue behind the running request, a prompt longer than the context is refused (400, streamed
+    or not) and the next request is answered: the place it took while its prompt was measured is free."""
+    client = guarded.client(KEY)
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError):
+            ask(client, "x" * 200_000, stream=stream)
+    assert ask(client).choices[0].finish_reason == "stop"
+
+
 def test_requests_are_logged(server):
     prompt = "Log this one, please."
     reply = ask(server.client(), prompt, stop=["That"])
