@@ -133,3 +133,10 @@ def _render(engine: Engine, template: str, messages: list[dict]) -> str:
             f"the chat template of {engine.path.name} failed to render: {first}",
             hint="use --no-template to send the prompt as plain text",
         ) from None
+
+
+def whole_number(text: str, max_digits: int = 18) -> int | None:
+    """A number typed in the chat (/k, /max, /load ID), or None: ASCII digits only, and not too many.
+    str.isdigit() accepts "²", which int() refuses; isdecimal() accepts "٣", which int() reads as 3
+    while the user sees another character; and int() refuses more than 4,300 digits."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= min(max_digits, 4300) else None

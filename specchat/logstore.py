@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .chat import Conversation, Message
+from .chat import Conversation, Message, whole_number
 from .errors import SpecchatError
 from .paths import log_file
 from .transcript import TranscriptError, load_conversation
@@ -228,8 +228,9 @@ class Recorder:
     def load(self, what: str) -> tuple[Conversation, str]:
         """/load: a logged conversation by id, or a file saved with /save FILE.json (logged as a new
         conversation, whole, with the next reply). Raises LogError or TranscriptError."""
-        if what.isdecimal():  # not isdigit: int() refuses "²"
-            return self.attach(int(what)), f"conversation {what}"
+        cid = whole_number(what, max_digits=4300)  # an id SQLite cannot hold is 'no conversation N'
+        if cid is not None:
+            return self.attach(cid), f"conversation {cid}"
         try:
             loaded = load_conversation(Path(what).expanduser())
         except OSError as exc:

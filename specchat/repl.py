@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import modes
-from .chat import Message, fit_conversation
+from .chat import Message, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
 from .lineinput import make_reader, read_message
 from .logstore import Recorder
@@ -161,17 +161,19 @@ class ChatSession:
                 self.console.print(line)
 
     def _cmd_k(self, arg: str) -> None:
-        if not arg.isdecimal() or not 1 <= int(arg) <= MAX_K:
+        k = whole_number(arg)
+        if k is None or not 1 <= k <= MAX_K:
             self._say(f"usage: /k N with N from 1 to {MAX_K}", "yellow")
             return
-        self.settings.k = int(arg)
+        self.settings.k = k
         self._say(f"draft length k = {self.settings.k} ({self.settings.label})")
 
     def _cmd_max(self, arg: str) -> None:
-        if not arg.isdecimal():
+        tokens = whole_number(arg)
+        if tokens is None:
             self._say("usage: /max N (tokens per reply; 0 = no limit)", "yellow")
             return
-        self.settings.max_tokens = int(arg)
+        self.settings.max_tokens = tokens
         self._say(f"replies stop after {int(arg)} tokens" if int(arg) else "replies run to their end (no limit)")
 
     def _cmd_temp(self, arg: str) -> None:

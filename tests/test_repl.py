@@ -38,9 +38,12 @@ def test_digits_that_int_refuses_are_a_usage_line_not_a_crash():
     """'²'.isdigit() is True but int('²') raises: /k ², /max ² and /load ² ended the chat with an internal error."""
     chat, out = session()
     assert chat.command("/k ²") and chat.command("/max ²") and chat.command("/load ²")
+    many = "1" * 5000  # more digits than int() reads
+    assert chat.command(f"/k {many}") and chat.command(f"/max {many}") and chat.command(f"/load {many}")
+    assert chat.command("/k ٣")  # an Arabic-Indic 3: not taken as the 3 the user does not see
     assert chat.settings.k is None and chat.settings.max_tokens == 0
     said = out.getvalue()
-    assert "usage: /k N" in said and "usage: /max N" in said and "cannot read ²" in said
+    assert said.count("usage: /k N") == 3 and said.count("usage: /max N") == 2 and "cannot read ²" in said
 
 
 def test_spec_on_without_draft_is_refused():
