@@ -156,8 +156,9 @@ class Costs:
         sample = seconds / self.verify[n]
         self.step_s = sample if self.step_s <= 0 else (1 - EMA) * self.step_s + EMA * sample
         self.rounds_seen += 1
-        if context <= DRIFT_CONTEXT:
-            self.near_step_s = sample if self.near_step_s <= 0 else (1 - EMA) * self.near_step_s + EMA * sample
+        if context <= DRIFT_CONTEXT:  # from the calibrated step, as step_s: one odd first round fades
+            start = self.near_step_s or self.calibrated_step_s
+            self.near_step_s = sample if start <= 0 else (1 - EMA) * start + EMA * sample
             self.near_rounds += 1
 
     def observe_draft(self, steps: int, seconds: float) -> None:
@@ -174,7 +175,10 @@ class Costs:
 
     @property
     def steady(self) -> bool:
-        """The machine still runs at the speed it was calibrated at (judged after a few rounds)."""
+        """The machine still runs at the speed it was calibrated at (judged after a few rounds). Unlike
+        `drifted`, this counts rounds deep into a long text too, on purpose: where a step costs 1.4x the
+        calibrated one, the batch ratios may have moved as well, so auto drafts no further than its
+        drafters vouch for (auto._within_reach) until the text is short again."""
         return self.rounds_seen < 4 or 1 / DRIFT <= self.drift <= DRIFT
 
     @property

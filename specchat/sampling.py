@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import EngineError
+
 # Logit distances below the maximum within which top-k looks first (a softmax weight of e^-8 ... e^-32
 # relative to the best at temperature 1): k = 40 nearly always lies within the first.
 NEAR_MAX = (8.0, 16.0, 32.0)
@@ -38,7 +40,10 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     vocab = logits.shape[-1]
     keep = top_k_indices(logits, params.top_k) if 0 < params.top_k < vocab else np.arange(vocab)
     scaled = logits[keep].astype(np.float64) / params.temperature
-    scaled -= scaled.max()
+    top = scaled.max()  # NaN if any is NaN; -inf logits are fine (probability 0), +inf or NaN are not
+    if not np.isfinite(top):
+        raise EngineError("the model's output has no finite probabilities", hint="check the model file")
+    scaled -= top
     probs = np.exp(scaled)
     probs /= probs.sum()
     order = np.argsort(-probs, kind="stable")
@@ -59,6 +64,8 @@ def top_k_indices(logits: np.ndarray, k: int) -> np.ndarray:
     """The indices of the k largest logits. A partition of a whole 150k vocabulary costs over a
     millisecond a row, which a sampled verify batch pays per position: so the logits near the maximum
     are looked at first, and when k of them are that near, the k largest are among them."""
+    if not 0 < k < len(logits):
+        return np.arange(len(logits))
     top = logits.max()
     for margin in NEAR_MAX:
         near = np.flatnonzero(logits >= top - margin)
@@ -71,6 +78,8 @@ def draw(probs: np.ndarray, rng: np.random.Generator) -> int:
     """One draw from a (not necessarily normalised) non-negative vector. Only its non-zero entries are
     summed (a zero never changes a running sum, so the draw is the same as over the whole vector)."""
     support = np.flatnonzero(probs > 0)  # a boolean mask first: ten times faster than on the floats
+    if not len(support):  # nothing to draw from (the callers never pass such a vector)
+        raise ValueError("draw() from a vector with no positive entry")
     cumulative = np.cumsum(probs[support])
     index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
     return int(support[min(index, len(support) - 1)])

@@ -155,6 +155,11 @@ def test_slow_steps_deep_into_a_long_text_are_not_drift():
     for _ in range(50):
         costs.observe_verify(1, 0.06, context=300)  # as slow where the text is short: the machine changed
     assert costs.drifted
+    odd_start = Costs({1: 1.0, 5: 3.0}, None, 0.04, 0.04)
+    odd_start.observe_verify(1, 0.4, context=10)  # one hiccup of 10x in the first round, then as calibrated
+    for _ in range(40):
+        odd_start.observe_verify(1, 0.04, context=10)
+    assert not odd_start.drifted
 
 
 def test_auto_tells_the_costs_how_far_into_the_text_a_round_was():

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from specchat import sampling as sampling_module
+from specchat.errors import EngineError
 from specchat.sampling import (
     Sampler,
     SamplingParams,
@@ -172,6 +173,21 @@ def test_top_k_indices_are_the_k_largest(scale, k):
         logits[rng.integers(vocab)] += 100.0 * scale  # one far ahead of the rest
         expected = set(np.argsort(-logits, kind="stable")[:k].tolist())
         assert set(top_k_indices(logits, k).tolist()) == expected
+
+
+def test_top_k_indices_outside_one_to_the_vocabulary_keeps_every_index():
+    logits = np.array([0.5, 2.0, -1.0])
+    for k in (0, 3, 7):
+        assert sorted(top_k_indices(logits, k).tolist()) == [0, 1, 2]
+
+
+def test_a_row_with_no_finite_probability_is_an_engine_error_not_an_index_error():
+    """An infinite logit makes every probability NaN: a named error (one line in run, a 500 in serve)."""
+    for row in ([0.0, np.inf, 1.0], [0.0, np.nan, 1.0]):
+        with pytest.raises(EngineError, match="no finite probabilities"):
+            Sampler(SamplingParams(temperature=0.7, seed=1)).pick(np.array(row))
+    masked = np.array([0.0, -np.inf, 1.0])  # a masked token is simply never drawn
+    assert probabilities(masked, params())[1] == 0.0
 
 
 def test_draw_follows_an_unnormalised_vector_and_skips_zero_mass():
