@@ -94,17 +94,23 @@ def _message(item, index: int) -> Message:
 def _unsupported(data: dict) -> None:
     """Refuse what this server cannot do rather than answer as if it had: a client that asked for a tool
     call, a JSON schema or log-probabilities must not get plain text that looks like a success. The
-    values clients send by default (no tools, "text", false) pass."""
+    values clients send by default (no tools, "text", false) pass, and so do tools listed with
+    tool_choice "none" (agent frameworks list them on every request; "none" asks for plain text)."""
+    plain_text = data.get("tool_choice") == "none" or data.get("function_call") == "none"
+    logprobs, best_of = data.get("logprobs"), data.get("best_of")
     refusals = (
-        (bool(data.get("tools") or data.get("functions")), "'tools': tool calling is not supported"),
+        (bool(data.get("tools")) and not plain_text, "'tools': tool calling is not supported"),
+        (bool(data.get("functions")) and not plain_text, "'functions': function calling is not supported"),
         (data.get("tool_choice") not in (None, "none", "auto"), "'tool_choice': tool calling is not supported"),
+        (data.get("function_call") not in (None, "none", "auto"), "'function_call': function calling is not supported"),
         (
             (data.get("response_format") or {"type": "text"}) != {"type": "text"},
             '\'response_format\': only {"type": "text"} is supported (ask for JSON in the prompt)',
         ),
-        (bool(data.get("logprobs") or data.get("top_logprobs")), "'logprobs' are not supported"),
+        # chat's logprobs is true/false; a completion's is a count, and 0 still asks for the chosen token's
+        (not (logprobs is None or logprobs is False) or bool(data.get("top_logprobs")), "'logprobs' are not supported"),
         (bool(data.get("echo")), "'echo' is not supported"),
-        (data.get("best_of") not in (None, 1), "'best_of' must be 1: one choice per request is served"),
+        (best_of is True or best_of not in (None, 1), "'best_of' must be 1: one choice per request is served"),
         (bool(data.get("suffix")), "'suffix' (insertion) is not supported"),
     )
     for refused, message in refusals:

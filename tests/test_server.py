@@ -253,10 +253,13 @@ def test_what_the_server_cannot_do_is_refused_not_ignored(server):
         with pytest.raises(openai.BadRequestError) as refused:
             ask(client, **extra)
         assert refused.value.code == "unsupported_parameter", extra
-    with pytest.raises(openai.BadRequestError):
-        client.completions.create(model="target.fake.gguf", prompt="a", echo=True)
+    for extra in ({"echo": True}, {"logprobs": 0}):  # a completion's logprobs is a count: 0 still asks
+        with pytest.raises(openai.BadRequestError):
+            client.completions.create(model="target.fake.gguf", prompt="a", **extra)
     answered = ask(client, tools=[], tool_choice="none", response_format={"type": "text"}, logprobs=False)
     assert answered.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+    listed = ask(client, tools=[tool], tool_choice="none")  # agents list their tools on every request
+    assert listed.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
 @pytest.mark.parametrize("stream", [False, True])
