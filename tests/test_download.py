@@ -115,12 +115,13 @@ def test_ctrl_c_while_pip_runs_leaves_no_wheel_behind(tmp_path, monkeypatch):
 
     def pip_then_ctrl_c(*args, **kwargs):
         (tmp_path / "specchat_test_chunk_part1-1-py3-none-any.whl").write_bytes(b"just written")
+        (tmp_path / "another_pull-1-py3-none-any.whl").write_bytes(b"another pull's, at the same time")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(download.subprocess, "run", pip_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         download._pip_download("specchat-test-chunk-part1==1", tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["older-1-py3-none-any.whl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["another_pull-1-py3-none-any.whl", "older-1-py3-none-any.whl"]
 
 
 def test_offline_without_file_says_how(mirror_env, monkeypatch):
