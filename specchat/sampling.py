@@ -19,6 +19,9 @@ from .errors import EngineError
 # Logit distances below the maximum within which top-k looks first (a softmax weight of e^-8 ... e^-32
 # relative to the best at temperature 1): k = 40 nearly always lies within the first.
 NEAR_MAX = (8.0, 16.0, 32.0)
+# Shares of the best token's probability that top-p (without min-p) cuts at first, widening until the
+# tokens above the cut hold top_p of the mass.
+TOP_P_CUTS = (1e-2, 1e-4, 1e-8)
 
 
 @dataclass(frozen=True)
@@ -46,18 +49,37 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     scaled -= top
     probs = np.exp(scaled)
     probs /= probs.sum()
-    order = np.argsort(-probs, kind="stable")
-    sorted_probs = probs[order]
-    n_keep = len(order)
-    if params.top_p < 1.0:
-        # Keep the smallest prefix whose mass reaches top_p (at least one token).
-        n_keep = min(n_keep, int(np.searchsorted(np.cumsum(sorted_probs), params.top_p)) + 1)
-    if params.min_p > 0.0:
-        n_keep = min(n_keep, max(1, int(np.count_nonzero(sorted_probs >= params.min_p * sorted_probs[0]))))
-    chosen = order[:n_keep]
+    chosen = _top_p_min_p(probs, params)
     out = np.zeros(vocab, dtype=np.float64)
     out[keep[chosen]] = probs[chosen] / probs[chosen].sum()  # normalised before it is spread over the vocabulary
     return out
+
+
+def _top_p_min_p(probs: np.ndarray, params: SamplingParams) -> np.ndarray:
+    """Indices into `probs` that top-p (the smallest most-probable set whose mass reaches top_p) and min-p
+    (no token below min_p times the best) keep, the most probable first, as if the whole vector were
+    sorted. Only a prefix of that order is sorted: the tokens within min-p of the best, or, for top-p
+    alone, those above ever smaller shares of the best until their mass reaches top_p. Every token at
+    least as probable as a cut comes before every other one in the sorted order, so the prefix is exact;
+    sorting a whole 150k vocabulary (--top-k 0) took 20 ms a row."""
+    best = probs.max()
+    if params.min_p > 0.0:
+        cuts = [min(params.min_p, 1.0) * best]  # min-p keeps nothing below it: nothing further down matters
+    elif params.top_p < 1.0:
+        cuts = [best * share for share in TOP_P_CUTS] + [0.0]  # 0: every token, as a last resort
+    else:
+        return np.arange(len(probs))
+    for i, cut in enumerate(cuts):
+        prefix = np.flatnonzero(probs >= cut)
+        order = prefix[np.argsort(-probs[prefix], kind="stable")]
+        n_keep = len(order)
+        if params.top_p < 1.0:
+            reached = int(np.searchsorted(np.cumsum(probs[order]), params.top_p))
+            if reached == len(order) and i + 1 < len(cuts):
+                continue  # the top-p mass lies further down: look at more tokens
+            n_keep = min(n_keep, reached + 1)
+        return order[: max(1, n_keep)]
+    raise AssertionError("unreachable: the last cut keeps every token")
 
 
 def top_k_indices(logits: np.ndarray, k: int) -> np.ndarray:

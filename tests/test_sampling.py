@@ -175,6 +175,43 @@ def test_top_k_indices_are_the_k_largest(scale, k):
         assert set(top_k_indices(logits, k).tolist()) == expected
 
 
+def sorted_reference(logits: np.ndarray, sampling: SamplingParams) -> np.ndarray:
+    """probabilities() as written first: the whole vocabulary sorted, then the top-p and min-p cuts."""
+    logits = np.asarray(logits, dtype=np.float64)
+    keep = top_k_indices(logits, sampling.top_k) if 0 < sampling.top_k < len(logits) else np.arange(len(logits))
+    probs = softmax(logits[keep] / sampling.temperature)
+    order = np.argsort(-probs, kind="stable")
+    n = len(order)
+    if sampling.top_p < 1.0:
+        n = min(n, int(np.searchsorted(np.cumsum(probs[order]), sampling.top_p)) + 1)
+    if sampling.min_p > 0.0:
+        n = min(n, max(1, int(np.count_nonzero(probs[order] >= sampling.min_p * probs[order][0]))))
+    out = np.zeros(len(logits))
+    out[keep[order[:n]]] = probs[order[:n]]
+    return out / out.sum()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_top_p_and_min_p_sort_only_what_they_can_keep_and_keep_the_same(data):
+    """Sorting only a prefix of the order (tokens within min-p, or above a widening share of the best)
+    keeps exactly the tokens a sort of the whole vocabulary keeps, ties and -inf included (--top-k 0)."""
+    vocab = data.draw(st.integers(4, 400))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    logits = rng.normal(0, data.draw(st.sampled_from([0.01, 0.5, 3.0, 20.0])), vocab)
+    logits[rng.integers(1, vocab, size=2)] = -np.inf  # masked tokens (never the first)
+    logits[rng.integers(vocab, size=3)] = logits.max()  # ties at the top
+    sampling = params(
+        temperature=data.draw(st.sampled_from([0.3, 0.7, 1.0, 1.5])),
+        top_k=data.draw(st.sampled_from([0, 0, 5, 40])),
+        top_p=data.draw(st.sampled_from([1.0, 0.99, 0.9, 0.5, 0.05])),
+        min_p=data.draw(st.sampled_from([0.0, 0.0, 0.05, 0.3])),
+    )
+    expected = sorted_reference(logits, sampling)
+    got = probabilities(logits, sampling)
+    assert np.array_equal(got > 0, expected > 0) and got == pytest.approx(expected, abs=1e-12)
+
+
 def test_top_k_indices_outside_one_to_the_vocabulary_keeps_every_index():
     logits = np.array([0.5, 2.0, -1.0])
     for k in (0, 3, 7):
