@@ -40,7 +40,8 @@ from .app import (
 def run(
     ctx: typer.Context,
     prompt: Annotated[
-        str | None, typer.Argument(help="The prompt (- : stdin alone). Piped stdin comes first.", callback=utf8_text)
+        str | None,
+        typer.Argument(help="The prompt, after any piped stdin (- : the prompt is stdin alone).", callback=utf8_text),
     ] = None,
     pair: Pair = None,
     target: Target = None,
