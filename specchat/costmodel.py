@@ -154,24 +154,25 @@ class Costs:
         if n not in self.verify or seconds <= 0:
             return
         sample = seconds / self.verify[n]
-        self.step_s = sample if self.step_s <= 0 else (1 - EMA) * self.step_s + EMA * sample
+        self.step_s = _ema(self.step_s, sample)
         self.rounds_seen += 1
         if context <= DRIFT_CONTEXT:  # from the calibrated step, as step_s: one odd first round fades
-            start = self.near_step_s or self.calibrated_step_s
-            self.near_step_s = sample if start <= 0 else (1 - EMA) * start + EMA * sample
+            self.near_step_s = _ema(self.near_step_s or self.calibrated_step_s, sample)
             self.near_rounds += 1
 
     def observe_draft(self, steps: int, seconds: float) -> None:
         """Draft steps are timed in the same rounds as verifies, so their ratio is like for like."""
         if steps <= 0 or self.step_s <= 0:
             return
-        sample = seconds / steps / self.step_s
-        self.draft_step = sample if self.draft_step is None else (1 - EMA) * self.draft_step + EMA * sample
+        self.draft_step = _ema(self.draft_step, seconds / steps / self.step_s)
 
     @property
     def drift(self) -> float:
         """Seconds per target step now / as calibrated (1.0: unchanged)."""
-        return self.step_s / self.calibrated_step_s if self.calibrated_step_s > 0 and self.step_s > 0 else 1.0
+        return self._vs_calibration(self.step_s)
+
+    def _vs_calibration(self, step_s: float) -> float:
+        return step_s / self.calibrated_step_s if self.calibrated_step_s > 0 and step_s > 0 else 1.0
 
     @property
     def steady(self) -> bool:
@@ -185,8 +186,7 @@ class Costs:
     def drifted(self) -> bool:
         """The machine runs at another speed than when calibrated, judged where the text is as short as a
         calibration's (DRIFT_CONTEXT): the calibration should be taken again."""
-        near = self.near_step_s / self.calibrated_step_s if self.calibrated_step_s > 0 and self.near_step_s > 0 else 1.0
-        return self.near_rounds >= DRIFT_ROUNDS and not 1 / DRIFT <= near <= DRIFT
+        return self.near_rounds >= DRIFT_ROUNDS and not 1 / DRIFT <= self._vs_calibration(self.near_step_s) <= DRIFT
 
     def as_dict(self) -> dict:
         return {
@@ -197,6 +197,11 @@ class Costs:
             # the speedup if every guess held, over the measured sizes
             "ceiling": {name.replace(" ", "_"): round(speedup, 3) for name, (_, speedup) in self.ceilings().items()},
         }
+
+
+def _ema(current: float | None, sample: float) -> float:
+    """One timing folded into a running estimate (the sample itself while there is none)."""
+    return sample if current is None or current <= 0 else (1 - EMA) * current + EMA * sample
 
 
 # -- measuring --------------------------------------------------------------------------------------------
