@@ -73,7 +73,7 @@ class Job:
         self.scanner = StopScanner(stops)
         self.cancelled = threading.Event()
         self.on_text: Callable[[str], None] | None = None  # set by streaming requests; called on the worker
-        self.ids: list[int] | None = None  # the prompt's tokens, once measured (Engine.measure)
+        self.ids: list[int] = []  # the prompt's tokens, set by Engine.measure before it runs
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -113,7 +113,8 @@ class Engine:
         return self.pipeline.prompt(job.messages, use_template=True)
 
     async def run(self, job: Job) -> Outcome:
-        """Run the job on the worker thread (after the ones before it); admit() must have counted it."""
+        """Run the job on the worker thread (after the ones before it); admit() must have counted it and
+        measure() given it its tokens."""
         return await asyncio.get_running_loop().run_in_executor(self.worker, self._generate, job)
 
     def _generate(self, job: Job) -> Outcome:
@@ -121,7 +122,7 @@ class Engine:
             if job.cancelled.is_set():  # the client left while it waited in the queue
                 return Outcome("", Stats(), "cancelled")
             pipeline, request = self.pipeline, job.request
-            ids = job.ids if job.ids is not None else self._prompt_ids(job)
+            ids = job.ids
             # The loop prefills all but the last prompt token; what the cache holds of them is not
             # evaluated again (the previous turn of a conversation, a shared system prompt).
             cached = pipeline.target_cache.reusable(ids[:-1])

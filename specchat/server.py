@@ -12,7 +12,7 @@ import contextlib
 import hmac
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -210,12 +210,8 @@ class Api:
     async def _measure(self, job: Job) -> None:
         """The prompt's tokens, checked against the context before the request waits for the engine or
         gets a status line (a streamed one's would already say 200 when the loop refused it)."""
-        try:
+        with _as_api_errors():
             await self.engine.measure(job)
-        except ContextFullError as exc:
-            raise ApiError(400, exc.message, code="context_length_exceeded") from None
-        except SpecchatError as exc:  # a template that fails: as when it fails in the generation
-            raise ApiError(500, exc.message, "server_error", "generation_failed") from None
 
     def _start(self, job: Job) -> asyncio.Task:
         """The generation as a task; its queue place is given back when the worker is done with it,
@@ -232,12 +228,8 @@ class Api:
 
     async def _run(self, job: Job) -> Outcome:
         """The generation, with the library's failures turned into error objects."""
-        try:
+        with _as_api_errors():
             return await self.engine.run(job)
-        except ContextFullError as exc:
-            raise ApiError(400, exc.message, code="context_length_exceeded") from None
-        except SpecchatError as exc:  # a template that fails, an engine error: this request only
-            raise ApiError(500, exc.message, "server_error", "generation_failed") from None
 
     def _stream_response(self, request: Request, job: Job, chat: bool, include_usage: bool) -> Response:
         # The worker hands pieces over through an asyncio queue: it must never block on a slow client.
@@ -292,6 +284,18 @@ class Api:
         elif note:
             line += f"  {note}"
         self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _as_api_errors() -> Iterator[None]:
+    """The library's failures of one request as error objects: a prompt longer than the context is the
+    client's (400); a template that fails or an engine error fails this request only (500)."""
+    try:
+        yield
+    except ContextFullError as exc:
+        raise ApiError(400, exc.message, code="context_length_exceeded") from None
+    except SpecchatError as exc:
+        raise ApiError(500, exc.message, "server_error", "generation_failed") from None
 
 
 class _Stream(StreamingResponse):
