@@ -150,18 +150,21 @@ def _storable(cid: int) -> bool:
     return -SQLITE_MAX - 1 <= cid <= SQLITE_MAX
 
 
+def _conversation_head(conn: sqlite3.Connection | None, cid: int) -> sqlite3.Row:
+    """The conversation's row, or LogError when the log has none with this id (or SQLite could not hold it)."""
+    head = conn and _storable(cid) and conn.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
+    if not head:
+        raise LogError(f"no conversation {cid} in the log", hint="`specchat logs` lists the conversations")
+    return head
+
+
 def load(path: Path, cid: int) -> Conversation:
     """A logged conversation's system prompt and messages."""
-    missing = LogError(f"no conversation {cid} in the log", hint="`specchat logs` lists the conversations")
-    if not _storable(cid):
-        raise missing
     with reading(path) as conn:
-        head = conn and conn.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
+        head = _conversation_head(conn, cid)
         rows = conn.execute(
             "SELECT role, content, interrupted FROM messages WHERE conversation_id = ? ORDER BY id", (cid,)
-        ).fetchall() if head else []  # fmt: skip
-    if not head:
-        raise missing
+        ).fetchall()
     messages = [Message(row["role"], row["content"], bool(row["interrupted"])) for row in rows]
     return Conversation(head["system"], messages)
 
@@ -178,13 +181,14 @@ SEARCH = " AND (m.content LIKE :like ESCAPE '\\' OR prompt LIKE :like ESCAPE '\\
 
 
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
-    """The most recent replies (oldest first), each with its prompt; query: a substring of either."""
+    """The most recent replies (oldest first), each with its prompt; query: a substring of either. A cid
+    that names no conversation is a LogError (one without replies gives none)."""
     sql = REPLIES + (SEARCH if query else "") + " ORDER BY m.id DESC LIMIT :limit"
-    if cid is not None and not _storable(cid):
-        return []
     limit = min(limit, SQLITE_MAX)
     like = "%" + (query or "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     with reading(path) as conn:
+        if cid is not None:
+            _conversation_head(conn, cid)
         rows = conn.execute(sql, {"cid": cid, "like": like, "limit": limit}).fetchall() if conn else []
     out = []
     for row in reversed(rows):

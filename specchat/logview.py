@@ -17,9 +17,7 @@ PREVIEW_LINES = 6  # per prompt and reply, unless --full
 
 def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full: bool) -> None:
     path = log_file()
-    if cid is not None:  # a conversation that is not there is an error, as for `run --cid`
-        logstore.load(path, cid)
-    rows = logstore.replies(path, limit=limit, query=query, cid=cid)
+    rows = logstore.replies(path, limit=limit, query=query, cid=cid)  # an unknown cid: an error, as for run --cid
     if as_json:
         write_stdout(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", what="the log")
         return
