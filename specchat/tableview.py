@@ -26,8 +26,8 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
             row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
             # A file of the wrong size under the model's name is not present, and --verify says why.
-            checked = path or (download.local_path(spec) if download.local_path(spec).is_file() else None)
-            if verify and checked is not None:
+            checked = (path or download.local_path(spec)) if verify else None
+            if checked is not None and checked.is_file():
                 try:
                     download.verify(spec, checked)
                     row["checksum_ok"] = True
