@@ -41,7 +41,7 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     """The processed distribution over the whole vocabulary: top-k, temperature, top-p, min-p."""
     logits = np.asarray(logits)
     vocab = logits.shape[-1]
-    keep = top_k_indices(logits, params.top_k) if 0 < params.top_k < vocab else np.arange(vocab)
+    keep = top_k_indices(logits, params.top_k)  # every index when top-k is off or covers the vocabulary
     scaled = logits[keep].astype(np.float64) / params.temperature
     top = scaled.max()  # NaN if any is NaN; -inf logits are fine (probability 0), +inf or NaN are not
     if not np.isfinite(top):
