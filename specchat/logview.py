@@ -35,13 +35,25 @@ def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full:
 def print_reply(console: Console, row: dict, *, full: bool) -> None:
     console.print(_header(row))
     console.print(_details(row), style="dim")
-    prompt = Text("you › ", style="bold cyan")
-    prompt.append(_clip(row["prompt"] or "", full))
-    console.print(prompt)
+    said = _said_before(row)
+    if said is not None:
+        prompt = Text(said[0], style="bold cyan")
+        prompt.append(_clip(said[1], full))
+        console.print(prompt)
     reply = Text(_clip(row["reply"], full))
     if row["interrupted"]:
         reply.append(" [interrupted]", style="yellow")
     console.print(reply)
+
+
+def _said_before(row: dict) -> tuple[str, str] | None:
+    """What the reply answered: its prompt, or (a request to `serve` with only a system message) the
+    system prompt; an empty "you › " line read as an empty prompt that was never sent. None: neither."""
+    if row["prompt"] is not None:
+        return "you › ", row["prompt"]
+    if row["system"]:
+        return "system › ", row["system"]
+    return None
 
 
 def _header(row: dict) -> Text:

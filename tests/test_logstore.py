@@ -166,6 +166,18 @@ def test_logs_preview_clips_long_replies(files):
     assert "line 19" in ok(invoke("logs", "--full"))
 
 
+def test_a_reply_to_a_system_prompt_alone_shows_that_prompt(isolated):
+    """A `serve` request with only a system message is logged without a user turn: `logs` printed an empty
+    "you › " line, as if an empty prompt had been sent."""
+    reply = {"pair": None, "target": "t.gguf", "draft": None, "mode": "target", "label": "target alone"}
+    reply |= {"settings": {}, "stats": {"generated_tokens": 3}}
+    logstore.Recorder(True).write(Conversation("You are a pirate.", [Message("assistant", "Arr!")]), reply)
+    logstore.Recorder(True).write(Conversation(None, [Message("assistant", "Hello.")]), reply)
+    text = ok(invoke("logs"))
+    assert "system › You are a pirate.\nArr!" in text and "you ›" not in text
+    assert [row["prompt"] for row in logged()] == [None, None]
+
+
 # -- concurrency -------------------------------------------------------------------------------------------
 
 REPLY = {"pair": None, "target": "t.gguf", "draft": None, "mode": "target", "label": "target alone"}
