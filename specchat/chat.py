@@ -140,3 +140,14 @@ def whole_number(text: str, max_digits: int = 18) -> int | None:
     str.isdigit() accepts "²", which int() refuses; isdecimal() accepts "٣", which int() reads as 3
     while the user sees another character; and int() refuses more than 4,300 digits."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= min(max_digits, 4300) else None
+
+
+def decimal_number(text: str) -> float | None:
+    """A decimal typed in the chat (/temp), or None: ASCII only, as whole_number, and no "_": float()
+    reads "٣" as 3 and "0_5" as 5, neither of which is what the user sees. "-0" reads as 0."""
+    if not text.isascii() or "_" in text:
+        return None
+    try:
+        return float(text) + 0.0  # + 0.0: -0.0 becomes 0.0, shown as "0", not "-0"
+    except ValueError:
+        return None

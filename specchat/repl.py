@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import modes
-from .chat import Message, fit_conversation, whole_number
+from .chat import Message, decimal_number, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
 from .lineinput import make_reader, read_message
 from .logstore import Recorder
@@ -177,11 +177,8 @@ class ChatSession:
         self._say(f"replies stop after {int(arg)} tokens" if int(arg) else "replies run to their end (no limit)")
 
     def _cmd_temp(self, arg: str) -> None:
-        try:
-            value = float(arg)
-        except ValueError:
-            value = -1.0
-        if not 0.0 <= value <= 5.0:
+        value = decimal_number(arg)
+        if value is None or not 0.0 <= value <= 5.0:
             self._say("usage: /temp T with T from 0 (greedy) to 5", "yellow")
             return
         self.settings.params = replace(self.settings.params, temperature=value)

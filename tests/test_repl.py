@@ -46,6 +46,15 @@ def test_digits_that_int_refuses_are_a_usage_line_not_a_crash():
     assert said.count("usage: /k N") == 3 and said.count("usage: /max N") == 2 and "cannot read ²" in said
 
 
+def test_temp_reads_what_the_user_sees():
+    """float() read /temp ٣ (an Arabic-Indic 3) as 3 and /temp 0_5 as 5, and /temp -0 said "temperature = -0"."""
+    chat, out = session()
+    assert chat.command("/temp ٣") and chat.command("/temp 0_5")
+    assert chat.settings.params.temperature == 0 and out.getvalue().count("usage: /temp T") == 2
+    assert chat.command("/temp -0") and "temperature = 0 (greedy)" in out.getvalue()
+    assert chat.command("/temp 0.5") and chat.settings.params.temperature == 0.5
+
+
 def test_spec_on_without_draft_is_refused():
     chat, out = session(drafter=False)
     chat.settings.spec = False
