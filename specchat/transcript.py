@@ -34,6 +34,8 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
 
 def load_conversation(path: Path) -> Conversation:
     """A conversation saved with /save FILE.json. Raises TranscriptError (or OSError)."""
+    if path.exists() and not path.is_file():  # a FIFO would block the chat for good, /dev/zero fill the memory
+        raise TranscriptError(f"{path} is not a regular file", hint="/load reads files that /save wrote as .json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError):

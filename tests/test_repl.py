@@ -55,6 +55,25 @@ def test_temp_reads_what_the_user_sees():
     assert chat.command("/temp 0.5") and chat.settings.params.temperature == 0.5
 
 
+def test_load_of_a_fifo_or_a_device_is_refused_without_reading_it(tmp_path):
+    """/load of a FIFO blocked the chat for good (Ctrl-C then ended it), /load /dev/zero filled the memory."""
+    import threading
+
+    chat, out = session()
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a writer that never writes: a read would wait forever
+    try:
+        for what in (fifo, "/dev/zero", tmp_path):
+            worker = threading.Thread(target=chat.command, args=(f"/load {what}",), daemon=True)
+            worker.start()
+            worker.join(timeout=10)
+            assert not worker.is_alive(), what
+    finally:
+        os.close(writer)
+    assert out.getvalue().count("is not a regular file") == 3 and chat.conversation.messages == []
+
+
 def test_spec_on_without_draft_is_refused():
     chat, out = session(drafter=False)
     chat.settings.spec = False
