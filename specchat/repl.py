@@ -321,8 +321,11 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
         if not stripped:
             continue
         if stripped.startswith("/") and "\n" not in stripped:
-            if not session.command(stripped):
-                return 0
+            try:
+                if not session.command(stripped):
+                    return 0
+            except KeyboardInterrupt:  # a /load or /save waiting on a slow disk or a locked log: stop it, not the chat
+                console.print(Text(f"\n{stripped.split()[0]} stopped", style="dim"))
             continue
         try:
             session.ask(text)

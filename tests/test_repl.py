@@ -152,6 +152,22 @@ def test_chat_survives_a_full_context(monkeypatch):
     assert chat.conversation.messages == []  # the unanswered message was dropped
 
 
+def test_ctrl_c_during_a_command_stops_the_command_not_the_chat(monkeypatch):
+    """Ctrl-C while /load waited (a locked log, a slow disk) ended the whole chat with exit 130."""
+    from specchat import repl
+
+    chat, out = session()
+    lines = iter(["/load 1", "/k 5", "/bye"])
+    monkeypatch.setattr(repl, "read_message", lambda _console: next(lines))
+
+    def waiting(_what):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(chat.log, "load", waiting)
+    assert repl.chat_loop(chat) == 0
+    assert "/load stopped" in out.getvalue() and chat.settings.k == 5
+
+
 # -- a whole chat on the fake backend -------------------------------------------------------------------
 
 
