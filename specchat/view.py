@@ -83,8 +83,17 @@ def stderr_console(no_color: bool = False) -> Console:
     return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
 
 
+class _StdoutConsole(Console):
+    """Rich's Console, but a reader that went away (`specchat logs | head`) stays the quiet BrokenPipeError
+    that the CLI ends with exit 0 (docs/usage.md): Rich's own on_broken_pipe exits with 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
-    return Console(file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True)
+    return _StdoutConsole(file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True)
 
 
 def write_stdout(text: str, what: str = "the reply") -> None:

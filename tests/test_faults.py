@@ -608,6 +608,24 @@ def test_fake_models_to_a_full_disk(tmp_path):
     assert done.returncode == 1 and b"cannot write the list to stdout: no space left" in done.stderr
 
 
+@pytest.mark.parametrize("args", [["models"], ["logs"], ["models", "--json"]])
+def test_fake_reader_gone_before_a_rich_listing_is_exit_0(tmp_path, args):
+    """`specchat models | head -1` and `specchat logs | head` exited with 1: Rich's Console ends a broken pipe
+    with SystemExit(1), where docs/usage.md promises 0. A pipe whose reader is gone fails every write."""
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data")}
+    target = fake_file(tmp_path, "t")
+    subprocess.run([sys.executable, "-m", "specchat", "run", "--target", str(target), "-n", "4", "Hi."], env=env,
+                   capture_output=True, timeout=120, check=True)  # fmt: skip
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "specchat", *args], stdout=write, stderr=subprocess.PIPE,
+                              env=env, timeout=120, check=False)  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and not done.stderr, done.stderr.decode()
+
+
 def test_fake_ctrl_c_while_generating(tmp_path):
     target = fake_file(tmp_path, "slow", eval_sleep=0.01)
     child = Child(
