@@ -196,12 +196,21 @@ def _table_value(value: Any, path: Path, where: str) -> dict[str, Any]:
     return value
 
 
+KINDS = {str: "a string", int: "an integer", bool: "true or false"}  # as TOML says it, not Python's "a str"
+
+
 def _require(body: dict[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
     if key not in body:
         raise RegistryError(f"{path}: [{where}] lacks '{key}'", hint=f"add {key} = ... to [{where}]")
-    value = body[key]
+    return _optional(body, key, kind, None, path, where)
+
+
+def _optional(body: dict[str, Any], key: str, kind: type, default: Any, path: Path, where: str) -> Any:
+    """body[key] (default when absent) if it is of kind: bool("false") is True, so `verified = "false"`
+    was read as true."""
+    value = body.get(key, default)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise RegistryError(f"{path}: [{where}] {key} must be a {kind.__name__}", hint="see models.toml")
+        raise RegistryError(f"{path}: [{where}] {key} must be {KINDS[kind]}", hint="see models.toml")
     return value
 
 
@@ -279,9 +288,9 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         revision=None if revision is None else _plain(revision, path, f"[{where}]", "revision"),
         size=size,
         sha256=sha.lower() if sha else None,
-        description=str(body.get("description", "")),
-        verified=bool(body.get("verified", False)),
-        gated=bool(body.get("gated", False)),
+        description=_optional(body, "description", str, "", path, where),
+        verified=_optional(body, "verified", bool, False, path, where),
+        gated=_optional(body, "gated", bool, False, path, where),
         mirror=mirror,
         source_repo=None if source is None else _plain(source, path, f"[{where}]", "source_repo"),
     )
@@ -304,7 +313,7 @@ def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSp
         name=name,
         target=roles["target"],
         draft=roles["draft"],
-        description=str(body.get("description", "")),
-        family=str(body.get("family", "")),
-        verified=bool(body.get("verified", False)),
+        description=_optional(body, "description", str, "", path, where),
+        family=_optional(body, "family", str, "", path, where),
+        verified=_optional(body, "verified", bool, False, path, where),
     )

@@ -75,6 +75,29 @@ def test_pair_referring_to_unknown_model(tmp_path):
         load_registry(overlay)
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        (
+            'file = "mine-q4.gguf"',
+            'file = "mine-q4.gguf"\nverified = "false"',
+            "[models.mine] verified must be true or false",
+        ),
+        ('file = "mine-q4.gguf"', 'file = "mine-q4.gguf"\ngated = "no"', "[models.mine] gated must be true or false"),
+        ('draft = "small"', 'draft = "small"\nverified = "false"', "[pairs.mypair] verified must be true or false"),
+        ('draft = "small"', 'draft = "small"\nfamily = 2', "[pairs.mypair] family must be a string"),
+        ('draft = "small"', "draft = 7", "[pairs.mypair] draft must be a string"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_named_in_toml_words(tmp_path, old, new, needle):
+    """`verified = "false"` was read as true (bool() of a non-empty string), and `draft = 7` said "must be a str"."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace(old, new))
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert needle in err.value.message
+
+
 def test_unknown_pair_lists_known_ones():
     with pytest.raises(RegistryError) as err:
         load_registry().pair("nope")
