@@ -176,6 +176,24 @@ def test_no_spec_uses_target_alone(files):
     assert payload["stats"]["rounds_by_source"] == {"target": 8}
 
 
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["--mode", "target", "-k", "5"], "-k 5 is not used: --mode target drafts nothing"),
+        (["--no-spec", "-k", "5"], "-k 5 is not used: --no-spec drafts nothing"),
+        (["--mode", "ngram", "--p-min", "0.5"], "--p-min 0.5 is not used: --mode ngram does not draft with the"),
+        (["--mode", "spec", "-k", "5", "--p-min", "0.5"], None),
+    ],
+)
+def test_an_option_the_reply_cannot_use_is_noted(files, args, note):
+    """-k with --mode target (and --p-min without the draft model) were dropped in silence, as if they had
+    taken effect; export notes its unused -k, run now does too. The reply itself is unchanged."""
+    result = invoke("run", *files, *args, "-n", "8", "Say hello.")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == reply_to("Say hello.")[:8] + "\n"
+    assert (note in result.stderr) if note else "is not used" not in result.stderr, result.stderr
+
+
 def test_jsonl_streams_rounds_then_summary(files):
     result = invoke("run", *files, "--mode", "ngram", "--jsonl", "Name two rivers.")
     assert result.exit_code == 0, result.output

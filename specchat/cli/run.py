@@ -99,7 +99,10 @@ def run(
     text = read_prompt(prompt, chat=fmt == "live" and terminal)  # None: the interactive chat
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
+    given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     mode = "target" if no_spec else mode
+    for line in _unused(draft_tokens, p_min, mode, given_mode) if text is not None else []:
+        stderr_console().print(line, style="dim", highlight=False)
     settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
@@ -119,6 +122,21 @@ def run(
         log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
         outputs.after_reply(pipeline, request, generation, show_stats=stats)
+
+
+def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) -> list[str]:
+    """Notes for options that this one reply cannot use, as export notes an unused -k: ignored in silence,
+    they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none."""
+    from ..modes import MODES
+
+    if mode not in MODES:  # an unknown mode is a usage error a moment later
+        return []
+    notes = []
+    if draft_tokens is not None and mode == "target":
+        notes.append(f"-k {draft_tokens} is not used: {given_mode} drafts nothing")
+    if p_min > 0 and not MODES[mode].needs_draft_model:
+        notes.append(f"--p-min {p_min:g} is not used: {given_mode} does not draft with the draft model")
+    return notes
 
 
 @app.command(
