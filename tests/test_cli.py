@@ -183,15 +183,19 @@ def test_no_spec_uses_target_alone(files):
         (["--no-spec", "-k", "5"], "-k 5 is not used: --no-spec drafts nothing"),
         (["--mode", "ngram", "--p-min", "0.5"], "--p-min 0.5 is not used: --mode ngram does not draft with the"),
         (["--mode", "spec", "-k", "5", "--p-min", "0.5"], None),
+        (["--seed", "3", "--top-p", "0.5"], "--seed, --top-p are not used: temperature 0 is greedy"),
+        (["--seed", "3", "--temperature", "0"], "--seed is not used: temperature 0 is greedy"),
+        (["--seed", "3", "--temperature", "0.5"], None),
     ],
 )
 def test_an_option_the_reply_cannot_use_is_noted(files, args, note):
-    """-k with --mode target (and --p-min without the draft model) were dropped in silence, as if they had
-    taken effect; export notes its unused -k, run now does too. The reply itself is unchanged."""
+    """-k with --mode target, --p-min without the draft model and --seed or a sampling filter at temperature 0
+    were dropped in silence, as if they had taken effect; export notes its unused -k, run now does too."""
     result = invoke("run", *files, *args, "-n", "8", "Say hello.")
     assert result.exit_code == 0, result.output
-    assert result.stdout == reply_to("Say hello.")[:8] + "\n"
-    assert (note in result.stderr) if note else "is not used" not in result.stderr, result.stderr
+    if args[-2:] != ["--temperature", "0.5"]:  # greedy: the fake's reply, exactly
+        assert result.stdout == reply_to("Say hello.")[:8] + "\n"
+    assert (note in result.stderr) if note else "not used" not in result.stderr, result.stderr
 
 
 def test_jsonl_streams_rounds_then_summary(files):

@@ -89,7 +89,7 @@ def run(
     from ..logstore import Recorder
     from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt
     from ..sampling import SamplingParams
-    from ..view import stdout_console
+    from ..view import note, stdout_console
 
     given = ctx.get_parameter_source("mode")  # Typer's own click: compare by name
     if no_spec and mode != "target" and given is not None and given.name != "DEFAULT":
@@ -101,8 +101,9 @@ def run(
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     mode = "target" if no_spec else mode
-    for line in _unused(draft_tokens, p_min, mode, given_mode) if text is not None else []:
-        stderr_console().print(line, style="dim", highlight=False)
+    unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
+    for line in unused if text is not None else []:
+        note(stderr_console(), line)
     settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
@@ -137,6 +138,19 @@ def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) 
     if p_min > 0 and not MODES[mode].needs_draft_model:
         notes.append(f"--p-min {p_min:g} is not used: {given_mode} does not draft with the draft model")
     return notes
+
+
+def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
+    """At temperature 0 the seed and the sampling filters change nothing: a note, as for an unused -k."""
+    if temperature > 0:
+        return []
+    names = ("seed", "top_k", "top_p", "min_p")
+    given = [name for name in names if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
+    if not given:
+        return []
+    options = ", ".join("--" + name.replace("_", "-") for name in given)
+    verb = "is" if len(given) == 1 else "are"
+    return [f"{options} {verb} not used: temperature 0 is greedy (the target's likeliest token); --temperature samples"]
 
 
 @app.command(
