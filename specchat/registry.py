@@ -76,6 +76,8 @@ class Registry:
     sources: list[Path] = field(default_factory=list)
 
     def pair(self, name: str | None) -> PairSpec:
+        if name is not None and not name.strip():  # `--pair "$PAIR"` with PAIR unset: not a quiet default
+            raise RegistryError("the pair name is empty", hint="name a pair (see `specchat models`), or leave it out")
         name = name or self.default_pair
         if name not in self.pairs:
             known = ", ".join(sorted(self.pairs)) or "none"

@@ -62,6 +62,12 @@ def test_unknown_pair_is_one_line_error():
     assert_one_line_error(invoke("run", "--pair", "no-such-pair", "hi"), 1, "unknown pair 'no-such-pair'")
 
 
+def test_an_empty_pair_name_is_an_error_not_the_default_pair():
+    export = ("export", "--to", "llama-server", "--pair", "")
+    for args in (("run", "--pair", "", "hi"), ("pull", ""), ("pull", " "), export):
+        assert_one_line_error(invoke(*args), 1, "the pair name is empty")
+
+
 def test_missing_target_file(tmp_path):
     missing = tmp_path / "absent.gguf"
     assert_one_line_error(invoke("run", "--target", str(missing), "hi"), 1, "absent.gguf does not exist")
