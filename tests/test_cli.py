@@ -44,6 +44,16 @@ def test_help_has_examples(command):
         assert "Examples" in result.stdout
 
 
+@pytest.mark.parametrize("command", [[], ["run"], ["serve"], ["bench"], ["tune"], ["models"], ["logs"], ["export"]])
+def test_help_shows_no_type_for_flags(command):
+    """Typer shows every option's type, `<bool>` for flags too, which reads as if `--stats` took a value."""
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "<bool>" not in result.stdout
+    if command == ["run"]:
+        assert "<int range>" in result.stdout  # the types of options that take a value stay
+
+
 @pytest.mark.parametrize("command", ["run", "bench", "tune", "logs", "models", "pull"])
 def test_help_text_is_wrapped_to_the_terminal(command):
     """A docstring's line breaks are not kept: on an 80-column terminal a 100-column source line used

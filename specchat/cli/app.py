@@ -31,8 +31,26 @@ def _debug(ctx: typer.Context) -> bool:
     return isinstance(ctx.obj, Settings) and ctx.obj.debug
 
 
+def _untyped_flags(params: list) -> list:
+    """Typer's help shows each option's type, `<bool>` for flags too, which reads as if `--stats` took a
+    value: a flag's type column is left empty. (By attribute: Typer 0.29 carries its own copy of click.)"""
+    for param in params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    return params
+
+
 class SpecchatGroup(TyperGroup):
     """The single error boundary: library errors become one line + hint, never a traceback."""
+
+    def get_params(self, ctx):
+        return _untyped_flags(super().get_params(ctx))
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _untyped_flags(command.get_params(ctx))
+        return command
 
     def invoke(self, ctx):
         try:
