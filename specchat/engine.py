@@ -28,6 +28,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         f"llama-cpp-python is not usable: {exc}", hint="pip install 'llama-cpp-python>=0.3.36,<0.4'"
     ) from None
 
+DEBUG_HINT = "--debug shows llama.cpp's log"
+
 
 class _Backend:
     """llama.cpp's process-wide state, started by the first Engine (importing this module starts
@@ -219,7 +221,7 @@ class Engine:
         # Always ask llama.cpp, even when n >= n_past: a Ctrl-C that lands between a finished decode and
         # the n_past update leaves cells beyond n_past, and this removes them (a no-op otherwise).
         if not lib.llama_memory_seq_rm(self.memory, 0, n, -1):
-            raise EngineError(f"llama.cpp could not roll the KV cache back to {n} tokens")
+            raise EngineError(f"llama.cpp could not roll the KV cache back to {n} tokens", hint=DEBUG_HINT)
         self._n_past = min(self._n_past, n)
 
     def is_eog(self, token: int) -> bool:
@@ -264,7 +266,7 @@ class Engine:
             raise ContextFullError(f"no room in the KV cache for {n} more tokens", hint="raise --ctx")
         if status != 0:
             lib.llama_memory_seq_rm(self.memory, 0, self._n_past, -1)
-            raise EngineError(f"llama_decode failed with status {status}", hint="--debug shows llama.cpp's log")
+            raise EngineError(f"llama_decode failed with status {status}", hint=DEBUG_HINT)
         self._n_past += n
 
     # -- text ------------------------------------------------------------------------------------------
@@ -280,7 +282,7 @@ class Engine:
             buffer = (lib.llama_token * capacity)()
             n = lib.llama_tokenize(self.vocab, data, len(data), buffer, capacity, add_special, parse_special)
         if n < 0:
-            raise EngineError("llama.cpp could not tokenize the text")
+            raise EngineError("llama.cpp could not tokenize the text", hint=DEBUG_HINT)
         return list(buffer[:n])
 
     def piece(self, token: int, *, special: bool = False) -> bytes:

@@ -654,3 +654,20 @@ def test_fake_ctrl_c_while_benchmarking(tmp_path):
         child.kill()
     assert json.loads(report.read_text())["interrupted"] is True
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary file was left behind"
+
+
+def test_engine_errors_have_a_hint(monkeypatch):
+    """Every error is `error: ... hint: ...` (docs/usage.md): a failed tokenization or KV rollback had no hint."""
+    from specchat import engine
+    from specchat.errors import EngineError
+
+    model = object.__new__(engine.Engine)  # no model file: llama.cpp's calls are replaced below
+    model.vocab = model.memory = None
+    monkeypatch.setattr(engine.lib, "llama_tokenize", lambda *_args: -1)
+    with pytest.raises(EngineError, match="could not tokenize") as err:
+        model.tokenize("x")
+    assert err.value.hint
+    monkeypatch.setattr(engine.lib, "llama_memory_seq_rm", lambda *_args: False)
+    with pytest.raises(EngineError, match="could not roll the KV cache back") as err:
+        model.truncate(3)
+    assert err.value.hint
