@@ -44,7 +44,7 @@ def bench(
     suite: Annotated[str, typer.Option(help="Built-in suite: default, quick, tiny, or one category.")] = "default",
     prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format).")] = None,
     turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
-    ks: Annotated[str, typer.Option("--ks", help="Draft-model lengths to compare with the target alone.")] = "1,2,4,8",
+    ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.")] = "spec,ngram,auto",
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
