@@ -80,7 +80,11 @@ def _no_color(flag: bool) -> bool:
 
 
 def stderr_console(no_color: bool = False) -> Console:
-    return Console(stderr=True, no_color=_no_color(no_color), highlight=False)
+    """Notes and errors. Not on a terminal (a log file, journald, `2>&1 | tee`), a line stays one line:
+    Rich would wrap it at 80 columns, splitting a path or a server's note into pieces."""
+    console = Console(stderr=True, no_color=_no_color(no_color), highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 class _StdoutConsole(Console):

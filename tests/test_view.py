@@ -171,3 +171,16 @@ def test_session_lines():
     assert lines[0] == "session: 20 tokens in 8 rounds, 10.0 tok/s"
     assert "accepted 9/12 drafts (75%)" in lines[1] and "25% draft / 75% verify" in lines[1]
     assert session_lines(Stats()) == ["session: 0 tokens in 0 rounds, 0.0 tok/s"]
+
+
+def test_a_long_note_on_stderr_that_is_not_a_terminal_stays_one_line(monkeypatch):
+    """A log file or journald gets one line per note: Rich wrapped them at 80 columns, splitting a
+    model's path (`pull`) or the server's note on auto in pieces."""
+    from specchat.view import stderr_console
+
+    captured = io.StringIO()
+    monkeypatch.setattr("sys.stderr", captured)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    path = "/home/someone/.local/share/specchat/models/" + "qwen2.5-coder-1.5b-instruct-q4_k_m" * 3 + ".gguf"
+    stderr_console().print(f"qwen2.5-coder-1.5b-instruct-q4_k_m: already present at {path}", highlight=False)
+    assert captured.getvalue().count("\n") == 1 and path in captured.getvalue()
