@@ -195,11 +195,14 @@ class Api:
         if parsed.stream:
             return self._stream_response(request, job, chat, parsed.include_usage)
         task = self._start(job)
+        watcher = asyncio.ensure_future(_cancel_on_disconnect(request, job))
         try:
             outcome = await asyncio.shield(task)
         except asyncio.CancelledError:
             job.cancel()
             raise
+        finally:
+            watcher.cancel()
         self._log(request, 200, outcome=outcome)
         build = openai_api.chat_response if chat else openai_api.completion_response
         reason = openai_api.finish_reason(outcome.stop_reason)
@@ -296,6 +299,14 @@ def _as_api_errors() -> Iterator[None]:
         raise ApiError(400, exc.message, code="context_length_exceeded") from None
     except SpecchatError as exc:
         raise ApiError(500, exc.message, "server_error", "generation_failed") from None
+
+
+async def _cancel_on_disconnect(request: Request, job: Job) -> None:
+    """Cancel a non-streamed request's job when its client leaves (a timeout, a retry): uvicorn does not
+    cancel the handler, so the generation would run on to max_tokens, holding the queue for nobody."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass  # the body was read already: the next message is the disconnect
+    job.cancel()
 
 
 class _Stream(StreamingResponse):

@@ -185,6 +185,24 @@ def test_aborted_stream_stops_and_the_server_goes_on(server):
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+def test_a_non_streamed_client_that_leaves_stops_its_generation(server):
+    """A client that times out (and the official client then retries) must not leave its generation
+    running to max_tokens in front of the queue."""
+    before = len(server.console())
+    host, port = server.url.removeprefix("http://").split(":")
+    body = json.dumps({"prompt": "Go on and on", "max_tokens": 2000}).encode()  # babbles to the limit
+    with socket.create_connection((host, int(port))) as leaving:
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        leaving.sendall(head.encode() + body)
+        time.sleep(0.3)  # generating by now
+    deadline = time.monotonic() + 30
+    while not (line := re.search(r"POST /v1/completions 200\s+(\d+) tokens.*, (\w+)\n", server.console()[before:])):
+        assert time.monotonic() < deadline, server.console()
+        time.sleep(0.05)
+    assert line.group(2) == "cancelled" and int(line.group(1)) < 2000
+    assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
 def test_two_concurrent_requests_both_complete(server):
     prompts, results = ["First question?", "Second question?"], {}
 
