@@ -54,6 +54,8 @@ class ServerLog:
         self.failing = False
 
     def close(self) -> None:
-        """Wait for the writes still queued (after the server stopped taking requests)."""
-        if self.worker is not None:
-            self.worker.shutdown(wait=True)
+        """Wait for the writes still queued (after the server stopped taking requests). A request that
+        ends after this (one uvicorn cancelled at shutdown) is not logged, rather than a traceback."""
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)

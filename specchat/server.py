@@ -15,6 +15,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
+import uvicorn
 from rich.console import Console
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -31,6 +32,8 @@ from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
 
 BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
+GRACEFUL_S = 5  # on Ctrl-C uvicorn waits this long for running requests, then cancels them (a traceback each)
+STOP_AFTER_S = 4  # ...so requests still running by then are stopped at the next round, and end by themselves
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class Api:
         self.mode = config.mode if pipeline.available(config.mode) else "target"
         self.k = 0 if self.mode == "target" else (config.k or modes.get(self.mode).default_k)
         self.label = modes.get(self.mode).describe(self.k)
+        self.jobs: set[Job] = set()  # admitted and not finished: what stop_all() stops
+        self.closing = False  # set by stop_all(): a cancelled job was cut by the shutdown, not by its client
         # Names a client may send for this model: its id, the pair, the target's file name and stem.
         target = pipeline.resolved.target
         self.aliases = {self.model, target.name, target.name.removesuffix(".gguf"), pipeline.resolved.pair_name}
@@ -203,6 +208,7 @@ class Api:
             raise
         finally:
             watcher.cancel()
+        self._check_shutdown(outcome)
         self._log(request, 200, outcome=outcome)
         build = openai_api.chat_response if chat else openai_api.completion_response
         reason = openai_api.finish_reason(outcome.stop_reason)
@@ -220,9 +226,11 @@ class Api:
         """The generation as a task; its queue place is given back when the worker is done with it,
         not when the client stops listening."""
         task = asyncio.ensure_future(self._run(job))
+        self.jobs.add(job)
 
         def done(finished: asyncio.Task) -> None:
             self.engine.release()
+            self.jobs.discard(job)
             if not finished.cancelled() and finished.exception() is None:  # retrieved: no warning if unread
                 self.history.record(job, finished.result())
 
@@ -257,6 +265,7 @@ class Api:
             yield openai_api.sse(chunk(rid, model, {"content": text} if chat else text))
         try:
             outcome = task.result()
+            self._check_shutdown(outcome)
         except ApiError as exc:  # the status line is sent already: the error goes as an event
             self._log(request, exc.status, note=exc.message)
             yield openai_api.sse(exc.body())
@@ -270,9 +279,22 @@ class Api:
         yield openai_api.sse("[DONE]")
         self._log(request, 200, outcome=outcome)
 
+    def stop_all(self) -> None:
+        """The server is shutting down: stop every job at its next round (queued ones never start)."""
+        self.closing = True
+        for job in self.jobs:
+            job.cancel()
+
+    def _check_shutdown(self, outcome: Outcome) -> None:
+        """A reply cut by the shutdown is a 503, not a short text that looks complete."""
+        if self.closing and outcome.stop_reason == "cancelled":
+            raise ApiError(503, "the server shut down before the reply was complete", "server_error", "shutting_down")
+
     def _log_cancelled(self, request: Request, task: asyncio.Task) -> None:
         """A stream whose client left never reaches its last event: its line is written here."""
-        if not task.cancelled() and task.exception() is None and task.result().stop_reason == "cancelled":
+        if self.closing or task.cancelled() or task.exception() is not None:
+            return  # a stream cut by the shutdown gets its 503 line from _events
+        if task.result().stop_reason == "cancelled":
             self._log(request, 200, outcome=task.result())
 
     def _log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:
@@ -342,10 +364,24 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, which on Ctrl-C stops the requests still running after STOP_AFTER_S, so that each
+    ends with an answer before uvicorn's own GRACEFUL_S timeout would cancel it mid-response."""
+
+    def __init__(self, config: uvicorn.Config, api: Api) -> None:
+        super().__init__(config)
+        self.api = api
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        timer = asyncio.get_running_loop().call_later(STOP_AFTER_S, self.api.stop_all)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            timer.cancel()
+
+
 def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socket.socket) -> None:
     """Run on a socket from listen() until Ctrl-C (uvicorn shuts down gracefully, finishing the running request)."""
-    import uvicorn
-
     check_host(config.host, config.api_key)
     api = Api(pipeline, config, console)
     port = sock.getsockname()[1]
@@ -355,5 +391,7 @@ def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socke
     )
     if pipeline.mode_note and api.mode == "auto":
         console.print(pipeline.mode_note, style="dim", highlight=False, markup=False)
-    uvicorn_config = uvicorn.Config(api.app(), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
-    uvicorn.Server(uvicorn_config).run(sockets=[sock])
+    uvicorn_config = uvicorn.Config(
+        api.app(), log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_S
+    )
+    _Server(uvicorn_config, api).run(sockets=[sock])

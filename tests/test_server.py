@@ -416,3 +416,27 @@ def test_the_socket_listens_before_the_address_is_printed():
         client.close()
     finally:
         sock.close()
+
+
+def test_shutdown_mid_reply_ends_every_request_with_an_error_and_no_traceback(tmp_path):
+    """SIGTERM (a service manager) or Ctrl-C while a long reply streams and others wait: each gets the
+    503 error object before the process exits, instead of a cut connection and a traceback per request."""
+    running = Server(tmp_path, "--no-log", eval_sleep=0.03)  # 2000 tokens take far longer than the grace
+    body = {"prompt": "Go on forever", "max_tokens": 2000, "stream": True}
+    with httpx.stream("POST", f"{running.url}/v1/completions", json=body, timeout=60) as response:
+        lines = response.iter_lines()
+        next(line for line in lines if '"text": "' in line)  # generating
+        results: list[httpx.Response] = []
+        plain = {**body, "stream": False}
+        waiting = threading.Thread(
+            target=lambda: results.append(httpx.post(f"{running.url}/v1/completions", json=plain, timeout=60))
+        )
+        waiting.start()
+        time.sleep(0.2)  # queued behind the stream
+        running.process.terminate()
+        last = [line for line in lines if line][-1]
+        waiting.join(30)
+    running.process.wait(timeout=30)
+    assert json.loads(last.removeprefix("data: "))["error"]["code"] == "shutting_down"
+    assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
+    assert "Traceback" not in running.console() and "Exception" not in running.console(), running.console()
