@@ -79,7 +79,8 @@ def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
 
 
 def _message(item, index: int) -> Message:
-    if not isinstance(item, dict) or item.get("role") not in ROLES:
+    # isinstance first: a list or object as the role is unhashable, and `in ROLES` would raise (a 500)
+    if not isinstance(item, dict) or not isinstance(item.get("role"), str) or item["role"] not in ROLES:
         raise ApiError(400, f"messages[{index}] needs a role among {', '.join(ROLES)}", code="invalid_message")
     content = item.get("content")
     if isinstance(content, list):  # content parts: only text parts can reach a text model
