@@ -50,6 +50,8 @@ def parse_json(body: bytes) -> dict:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:  # thousands of nested brackets fit in the size bound: the client's mistake, not a 500
+        raise ApiError(400, "the body's JSON is nested too deeply", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object", code="invalid_json")
     try:  # a lone surrogate escape ("\\ud800") is valid JSON but no text: it would fail in the tokenizer
