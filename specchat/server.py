@@ -135,9 +135,10 @@ class Api:
 
     def _authorize(self, request: Request) -> None:
         key = self.config.api_key
-        given = request.headers.get("authorization", "").encode()
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # The scheme is case-insensitive (RFC 9110: "bearer" and "BEARER" are the same); the key is not.
         # compare_digest: the time taken must not tell how much of a guessed key was right.
-        if key and not hmac.compare_digest(given, f"Bearer {key}".encode()):
+        if key and not (scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), key.encode())):
             raise ApiError(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error",
                            "invalid_api_key")  # fmt: skip
 

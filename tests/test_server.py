@@ -307,6 +307,9 @@ def test_api_key_is_required(guarded):
         ask(guarded.client("wrong"))
     response = httpx.get(f"{guarded.url}/v1/models")
     assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+    for scheme in ("bearer", "BEARER"):  # the scheme is case-insensitive, as HTTP has it; the key is not
+        assert httpx.get(f"{guarded.url}/v1/models", headers={"Authorization": f"{scheme} {KEY}"}).status_code == 200
+    assert httpx.get(f"{guarded.url}/v1/models", headers={"Authorization": f"Bearer {KEY.upper()}"}).status_code == 401
     assert ask(guarded.client(KEY)).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
