@@ -45,7 +45,7 @@ def load(value: str, modes: list[str]) -> Past | None:
             hint="add them, e.g. --modes ngram,suffix,auto",
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM: Windows editors write one
     except FileNotFoundError:
         raise UsageError(f"history file not found: {path}", hint=f"give a JSONL file, one {SHAPE} per line") from None
     except (OSError, UnicodeDecodeError) as exc:

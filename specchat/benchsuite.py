@@ -68,7 +68,7 @@ def load_suite(name: str) -> list[Prompt]:
 
 def load_prompts_file(path: Path) -> list[Prompt]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM: Windows editors write one
     except FileNotFoundError:
         raise UsageError(f"prompts file not found: {path}", hint="give a JSONL file, one prompt per line") from None
     except (OSError, UnicodeDecodeError) as exc:

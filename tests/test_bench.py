@@ -292,3 +292,16 @@ def test_the_chart_marks_where_the_target_alone_is():
     result.samples[1].tokens_per_s = 10.0  # k=2 at 0.5x
     line = speedup_chart(result).plain.splitlines()[1]
     assert line == "  code k=2 " + "█" * 20 + " " * 19 + "│ 0.50x"
+
+
+def test_files_that_start_with_a_bom_are_read(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark; json.loads called it 'not valid JSON'."""
+    from specchat.benchhistory import load
+    from specchat.benchsuite import load_prompts_file
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('\ufeff{"category": "chat", "turns": ["hi"]}\n', encoding="utf-8")
+    assert [p.turns for p in load_prompts_file(prompts)] == [("hi",)]
+    history = tmp_path / "past.jsonl"
+    history.write_text('\ufeff{"turns": ["hello"]}\n', encoding="utf-8")
+    assert load(str(history), ["suffix"]).texts == ["hello"]
