@@ -88,7 +88,9 @@ def _message(item, index: int) -> Message:
     if isinstance(content, list):  # content parts: only text parts can reach a text model
         if any(not isinstance(part, dict) or part.get("type") != "text" for part in content):
             raise ApiError(400, f"messages[{index}]: only text content parts are supported", code="invalid_message")
-        content = "".join(str(part.get("text", "")) for part in content)
+        if any(not isinstance(part.get("text"), str) for part in content):  # str() made null "None", 5 "5"
+            raise ApiError(400, f"messages[{index}]: a text part's text must be a string", code="invalid_message")
+        content = "".join(part["text"] for part in content)
     if not isinstance(content, str):
         raise ApiError(400, f"messages[{index}].content must be a string", code="invalid_message")
     return Message(ROLES[item["role"]], content)

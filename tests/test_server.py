@@ -229,6 +229,8 @@ def test_two_concurrent_requests_both_complete(server):
         (b'{"messages": [{"role": "user", "content": "a"}], "stream": "false"}', 400, "invalid_stream"),  # streamed
         (b'{"messages": [{"role": ["user"], "content": "a"}]}', 400, "invalid_message"),  # was a 500
         (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_json"),  # nested too deeply: was a 500
+        (b'{"messages": [{"role": "user", "content": [{"type": "text", "text": null}]}]}', 400, "invalid_message"),
+        (b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}', 400, "invalid_message"),
     ],
 )
 def test_bad_requests_get_error_objects(server, body, status, code):
