@@ -115,6 +115,7 @@ def run(
     from .costmodel import measure
 
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings))
+    benchturns.check_first_turns(pipeline, prompts)
     try:
         notify(
             "measuring the cost model for the report (single steps, verify batches of 1..16); "

@@ -78,6 +78,13 @@ def groups(samples: list) -> list[tuple[str, int | None, list]]:
     return out
 
 
+def check_first_turns(pipeline, prompts: list[Prompt]) -> None:
+    """Every record's first turn fits the context: checked before the cost model is measured (a minute
+    on a small CPU), not after it. Later turns hold the target's replies, known only once written."""
+    for prompt in prompts:
+        _fit(pipeline, prompt, 1, [Message("user", prompt.turns[0])])
+
+
 def _fit(pipeline, prompt: Prompt, number: int, messages: list[Message]) -> list[int]:
     ids = pipeline.prompt(messages)
     n_ctx = pipeline.target.n_ctx

@@ -154,6 +154,14 @@ def test_a_conversation_longer_than_the_context_names_the_turn(bench):
     assert "--earlier-tokens" in result.stderr
 
 
+def test_a_first_turn_longer_than_the_context_stops_the_bench_before_the_cost_model(bench):
+    records = [{"question_id": "short", "category": "c", "turns": ["hi"]}, {"question_id": "q", "category": "c",
+               "turns": ["x " * 600]}]  # fmt: skip
+    result = bench("--ctx", "400", records=records)
+    assert result.exit_code == 1 and "bench prompt #q, turn 1: the conversation so far takes" in result.stderr
+    assert "measuring the cost model" not in result.stderr and "Traceback" not in result.output
+
+
 def test_the_built_in_revision_records():
     revision = load_suite("revision")
     assert len(revision) == 3 and all(len(p.turns) == 2 and p.text == p.turns[0] for p in revision)
