@@ -91,8 +91,7 @@ def run(
     from ..sampling import SamplingParams
     from ..view import note, stdout_console
 
-    given = ctx.get_parameter_source("mode")  # Typer's own click: compare by name
-    if no_spec and mode != "target" and given is not None and given.name != "DEFAULT":
+    if no_spec and mode != "target" and _given(ctx, "mode"):
         raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
@@ -102,8 +101,10 @@ def run(
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     mode = "target" if no_spec else mode
     unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
-    for line in unused if text is not None else []:
-        note(stderr_console(), line)
+    if text is not None and unused:  # the chat keeps them for a later /mode
+        err = stderr_console()
+        for line in unused:
+            note(err, line)
     settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
@@ -123,6 +124,12 @@ def run(
         log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
         outputs.after_reply(pipeline, request, generation, show_stats=stats)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """The option was given (command line or environment), not left at its default. By the source's
+    name: Typer carries its own copy of click, whose ParameterSource is not click's."""
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
 
 
 def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) -> list[str]:
@@ -145,7 +152,7 @@ def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
     if temperature > 0:
         return []
     names = ("seed", "top_k", "top_p", "min_p")
-    given = [name for name in names if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"]
+    given = [name for name in names if _given(ctx, name)]
     if not given:
         return []
     options = ", ".join("--" + name.replace("_", "-") for name in given)
