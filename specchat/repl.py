@@ -174,7 +174,7 @@ class ChatSession:
             self._say("usage: /max N (tokens per reply; 0 = no limit)", "yellow")
             return
         self.settings.max_tokens = tokens
-        self._say(f"replies stop after {int(arg)} tokens" if int(arg) else "replies run to their end (no limit)")
+        self._say(f"replies stop after {tokens} tokens" if tokens else "replies run to their end (no limit)")
 
     def _cmd_temp(self, arg: str) -> None:
         value = decimal_number(arg)
