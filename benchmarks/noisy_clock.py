@@ -50,7 +50,10 @@ class NoisyCost:
         return true * self.spell * self.rng.lognormvariate(-(self.sigma**2) / 2, self.sigma)
 
 
-def true_decode_s(trace: simulate.Trace, regime: simulate.Regime, strategy: str, cv: float, spells: bool, seed: int):
+def true_decode_s(
+    trace: simulate.Trace, regime: simulate.Regime, strategy: str, cv: float, spells: bool, seed: int
+) -> float:
+    """Seconds of decode at the regime's true costs, the strategy deciding on noisy ones."""
     clock, rng = simulate.Clock(), random.Random(seed)
     target_cost = NoisyCost(lambda n: regime.v(n) * regime.step_s, cv, spells, rng)
     draft_cost = NoisyCost(lambda n: regime.c * regime.v(n) * regime.step_s, cv, spells, rng)
@@ -83,15 +86,15 @@ def true_decode_s(trace: simulate.Trace, regime: simulate.Regime, strategy: str,
     )
     if tokens != trace.target:
         raise AssertionError(f"{strategy} on {trace.id}: not the recorded text")
-    return target_cost.true_spent + draft_cost.true_spent - prefill[0], len(tokens)
+    return target_cost.true_spent + draft_cost.true_spent - prefill[0]
 
 
 def speedup(traces, regime, cv: float, spells: bool, seeds: int) -> float:
     logs = []
     for trace in traces:
-        alone, _ = true_decode_s(trace, regime, "target", 0.0, False, 0)
+        alone = true_decode_s(trace, regime, "target", 0.0, False, 0)
         for seed in range(seeds):
-            auto, _ = true_decode_s(trace, regime, "auto", cv, spells, seed)
+            auto = true_decode_s(trace, regime, "auto", cv, spells, seed)
             logs.append(math.log(alone / auto))
     return math.exp(sum(logs) / len(logs))
 
