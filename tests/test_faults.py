@@ -608,10 +608,11 @@ def test_fake_models_to_a_full_disk(tmp_path):
     assert done.returncode == 1 and b"cannot write the list to stdout: no space left" in done.stderr
 
 
-@pytest.mark.parametrize("args", [["models"], ["logs"], ["models", "--json"]])
+@pytest.mark.parametrize("args", [["models"], ["logs"], ["models", "--json"], ["--help"], ["run", "--help"]])
 def test_fake_reader_gone_before_a_rich_listing_is_exit_0(tmp_path, args):
     """`specchat models | head -1` and `specchat logs | head` exited with 1: Rich's Console ends a broken pipe
-    with SystemExit(1), where docs/usage.md promises 0. A pipe whose reader is gone fails every write."""
+    with SystemExit(1), where docs/usage.md promises 0. A pipe whose reader is gone fails every write.
+    `--help` too: Typer prints it through a Rich Console of its own."""
     env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data")}
     target = fake_file(tmp_path, "t")
     subprocess.run([sys.executable, "-m", "specchat", "run", "--target", str(target), "-n", "4", "Hi."], env=env,

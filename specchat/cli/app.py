@@ -191,12 +191,35 @@ def wrap_help(typer_app: typer.Typer) -> None:
 
 def main() -> None:
     """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
+    stdout = _identity(1)
     try:
         app(prog_name="specchat")
     except SystemExit as exc:
         if exc.code == 130:
             _leave_now(130)
+        if exc.code == 1 and stdout != _identity(1) and _identity(1) == _devnull():
+            # `specchat --help | head -1`: Typer prints help through a Rich Console of its own, whose
+            # on_broken_pipe points stdout at /dev/null and exits 1. A reader that went away is exit 0
+            # everywhere else (docs/usage.md), and this is the one trace that handler leaves.
+            raise SystemExit(0) from None
         raise
+
+
+def _identity(fd: int) -> tuple[int, int, int] | None:
+    """What a file descriptor points at (device, inode, special device), or None if it is closed."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_rdev
+
+
+def _devnull() -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(os.devnull)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_rdev
 
 
 def _leave_now(code: int) -> None:
