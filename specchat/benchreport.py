@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -54,6 +55,10 @@ def _check_writable(path: Path) -> None:
         raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
     if path.is_dir():
         raise UsageError(f"{path} is a directory", hint="give a file name, e.g. bench.md; nothing was run")
+    if _is_special(path):  # /dev/null, a FIFO: written into, so its own permission is what counts
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"cannot write {path}: permission denied", hint="check the path; nothing was run")
+        return
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".specchat-probe-"):
             pass
@@ -115,9 +120,18 @@ def _write_file(path: Path, body: str) -> None:
     from .paths import write_atomic
 
     try:
-        write_atomic(path, body)
+        if _is_special(path):  # never replaced by a regular file (as root, -o /dev/null did that to /dev/null)
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(body)
+        else:
+            write_atomic(path, body)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
+
+
+def _is_special(path: Path) -> bool:
+    """A path that exists and is not a regular file or directory: /dev/null, /dev/stdout, a FIFO."""
+    return path.exists() and not path.is_file() and not path.is_dir()
 
 
 def print_bench(console: Console, result, ks: list[int]) -> None:

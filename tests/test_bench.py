@@ -253,6 +253,24 @@ def test_unwritable_output_is_refused_before_running(fake_pair, tmp_path, monkey
     assert result.exit_code == 2 and "is a directory" in result.stderr and "nothing was run" in result.stderr
 
 
+def test_output_into_a_fifo_or_device_is_written_into_not_replaced(fake_pair, tmp_path):
+    """-o /dev/null (or a FIFO, or /dev/stdout on a pipe) went through a temporary file and a rename: as
+    root that replaced /dev/null with a regular file; as anyone else it was refused."""
+    import os
+    import stat
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the writer's open does not wait
+    try:
+        result = bench(fake_pair, "--ks", "1", "--modes", "spec", "-f", "md", "-o", str(fifo))
+        assert result.exit_code == 0, result.output
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced by a regular file"
+        assert os.read(reader, 1 << 16).decode().startswith("| category | variant |")
+    finally:
+        os.close(reader)
+
+
 def test_bad_modes(fake_pair):
     result = bench(fake_pair, "--modes", "spec,turbo")
     assert result.exit_code == 2 and "--modes 'spec,turbo'" in result.stderr
