@@ -81,6 +81,7 @@ def load_prompts_file(path: Path) -> list[Prompt]:
 
 def _parse(text: str, source: str) -> list[Prompt]:
     prompts = []
+    lines: dict[str, int] = {}  # question_id -> its line: samples are paired by it, so it must be unique
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -90,7 +91,14 @@ def _parse(text: str, source: str) -> list[Prompt]:
             raise UsageError(
                 f"{source}, line {number}: not valid JSON ({exc.msg})", hint="one object per line"
             ) from None
-        prompts.append(_prompt(record, source, number))
+        prompt = _prompt(record, source, number)
+        if prompt.id in lines:
+            raise UsageError(
+                f"{source}, line {number}: question_id '{prompt.id}' is line {lines[prompt.id]}'s too",
+                hint="give every record its own question_id (or none: its line number is used)",
+            )
+        lines[prompt.id] = number
+        prompts.append(prompt)
     return prompts
 
 

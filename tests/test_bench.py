@@ -323,3 +323,22 @@ def test_files_that_start_with_a_bom_are_read(tmp_path):
     history = tmp_path / "past.jsonl"
     history.write_text('\ufeff{"turns": ["hello"]}\n', encoding="utf-8")
     assert load(str(history), ["suffix"]).texts == ["hello"]
+
+
+@pytest.mark.parametrize(
+    ("ids", "needle"),
+    [(["a", "a"], "line 2: question_id 'a' is line 1's too"), ([None, 1], "line 2: question_id '1' is line 1's too")],
+)
+def test_a_question_id_used_twice_is_refused(tmp_path, ids, needle):
+    """Samples are paired with the target alone by (prompt_id, turn, rep): two records with one id paired
+    one record's replies with the other's target, and the target's own speedup read 0.75x."""
+    from specchat.benchsuite import load_prompts_file
+    from specchat.errors import UsageError
+
+    prompts = tmp_path / "prompts.jsonl"
+    records = [
+        {"category": "chat", "turns": [f"hi {i}"]} | ({"question_id": q} if q else {}) for i, q in enumerate(ids)
+    ]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(UsageError, match=re.escape(needle)):
+        load_prompts_file(prompts)
