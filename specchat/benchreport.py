@@ -46,6 +46,15 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     return k_list, mode_list
 
 
+def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, Path | None]) -> None:
+    """-o or --plot naming the --prompts or --history file (or each other) would overwrite it at the end."""
+    for option, written in (("--output", output), ("--plot", plot)):
+        others = {**inputs, "--plot": plot} if option == "--output" else inputs
+        for name, read in others.items():
+            if written is not None and read is not None and written.exists() and os.path.samefile(written, read):
+                raise UsageError(f"{option} {written} is the {name} file", hint="write the report elsewhere")
+
+
 def _check_writable(path: Path) -> None:
     """A report path that cannot be written fails now, not after a run of many minutes whose report it loses."""
     import tempfile

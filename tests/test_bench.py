@@ -342,3 +342,25 @@ def test_a_question_id_used_twice_is_refused(tmp_path, ids, needle):
     prompts.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     with pytest.raises(UsageError, match=re.escape(needle)):
         load_prompts_file(prompts)
+
+
+@pytest.mark.parametrize("option", ["-o", "--plot"])
+def test_a_report_over_its_own_prompts_or_history_file_is_refused(fake_pair, tmp_path, option):
+    """-o naming the --prompts file replaced the prompts with the report after the run."""
+    prompts = tmp_path / "prompts.svg"  # --plot wants .svg or .png
+    prompts.write_text('{"category": "chat", "turns": ["hi"]}\n', encoding="utf-8")
+    before = prompts.read_text()
+    result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--prompts", str(prompts), option, str(prompts))
+    assert result.exit_code == 2 and "is the --prompts file" in result.stderr, result.output
+    history = tmp_path / "past.svg"
+    history.write_text('{"turns": ["hello"]}\n', encoding="utf-8")
+    result = bench(fake_pair, "--modes", "suffix", "--history", str(history), option, str(history))
+    assert result.exit_code == 2 and "is the --history file" in result.stderr, result.output
+    assert prompts.read_text() == before and history.read_text() == '{"turns": ["hello"]}\n'
+
+
+def test_output_and_plot_on_one_file_is_refused(fake_pair, tmp_path):
+    same = tmp_path / "bench.svg"
+    same.write_text("", encoding="utf-8")
+    result = bench(fake_pair, "--modes", "spec", "--ks", "1", "-o", str(same), "--plot", str(same))
+    assert result.exit_code == 2 and "is the --plot file" in result.stderr, result.output

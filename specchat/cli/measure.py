@@ -77,6 +77,7 @@ def bench(
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)
+    benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path})
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode="auto" if "auto" in mode_list else "spec", keep_draft=True,
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
