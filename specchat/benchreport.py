@@ -41,6 +41,8 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     for path in (output, plot):
         if path is not None:
             _check_writable(path)
+    if plot is not None and "spec" not in mode_list:
+        raise UsageError(f"--plot {plot}: it draws the draft model's speedup vs k", hint="add spec to --modes")
     if plot is not None:
         require_matplotlib()  # fail before a long run, not after it
     return k_list, mode_list

@@ -144,10 +144,12 @@ class BenchResult:
         )
 
     def speedup_series(self) -> dict[str, list[tuple[int, float]]]:
-        """(k, speedup) per category, for the plots."""
+        """(k, speedup) of the draft model per category, for the plots (prompt lookup's k=8 or auto's 64 on
+        the same line would read as the draft model at that k)."""
+        spec = {s.variant for s in self.samples if s.mode == "spec"}
         series: dict[str, list[tuple[int, float]]] = {}
         for row in self.rows():
-            if row.k and row.speedup is not None:
+            if row.k and row.variant in spec and row.speedup is not None:
                 series.setdefault(row.label, []).append((row.k, row.speedup))
         return series
 

@@ -354,7 +354,7 @@ def test_a_report_over_its_own_prompts_or_history_file_is_refused(fake_pair, tmp
     assert result.exit_code == 2 and "is the --prompts file" in result.stderr, result.output
     history = tmp_path / "past.svg"
     history.write_text('{"turns": ["hello"]}\n', encoding="utf-8")
-    result = bench(fake_pair, "--modes", "suffix", "--history", str(history), option, str(history))
+    result = bench(fake_pair, "--modes", "spec,suffix", "--history", str(history), option, str(history))
     assert result.exit_code == 2 and "is the --history file" in result.stderr, result.output
     assert prompts.read_text() == before and history.read_text() == '{"turns": ["hello"]}\n'
 
@@ -364,3 +364,14 @@ def test_output_and_plot_on_one_file_is_refused(fake_pair, tmp_path):
     same.write_text("", encoding="utf-8")
     result = bench(fake_pair, "--modes", "spec", "--ks", "1", "-o", str(same), "--plot", str(same))
     assert result.exit_code == 2 and "is the --plot file" in result.stderr, result.output
+
+
+def test_the_plot_has_the_draft_model_alone(fake_pair):
+    """speedup_series put prompt lookup (k=8) and auto (k=64) on the draft model's line of each category."""
+    result = two_variant_result()
+    for variant, k, mode in (("ngram k=8", 8, "ngram"), ("auto", 64, "auto")):
+        sample = Sample("p1", "code", variant, k, 0, 25.0, 10, 0.5, 0.1, 4, 8, 4, 0.0, 0.2, [1] * k, [1] * k, mode=mode)
+        result.samples.append(sample)
+    assert result.speedup_series() == {"code": [(2, 1.5)]}
+    refused = bench(fake_pair, "--modes", "ngram,auto", "--plot", "bench.svg")
+    assert refused.exit_code == 2 and "add spec to --modes" in refused.stderr

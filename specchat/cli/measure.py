@@ -58,7 +58,9 @@ def bench(
     draft_gpu_layers: DraftGpuLayers = -1,
     fmt: Annotated[str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.")] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Save speedup vs k as PNG or SVG (matplotlib).")] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Save the draft model's speedup vs k as PNG or SVG (matplotlib).")
+    ] = None,
 ) -> None:
     """Measure target alone vs speculative decoding side by side, and explain the result.
 
