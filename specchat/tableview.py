@@ -113,12 +113,16 @@ def row_cells(row) -> list[str]:
 
 def bench_table(result) -> Table:
     table = Table(title="specchat bench: target alone vs speculative (same run, interleaved)", title_justify="left")
-    for column in COLUMNS:
+    rows = [(row, row_cells(row)) for row in result.rows()]
+    for i, column in enumerate(COLUMNS):
         left = column in ("category", "variant")
-        table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=len(column))
+        # As wide as its widest cell: narrower than the table (a pipe, 80 columns) lines wrap, but no cell
+        # is cut to "revision tur…" or "ngram k…" (which turn? which variant?).
+        width = max([len(column)] + [len(cells[i]) for _, cells in rows])
+        table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=width)
     previous = None
-    for row in result.rows():
-        cells = [Text(cell) for cell in row_cells(row)]
+    for row, texts in rows:
+        cells = [Text(cell) for cell in texts]
         if row.speedup is not None and row.variant != "target":
             cells[4].stylize("green" if row.speedup >= 1.0 else "red")
         if previous is not None and previous != row.label:

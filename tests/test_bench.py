@@ -375,3 +375,23 @@ def test_the_plot_has_the_draft_model_alone(fake_pair):
     assert result.speedup_series() == {"code": [(2, 1.5)]}
     refused = bench(fake_pair, "--modes", "ngram,auto", "--plot", "bench.svg")
     assert refused.exit_code == 2 and "add spec to --modes" in refused.stderr
+
+
+def test_the_table_cuts_no_cell_in_80_columns():
+    """Piped (80 columns) or on a narrow terminal, Rich cut the labels: "revision tur…" for both turns,
+    "ngram k…" and "suffix …"; now lines may be wider than that, but every cell is whole."""
+    from rich.console import Console
+
+    from specchat.tableview import bench_table
+
+    result = BenchResult()
+    for turn in (1, 2):
+        for variant, k, mode in (("target", 0, "target"), ("ngram k=8", 8, "ngram"), ("suffix k=8", 8, "suffix")):
+            sample = Sample("r", "revision", variant, k, 0, 123.4, 10, 0.5, 0.1, 4, 8, 4, 0.0, 0.2, [1], [1], mode=mode)
+            sample.turn = turn
+            result.samples.append(sample)
+    out = io.StringIO()
+    Console(file=out, width=80, soft_wrap=True).print(bench_table(result))
+    text = out.getvalue()
+    assert "…" not in text
+    assert "revision turn 2" in text and "suffix k=8" in text and "123.4" in text
