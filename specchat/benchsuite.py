@@ -109,6 +109,8 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     category, turns = record.get("category"), record.get("turns")
     if not isinstance(category, str) or not category.strip():
         raise UsageError(f'{where}: missing "category" (a string)', hint='add "category": "chat"')
+    if category.strip() == "all":  # the report's row of every category: two "all" rows, one of them pooled
+        raise UsageError(f'{where}: "category" all is the report\'s row of every category', hint="name it otherwise")
     if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
         raise UsageError(f'{where}: "turns" must be a list starting with a non-empty string', hint='"turns": ["..."]')
     bad = next((i for i, turn in enumerate(turns, start=1) if not isinstance(turn, str) or not turn.strip()), None)

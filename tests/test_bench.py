@@ -395,3 +395,14 @@ def test_the_table_cuts_no_cell_in_80_columns():
     text = out.getvalue()
     assert "…" not in text
     assert "revision turn 2" in text and "suffix k=8" in text and "123.4" in text
+
+
+def test_a_category_called_all_is_refused(tmp_path):
+    """The report's pooled row is "all": a category of that name gave two "all" rows, one of them pooled."""
+    from specchat.benchsuite import load_prompts_file
+    from specchat.errors import UsageError
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"category": "chat", "turns": ["hi"]}\n{"category": "all", "turns": ["ho"]}\n')
+    with pytest.raises(UsageError, match='line 2: "category" all is'):
+        load_prompts_file(prompts)
