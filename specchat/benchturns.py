@@ -92,7 +92,9 @@ def _fit(pipeline, prompt: Prompt, number: int, messages: list[Message]) -> list
         raise ContextFullError(
             f"bench prompt #{prompt.id}, turn {number}: the conversation so far takes {len(ids)} tokens; "
             f"the context holds {n_ctx}",
-            hint="raise --ctx, lower --earlier-tokens (shorter earlier replies), or --turns first",
+            hint="raise --ctx, lower --earlier-tokens (shorter earlier replies), or --turns first"
+            if number > 1
+            else "raise --ctx, or shorten the prompt",  # a first turn has no earlier replies to shorten
         )
     return ids
 

@@ -160,6 +160,8 @@ def test_a_first_turn_longer_than_the_context_stops_the_bench_before_the_cost_mo
     result = bench("--ctx", "400", records=records)
     assert result.exit_code == 1 and "bench prompt #q, turn 1: the conversation so far takes" in result.stderr
     assert "measuring the cost model" not in result.stderr and "Traceback" not in result.output
+    # A first turn has no earlier replies: neither --earlier-tokens nor --turns first would help it.
+    assert "shorten the prompt" in result.stderr and "--earlier-tokens" not in result.stderr
 
 
 def test_the_built_in_revision_records():
