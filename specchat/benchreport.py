@@ -131,11 +131,7 @@ def _write_file(path: Path, body: str) -> None:
     from .paths import write_atomic
 
     try:
-        if _is_special(path):  # never replaced by a regular file (as root, -o /dev/null did that to /dev/null)
-            with open(path, "w", encoding="utf-8") as out:
-                out.write(body)
-        else:
-            write_atomic(path, body)
+        write_atomic(path, body)  # into /dev/null or a FIFO, through a link: never replaced by a file
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
 

@@ -54,15 +54,29 @@ def history_file() -> Path:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write text through a private temporary file and a rename: readers see the old file or the new
-    one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind."""
+    one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind.
+
+    Where the user chose the path (a report, /save): a symbolic link is written through, not replaced
+    by a file; /dev/null, a FIFO or /dev/stdout is written into (a rename would put a regular file in
+    its place, and as root that replaced /dev/null); a file replaced keeps its permissions."""
     import tempfile
 
+    if path.exists() and not path.is_file() and not path.is_dir():  # the kernel follows /dev/stdout's link
+        # Non-blocking to open: a FIFO that nobody reads fails at once (ENXIO) instead of hanging the chat.
+        handle = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(handle, True)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        return
+    if path.is_symlink():
+        path = path.resolve()
+    mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o644  # new: an ordinary user file (not mkstemp's 0600)
     folder = path.parent if str(path.parent) else Path(".")
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; these are ordinary user files
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -219,3 +219,40 @@ def test_models_fits_in_80_columns_and_cuts_no_name(tmp_path):
         for spec in (pair.target, pair.draft):
             assert any(cell.startswith(spec.file.removesuffix(".gguf")) for cell in cells), spec.file
     assert "(default)" in cells
+
+
+def test_write_atomic_writes_through_links_into_devices_and_keeps_permissions(tmp_path):
+    """/save FILE and bench -o go through write_atomic: a rename put a regular file in place of a link (the
+    link's target kept the old text), of /dev/null or a FIFO, and gave a private file mode 0644."""
+    import stat
+
+    from specchat.paths import write_atomic
+
+    real = tmp_path / "real.md"
+    real.write_text("old")
+    link = tmp_path / "latest.md"
+    link.symlink_to(real)
+    write_atomic(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+    private = tmp_path / "private.md"
+    private.write_text("old")
+    private.chmod(0o600)
+    write_atomic(private, "new")
+    assert private.read_text() == "new" and stat.S_IMODE(private.stat().st_mode) == 0o600
+
+    fresh = tmp_path / "fresh.md"
+    write_atomic(fresh, "x")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        write_atomic(fifo, "through")
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.read(reader, 100) == b"through"
+    finally:
+        os.close(reader)
+    with pytest.raises(OSError):  # nobody reads it: an error at once, not a wait forever
+        write_atomic(fifo, "lost")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.md", "latest.md", "out.fifo", "private.md", "real.md"]
