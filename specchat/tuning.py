@@ -126,6 +126,16 @@ def trusted(tuning: Tuning | None) -> bool:
     return tuning is not None and not tuning.costs.busy and not tuning.stale
 
 
+def check_writable() -> None:
+    """Before `tune` measures for minutes: the folder its result goes to can be written (OSError if not)."""
+    import tempfile
+
+    folder = config_dir() / "tuning"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-", suffix=".tmp"):
+        pass
+
+
 def save(tuning: Tuning) -> Path:
     """Atomic, so concurrent first runs cannot collide."""
     path = tuning_path(tuning.key)

@@ -73,3 +73,34 @@ def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
     assert "target step" in now and "v(16) = " in now
     assert "target step 1.0 ms" in saved and "v(2) = 1.02" in saved
     assert any(line.startswith("if every guess were right: lookup ") for line in lines)
+
+
+def test_a_config_dir_that_cannot_hold_the_tuning_is_one_line_before_measuring(fake_models, isolated, monkeypatch):
+    """A config directory that is a file (or unwritable) was an internal error after the whole measurement."""
+    target, draft = fake_models
+    blocker = isolated / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(blocker))
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot save the tuning in "), result.stderr
+    assert "nothing was measured" in lines[0] and "SPECCHAT_CONFIG_DIR" in lines[0]
+    assert "Traceback" not in result.output and blocker.read_text() == ""
+
+
+def test_a_tuning_that_cannot_be_written_after_measuring_is_one_line(fake_models, isolated, monkeypatch):
+    import errno
+
+    from specchat import tuning
+
+    def full(_tuning):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tuning, "save", full)
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 1, result.output
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("error: cannot save the tuning in ") and "No space left" in last, result.stderr
+    assert "nothing was saved" in last and "internal error" not in result.output

@@ -128,11 +128,23 @@ def tune(
     tuned per value.
     """
     from ..benchsuite import load_suite, single_turn
+    from ..errors import SpecchatError
+    from ..paths import config_dir
     from ..tableview import print_tune
-    from ..tuning import key_for, load, save
+    from ..tuning import check_writable, key_for, load, save
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, stdout_console
 
+    def unsaved(exc: OSError, what: str) -> SpecchatError:
+        return SpecchatError(
+            f"cannot save the tuning in {config_dir() / 'tuning'}: {exc.strerror or exc}",
+            hint=f"give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it); {what}",
+        )
+
+    try:
+        check_writable()  # before the measuring: a result that cannot be kept is not worth minutes
+    except OSError as exc:
+        raise unsaved(exc, "nothing was measured") from None
     err = stderr_console()
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode="spec", keep_draft=True, n_ctx=n_ctx, threads=threads,
@@ -146,5 +158,8 @@ def tune(
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
             )
-    path = save(tuning)
+    try:
+        path = save(tuning)
+    except OSError as exc:
+        raise unsaved(exc, "nothing was saved") from None
     print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous)
