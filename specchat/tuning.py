@@ -94,6 +94,13 @@ def _number(value, *, low: float = 0.0) -> float:
     return float(value)
 
 
+def _rate(value) -> float:
+    """An acceptance rate, at most 1: 0 is a measurement (a draft whose guesses never held), not an odd value."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"not an acceptance rate: {value!r}")
+    return min(1.0, float(value))
+
+
 def parse(data: object, key: str) -> Tuning:
     """A saved tuning, validated in shape and values; ValueError for anything odd."""
     if not isinstance(data, dict) or data.get("version") != VERSION:
@@ -106,7 +113,7 @@ def parse(data: object, key: str) -> Tuning:
     step = _number(data.get("step_s"))
     costs = Costs(verify, None if c is None else _number(c), step, step, busy=data.get("busy") is True)
     priors = data.get("priors") if isinstance(data.get("priors"), dict) else {}
-    priors = {str(m): min(1.0, _number(p)) for m, p in priors.items()}
+    priors = {str(m): _rate(p) for m, p in priors.items()}
     details = data.get("details") if isinstance(data.get("details"), dict) else {}
     source = data.get("source") if data.get("source") in ("calibration", "tune") else "calibration"
     return Tuning(key, costs, priors, source, details, stale=data.get("stale") is True)

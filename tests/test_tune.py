@@ -104,3 +104,18 @@ def test_a_tuning_that_cannot_be_written_after_measuring_is_one_line(fake_models
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("error: cannot save the tuning in ") and "No space left" in last, result.stderr
     assert "nothing was saved" in last and "internal error" not in result.output
+
+
+def test_a_measured_acceptance_of_zero_is_kept(isolated):
+    """A draft whose guesses never held made tune save priors {"spec": 0.0}, which the next load refused as
+    an odd value: the whole tuning was thrown away, so every start measured again and tune showed no 'saved:'."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(isolated / "zero", agree=0.0)
+    args = ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert check_saved(isolated / "config")["priors"]["spec"] == 0.0
+    second = CliRunner().invoke(app, args)
+    assert second.exit_code == 0, second.output
+    assert any(line.startswith("saved:") for line in second.stdout.splitlines()), second.stdout
