@@ -25,6 +25,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row |= {"model": spec.name, "repo": spec.repo, "file": spec.file, "size": spec.size}
             row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
             row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
+            row["checksum_ok"] = None  # not checked (no --verify, or no file): every row has the same keys
             # A file of the wrong size under the model's name is not present, and --verify says why.
             checked = (path or download.local_path(spec)) if verify else None
             if checked is not None and checked.is_file():

@@ -455,3 +455,24 @@ def test_an_odd_saved_tuning_never_stops_a_run(files, fake_models, content):
     assert result.exit_code == 0, result.output
     assert result.stdout == reply_to("Name three colours.") + "\n"
     assert "internal error" not in result.output
+
+
+def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
+    """checksum_ok was in a row only when --verify checked a file: a script reading it got a KeyError on
+    every other row (and on every row without --verify). It is null where nothing was checked."""
+    models = isolated / "models"
+    models.mkdir()
+    (models / "here.gguf").write_bytes(b"hello")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\nsize = 5\n'
+        '[models.gone]\nrepo = "nobody/gone"\nfile = "gone.gguf"\n'
+        '[pairs.mixed]\ntarget = "here"\ndraft = "gone"\n'
+    )
+    for args in (["models", "--json"], ["models", "--json", "--verify"]):
+        result = invoke(*args)
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout)["pairs"]
+        assert len({tuple(row) for row in rows}) == 1, args
+        mixed = {row["role"]: row["checksum_ok"] for row in rows if row["pair"] == "mixed"}
+        assert mixed == ({"target": True, "draft": None} if "--verify" in args else {"target": None, "draft": None})
