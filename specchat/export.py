@@ -144,10 +144,11 @@ def llama_server(files: Files, choice: Choice, *, threads: int, ctx: int, gpu_la
     else:  # ngram-mod's own lengths (48..64 once 24 tokens match); --spec-draft-n-max does not limit it
         argv += ["--spec-type", NGRAM_TYPE]
     argv += ["-t", str(threads), "-c", str(ctx), "-np", "1"]
-    # -1 (specchat's "all, when it can") is llama-server's default "auto": only other values are passed.
-    if gpu_layers != -1:
+    # A negative count (specchat's "all, when it can", as engine.py reads any of them) is llama-server's
+    # default "auto": only counts of 0 and more are passed (llama-server reads -2 as "all", others its own way).
+    if gpu_layers >= 0:
         argv += ["-ngl", str(gpu_layers)]
-    if draft_gpu_layers != -1 and choice.method == "draft":
+    if draft_gpu_layers >= 0 and choice.method == "draft":
         argv += ["-ngld", str(draft_gpu_layers)]
     if files.pair:
         argv += ["--alias", files.pair]  # /v1/models answers with the pair's name, as `specchat serve` does

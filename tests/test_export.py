@@ -197,3 +197,14 @@ def _wait_listening(process: subprocess.Popen, log: Path, timeout: float) -> int
         assert process.poll() is None, log.read_bytes()[-3000:].decode(errors="replace")
         time.sleep(0.2)
     raise AssertionError(f"llama-server did not listen within {timeout:.0f} s: {log.read_bytes()[-3000:]!r}")
+
+
+def test_any_negative_gpu_layer_count_is_all_as_specchat_reads_it(fake_models):
+    """specchat loads every layer for any negative --gpu-layers (engine.py); export passed -ngl -5 on, a
+    value llama-server reads its own way (-2 is its 'all', -5 nothing it documents)."""
+    target, draft = fake_models
+    args = ["--to", "llama-server", "--target", str(target), "--draft", str(draft), "--mode", "spec"]
+    negative = shlex.split(run_export(*args, "--gpu-layers", "-5", "--draft-gpu-layers", "-2").stdout)
+    assert "-ngl" not in negative and "-ngld" not in negative and "-5" not in negative
+    counted = shlex.split(run_export(*args, "--gpu-layers", "0", "--draft-gpu-layers", "7").stdout)
+    assert value(counted, "-ngl") == "0" and value(counted, "-ngld") == "7"
