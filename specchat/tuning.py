@@ -122,8 +122,11 @@ def parse(data: object, key: str) -> Tuning:
 def load(key: str) -> Tuning | None:
     """The saved tuning, or None when missing or unusable (then it is measured again: a cache or a
     calibration never stops the tool)."""
+    path = tuning_path(key)
+    if not path.is_file():  # a FIFO in its place would block the read (a directory fails it)
+        return None
     try:
-        return parse(json.loads(tuning_path(key).read_text(encoding="utf-8")), key)
+        return parse(json.loads(path.read_text(encoding="utf-8")), key)
     except (OSError, ValueError, TypeError, RecursionError):
         return None
 

@@ -119,3 +119,23 @@ def test_a_measured_acceptance_of_zero_is_kept(isolated):
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
     assert any(line.startswith("saved:") for line in second.stdout.splitlines()), second.stdout
+
+
+def test_a_fifo_in_place_of_a_saved_tuning_does_not_hang(isolated):
+    """load() read the path whatever it was: a FIFO there blocked `export`, `run --mode auto` and `tune`
+    forever (the caches in paths.read_json_object already refuse one)."""
+    import os
+    import threading
+
+    from specchat import tuning
+
+    path = tuning.tuning_path("0123456789abcdef")
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    found = []
+    reader = threading.Thread(target=lambda: found.append(tuning.load("0123456789abcdef")), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # release the blocked open before failing
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    assert found == [None]
