@@ -92,7 +92,13 @@ def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None
             hint=f"delete it and run `specchat pull` again (model {model.name})",
         )
     if model.sha256 is not None:
-        actual = sha256_of(path, advance)
+        try:
+            actual = sha256_of(path, advance)
+        except OSError as exc:  # another user's file, a failing disk: its error, not an internal one
+            raise ModelFileError(
+                f"cannot read {path}: {exc.strerror or exc}",
+                hint=f"check the file's permissions, or delete it and run `specchat pull` again ({model.name})",
+            ) from None
         if actual != model.sha256:
             raise ModelFileError(
                 f"{path} has sha256 {actual[:16]}..., expected {model.sha256[:16]}...",

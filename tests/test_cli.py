@@ -476,3 +476,29 @@ def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
         assert len({tuple(row) for row in rows}) == 1, args
         mixed = {row["role"]: row["checksum_ok"] for row in rows if row["pair"] == "mixed"}
         assert mixed == ({"target": True, "draft": None} if "--verify" in args else {"target": None, "draft": None})
+
+
+def test_models_verify_of_an_unreadable_file_is_one_line(isolated, monkeypatch):
+    """A present file that cannot be read (another user's, mode 600; an I/O error) made `models --verify`
+    an internal error: it is that file's own error."""
+    import errno
+
+    from specchat import download
+
+    def unreadable(path, advance=None):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(download, "sha256_of", unreadable)
+    models = isolated / "models"
+    models.mkdir()
+    (models / "locked.gguf").write_bytes(b"hello")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        f'[models.locked]\nrepo = "nobody/locked"\nfile = "locked.gguf"\nsha256 = "{"a" * 64}"\n'
+        '[pairs.locked]\ntarget = "locked"\ndraft = "locked"\n'
+    )
+    result = invoke("models", "--verify", "--json")
+    assert "internal error" not in result.output
+    assert result.exit_code == 1 and "cannot read " in result.stderr and "Permission denied" in result.stderr
+    rows = [row for row in json.loads(result.stdout)["pairs"] if row["pair"] == "locked"]
+    assert [row["checksum_ok"] for row in rows] == [False, False]
