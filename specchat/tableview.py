@@ -52,9 +52,9 @@ def print_models(*, as_json: bool, verify: bool) -> None:
     else:
         out = stdout_console(what="the list")
         out.print(models_table(rows))
-        out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", highlight=False)
+        out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", markup=False, highlight=False)
     for exc in bad[1:]:
-        stderr_console().print(f"bad file: {exc.message}", style="red")
+        stderr_console().print(f"bad file: {exc.message}", style="red", markup=False)
     if bad:
         raise bad[0]
 
@@ -159,7 +159,7 @@ def ceiling(batch: int, speedup: float) -> str:
 
 
 def tune_table(title: str, estimates) -> Table:
-    table = Table(title=f"specchat tune: {title}", title_justify="left")
+    table = Table(title=Text(f"specchat tune: {title}"), title_justify="left")  # a file name is no markup
     for column in ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     for e in estimates:
@@ -179,7 +179,7 @@ def print_tune(console: Console, title: str, tuning, estimates, path, previous=N
     console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
-    console.print(f"on this machine auto starts from: {verdict}; saved to {path}", highlight=False)
+    console.print(f"on this machine auto starts from: {verdict}; saved to {path}", markup=False, highlight=False)
 
 
 def cost_summary(costs) -> str:

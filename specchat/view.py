@@ -138,7 +138,7 @@ def note(console: Console, message: str) -> None:
 @contextmanager
 def download_progress(console: Console) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
     """Yields start(label, total) -> advance(n): one bar per file, on stderr."""
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     progress = Progress(*columns, TimeRemainingColumn(), console=console, transient=False)
 
     def start(label: str, total: int) -> Callable[[int], None]:

@@ -502,3 +502,22 @@ def test_models_verify_of_an_unreadable_file_is_one_line(isolated, monkeypatch):
     assert result.exit_code == 1 and "cannot read " in result.stderr and "Permission denied" in result.stderr
     rows = [row for row in json.loads(result.stdout)["pairs"] if row["pair"] == "locked"]
     assert [row["checksum_ok"] for row in rows] == [False, False]
+
+
+def test_paths_and_file_names_are_printed_as_they_are_not_as_markup(isolated, monkeypatch):
+    """Rich read the models directory, a model's file name and its path as markup: '[/]' in a folder name
+    made `models` an internal error, '[i]x.gguf' was printed as 'x.gguf', a path that does not exist."""
+    folder = isolated / "a[/]b [i]models"  # a folder "a[" holding "]b [i]models"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(folder))
+    (folder / "[i]x.gguf").write_bytes(b"x")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.x]\nrepo = "nobody/x"\nfile = "[i]x.gguf"\n[pairs.x]\ntarget = "x"\ndraft = "x"\n'
+    )
+    listed = invoke("models")
+    assert listed.exit_code == 0, listed.output
+    assert f"models directory: {folder}" in listed.stdout
+    pulled = invoke("pull", "x")
+    assert pulled.exit_code == 0, pulled.output
+    assert pulled.stderr.count(f"[i]x.gguf: already present at {folder / '[i]x.gguf'}") == 2, pulled.stderr

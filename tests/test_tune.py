@@ -139,3 +139,17 @@ def test_a_fifo_in_place_of_a_saved_tuning_does_not_hang(isolated):
     if reader.is_alive():  # release the blocked open before failing
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
     assert found == [None]
+
+
+def test_a_config_path_with_brackets_is_printed_as_it_is(isolated, monkeypatch):
+    """'[/]' in the config directory's path was read as Rich markup: an internal error after the tuning
+    was measured and saved, instead of the report's last line."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(isolated / "files")
+    target = target.rename(target.with_name("[i]t.fake.gguf"))
+    config = isolated / "a[/]b"
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(config))
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    assert f"saved to {config / 'tuning'}" in result.stdout and "specchat tune: [i]t.fake.gguf" in result.stdout

@@ -54,7 +54,7 @@ def pull(pair: PairArgument = None) -> None:
         for spec in (spec_pair.target, spec_pair.draft):
             result = download.pull(spec, lambda message: note(err, message), start)
             where = "already present at" if result.source == "present" else f"downloaded from the {result.source} to"
-            err.print(f"{spec.local_name}: {where} {result.path}", highlight=False)
+            err.print(f"{spec.local_name}: {where} {result.path}", markup=False, highlight=False)
 
 
 @app.command(
