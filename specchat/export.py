@@ -67,9 +67,11 @@ class Export:
         return (json.dumps(self.as_dict(), indent=2) if as_json else self.command) + "\n"
 
 
-def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub_ok: bool = False) -> Files:
+def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub_ok: bool = False,
+               draftless: bool = False) -> Files:  # fmt: skip
     """Local files of the pair (never pulled: export only prints), or the files given. hub_ok: a model
-    with a source_repo may be missing here (vLLM pulls it from the Hub); its path is where pull puts it."""
+    with a source_repo may be missing here (vLLM pulls it from the Hub); its path is where pull puts it.
+    draftless (--mode ngram): the command names no draft, so a pair's draft that is not here is left out."""
     require_model_files(target=target, draft=draft)
     if target is not None:
         return Files(Path(target).resolve(), Path(draft).resolve() if draft else None)
@@ -79,6 +81,8 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
         found = download.locate(model) if not (role == "draft" and draft) else Path(draft)
         if found is None and hub_ok and model.source_repo:
             found = download.local_path(model)
+        if found is None and role == "draft" and draftless:
+            return Files(paths["target"], None, spec.name, spec.target, None)
         if found is None:
             raise ModelFileError(
                 f"{model.local_name} ({role} of {spec.name}) is not on this machine",
@@ -189,7 +193,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     """The command for `to`, with the choice of speculation and every note a user should read."""
     if to not in TARGETS:  # before looking at any file: a typo is a usage error
         raise UsageError(f"unknown --to '{to}'", hint=f"choose one of: {', '.join(TARGETS)}")
-    files = find_files(pair, target, draft, hub_ok=to == "vllm")
+    files = find_files(pair, target, draft, hub_ok=to == "vllm", draftless=mode == "ngram")
     tuning = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
     choice = choose(tuning, files.draft is not None, mode, k)
     if to == "llama-server":

@@ -208,3 +208,24 @@ def test_any_negative_gpu_layer_count_is_all_as_specchat_reads_it(fake_models):
     assert "-ngl" not in negative and "-ngld" not in negative and "-5" not in negative
     counted = shlex.split(run_export(*args, "--gpu-layers", "0", "--draft-gpu-layers", "7").stdout)
     assert value(counted, "-ngl") == "0" and value(counted, "-ngld") == "7"
+
+
+def test_ngram_needs_no_draft_file_of_the_pair(isolated):
+    """--mode ngram names no draft in the command, yet a pair whose draft was not pulled was refused
+    ('specchat pull' first: a download the command never uses). Other modes still need it."""
+    target, _draft = fake_backend.write_pair(isolated / "files")
+    (isolated / "models").mkdir()
+    (isolated / "models" / target.name).write_bytes(target.read_bytes())
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        f'[models.t]\nrepo = "nobody/t"\nfile = "{target.name}"\n'
+        '[models.gone]\nrepo = "nobody/gone"\nfile = "gone.gguf"\n'
+        '[pairs.half]\ntarget = "t"\ndraft = "gone"\n'
+    )
+    for to in ("llama-server", "vllm"):
+        result = run_export("--to", to, "--pair", "half", "--mode", "ngram", "--json")
+        assert result.exit_code == 0, result.output
+        made = json.loads(result.stdout)
+        assert made["speculation"]["method"] == "ngram" and "gone.gguf" not in made["command"]
+    drafted = run_export("--to", "llama-server", "--pair", "half", "--mode", "spec")
+    assert drafted.exit_code == 1 and "gone.gguf (draft of half) is not on this machine" in drafted.stderr
