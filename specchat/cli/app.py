@@ -191,35 +191,25 @@ def wrap_help(typer_app: typer.Typer) -> None:
 
 def main() -> None:
     """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
-    stdout = _identity(1)
     try:
         app(prog_name="specchat")
     except SystemExit as exc:
         if exc.code == 130:
             _leave_now(130)
-        if exc.code == 1 and stdout != _identity(1) and _identity(1) == _devnull():
+        if exc.code == 1 and _raised_in(exc, "on_broken_pipe"):
             # `specchat --help | head -1`: Typer prints help through a Rich Console of its own, whose
-            # on_broken_pipe points stdout at /dev/null and exits 1. A reader that went away is exit 0
-            # everywhere else (docs/usage.md), and this is the one trace that handler leaves.
+            # on_broken_pipe exits 1 (specchat's consoles raise BrokenPipeError there instead). A reader
+            # that went away is exit 0 everywhere else (docs/usage.md).
             raise SystemExit(0) from None
         raise
 
 
-def _identity(fd: int) -> tuple[int, int, int] | None:
-    """What a file descriptor points at (device, inode, special device), or None if it is closed."""
-    try:
-        info = os.fstat(fd)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino, info.st_rdev
-
-
-def _devnull() -> tuple[int, int, int] | None:
-    try:
-        info = os.stat(os.devnull)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino, info.st_rdev
+def _raised_in(exc: BaseException, function: str) -> bool:
+    """Whether the innermost frame of the exception's traceback is a function of that name."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_name == function
 
 
 def _leave_now(code: int) -> None:
