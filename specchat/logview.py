@@ -34,7 +34,7 @@ def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full:
 
 def print_reply(console: Console, row: dict, *, full: bool) -> None:
     console.print(_header(row))
-    console.print(_details(row), style="dim")
+    console.print(Text(_details(row), style="dim"))  # a pair or file name is no markup
     said = _said_before(row)
     if said is not None:
         prompt = Text(said[0], style="bold cyan")

@@ -323,3 +323,15 @@ def test_continue_on_a_terminal_opens_the_chat_with_the_history(files, tmp_path)
     finally:
         child.close(force=True)
     assert [row["prompt"] for row in logged()] == [ADA, "Who am I?"]
+
+
+def test_logs_prints_pair_and_file_names_as_they_are_not_as_markup(isolated):
+    """The line under a reply's header (pair or target file, mode, stats) was printed as Rich markup: a pair
+    named 'a[/]b' in models.toml made `logs` an internal error, a target '[i]t.gguf' was shown as 't.gguf'."""
+    reply = {"pair": "a[/]b", "target": "t.gguf", "draft": None, "mode": "target", "label": "target alone"}
+    reply |= {"settings": {}, "stats": {"generated_tokens": 3}}
+    logstore.Recorder(True).write(Conversation(None, [Message("user", "Hi"), Message("assistant", "Ho")]), reply)
+    reply |= {"pair": None, "target": "/models/[i]t.gguf"}
+    logstore.Recorder(True).write(Conversation(None, [Message("user", "Hi"), Message("assistant", "Ho")]), reply)
+    text = ok(invoke("logs"))
+    assert "a[/]b  ·  target alone" in text and "[i]t.gguf  ·  target alone" in text
