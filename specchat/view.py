@@ -157,7 +157,8 @@ def download_progress(console: Console) -> Iterator[Callable[[str, int], Callabl
 @contextmanager
 def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int], None]]:
     """Which prompt and variant is running, how far along, and an ETA."""
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    # A description names a prompt's category and id (from a --prompts file): no markup.
+    columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
     progress = Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
     task = progress.add_task("warming up", total=total)
     with progress:

@@ -10,7 +10,7 @@ from rich.console import Console
 from specchat.chatview import STYLES, ReplyView, legend
 from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from specchat.speculative import Round, Stats
-from specchat.view import footer, position_bars, session_lines, stats_lines, summary_line
+from specchat.view import bench_progress, footer, position_bars, session_lines, stats_lines, summary_line
 
 
 def recording_console(width: int = 80) -> Console:
@@ -184,3 +184,14 @@ def test_a_long_note_on_stderr_that_is_not_a_terminal_stays_one_line(monkeypatch
     path = "/home/someone/.local/share/specchat/models/" + "qwen2.5-coder-1.5b-instruct-q4_k_m" * 3 + ".gguf"
     stderr_console().print(f"qwen2.5-coder-1.5b-instruct-q4_k_m: already present at {path}", highlight=False)
     assert captured.getvalue().count("\n") == 1 and path in captured.getvalue()
+
+
+def test_bench_progress_shows_a_prompt_category_as_it_is_not_as_markup():
+    """The bench's progress line names a --prompts file's category and question id: read as Rich markup,
+    '[/]' raised MarkupError in the refresh thread (a traceback over the bar, which froze) and, on Ctrl-C,
+    as the bar stopped; '[i]' vanished into italics."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, no_color=True, width=100)
+    with bench_progress(console, 2) as progress:
+        progress("rep 1/1 · a[/]b #q[i]1 · spec", 1)  # drawn as the bar stops, if not before
+    assert "rep 1/1 · a[/]b #q[i]1 · spec" in out.getvalue()
