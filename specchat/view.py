@@ -82,7 +82,8 @@ def _no_color(flag: bool) -> bool:
 def stderr_console(no_color: bool = False) -> Console:
     """Notes and errors. Not on a terminal (a log file, journald, `2>&1 | tee`), a line stays one line:
     Rich would wrap it at 80 columns, splitting a path or a server's note into pieces."""
-    console = Console(stderr=True, no_color=_no_color(no_color), highlight=False)
+    # emoji=False: ':smile:' in a path or a served request's path is text (markup=False leaves Rich's emoji on)
+    console = Console(stderr=True, no_color=_no_color(no_color), highlight=False, emoji=False)
     console.soft_wrap = not console.is_terminal
     return console
 
@@ -97,7 +98,9 @@ class _StdoutConsole(Console):
 
 
 def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
-    return _StdoutConsole(file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True)
+    return _StdoutConsole(
+        file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True, emoji=False
+    )
 
 
 def write_stdout(text: str, what: str = "the reply") -> None:

@@ -521,3 +521,12 @@ def test_paths_and_file_names_are_printed_as_they_are_not_as_markup(isolated, mo
     pulled = invoke("pull", "x")
     assert pulled.exit_code == 0, pulled.output
     assert pulled.stderr.count(f"[i]x.gguf: already present at {folder / '[i]x.gguf'}") == 2, pulled.stderr
+
+
+def test_emoji_codes_in_paths_are_printed_as_they_are(isolated, monkeypatch):
+    """markup=False still let Rich replace ':smile:' in the models directory's path with an emoji."""
+    folder = isolated / ":smile: models"
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(folder))
+    listed = invoke("models")
+    assert listed.exit_code == 0, listed.output
+    assert f"models directory: {folder}" in listed.stdout

@@ -251,6 +251,16 @@ def test_unknown_routes_and_methods_get_error_objects(server):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+def test_the_console_line_shows_a_request_as_it_came(server):
+    """A request's path and an unknown model's name are the client's text: Rich turned ':thumbs_up:' in them
+    into an emoji on the console (markup=False leaves emoji codes on); '[/]' and '[i]' stay as they are."""
+    assert httpx.get(f"{server.url}/v1/:thumbs_up:[/]").status_code == 404
+    body = {"model": ":smile: [i]x", "messages": [{"role": "user", "content": "a"}]}
+    assert httpx.post(f"{server.url}/v1/chat/completions", json=body).status_code == 404
+    server.wait_for(re.escape("model ':smile: [i]x' is not served here"))
+    assert "GET /v1/:thumbs_up:[/] 404" in server.console()
+
+
 def test_body_size_is_bounded(server):
     response = httpx.post(f"{server.url}/v1/chat/completions", content=b" " * 1_000_001, timeout=30)
     assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
