@@ -419,6 +419,31 @@ def test_round_events_and_stats_agree(k, draft):
     assert stats.total_s >= stats.prefill_s >= 0 and stats.first_token_s > 0
 
 
+@pytest.mark.parametrize("k", [0, 3])
+def test_time_to_first_token_ends_with_the_first_rounds_verify(k):
+    """On a clock that moves one second per target eval: the prefill (1) and the first verify (2)."""
+    target = FakeModel(TARGET, n_vocab=V)
+    drafter = RecordingDrafter(FakeModel(DraftLM(TARGET, agree_hashed(0.6)), n_vocab=V))
+    clock = lambda: float(len(target.calls))  # noqa: E731
+    _, stats = speculative_decode(target, drafter, PROMPTS[0], Sampler(GREEDY), k=k, max_tokens=20, clock=clock)
+    assert stats.rounds >= 3 and stats.prefill_s == 1.0
+    assert stats.first_token_s == 2.0 and stats.total_s == 1.0 + stats.rounds
+
+
+def test_stats_merge_adds_every_count_and_per_position_and_per_source_totals():
+    """Session totals and tune add generations with different k and sources: nothing is dropped."""
+    first, second = Stats(), Stats()
+    first.record(2, 1, 2, 0.1, 0.2, "spec")
+    first.record(0, 0, 1, 0.0, 0.1)
+    second.record(4, 4, 5, 0.3, 0.4, "ngram")
+    second.record(1, 0, 1, 0.1, 0.1, "spec")
+    first.merge(second)
+    assert (first.rounds, first.generated, first.drafted, first.accepted) == (4, 9, 7, 5)
+    assert first.draft_s == pytest.approx(0.5) and first.verify_s == pytest.approx(0.8)
+    assert first.drafted_at == [3, 2, 1, 1] and first.accepted_at == [2, 1, 1, 1]
+    assert first.rounds_by_source == {"spec": 2, "target": 1, "ngram": 1}
+
+
 # -- interruption -----------------------------------------------------------------------------------
 
 
@@ -460,12 +485,13 @@ def test_keyboard_interrupt_in_draft_model_returns_tokens_so_far(on_call):
 
 
 @pytest.mark.parametrize("k", KS)
-def test_draft_ids_outside_the_target_vocabulary_are_dropped(k):
+@pytest.mark.parametrize("extra", [8, 2])  # the foreign id is V + extra - 2: with 2, exactly n_vocab
+def test_draft_ids_outside_the_target_vocabulary_are_dropped(k, extra):
     """A draft id >= the target's n_vocab is cut with everything after it; the target never sees it."""
     prompt = PROMPTS[0]
     foreign = frozenset(range(len(prompt), len(prompt) + 60, 3))
-    draft = DraftLM(TARGET, agree_always, n_vocab=V + 8, foreign_at=foreign)
-    result = run(prompt, k, 30, draft_fn=draft, draft_vocab=V + 8)  # the fake target asserts ids < V
+    draft = DraftLM(TARGET, agree_always, n_vocab=V + extra, foreign_at=foreign)
+    result = run(prompt, k, 30, draft_fn=draft, draft_vocab=V + extra)  # the fake target asserts ids < V
     assert result.out == reference_greedy(TARGET, prompt, 30)[0]
     proposals = iter(result.drafter.proposals)
     generated, saw_foreign = 0, False
