@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -210,6 +211,30 @@ def test_top_p_and_min_p_sort_only_what_they_can_keep_and_keep_the_same(data):
     expected = sorted_reference(logits, sampling)
     got = probabilities(logits, sampling)
     assert np.array_equal(got > 0, expected > 0) and got == pytest.approx(expected, abs=1e-12)
+
+
+def test_top_p_whose_mass_lies_below_every_share_cut_widens_to_the_whole_vocabulary():
+    """top-p near 1 where the tokens it must keep are under a 1e-8 share of the best: the last resort
+    (every token) still keeps exactly what a sort of the whole vocabulary keeps."""
+    logits = np.array([0.0, -19.0, -19.0, -19.0, -19.5])  # e^-19 < 1e-8
+    sampling = params(top_p=1 - 1e-9)
+    got = probabilities(logits, sampling)
+    assert np.count_nonzero(got) == 5
+    assert np.array_equal(got > 0, sorted_reference(logits, sampling) > 0)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_a_seed_of_zero_or_more_repeats_the_draws_and_a_negative_one_is_random(seed):
+    """As llama.cpp's --seed: any seed >= 0 (0 included) gives the same draws each time; -1 is random."""
+    logits = np.zeros(1000)
+    sampling = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=seed)
+
+    def draws(sampler: Sampler) -> list[int]:
+        return [sampler.pick(logits)[0] for _ in range(8)]
+
+    assert draws(Sampler(sampling)) == draws(Sampler(sampling))
+    at_random = replace(sampling, seed=-1)
+    assert len({tuple(draws(Sampler(at_random))) for _ in range(3)}) > 1
 
 
 def test_top_k_indices_outside_one_to_the_vocabulary_keeps_every_index():
