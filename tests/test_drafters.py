@@ -324,6 +324,37 @@ def test_only_measured_batch_sizes_are_chosen():
     costs = Costs({1: 1.0, 2: 1.9, 8: 7.0, 16: 8.5})
     k, _ = costs.best_length([0.99] * 20, 0.0)
     assert k + 1 in costs.verify and k == 15
+    # Guesses that hold for 10 tokens, then rarely: an interpolated batch of 11 would promise the most
+    # (1.38x against 1.28x for the measured 16), and is still not chosen.
+    rates = [0.99] * 10 + [0.3] * 10
+    speeds = costs.speedup(rates, 0.0)
+    assert max(range(len(speeds)), key=speeds.__getitem__) + 1 not in costs.verify
+    assert costs.best_length(rates, 0.0) == (15, pytest.approx(speeds[15]))
+
+
+def test_the_speedup_of_drafting_nothing_is_one_whatever_drafting_would_cost():
+    """S(0) = 1: k = 0 pays neither the draft steps nor a lagging draft model's catch-up (`fixed`)."""
+    speeds = linear_costs(0.5).speedup([0.8, 0.8], 0.2, fixed=3.0)
+    assert speeds[0] == 1.0
+    assert speeds[1] == pytest.approx(1.8 / (3.0 + 0.2 + 1.5))
+
+
+def test_the_step_time_starts_from_the_first_sample_when_there_is_none():
+    """Costs built from ratios alone (no step time yet): the first round's timing is the step, not a
+    tenth of it (the EMA starts from the sample itself)."""
+    costs = Costs({1: 1.0, 4: 2.0})
+    costs.observe_verify(4, 0.3)
+    assert costs.step_s == pytest.approx(0.15)
+
+
+def test_steady_is_judged_only_after_a_few_rounds():
+    """One slow first round (a cold cache) does not say the machine changed; four do."""
+    costs = Costs({1: 1.0, 4: 2.0}, None, 0.04, 0.04)
+    costs.observe_verify(1, 4.0)
+    assert costs.drift > 1.25 and costs.steady
+    for _ in range(3):
+        costs.observe_verify(1, 4.0)
+    assert not costs.steady
 
 
 def test_match_prefers_the_occurrence_that_matches_furthest_back():
