@@ -16,6 +16,7 @@ from specchat import tuning
 from specchat.costmodel import Costs, measure
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
+from specchat.drafters.base import Offer
 from specchat.models_api import CachedModel
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
@@ -144,6 +145,86 @@ def test_the_guard_judges_a_drafter_after_a_round_it_lost_not_after_one_it_won()
     assert guard.allowed("ngram") and guard.trusted("ngram")
     guard.record("ngram", 2, 8.0, 1.0)
     assert not guard.allowed("ngram")
+
+
+def test_the_guard_sets_a_loser_aside_longer_each_time_and_judges_it_afresh_when_it_comes_back():
+    guard = Guard()
+    guard.record("target", 1, 1.0, 1.0)  # the target alone: 1 s a token
+
+    def lose(times: int) -> None:  # rounds of 2 s a token
+        for _ in range(times):
+            guard.record("ngram", 1, 2.0, 1.0)
+
+    def wait(rounds: int) -> None:
+        for _ in range(rounds):
+            guard.record("target", 1, 1.0, 1.0)
+
+    lose(2)
+    assert guard.allowed("ngram")  # under GUARD_ROUNDS rounds of evidence: no verdict yet
+    lose(1)
+    assert not guard.allowed("ngram")  # set aside at round 4 for 16 rounds
+    wait(15)
+    assert not guard.allowed("ngram")
+    wait(1)
+    assert guard.allowed("ngram") and not guard.trusted("ngram")  # back at round 20, as a trial
+    lose(1)
+    assert guard.allowed("ngram")  # judged afresh: one loss is not yet evidence
+    lose(1)
+    assert guard.allowed("ngram")
+    lose(1)
+    assert not guard.allowed("ngram")  # set aside again at round 23, now for 32 rounds
+    wait(31)
+    assert not guard.allowed("ngram")
+    wait(1)
+    assert guard.allowed("ngram")
+
+
+def test_the_guard_asks_for_the_target_alone_every_32_rounds():
+    guard = Guard()
+    guard.record("target", 1, 1.0, 1.0)
+    for _ in range(31):
+        guard.record("ngram", 4, 1.0, 1.0)  # winning rounds
+        assert not guard.needs_reference()
+    guard.record("ngram", 4, 1.0, 1.0)
+    assert guard.needs_reference()  # 32 rounds since the target alone ran
+
+
+class FixedOffer:
+    """A lookup drafter that offers the same estimates every round (auto's choice on its own)."""
+
+    name, uses_model = "ngram", False
+
+    def __init__(self, offer: Offer) -> None:
+        self.fixed = offer
+
+    def offer(self, context, k_max: int) -> Offer:
+        return self.fixed
+
+
+def test_auto_drafts_only_where_the_cautious_estimate_promises_a_gain_too():
+    """A plain estimate that pays is not enough: the cautious one (below the mean) must pay as well."""
+    doubtful = Offer([0.0] * 8, [0.0] * 8, mean=[0.99] * 8)
+    assert AutoDrafter(GPU.costs(), [FixedOffer(doubtful)]).choose([1, 2, 3], 8).source == "target"
+    sure = Offer([0.9] * 8, [0.9] * 8, mean=[0.99] * 8)
+    assert AutoDrafter(GPU.costs(), [FixedOffer(sure)]).choose([1, 2, 3], 8).source == "ngram"
+
+
+def test_auto_runs_the_target_alone_when_the_guard_needs_a_reference():
+    auto = AutoDrafter(GPU.costs(), [FixedOffer(Offer([0.9] * 8, [0.9] * 8))])
+    assert auto.choose([1, 2, 3], 8).source == "ngram"
+    auto.guard.round = 32  # 32 rounds without the target alone
+    choice = auto.choose([1, 2, 3], 8)
+    assert (choice.source, choice.k) == ("target", 0) and "reference" in choice.reason
+
+
+def test_a_drafter_once_set_aside_drafts_no_further_than_it_vouches_for():
+    """On a GPU a drafter may draft past what it vouches for (batches cost little more); not once it
+    has lost time, since then the costs are in doubt."""
+    auto = AutoDrafter(GPU.costs(), [])
+    offer = Offer([0.99] * 8, [0.99] * 8, mean=[0.99] * 8, proven=2)
+    assert len(auto._within_reach(offer, "ngram").rates) == 8
+    auto.guard.times_aside["ngram"] = 1
+    assert len(auto._within_reach(offer, "ngram").rates) == 2
 
 
 def test_exploration_costs_at_most_its_budget():
