@@ -11,7 +11,7 @@ from specchat.drafters import model as model_drafters
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.copyodds import CopyOdds
 from specchat.drafters.model import Acceptance
-from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.ngram import REJOIN_FOR, CopyRuns, NgramDrafter
 from specchat.sampling import Sampler, SamplingParams
 
 GREEDY = Sampler(SamplingParams())
@@ -37,6 +37,8 @@ def test_prefers_the_longest_match():
 
 def test_most_recent_occurrence_wins():
     assert propose([1, 2, 10, 1, 2, 20, 1, 2], k=1) == [20]
+    # Among occurrences of a max_n-gram that match equally far back, too (ties: the most recent).
+    assert propose([1, 2, 10, 1, 2, 20, 1, 2], k=1, max_n=2) == [20]
 
 
 def test_match_at_the_very_end_of_the_history():
@@ -251,6 +253,58 @@ def test_after_an_edit_the_copy_rejoins_the_input_just_after_the_change():
     fresh = NgramDrafter()  # no copy broke: the latest occurrence of 7
     fresh.prefill(prompt[:-1])
     assert fresh.propose(context, 3, GREEDY).tokens == [500, 501, 502]
+
+
+@pytest.mark.parametrize(("written", "rejoins"), [(22, True), (23, False)])
+def test_a_copy_is_rejoined_for_at_most_rejoin_for_tokens_after_it_broke(written, rejoins):
+    """REJOIN_FOR (24) tokens after the break (the 900 and `written` more, then the 7), the copy is
+    still rejoined; one token later, lookup copies from the latest 7 as elsewhere."""
+    assert REJOIN_FOR == 24
+    prompt = [*range(100, 121), 7, *range(121, 130), 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [*range(100, 120), 900, *range(901, 901 + written), 7])
+    expected = [121, 122, 123] if rejoins else [500, 501, 502]
+    assert ngram.propose(context, 3, GREEDY).tokens == expected
+
+
+def test_a_long_match_elsewhere_wins_over_rejoining():
+    """After the break the reply copies 9 tokens of another passage (REJOIN_BELOW): that copy goes on,
+    not the edited one."""
+    other = list(range(300, 309))
+    prompt = [*range(100, 121), 7, *range(121, 130), *other, 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [*range(100, 120), 900, *other, 7])
+    assert ngram._break is not None  # the edited copy did break
+    assert ngram.propose(context, 3, GREEDY).tokens == [500, 501, 502]
+
+
+def test_copy_runs_count_whole_copies_in_a_row_and_any_other_round_ends_a_run():
+    runs = CopyRuns()
+
+    def round_(drafted: int, accepted: int, source: str = "ngram") -> None:
+        draft = Draft(list(range(drafted)), [None] * drafted, source=source)
+        runs.learn("ngram", Outcome(0, draft, accepted, [0] * (accepted + 1), 0.0))
+
+    round_(5, 5)
+    round_(4, 4)
+    assert (runs.run, runs.longest) == (9, 9)
+    round_(6, 3)  # a copy that broke: its 3 count, then the run ends
+    assert (runs.run, runs.longest) == (0, 12)
+    round_(4, 4)
+    round_(3, 3, source="suffix")  # another drafter's round ends it too
+    round_(2, 2)
+    assert (runs.run, runs.longest) == (2, 12) and runs.cap == 24
+
+
+def test_a_reply_repeating_its_own_lines_is_judged_by_the_reply_odds_where_lines_are_known():
+    """Past a line break or not, a copy of the reply's own earlier tokens is no better a guess."""
+    ngram = NgramDrafter(line_role=line_role)
+    lines = [1, 2, 3, BREAK, 4, 5, 6, BREAK]
+    context = follow(ngram, [50, 51, 52], [*lines, 1, 2, 3, BREAK, 4])
+    rates = ngram.offer(context, 4).rates
+    copy = ngram._copy
+    assert copy.kind == "reply" and copy.aligned[0]
+    assert rates[0] == ngram.reply_odds.rate(copy.matched)
 
 
 def test_a_short_quote_that_breaks_leaves_nothing_to_rejoin():
