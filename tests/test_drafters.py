@@ -631,6 +631,22 @@ def test_a_stop_is_told_the_calibrated_chances_and_keeps_what_it_says():
     assert drafter.calibration.tried == {0.99: 2}
     assert drafter.acceptance.tried[2] == pytest.approx(1.0)
     assert drafter.acceptance.held[2] == pytest.approx(chance(0.4))
+    # A kept guess that was rejected: the dropped one was never reached, so nothing is imputed.
+    drafter = model_drafters.DraftModelDrafter(FakeModel(peaked({6: 0.4}), n_vocab=16))
+    draft = drafter.propose(context, 6, Sampler(SamplingParams()), stop=stop)
+    drafter.learn(Outcome(len(context), draft, 1, [6, 9], 0.0))
+    assert drafter.acceptance.tried == [1.0, 1.0] and drafter.acceptance.held == [1.0, 0.0]
+
+
+def test_the_draft_models_offer_counts_the_tokens_it_must_catch_up_on():
+    """The prompt's last token is evaluated by the first round: a draft model in step lags by none; one
+    that other drafters' rounds left behind lags by the tokens it has not seen."""
+    from fakes import FakeModel
+
+    drafter = model_drafters.DraftModelDrafter(FakeModel(peaked({}), n_vocab=16))
+    drafter.prefill([1, 1, 1])
+    assert drafter.offer([1, 1, 1, 1], 4).catch_up == 0
+    assert drafter.offer([1, 1, 1, 1, 5, 6, 7], 4).catch_up == 3
 
 
 def test_without_a_stop_the_draft_model_drafts_k_as_before():

@@ -71,6 +71,26 @@ def test_confidence_follows_the_votes():
     assert strong.proven >= 4 and all(r <= m for r, m in zip(strong.rates, strong.mean, strict=True))
 
 
+def test_positions_two_earlier_matches_agree_on_are_vouched_for():
+    """VOUCH = 2: a passage seen answered the same way twice is vouched for as far as both agree (past
+    the first-copy cap of 7); one earlier match vouches for nothing beyond that cap."""
+    message = list(range(40, 70))
+    context = [0, 0, *message[:6]]
+    twice = SuffixDrafter(Past(message, message)).offer(context, 16)
+    once = SuffixDrafter(Past(message)).offer(context, 16)
+    assert len(twice.rates) == len(once.rates) == 16
+    assert twice.proven == 16 and once.proven == 7
+
+
+def test_a_context_that_differs_at_the_end_of_the_indexed_part_is_another_conversation():
+    """Same first 16 tokens, another middle: the old conversation's tokens must not be copied from."""
+    drafter = SuffixDrafter()
+    start = list(range(1, 17))
+    drafter.propose([*start, *range(100, 124)], 4, GREEDY)  # indexes this conversation
+    other = [*start, *range(200, 224), 100, 101, 102, 103]  # 100..103 never occurred before in it
+    assert drafter.propose(other, 4, GREEDY).tokens == []
+
+
 def test_a_match_only_in_past_conversations_is_judged_as_a_short_copy():
     """A long match in this conversation is a copy (prior of a long match); the same match found only in
     a past conversation counts as one of PAST_MATCH tokens, learned apart: replies share stock phrases."""
