@@ -292,10 +292,14 @@ def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
     assert not second.costs.busy and tuning.trusted(tuning.load("k1"))
     assert tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append).costs.busy is False
     assert len(measured) == 2  # the trusted one was reused
+    saved = tuning.load("k1")
+    saved.priors = {"spec": 0.71}  # measured by `specchat tune`
+    tuning.save(saved)
     tuning.mark_stale(second)
     assert not tuning.trusted(tuning.load("k1"))
-    tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    again = tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert len(measured) == 3 and tuning.trusted(tuning.load("k1"))
+    assert again.priors == tuning.load("k1").priors == {"spec": 0.71}  # costs measured again, priors kept
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,8 @@ def test_same_vocabulary_is_compatible():
 
 def test_a_few_extra_tokens_are_fine():
     assert check_pair(Vocab(n_vocab=1000), Vocab(n_vocab=1100)).compatible  # within 128, same texts
+    assert check_pair(Vocab(n_vocab=1000), Vocab(n_vocab=872)).compatible  # 128 fewer: still within
+    assert check_pair(Vocab(n_vocab=1000), Vocab(n_vocab=1128)).compatible  # 128 more
 
 
 @pytest.mark.parametrize(
@@ -39,7 +41,9 @@ def test_a_few_extra_tokens_are_fine():
         (Vocab(add_bos=True), "BOS differs"),
         (Vocab(eos=9), "EOS differs"),
         (Vocab(n_vocab=800), "vocab sizes differ by more than 128"),
+        (Vocab(n_vocab=871), "vocab sizes differ by more than 128"),  # 129 fewer
         (Vocab(changed={640: b"other"}), "draft vocabulary differs at token 640"),
+        (Vocab(changed={999: b"other"}), "draft vocabulary differs at token 999"),  # the last id both have
     ],
 )
 def test_incompatible_pairs_say_why_and_may_be_forced(draft, reason):

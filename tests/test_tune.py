@@ -59,6 +59,9 @@ def test_conditional_rates():
     # 10 rounds drafted position 1, 8 accepted it; all 8 reached position 2, 4 accepted.
     assert conditional_rates([10, 8], [8, 4]) == [0.8, 0.5]
     assert conditional_rates([5, 0], [0, 0]) == [0.0, 0.0]
+    # Fixed k: every round drafts every position; position i is judged among the rounds that accepted
+    # position i - 1, not among all that drafted it.
+    assert conditional_rates([10, 10, 10], [8, 4, 1]) == [0.8, 0.5, 0.25]
 
 
 def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
