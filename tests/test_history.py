@@ -145,6 +145,28 @@ def test_damage_is_detected(tmp_path):
         HistoryIndex(tmp_path / "fp", "other", 1000).open()
 
 
+def test_a_meta_whose_window_exceeds_the_capacity_is_damage(tmp_path):
+    index = fresh(tmp_path)
+    index.append(np.array([1, 2, 3, 4, 5, SEP]), 1)
+    HistoryIndex(tmp_path / "fp", "fp", 1000).open()  # as committed: fine
+    index.meta.start, index.meta.total = 10, 1011  # 1,001 tokens in a ring of 1,000
+    index.meta.write(index.meta_path)
+    with pytest.raises(IndexDamaged):
+        HistoryIndex(tmp_path / "fp", "fp", 1000).open()
+
+
+def test_the_last_log_message_indexed_never_moves_back(tmp_path):
+    """meta.log_id is a high-water mark: an append tagged with an older message id (History appends
+    under the lock after a refresh, so it never makes one) does not make later updates index again
+    what is already indexed."""
+    index = fresh(tmp_path)
+    index.append(np.array([1, 2, 3, 4, 5, SEP]), 5)
+    index.append(np.array([1, 2, 3, 4, 6, SEP]), 3)
+    again = HistoryIndex(tmp_path / "fp", "fp", 1000)
+    again.open()
+    assert index.meta.log_id == again.meta.log_id == 5
+
+
 def test_a_dead_writers_links_are_ignored(tmp_path):
     """A writer that died after writing the head but before committing left links to positions past the
     committed end: the next append must not chain through them."""
@@ -152,6 +174,8 @@ def test_a_dead_writers_links_are_ignored(tmp_path):
     index.append(np.array([1, 2, 3, 4, 5, SEP]), 1)
     bucket_links = index.chains.links(np.array([9, 1, 2, 3, 4, 6, SEP]))
     index._write(bucket_links)  # written, never committed
+    # The dead writer's head points at its 6 (past the committed end): no new position links to it.
+    assert index.chains.links(np.array([9, 9, 1, 2, 3, 4, 7, SEP])).dist.tolist() == [0] * 8
     index.append(np.array([1, 2, 3, 4, 7, SEP]), 2)
     assert lookup([index.chains], [1, 2, 3, 4], 2).tokens == [7]
     assert lookup([index.chains], [1, 2, 3, 4], 2).support == [1]  # 5 was lost with the broken chain, never 6
@@ -248,6 +272,14 @@ def test_history_root_follows_the_data_dir_and_is_private(private_log):
     assert past.index.folder.parent == private_log / "history"
     for path in (past.index.folder.parent, past.index.folder, *past.index.folder.glob("*.tokens")):
         assert path.stat().st_mode & 0o077 == 0, path
+
+
+def test_continuations_end_at_the_end_of_their_message():
+    """SEP from a message's end on: no continuation runs into the next message."""
+    chains = GrowingChains(bits=12)
+    chains.append(np.array([1, 2, 3, 4, 5, SEP, 6, 7, 8]))
+    rows = chains.continuations(np.array([3, 4, 7]), 4).tolist()
+    assert rows == [[4, 5, SEP, SEP], [5, SEP, SEP, SEP], [7, 8, SEP, SEP]]
 
 
 def test_conversation_chains_grow():
