@@ -193,10 +193,13 @@ def mark_stale(tuning: Tuning) -> None:
 
 
 def conditional_rates(drafted_at: list[int], accepted_at: list[int]) -> list[float]:
-    """P(position i accepted | position i-1 accepted), from per-position counts of a fixed-k run."""
+    """P(position i accepted | position i-1 accepted), from per-position counts of a fixed-k run.
+
+    Rounds that reached position i accepted i - 1 and drafted i: at most the fewer of the two counts
+    (a round cut short by max_tokens accepted i - 1 but never drafted i, and must not count as a miss)."""
     rates = []
     for i, drafted in enumerate(drafted_at):
-        reached = accepted_at[i - 1] if i else drafted
+        reached = min(accepted_at[i - 1], drafted) if i else drafted
         rates.append(accepted_at[i] / reached if reached else 0.0)
     return rates
 

@@ -62,6 +62,9 @@ def test_conditional_rates():
     # Fixed k: every round drafts every position; position i is judged among the rounds that accepted
     # position i - 1, not among all that drafted it.
     assert conditional_rates([10, 10, 10], [8, 4, 1]) == [0.8, 0.5, 0.25]
+    # The last rounds cut short by max_tokens (2 of 10 drafted only position 1): 6 rounds reached
+    # position 2, not the 8 that accepted position 1.
+    assert conditional_rates([10, 6], [8, 3]) == [0.8, 0.5]
 
 
 def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
