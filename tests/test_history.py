@@ -4,7 +4,9 @@ concurrent writers, and its update from the conversation log."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -302,3 +304,26 @@ def test_one_bucket_is_the_vectorized_one():
 
     windows = np.random.default_rng(0).integers(0, 160_000, (200, ORDER))
     assert [bucket(w.tolist(), 22) for w in windows] == buckets(windows, 22).tolist()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_for_meta_is_rebuilt_not_waited_on(tmp_path):
+    """A FIFO in place of meta.json hung `run --mode suffix` (and auto) forever, reading it before the reply;
+    it is damage like any other: one notice, rebuilt from the log."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    meta = next((tmp_path / "history").glob("*/meta.json"))
+    meta.unlink()
+    os.mkfifo(meta)
+    opened = []
+    reader = threading.Thread(target=lambda: opened.append(open_history(tmp_path, notes)), daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # a hang fails the test, not the suite: a writer that goes at once ends the read
+        os.close(os.open(meta, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading the history waited on a FIFO")
+    again = opened[0]
+    assert len(notes) == 1 and "not a regular file" in notes[0] and "rebuilt" in notes[0], notes
+    assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    assert meta.is_file()
