@@ -70,6 +70,14 @@ class Meta:
             meta = cls(**data)
         except (OSError, ValueError, TypeError) as exc:
             raise IndexDamaged(f"unreadable {path.name} ({exc.__class__.__name__})") from None
+        numbers = (meta.capacity, meta.bits, meta.start, meta.total, meta.log_id, meta.version)
+        # Of the right types and within int64 positions: anything else is damage to rebuild, not a TypeError
+        # or an OverflowError that left the history unused in every run.
+        typed = all(type(n) is int for n in numbers) and all(
+            isinstance(t, str) for t in (meta.fingerprint, meta.generation)
+        )
+        if not typed or not meta.total < 1 << 62 or not meta.log_id < 1 << 63:
+            raise IndexDamaged(f"inconsistent {path.name}")
         sane = meta.version == VERSION and 0 <= meta.start <= meta.total and meta.total - meta.start <= meta.capacity
         if not sane or meta.bits != head_bits(meta.capacity) or not meta.generation.isalnum():
             raise IndexDamaged(f"inconsistent {path.name}")

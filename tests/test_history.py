@@ -3,6 +3,7 @@ concurrent writers, and its update from the conversation log."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sqlite3
@@ -327,3 +328,29 @@ def test_a_fifo_for_meta_is_rebuilt_not_waited_on(tmp_path):
     assert len(notes) == 1 and "not a regular file" in notes[0] and "rebuilt" in notes[0], notes
     assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
     assert meta.is_file()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"capacity": "1000"},
+        {"generation": 5},
+        {"total": 5.5},
+        {"start": 10**24, "total": 10**24 + 6},
+        {"log_id": 10**30},
+    ],
+)
+def test_meta_with_numbers_of_the_wrong_kind_is_rebuilt(tmp_path, change):
+    """A meta.json whose numbers were strings, floats or beyond int64 left the history unused in every run
+    ("not used in this run (...: '<=' not supported between instances of 'int' and 'str')"), or, with a
+    log_id too large, never updated again; it is damage: one notice, rebuilt from the log."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    meta = next((tmp_path / "history").glob("*/meta.json"))
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), **change}))
+    again = open_history(tmp_path, notes)
+    assert len(notes) == 1 and "damaged" in notes[0] and "rebuilt" in notes[0], notes
+    assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    open_history(tmp_path, notes)
+    assert len(notes) == 1, notes
