@@ -113,11 +113,12 @@ class History:
                 return
             except IndexDamaged:
                 pass
-            if self.index.meta_path.exists():
-                self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
+            damaged = self.index.meta_path.exists()
             self.index.create()
             if self._log_id() > 0:
                 self._append_new()
+            if damaged:  # once rebuilt: a rebuild that fails is update()'s one notice, not a second one
+                self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
 
     def _append_new(self) -> None:
         last, texts = self._new_messages(self.index.meta.log_id)

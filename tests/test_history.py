@@ -354,3 +354,16 @@ def test_meta_with_numbers_of_the_wrong_kind_is_rebuilt(tmp_path, change):
     assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
     open_history(tmp_path, notes)
     assert len(notes) == 1, notes
+
+
+def test_a_rebuild_that_fails_is_one_notice(tmp_path):
+    """A directory in place of meta.json: the index was announced as "damaged: rebuilt from the log", then,
+    as the rebuild could not write meta.json, as "not used in this run": two notices, the first untrue."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    meta = next((tmp_path / "history").glob("*/meta.json"))
+    meta.unlink()
+    meta.mkdir()
+    again = open_history(tmp_path, notes)
+    assert again.chains is None and len(notes) == 1 and "not used" in notes[0], notes
