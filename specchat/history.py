@@ -99,10 +99,16 @@ class History:
         except IndexDamaged as why:
             self._rebuild(str(why))
             return
-        if self._log_id() <= self.index.meta.log_id:
+        latest = self._log_id()
+        # A log whose ids stop below what the index has taken is a new log (the old one was moved aside, as
+        # troubleshooting.md advises for a corrupt one): its messages would never be taken, so start again.
+        replaced = 0 < latest < self.index.meta.log_id
+        if latest <= self.index.meta.log_id and not replaced:
             return  # the usual case: nothing new, and no lock taken
         with self.index.lock.acquire(timeout=LOCK_WAIT_S):
             self.index.refresh()  # another process may have appended since
+            if replaced and latest < self.index.meta.log_id:
+                self.index.create()
             self._append_new()
 
     def _rebuild(self, why: str) -> None:

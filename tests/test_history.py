@@ -367,3 +367,18 @@ def test_a_rebuild_that_fails_is_one_notice(tmp_path):
     meta.mkdir()
     again = open_history(tmp_path, notes)
     assert again.chains is None and len(notes) == 1 and "not used" in notes[0], notes
+
+
+def test_a_new_log_is_followed(tmp_path):
+    """After logs.db was moved aside (a new log starts at id 1), the index still held the old log's last id,
+    so the new log's messages were not indexed until the new log outgrew the old one (and those below
+    that id never); the index starts again from the new log."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in", "more", "and more", "x", "y")
+    past = open_history(tmp_path, notes)
+    (tmp_path / "logs.db").rename(tmp_path / "old.db")
+    log_messages(tmp_path / "logs.db", "write a limerick", "there once was a man from Peru")
+    past.update()
+    tail = Tokenizer().tokenize("there once")
+    assert lookup([past.chains], tail, 8).tokens == Tokenizer().tokenize(" was a m")
+    assert open_history(tmp_path, notes).index.meta.log_id == 2 and notes == []
