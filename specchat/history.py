@@ -11,7 +11,6 @@ Nothing leaves the machine: the index lives next to the log (SPECCHAT_DATA_DIR),
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing, suppress
@@ -21,7 +20,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
-from .paths import data_dir, log_file
+from .paths import data_dir, env_flag, log_file
 from .tokenchains import SEP, Chains
 
 SYNC_CHARS = 8_000_000  # new log text taken per update: a first use indexes the newest part of the log
@@ -32,7 +31,7 @@ Notify = Callable[[str], None]
 
 def enabled(no_history: bool) -> bool:
     """--no-history or SPECCHAT_NO_HISTORY=1 turn the history off."""
-    return not no_history and os.environ.get("SPECCHAT_NO_HISTORY", "") in ("", "0")
+    return not no_history and not env_flag("SPECCHAT_NO_HISTORY")
 
 
 def root() -> Path:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
 from .errors import SpecchatError
-from .paths import log_file
+from .paths import env_flag, log_file
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class LogError(SpecchatError):
 
 
 def enabled(no_log: bool) -> bool:
-    return not no_log and os.environ.get("SPECCHAT_NO_LOG", "") in ("", "0")
+    return not no_log and not env_flag("SPECCHAT_NO_LOG")
 
 
 def _now() -> str:

@@ -52,6 +52,12 @@ def history_file() -> Path:
     return _from_env("SPECCHAT_STATE_DIR", user_state_dir(APP)) / "history"
 
 
+def env_flag(name: str) -> bool:
+    """An on/off environment variable (SPECCHAT_NO_LOG, SPECCHAT_NO_HISTORY): on when set to anything
+    but empty, 0, false, no or off, in any case; `SPECCHAT_NO_LOG=false` must not turn logging off."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write text through a private temporary file and a rename: readers see the old file or the new
     one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind.

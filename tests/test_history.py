@@ -263,6 +263,11 @@ def test_opt_out_and_fingerprint(monkeypatch):
     assert history_mod.enabled(False) and not history_mod.enabled(True)
     monkeypatch.setenv("SPECCHAT_NO_HISTORY", "1")
     assert not history_mod.enabled(False)
+    for off in ("", "0", "false", " NO ", "off"):
+        monkeypatch.setenv("SPECCHAT_NO_HISTORY", off)
+        assert history_mod.enabled(False), off
+    monkeypatch.setenv("SPECCHAT_NO_HISTORY", "yes")
+    assert not history_mod.enabled(False)
     other = Tokenizer()
     other.n_vocab = 300
     assert history_mod.fingerprint(Tokenizer()) != history_mod.fingerprint(other)

@@ -101,6 +101,9 @@ def test_no_log_flag_and_environment_write_nothing(files, monkeypatch):
     monkeypatch.setenv("SPECCHAT_NO_LOG", "0")
     ok(invoke("run", *files, "hi"))
     assert len(logged()) == 1
+    monkeypatch.setenv("SPECCHAT_NO_LOG", "False")  # "no, do not turn logging off": it was read as on
+    ok(invoke("run", *files, "hi"))
+    assert len(logged()) == 2
 
 
 def test_a_corrupt_log_costs_no_reply(files):
