@@ -35,9 +35,11 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
         raise UsageError(f"--ks '{ks}' is not a list of integers", hint="e.g. --ks 1,2,4,8") from None
     if not k_list or any(not 1 <= k <= 16 for k in k_list):
         raise UsageError(f"--ks '{ks}': every k must be 1..16", hint="k = 0 is the target alone, always included")
-    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-    if not mode_list or any(m not in BENCH_MODES for m in mode_list):
-        raise UsageError(f"--modes '{modes}'", hint=f"a comma-separated subset of {', '.join(BENCH_MODES)}")
+    mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))  # each once, in order
+    unknown = [m for m in mode_list if m not in BENCH_MODES]
+    if not mode_list or unknown:
+        what = f"unknown mode '{unknown[0]}'" if unknown else "no mode"
+        raise UsageError(f"--modes '{modes}': {what}", hint=f"a comma-separated subset of {', '.join(BENCH_MODES)}")
     for path in (output, plot):
         if path is not None:
             _check_writable(path)

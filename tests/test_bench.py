@@ -273,7 +273,15 @@ def test_output_into_a_fifo_or_device_is_written_into_not_replaced(fake_pair, tm
 
 def test_bad_modes(fake_pair):
     result = bench(fake_pair, "--modes", "spec,turbo")
-    assert result.exit_code == 2 and "--modes 'spec,turbo'" in result.stderr
+    assert result.exit_code == 2 and "--modes 'spec,turbo': unknown mode 'turbo'" in result.stderr
+    result = bench(fake_pair, "--modes", " , ")
+    assert result.exit_code == 2 and "--modes ' , ': no mode" in result.stderr
+
+
+def test_a_mode_given_twice_is_benched_once():
+    from specchat.benchreport import check_options
+
+    assert check_options("table", None, None, "2", "spec,ngram,spec")[1] == ["spec", "ngram"]
 
 
 def two_variant_result() -> BenchResult:
