@@ -199,6 +199,14 @@ def test_table_on_stdout_with_cost_model(fake_pair):
     assert "measuring the cost model" in result.stderr
 
 
+def test_sampled_bench_says_the_lossless_check_was_not_made(fake_pair):
+    """At temperature > 0 nothing is compared: a green "0 greedy outputs ... 0 mismatches" read as passed."""
+    result = bench(fake_pair, "--ks", "2", "--modes", "spec", "--temperature", "0.7")
+    assert result.exit_code == 0, result.output
+    assert "lossless check: not made (only greedy outputs can be compared)" in result.stdout
+    assert "0 greedy outputs" not in result.stdout
+
+
 def test_text_format_to_stdout(fake_pair):
     result = bench(fake_pair, "--ks", "1", "--modes", "ngram", "-f", "md")
     assert result.exit_code == 0, result.output
