@@ -118,7 +118,8 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
             index.append(tokens, 0)
         n_tokens = len(tokens) - len(past.texts)  # the separators between messages are not text
         kept = f", the newest {DEFAULT_CAPACITY} kept, as run's index would" if len(tokens) > DEFAULT_CAPACITY else ""
-        notify(f"suffix drafts from {past.path} too: {len(past.texts)} messages, {n_tokens} tokens{kept}")
+        messages = f"{len(past.texts)} message" + ("" if len(past.texts) == 1 else "s")
+        notify(f"suffix drafts from {past.path} too: {messages}, {n_tokens} tokens{kept}")
         pipeline.add_suffix(Frozen(index.chains))
         try:
             yield {"path": str(past.path), "messages": len(past.texts), "tokens": n_tokens}

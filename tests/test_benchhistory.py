@@ -152,3 +152,15 @@ def test_spec_bench_turns_are_user_messages(tmp_path):
         {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]},
     )
     assert benchhistory.load(path, ["suffix"]).texts == ["first", "second", "u"]
+
+
+def test_the_history_notice_counts_one_message_as_one(fake_models, seed_tuning, tmp_path):
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"category": "chat", "turns": [PROMPT]}) + "\n")
+    past = past_file(tmp_path, {"messages": [{"role": "user", "content": PROMPT}]})
+    files = ["--target", str(target), "--draft", str(draft), "--prompts", str(prompts), "--history", past]
+    result = runner.invoke(app, ["bench", *files, "-n", "8", "--modes", "suffix", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert f"suffix drafts from {past} too: 1 message, " in result.stderr
