@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .benchsuite import read_jsonl
 from .errors import UsageError
 
 NONE = "none"
@@ -44,12 +45,7 @@ def load(value: str, modes: list[str]) -> Past | None:
             f"--history {value}: only the suffix and auto variants draft from a history, and --modes has neither",
             hint="add them, e.g. --modes ngram,suffix,auto",
         )
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a BOM: Windows editors write one
-    except FileNotFoundError:
-        raise UsageError(f"history file not found: {path}", hint=f"give a JSONL file, one {SHAPE} per line") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}", hint="the file must be UTF-8 JSONL") from None
+    text = read_jsonl(path, "history", SHAPE)
     texts = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():

@@ -66,13 +66,25 @@ def load_suite(name: str) -> list[Prompt]:
     return prompts if name == "default" else [p for p in prompts if p.category == name]
 
 
-def load_prompts_file(path: Path) -> list[Prompt]:
+def read_jsonl(path: Path, kind: str, shape: str) -> str:
+    """The text of a --prompts or --history file, or one usage error saying why it cannot be read."""
+    again = f"give a JSONL file, one {shape} per line"
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a BOM: Windows editors write one
+        return path.read_text(encoding="utf-8-sig")  # a BOM: Windows editors write one
     except FileNotFoundError:
-        raise UsageError(f"prompts file not found: {path}", hint="give a JSONL file, one prompt per line") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}", hint="the file must be UTF-8 JSONL") from None
+        raise UsageError(f"{kind} file not found: {path}", hint=again) from None
+    except IsADirectoryError:
+        raise UsageError(f"{kind} file {path} is a directory", hint=again) from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{kind} file {path} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8") from None
+    except OSError as exc:
+        raise UsageError(
+            f"cannot read {path}: {exc.strerror or exc}", hint="check the path and its permissions"
+        ) from None
+
+
+def load_prompts_file(path: Path) -> list[Prompt]:
+    text = read_jsonl(path, "prompts", "prompt")
     prompts = _parse(text, str(path))
     if not prompts:
         raise UsageError(f"{path} has no prompts", hint='one JSON object per line: {"category": ..., "turns": [...]}')

@@ -136,6 +136,17 @@ def test_missing_prompts_file(tmp_path):
     assert result.exit_code == 2 and "prompts file not found" in result.stderr
 
 
+def test_prompts_file_that_is_a_directory_or_not_utf8(tmp_path):
+    """Said as "cannot read DIR: [Errno 21] Is a directory: 'DIR'" with the hint "must be UTF-8 JSONL"."""
+    result = runner.invoke(app, ["bench", "--prompts", str(tmp_path)])
+    assert result.exit_code == 2 and f"prompts file {tmp_path} is a directory" in result.stderr
+    assert "Errno" not in result.stderr and "give a JSONL file" in result.stderr
+    latin = tmp_path / "latin1.jsonl"
+    latin.write_bytes(b'{"category": "chat", "turns": ["caf\xe9"]}\n')
+    result = runner.invoke(app, ["bench", "--prompts", str(latin)])
+    assert result.exit_code == 2 and "is not UTF-8 (byte 35)" in result.stderr and "save it as UTF-8" in result.stderr
+
+
 def test_prediction_from_costs():
     """S(k) = E(a, k) / (k c + v(k + 1)) from measured ratios, as the report's S(k) column uses it."""
     assert iid_expected(0.0, 4) == 1.0 and iid_expected(1.0, 4) == 5.0
