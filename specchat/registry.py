@@ -234,6 +234,14 @@ def _plain(value: Any, path: Path, where: str, what: str) -> str:
     return value
 
 
+def _revision(value: Any, path: Path, where: str) -> str:
+    """A branch, tag or commit: an empty one would be sent to the Hub as is."""
+    revision = _plain(value, path, f"[{where}]", "revision")
+    if not revision.strip():
+        raise RegistryError(f"{path}: [{where}] revision is empty", hint="remove it, or give a branch, tag or commit")
+    return revision
+
+
 def _safe_file_name(file: str, path: Path, where: str) -> str:
     """Refuse names that could escape the models directory once reduced to their last component."""
     _plain(file, path, f"[{where}]", "file")
@@ -245,12 +253,29 @@ def _safe_file_name(file: str, path: Path, where: str) -> str:
         or file.startswith("/")
         or any(part in ("", ".", "..") for part in parts)
         or not base.endswith(".gguf")
+        or base == ".gguf"
     ):
         raise RegistryError(
             f"{path}: [{where}] file '{file}' is not a safe GGUF file name",
             hint="use a plain name ending in .gguf, without '..', '\\' or a leading '/'",
         )
     return file
+
+
+def _repo_id(value: Any, path: Path, where: str, what: str) -> str:
+    """A Hub repo id ('owner/name'), checked as huggingface-hub checks it: '' or 'a b/c' failed only at pull."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    repo = _plain(value, path, f"[{where}]", what)
+    try:
+        validate_repo_id(repo)
+    except HFValidationError:
+        raise RegistryError(
+            f"{path}: [{where}] {what} {_shown(repo)!r} is not a Hugging Face repo id",
+            hint="e.g. 'Qwen/Qwen2.5-7B-GGUF'",
+        ) from None
+    return repo
 
 
 def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
@@ -285,16 +310,16 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
     source = body.get("source_repo")
     return ModelSpec(
         name=name,
-        repo=_plain(_require(body, "repo", str, path, where), path, f"[{where}]", "repo"),
+        repo=_repo_id(_require(body, "repo", str, path, where), path, where, "repo"),
         file=_safe_file_name(_require(body, "file", str, path, where), path, where),
-        revision=None if revision is None else _plain(revision, path, f"[{where}]", "revision"),
+        revision=None if revision is None else _revision(revision, path, where),
         size=size,
         sha256=sha.lower() if sha else None,
         description=_optional(body, "description", str, "", path, where),
         verified=_optional(body, "verified", bool, False, path, where),
         gated=_optional(body, "gated", bool, False, path, where),
         mirror=mirror,
-        source_repo=None if source is None else _plain(source, path, f"[{where}]", "source_repo"),
+        source_repo=None if source is None else _repo_id(source, path, where, "source_repo"),
     )
 
 

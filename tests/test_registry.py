@@ -60,12 +60,33 @@ def test_unknown_key_is_named(tmp_path):
         load_registry(overlay)
 
 
-@pytest.mark.parametrize("name", ["../evil.gguf", "/etc/passwd.gguf", "a/../../b.gguf", "..\\x.gguf", "x.bin", ""])
+@pytest.mark.parametrize(
+    "name", ["../evil.gguf", "/etc/passwd.gguf", "a/../../b.gguf", "..\\x.gguf", "x.bin", "", ".gguf", "sub/.gguf"]
+)
 def test_path_traversal_is_refused(tmp_path, name):
     overlay = tmp_path / "models.toml"
     overlay.write_text(GOOD_MODEL.replace('"mine-q4.gguf"', f'"{name}"'.replace("\\", "\\\\")))
     with pytest.raises(RegistryError, match="not a safe GGUF file name"):
         load_registry(overlay)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        ('repo = "me/mine-GGUF"', 'repo = ""', "[models.mine] repo '' is not a Hugging Face repo id"),
+        ('repo = "me/mine-GGUF"', 'repo = "me/my model"', "repo 'me/my model' is not a Hugging Face repo id"),
+        ('repo = "me/mine-GGUF"', 'repo = "a/b/c"', "repo 'a/b/c' is not a Hugging Face repo id"),
+        ('file = "mine-q4.gguf"', 'file = "mine-q4.gguf"\nsource_repo = "x y"', "source_repo 'x y' is not a"),
+        ('file = "mine-q4.gguf"', 'file = "mine-q4.gguf"\nrevision = " "', "[models.mine] revision is empty"),
+    ],
+)
+def test_weak_values_fail_when_read_not_at_pull(tmp_path, old, new, needle):
+    """repo = "", revision = "" and file = ".gguf" were accepted, and failed only at `specchat pull`."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace(old, new, 1))
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert needle in err.value.message
 
 
 def test_pair_referring_to_unknown_model(tmp_path):
