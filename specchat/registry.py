@@ -102,6 +102,8 @@ def load_registry(extra: Path | None = None) -> Registry:
     default_from = paths[0]  # the file to blame when default_pair names no pair
     for path in paths:
         if path == paths[-1] and not path.is_file():
+            if path.exists():  # a directory or a FIFO: ignored in silence, `models` still named it as the overlay
+                raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
             continue
         data = _read_toml(path)
         _check_keys(data, TOP_KEYS, path, "the top level")

@@ -89,6 +89,14 @@ def test_weak_values_fail_when_read_not_at_pull(tmp_path, old, new, needle):
     assert needle in err.value.message
 
 
+def test_an_overlay_that_is_not_a_file_is_named(tmp_path):
+    overlay = tmp_path / "models.toml"
+    overlay.mkdir()
+    with pytest.raises(RegistryError, match=r"models\.toml is not a file"):
+        load_registry(overlay)
+    assert load_registry(tmp_path / "absent.toml").pair(None).name == "qwen2.5-coder-1.5b"  # no overlay: fine
+
+
 def test_pair_referring_to_unknown_model(tmp_path):
     overlay = tmp_path / "models.toml"
     overlay.write_text(GOOD_MODEL.replace('draft = "small"', 'draft = "nope"'))
