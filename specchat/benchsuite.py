@@ -131,4 +131,9 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
             f'{where}: "turns" item {bad} is not a non-empty string',
             hint='every turn is a user message: "turns": ["first message", "a follow-up"]',
         )
-    return Prompt(str(record.get("question_id", number)), category.strip(), turns[0], tuple(turns))
+    given = record.get("question_id")
+    if isinstance(given, dict | list) or (isinstance(given, str) and not given.strip()):
+        hint = 'e.g. "question_id": 81'
+        raise UsageError(f'{where}: "question_id" must be a number or a non-empty string', hint=hint)
+    qid = number if given is None else given  # null as absent: the line number, not "None"
+    return Prompt(str(qid), category.strip(), turns[0], tuple(turns))

@@ -121,6 +121,8 @@ def test_bad_options(args, needle):
         ('{"category": "chat", "turns": ["hi"]}\n\n{"turns": ["x"]}\n', 'line 3: missing "category"'),
         ('{"category": "chat", "turns": []}\n', 'line 1: "turns" must be a list'),
         ("[1, 2]\n", "line 1: expected a JSON object"),
+        ('{"category": "c", "turns": ["hi"], "question_id": ""}\n', 'line 1: "question_id" must be a number or'),
+        ('{"category": "c", "turns": ["hi"], "question_id": [1]}\n', 'line 1: "question_id" must be a number or'),
     ],
 )
 def test_bad_prompts_file(tmp_path, content, needle):
@@ -129,6 +131,15 @@ def test_bad_prompts_file(tmp_path, content, needle):
     result = runner.invoke(app, ["bench", "--prompts", str(path)])
     assert result.exit_code == 2, result.output
     assert needle in result.stderr and str(path) in result.stderr
+
+
+def test_a_null_question_id_is_the_line_number(tmp_path):
+    """It became the id "None" (str(None)); absent or null, a record is named by its line."""
+    from specchat.benchsuite import load_prompts_file
+
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"category": "c", "turns": ["a"], "question_id": null}\n{"category": "c", "turns": ["b"]}\n')
+    assert [p.id for p in load_prompts_file(path)] == ["1", "2"]
 
 
 def test_missing_prompts_file(tmp_path):
