@@ -242,6 +242,11 @@ class Recorder:
         self.restart()
         return loaded, what
 
+    def gave_way(self, count: int) -> None:
+        """The conversation's `count` oldest messages left it (chat.fit_conversation): the ones logged
+        already are no longer in it, so fewer of its messages are logged."""
+        self.logged = max(0, self.logged - count)
+
     def restart(self) -> None:
         """The next reply starts a new conversation in the log (/reset, /load FILE)."""
         self.cid, self.logged, self.history = None, 0, None

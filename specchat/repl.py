@@ -96,6 +96,7 @@ class ChatSession:
         """Answer a message; the oldest turns give way first when the conversation outgrows the context.
         A message too long for the context alone raises ContextFullError and changes nothing."""
         self.conversation.messages.append(Message("user", text))
+        before = len(self.conversation.messages)
         try:
             prompt, dropped = fit_conversation(
                 self.pipeline.target, self.conversation, self.settings.max_tokens, self.settings.use_template
@@ -103,6 +104,7 @@ class ChatSession:
         except SpecchatError:
             self.conversation.messages.pop()
             raise
+        self.log.gave_way(before - len(self.conversation.messages))
         if dropped:
             n_ctx = self.pipeline.target.n_ctx
             turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"

@@ -382,3 +382,22 @@ def test_help_names_every_mode():
 
     line = next(line for line in HELP.splitlines() if line.startswith("/mode"))
     assert all(name in line for name in modes.MODES), line
+
+
+def test_turns_that_gave_way_do_not_cost_the_log_later_turns(tmp_path):
+    """The log counted the messages it had logged in the conversation; once turns gave way that count was
+    beyond the conversation's end, and no later turn was logged (6 turns asked, 1 logged)."""
+    import fake_backend
+
+    from specchat import logstore
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply="Noted.")
+    log = logstore.Recorder(enabled=True, path=tmp_path / "logs.db")
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=1024), lambda _m: None) as pipeline:
+        chat = ChatSession(pipeline, ChatSettings(mode="target"), Console(file=io.StringIO()), None, log)
+        for turn in range(4):
+            chat.ask(words(150, turn))
+    logged = logstore.load(tmp_path / "logs.db", log.cid).messages
+    assert [m.content for m in logged if m.role == "user"] == [words(150, turn) for turn in range(4)]
+    assert [m.content for m in logged if m.role == "assistant"] == ["Noted."] * 4
