@@ -84,6 +84,20 @@ def test_unknown_cid_and_nothing_to_continue_are_one_line_errors(files):
     assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
 
 
+def test_continue_past_the_context_lets_the_oldest_turns_give_way(isolated):
+    """run -c on a conversation that had outgrown the context was 'the prompt has 1244 tokens but the
+    context holds 1024  hint: shorten the prompt' for a short new prompt; as in the chat, old turns give way."""
+    target, _draft = fake_backend.write_pair(isolated / "files", reply="Noted.")
+    run = ["run", "--target", str(target), "--mode", "target", "--ctx", "1024"]
+    first, second = (" ".join(f"w{turn}{i % 10}" for i in range(150)) for turn in (0, 1))
+    ok(invoke(*run, first))
+    result = invoke(*run, "-c", second)
+    assert ok(result) == "Noted.\n"
+    assert "context: the 1 oldest turn gave way to fit the context of 1024 tokens" in result.stderr
+    rows = logged()  # the turn that gave way stays in the log, and the new one is logged after it
+    assert [(row["conversation_id"], row["prompt"]) for row in rows] == [(1, first), (1, second)]
+
+
 def test_an_id_or_count_too_large_for_sqlite_is_not_an_internal_error(files):
     """--cid/-n beyond SQLite's 64-bit INTEGER used to end in "internal error: OverflowError"."""
     ok(invoke("run", *files, "hi"))

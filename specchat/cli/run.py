@@ -118,12 +118,29 @@ def run(
         request = settings.request()
         conversation = log.conversation(system)
         conversation.messages.append(Message("user", text))
-        ids = pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
+        ids = _prompt(pipeline, conversation, settings, log)
         sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
         generation = outputs.reply(pipeline, ids, request, sink)
         log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
         outputs.after_reply(pipeline, request, generation, show_stats=stats)
+
+
+def _prompt(pipeline, conversation, settings, log) -> list[int]:
+    """The prompt ids. Continuing a conversation (-c, --cid), its oldest turns give way when it has outgrown
+    the context, as in the chat (a one-line note says so); a new one is sent whole."""
+    from ..chat import fit_conversation
+    from ..view import note
+
+    if len(conversation.messages) == 1:
+        return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
+    before = len(conversation.messages)
+    ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template)
+    log.gave_way(before - len(conversation.messages))
+    if dropped:
+        turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"
+        note(stderr_console(), f"context: the {turns} gave way to fit the context of {pipeline.target.n_ctx} tokens")
+    return ids
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
