@@ -214,6 +214,19 @@ def test_an_option_the_reply_cannot_use_is_noted(files, args, note):
     assert (note in result.stderr) if note else "not used" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("mode", [["--no-spec"], ["--mode", "target"], ["--mode", "ngram"], ["--mode", "suffix"]])
+def test_a_draft_model_the_reply_cannot_use_is_not_loaded(fake_models, tmp_path, mode):
+    """`run --no-spec --target T --draft D` loaded D for nothing: a D of another vocabulary was 'incompatible
+    pair', one too big 'not enough memory ... hint: ... or --no-spec (the target without its draft)'."""
+    target, draft = tmp_path / "target.fake.gguf", tmp_path / "other.fake.gguf"
+    target.write_text(json.dumps({"role": "target", "memory": [1000, 1000]}), encoding="utf-8")
+    for spec in ({"token_text": {"70": "zz"}}, {"memory": [10**15, 0]}):
+        draft.write_text(json.dumps({"role": "draft", "agree": 0.8, **spec}), encoding="utf-8")
+        result = invoke("run", "--target", str(target), "--draft", str(draft), *mode, "--json", "-n", "8", "Hi.")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["draft"] is None
+
+
 def test_jsonl_streams_rounds_then_summary(files):
     result = invoke("run", *files, "--mode", "ngram", "--jsonl", "Name two rivers.")
     assert result.exit_code == 0, result.output

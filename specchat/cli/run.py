@@ -87,6 +87,7 @@ def run(
     from ..chat import Message
     from ..errors import UsageError
     from ..logstore import Recorder
+    from ..modes import MODES
     from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt
     from ..sampling import SamplingParams
     from ..view import note, stdout_console
@@ -101,6 +102,8 @@ def run(
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     mode = "target" if no_spec else mode
     unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
+    if text is not None and draft is not None and mode in MODES and not MODES[mode].needs_draft_model:
+        draft = None  # not loaded for a reply that cannot use it (nor held to the pair check, nor to memory)
     if text is not None and unused:  # the chat keeps them for a later /mode
         err = stderr_console()
         for line in unused:
