@@ -405,6 +405,8 @@ def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
     result = invoke("run", *files, "--mode", "target", "Hi")
     assert_one_line_error(result, 1, "internal error: RuntimeError: boom")
     assert "--debug" in result.stderr
+    monkeypatch.setenv("SPECCHAT_DEBUG", "false")  # read as on, as any value but "" and "0" was
+    assert "Traceback" not in invoke("run", *files, "--mode", "target", "Hi").stderr
     monkeypatch.setenv("SPECCHAT_DEBUG", "1")
     assert "Traceback" in invoke("run", *files, "--mode", "target", "Hi").stderr
 

@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..errors import SpecchatError
+from ..paths import env_flag
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
 
 
@@ -155,7 +156,7 @@ def _root(
     version: Annotated[bool, Opt("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
     debug: Annotated[bool, Opt("--debug", help="Tracebacks and llama.cpp's log (or SPECCHAT_DEBUG=1).")] = False,
 ) -> None:
-    ctx.obj = Settings(debug=debug or os.environ.get("SPECCHAT_DEBUG", "") not in ("", "0"))
+    ctx.obj = Settings(debug=debug or env_flag("SPECCHAT_DEBUG"))
 
 
 def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **given):
