@@ -53,7 +53,7 @@ def history_file() -> Path:
 
 
 def env_flag(name: str) -> bool:
-    """An on/off environment variable (SPECCHAT_NO_LOG, SPECCHAT_NO_HISTORY): on when set to anything
+    """An on/off environment variable (SPECCHAT_NO_LOG, SPECCHAT_NO_HISTORY, SPECCHAT_DEBUG): on when set to anything
     but empty, 0, false, no or off, in any case; `SPECCHAT_NO_LOG=false` must not turn logging off."""
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
