@@ -9,6 +9,8 @@ set just above that measured maximum; anything else is a bug in the loop.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -219,10 +221,16 @@ def test_auto_with_the_draft_model_stopping_where_it_is_unsure(pipeline, prompts
 
     def run(name):
         gpu_like = Costs({n: 1.0 + 0.01 * n for n in (1, 2, 3, 4, 5, 6, 8, 12, 16)}, 0.1, 0.03, 0.03)
-        drafter = AutoDrafter(gpu_like, [Watched(pipeline.draft, prior=0.9), NgramDrafter()])
+        # A clock that ticks per reading: auto's guard and online step time read measured seconds, so on the
+        # wall clock a rerun may choose other drafts (and, sampling, draw other tokens) as the load changes.
+        ticks = itertools.count()
+        clock = lambda: next(ticks) * 0.001  # noqa: E731
+        drafter = AutoDrafter(gpu_like, [Watched(pipeline.draft, prior=0.9), NgramDrafter()], clock=clock)
         pipeline.target_cache.forget()
         sampler = Sampler(params)
-        tokens, _ = speculative_decode(pipeline.target_cache, drafter, prompts[name], sampler, k=16, max_tokens=40)
+        tokens, _ = speculative_decode(
+            pipeline.target_cache, drafter, prompts[name], sampler, k=16, max_tokens=40, clock=clock
+        )
         return tokens
 
     name = "prose-story"  # prose: the draft is unsure often
