@@ -63,12 +63,14 @@ def _check_writable(path: Path) -> None:
     """A report path that cannot be written fails now, not after a run of many minutes whose report it loses."""
     import tempfile
 
+    from .paths import is_special
+
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
     if path.is_dir():
         raise UsageError(f"{path} is a directory", hint="give a file name, e.g. bench.md; nothing was run")
-    if _is_special(path):  # /dev/null, a FIFO: written into, so its own permission is what counts
+    if is_special(path):  # /dev/null, a FIFO: written into, so its own permission is what counts
         if not os.access(path, os.W_OK):
             raise UsageError(f"cannot write {path}: permission denied", hint="check the path; nothing was run")
         return
@@ -136,11 +138,6 @@ def _write_file(path: Path, body: str) -> None:
         write_atomic(path, body)  # into /dev/null or a FIFO, through a link: never replaced by a file
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
-
-
-def _is_special(path: Path) -> bool:
-    """A path that exists and is not a regular file or directory: /dev/null, /dev/stdout, a FIFO."""
-    return path.exists() and not path.is_file() and not path.is_dir()
 
 
 def print_bench(console: Console, result, ks: list[int]) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from .paths import write_atomic
+from .paths import is_special, write_atomic
 from .tokenchains import Chains, Links, slot_ranges
 
 VERSION = 1
@@ -63,7 +63,7 @@ class Meta:
 
     @classmethod
     def read(cls, path: Path) -> Meta:
-        if path.exists() and not path.is_file() and not path.is_dir():  # reading a FIFO would block the reply
+        if is_special(path):  # reading a FIFO would block the reply
             raise IndexDamaged(f"{path.name} is not a regular file")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -147,7 +147,7 @@ class HistoryIndex:
             fd = os.open(self._file(name, meta.generation), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as handle:
                 handle.truncate(count * np.dtype(FILES[name]).itemsize)  # sparse: disk use grows with use
-        if self.meta_path.exists() and not self.meta_path.is_file() and not self.meta_path.is_dir():
+        if is_special(self.meta_path):
             self.meta_path.unlink()  # a FIFO: write_atomic would write into it (a reader's file), not replace it
         meta.write(self.meta_path)
         for path in old:

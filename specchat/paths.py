@@ -58,6 +58,12 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def is_special(path: Path) -> bool:
+    """The path exists and is neither a regular file nor a directory: /dev/null, /dev/stdout, a FIFO (reading
+    one may block for good; a rename would put a regular file in its place)."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write text through a private temporary file and a rename: readers see the old file or the new
     one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind.
@@ -67,7 +73,7 @@ def write_atomic(path: Path, text: str) -> None:
     its place, and as root that replaced /dev/null); a file replaced keeps its permissions."""
     import tempfile
 
-    if path.exists() and not path.is_file() and not path.is_dir():  # the kernel follows /dev/stdout's link
+    if is_special(path):  # the kernel follows /dev/stdout's link
         # Non-blocking to open: a FIFO that nobody reads fails at once (ENXIO) instead of hanging the chat.
         handle = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         os.set_blocking(handle, True)
