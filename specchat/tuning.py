@@ -87,18 +87,19 @@ def tuning_path(key: str) -> Path:
     return config_dir() / "tuning" / f"{key}.json"
 
 
-def _number(value, *, low: float = 0.0) -> float:
-    """A finite number above `low`, or ValueError (a saved file is never trusted blindly)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= low:
-        raise ValueError(f"not a positive number: {value!r}")
+def _number(value, *, low: float = 0.0, inclusive: bool = False) -> float:
+    """A finite number above `low` (or equal to it, inclusive), or ValueError (a saved file is never trusted
+    blindly)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"not a number: {value!r}")
+    if value < low or (value == low and not inclusive):
+        raise ValueError(f"{value!r} is {'below' if inclusive else 'not above'} {low}")
     return float(value)
 
 
 def _rate(value) -> float:
     """An acceptance rate, at most 1: 0 is a measurement (a draft whose guesses never held), not an odd value."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"not an acceptance rate: {value!r}")
-    return min(1.0, float(value))
+    return min(1.0, _number(value, inclusive=True))
 
 
 def parse(data: object, key: str) -> Tuning:
