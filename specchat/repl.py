@@ -73,6 +73,19 @@ class ChatSettings:
         return Request(self.effective_mode, self.effective_k, self.params, self.max_tokens)
 
 
+def fit_turns(pipeline, conversation, settings, log) -> tuple[list[int], str | None]:
+    """The prompt ids of a conversation whose last message is the new one; when it has outgrown the
+    context its oldest turns give way (the log is told, so that later turns are still logged), and the
+    note that says so is returned (None when nothing gave way)."""
+    before = len(conversation.messages)
+    ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template)
+    log.gave_way(before - len(conversation.messages))
+    if not dropped:
+        return ids, None
+    turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"
+    return ids, f"context: the {turns} gave way to fit the context of {pipeline.target.n_ctx} tokens"
+
+
 class ChatSession:
     def __init__(
         self,
@@ -96,19 +109,13 @@ class ChatSession:
         """Answer a message; the oldest turns give way first when the conversation outgrows the context.
         A message too long for the context alone raises ContextFullError and changes nothing."""
         self.conversation.messages.append(Message("user", text))
-        before = len(self.conversation.messages)
         try:
-            prompt, dropped = fit_conversation(
-                self.pipeline.target, self.conversation, self.settings.max_tokens, self.settings.use_template
-            )
+            prompt, gave_way = fit_turns(self.pipeline, self.conversation, self.settings, self.log)
         except SpecchatError:
             self.conversation.messages.pop()
             raise
-        self.log.gave_way(before - len(self.conversation.messages))
-        if dropped:
-            n_ctx = self.pipeline.target.n_ctx
-            turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"
-            self._say(f"context: the {turns} gave way to fit the context of {n_ctx} tokens", "dim yellow")
+        if gave_way:
+            self._say(gave_way, "dim yellow")
         return self.answer(prompt)
 
     def answer(self, prompt: list[int]) -> Generation:

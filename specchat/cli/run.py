@@ -132,17 +132,14 @@ def run(
 def _prompt(pipeline, conversation, settings, log) -> list[int]:
     """The prompt ids. Continuing a conversation (-c, --cid), its oldest turns give way when it has outgrown
     the context, as in the chat (a one-line note says so); a new one is sent whole."""
-    from ..chat import fit_conversation
+    from ..repl import fit_turns
     from ..view import note
 
     if len(conversation.messages) == 1:
         return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
-    before = len(conversation.messages)
-    ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template)
-    log.gave_way(before - len(conversation.messages))
-    if dropped:
-        turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"
-        note(stderr_console(), f"context: the {turns} gave way to fit the context of {pipeline.target.n_ctx} tokens")
+    ids, gave_way = fit_turns(pipeline, conversation, settings, log)
+    if gave_way:
+        note(stderr_console(), gave_way)
     return ids
 
 
