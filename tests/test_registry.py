@@ -20,6 +20,15 @@ draft = "small"
 """
 
 
+def refusal(tmp_path, overlay_text: str) -> str:
+    """The message of the RegistryError that an overlay of this text raises."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(overlay_text)
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    return err.value.message
+
+
 def test_packaged_registry_has_default_pair():
     registry = load_registry()
     pair = registry.pair(None)
@@ -82,11 +91,7 @@ def test_path_traversal_is_refused(tmp_path, name):
 )
 def test_weak_values_fail_when_read_not_at_pull(tmp_path, old, new, needle):
     """repo = "", revision = "" and file = ".gguf" were accepted, and failed only at `specchat pull`."""
-    overlay = tmp_path / "models.toml"
-    overlay.write_text(GOOD_MODEL.replace(old, new, 1))
-    with pytest.raises(RegistryError) as err:
-        load_registry(overlay)
-    assert needle in err.value.message
+    assert needle in refusal(tmp_path, GOOD_MODEL.replace(old, new, 1))
 
 
 def test_an_overlay_that_is_not_a_file_is_named(tmp_path):
@@ -120,11 +125,7 @@ def test_pair_referring_to_unknown_model(tmp_path):
 )
 def test_a_value_of_the_wrong_type_is_named_in_toml_words(tmp_path, old, new, needle):
     """`verified = "false"` was read as true (bool() of a non-empty string), and `draft = 7` said "must be a str"."""
-    overlay = tmp_path / "models.toml"
-    overlay.write_text(GOOD_MODEL.replace(old, new))
-    with pytest.raises(RegistryError) as err:
-        load_registry(overlay)
-    assert needle in err.value.message
+    assert needle in refusal(tmp_path, GOOD_MODEL.replace(old, new))
 
 
 def test_unknown_pair_lists_known_ones():
