@@ -108,7 +108,7 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None) ->
     if mode not in ("auto", "spec", "ngram"):
         raise UsageError(f"unknown --mode '{mode}' for export", hint="choose auto, spec or ngram")
     if mode == "spec" and not has_draft:
-        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair")
+        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE beside --target")
     if mode == "ngram" or not has_draft:
         why = "asked for (--mode ngram)" if mode == "ngram" else "no draft model: draftless n-gram lookup"
         return Choice("ngram", k or modes.NGRAM.default_k, why)
@@ -203,9 +203,11 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             threads = default_threads()
         argv = llama_server(files, choice, threads=threads, ctx=ctx, gpu_layers=gpu_layers,
                             draft_gpu_layers=draft_gpu_layers)  # fmt: skip
-        notes = [
-            "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds call them --draft-max"
-        ]
+        notes = []
+        if choice.method == "draft":  # the draftless command has no draft-length flag to rename
+            notes.append(
+                "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds call them --draft-max"
+            )
         if choice.method == "ngram":  # it has no flag for a length: saying k = 8 would be untrue
             if k is not None:
                 notes.append(

@@ -62,6 +62,7 @@ def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
     assert value(argv, "--spec-type") == "ngram-mod" and "-md" not in argv and "--spec-draft-n-max" not in argv
     assert value(argv, "-t") == "3"
     assert "cannot pay here" in result.stderr and "0.70 target steps" in result.stderr  # says which and why
+    assert "--draft-max" not in result.stderr  # a rename of a flag the command does not pass
 
 
 def test_llama_server_ngram_has_no_draft_length_to_report(fake_models):
@@ -82,6 +83,14 @@ def test_no_tuning_is_a_default_with_a_hint(fake_models):
     assert result.exit_code == 0, result.output
     argv = shlex.split(result.stdout)
     assert value(argv, "--spec-draft-n-max") == "4" and "run `specchat tune` first" in result.stderr
+    assert "older llama-server builds call them --draft-max" in result.stderr
+
+
+def test_spec_with_a_target_and_no_draft_names_the_missing_flag(fake_models):
+    target, _draft = fake_models
+    result = run_export("--to", "llama-server", "--target", str(target), "--mode", "spec")
+    assert result.exit_code == 2 and "--mode spec needs a draft model" in result.stderr, result.output
+    assert "--draft FILE" in result.stderr and "--pair" not in result.stderr  # --pair cannot join --target
 
 
 def test_choice_follows_measured_acceptance():
