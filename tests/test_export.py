@@ -90,7 +90,7 @@ def test_spec_with_a_target_and_no_draft_names_the_missing_flag(fake_models):
     target, _draft = fake_models
     result = run_export("--to", "llama-server", "--target", str(target), "--mode", "spec")
     assert result.exit_code == 2 and "--mode spec needs a draft model" in result.stderr, result.output
-    assert "--draft FILE" in result.stderr and "--pair" not in result.stderr  # --pair cannot join --target
+    assert "--draft FILE" in result.stderr and "--pair" not in result.stderr  # export reads no pair beside --target
 
 
 def test_choice_follows_measured_acceptance():
