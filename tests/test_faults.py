@@ -641,6 +641,27 @@ def test_fake_ctrl_c_while_generating(tmp_path):
     assert child.stdout.strip(), "the text generated before Ctrl-C was lost"
 
 
+def test_ctrl_c_while_the_cli_imports(tmp_path):
+    """Ctrl-C in the first ~0.7 s, while `specchat.cli` still imports (numpy, Rich, Typer), came before
+    main's error boundary: a 20-line traceback. A KeyboardInterrupt at an import of that time stands in."""
+    code = (
+        "import sys\n"
+        "class Stop:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'specchat.view':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Stop())\n"
+        "sys.argv = ['specchat', 'run', 'Hi']\n"
+        "import runpy\n"
+        "runpy.run_module('specchat', run_name='__main__')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=fake_env(tmp_path),
+                          check=False)  # fmt: skip
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode == 130, err
+    assert err == "interrupted\n", err
+
+
 def test_fake_ctrl_c_while_benchmarking(tmp_path):
     target = fake_file(tmp_path, "slow", eval_sleep=0.005)
     draft = fake_file(tmp_path, "slowdraft", role="draft", agree=0.8, eval_sleep=0.005)
