@@ -261,10 +261,11 @@ class ChatSession:
         self._say(f"saved {len(self.conversation.messages)} messages to {path}")
 
 
-def read_prompt(argument: str | None, *, chat: bool) -> str | None:
+def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = None) -> str | None:
     """A one-shot prompt: piped stdin, then the argument (a blank line between them). None: neither was
     given and `chat` (a terminal on both ends) allows the interactive chat; otherwise a usage error.
-    An argument `-` names stdin, as for cat: the prompt is stdin alone (read from a terminal too)."""
+    An argument `-` names stdin, as for cat: the prompt is stdin alone (read from a terminal too).
+    why_no_chat: the hint when the chat is not allowed on a terminal (an output format that is not the live view)."""
     dash = argument == "-"
     if dash:
         argument, chat = None, False
@@ -275,7 +276,8 @@ def read_prompt(argument: str | None, *, chat: bool) -> str | None:
     if piped is None and argument is None:
         if chat:
             return None
-        raise UsageError("no prompt given", hint='specchat run "your prompt", pipe text into it, or use a terminal')
+        hint = why_no_chat or 'specchat run "your prompt", pipe text into it, or use a terminal'
+        raise UsageError("no prompt given", hint=hint)
     raise UsageError("the prompt is empty", hint="give some text to answer")
 
 

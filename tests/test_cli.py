@@ -418,6 +418,17 @@ def test_no_prompt_and_no_terminal(monkeypatch):
     assert_one_line_error(invoke("run"), 2, "no prompt given")
 
 
+def test_no_prompt_on_a_terminal_with_a_format_that_has_no_chat(monkeypatch):
+    """On a terminal the chat needs the live view: with --json the hint says that, not 'use a terminal'."""
+    from specchat import outputs, repl
+
+    monkeypatch.setattr(repl, "_read_stdin", lambda: None)
+    monkeypatch.setattr(outputs, "fancy_terminal", lambda: True)
+    result = invoke("run", "--json")
+    assert_one_line_error(result, 2, "no prompt given")
+    assert "the chat needs the live view, not --format json" in result.stderr and "use a terminal" not in result.stderr
+
+
 def test_debug_is_a_setting_not_an_environment_variable(files, monkeypatch):
     import os
 

@@ -96,7 +96,8 @@ def run(
         raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
-    text = read_prompt(prompt, chat=fmt == "live" and terminal)  # None: the interactive chat
+    why_no_chat = f"the chat needs the live view, not --format {fmt}: give a prompt, or drop the format"
+    text = read_prompt(prompt, chat=fmt == "live" and terminal, why_no_chat=why_no_chat if terminal else None)
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
