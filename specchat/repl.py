@@ -26,6 +26,7 @@ from .transcript import save_conversation
 from .view import position_bars, session_lines, stderr_console
 
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
+MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
 MAX_STDIN_BYTES = 1_000_000  # documented in docs/usage.md: larger input is refused, not truncated
 
 HELP = """\
@@ -34,7 +35,7 @@ HELP = """\
 /max N           longest reply in tokens (0 = no limit: to its end or the context's)
 /k N             draft length (1-64; in auto mode the largest it may choose)
 /temp T          temperature (0 = greedy, exactly the target's output)
-/mode M          auto, spec (draft model), ngram (prompt lookup), suffix (past text) or target
+/mode M          {modes}
 /spec on|off     speculation on (the chosen mode), or the target alone
 /rejected on|off show or hide the rejected draft guesses
 /system TEXT     set the system prompt (empty: the template's default)
@@ -154,8 +155,16 @@ class ChatSession:
     def _say(self, message: str, style: str = "cyan") -> None:
         self.console.print(Text(message, style=style))
 
+    def _modes_here(self) -> list[str]:
+        """The modes this session can switch to: a draft-model mode needs the draft loaded at the start."""
+        return [name for name in modes.MODES if self.pipeline.available(name)]
+
     def _cmd_help(self, _arg: str) -> None:
-        self.console.print(Text(HELP))
+        here = self._modes_here()
+        names = [f"{name} ({MODE_WORDS[name]})" if name in MODE_WORDS else name for name in here]
+        # The others need a model or a history this session did not load: /mode would refuse them.
+        prefix = "" if len(here) == len(modes.MODES) else "in this session: "
+        self.console.print(Text(HELP.format(modes=prefix + ", ".join(names))))
 
     def _cmd_bye(self, _arg: str) -> bool:
         return False
@@ -204,7 +213,8 @@ class ChatSession:
         if value is None:
             return
         if value and self.settings.mode == "target":
-            self._say("the mode is 'target': choose one with /mode auto|spec|ngram|suffix", "yellow")
+            drafting = "|".join(name for name in self._modes_here() if name != "target")
+            self._say(f"the mode is 'target': choose one with /mode {drafting}", "yellow")
             return
         if value and not self.pipeline.available(self.settings.mode):
             self._say(f"mode {self.settings.mode} has no drafter here (no draft model loaded)", "yellow")
@@ -214,7 +224,8 @@ class ChatSession:
 
     def _cmd_mode(self, arg: str) -> None:
         if arg not in modes.MODES:
-            self._say(f"usage: /mode {'|'.join(modes.MODES)}", "yellow")
+            case = " (lower case)" if arg.lower() in modes.MODES else ""
+            self._say(f"usage: /mode {'|'.join(self._modes_here())}{case}", "yellow")
             return
         if not self.pipeline.available(arg):
             self._say(f"mode {arg} is not available in this session (start with --mode {arg})", "yellow")

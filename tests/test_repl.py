@@ -90,7 +90,7 @@ def test_mode_command():
     chat.command("/mode auto")
     assert chat.settings.label == "auto (k<=64)"
     chat.command("/mode fast")
-    assert "usage: /mode auto|spec|ngram|suffix|target" in out.getvalue()
+    assert "usage: /mode auto|spec|ngram|target" in out.getvalue()  # the modes of this session
 
 
 def test_unknown_command_hint_and_bye():
@@ -375,13 +375,27 @@ def test_a_message_longer_than_the_context_is_one_error_and_the_chat_goes_on(sma
     assert [m.content for m in chat.conversation.messages] == ["Hello.", "Noted.", "Still there?", "Noted."]
 
 
-def test_help_names_every_mode():
-    """/mode accepts every mode in modes.MODES; /help listed all but suffix."""
+def test_help_names_every_mode_a_session_can_switch_to():
+    """/mode accepts every mode in modes.MODES; /help listed all but suffix. A session started without a
+    draft model or a history listed modes that /mode then refused: /help lists only those it can use."""
     from specchat import modes
-    from specchat.repl import HELP
 
-    line = next(line for line in HELP.splitlines() if line.startswith("/mode"))
-    assert all(name in line for name in modes.MODES), line
+    full, out = session()
+    full.pipeline = SimpleNamespace(available=lambda _name: True)
+    full.command("/help")
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("/mode"))
+    assert all(name in line for name in modes.MODES) and "in this session" not in line, line
+
+    chat, out = session(drafter=False)
+    chat.command("/help")
+    line = next(line for line in out.getvalue().splitlines() if line.startswith("/mode"))
+    assert "in this session: auto, ngram (prompt lookup), target" in line, line
+    assert "spec" not in line and "suffix" not in line
+    chat.command("/mode SPEC")
+    assert "usage: /mode auto|ngram|target (lower case)" in out.getvalue()
+    chat.settings.mode = "target"
+    chat.command("/spec on")
+    assert "choose one with /mode auto|ngram" in out.getvalue()
 
 
 def test_turns_that_gave_way_do_not_cost_the_log_later_turns(tmp_path):
