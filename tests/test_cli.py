@@ -340,6 +340,9 @@ def test_system_prompt_goes_into_the_template(files, monkeypatch):
     monkeypatch.setattr("specchat.runtime.prompt_tokens", chat.prompt_tokens)
     assert invoke("run", *files, "--mode", "target", "--system", "Be terse.", "-n", "4", "Hi").exit_code == 0
     assert [(m.role, m.content) for m in seen[0]] == [("system", "Be terse."), ("user", "Hi")]
+    # A blank one (an unset variable between quotes) replaced the template's default with spaces.
+    assert invoke("run", *files, "--mode", "target", "--system", "  \n ", "-n", "4", "Hi").exit_code == 0
+    assert [(m.role, m.content) for m in seen[1]] == [("user", "Hi")]
 
 
 def test_pair_from_the_registry_overlay(fake_models, isolated):

@@ -101,6 +101,7 @@ def run(
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
+    system = system if system and system.strip() else None  # blank, as /system: the template's own
     mode = "target" if no_spec else mode
     unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
     if text is not None and draft is not None and mode in MODES and not MODES[mode].needs_draft_model:
