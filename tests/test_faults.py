@@ -662,6 +662,28 @@ def test_ctrl_c_while_the_cli_imports(tmp_path):
     assert err == "interrupted\n", err
 
 
+@pytest.mark.parametrize("where", ["typer.main.get_command", "typer.core.TyperGroup.make_context"])
+def test_ctrl_c_after_the_imports_and_before_the_command(tmp_path, where):
+    """Ctrl-C 0.8-0.9 s after the start (imports done) landed where Typer builds the command from the app (a
+    traceback) or parses the root options (Typer's own silent exit 130): both now say `interrupted`."""
+    holder, _, name = where.rpartition(".")
+    code = (
+        "import sys\n"
+        "sys.argv = ['specchat', 'run', 'Hi']\n"
+        "import specchat.cli as cli\n"
+        "import typer.core, typer.main\n"
+        "def stop(*args, **kwargs):\n"
+        "    raise KeyboardInterrupt\n"
+        f"setattr({holder}, '{name}', stop)\n"
+        "cli.main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=fake_env(tmp_path),
+                          check=False)  # fmt: skip
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode == 130, err
+    assert err == "interrupted\n", err
+
+
 def test_fake_ctrl_c_while_benchmarking(tmp_path):
     target = fake_file(tmp_path, "slow", eval_sleep=0.005)
     draft = fake_file(tmp_path, "slowdraft", role="draft", agree=0.8, eval_sleep=0.005)

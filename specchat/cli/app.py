@@ -53,6 +53,15 @@ class SpecchatGroup(TyperGroup):
             _untyped_flags(command.get_params(ctx))
         return command
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        """Ctrl-C while the root options are parsed, before invoke's boundary: Typer turns it into a
+        silent exit 130, so it is said here."""
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except KeyboardInterrupt:
+            say_interrupted()
+            raise typer.Exit(130) from None
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -64,8 +73,7 @@ class SpecchatGroup(TyperGroup):
             print_error(stderr_console(), exc.message, exc.hint)
             ctx.exit(exc.exit_code)
         except (KeyboardInterrupt, typer.Abort):
-            restore_terminal()
-            stderr_console().print("interrupted", style="dim")
+            say_interrupted()
             ctx.exit(130)
         except BrokenPipeError:
             silence_stdout()
@@ -194,6 +202,9 @@ def main() -> None:
     """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
     try:
         app(prog_name="specchat")
+    except KeyboardInterrupt:  # while Typer builds the command from the app, before any boundary
+        say_interrupted()
+        _leave_now(130)
     except SystemExit as exc:
         if exc.code == 130:
             _leave_now(130)
@@ -203,6 +214,11 @@ def main() -> None:
             # that went away is exit 0 everywhere else (docs/usage.md).
             raise SystemExit(0) from None
         raise
+
+
+def say_interrupted() -> None:
+    restore_terminal()
+    stderr_console().print("interrupted", style="dim")
 
 
 def _raised_in(exc: BaseException, function: str) -> bool:
