@@ -134,7 +134,10 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise ApiError(400, "'seed' must be an integer", code="invalid_seed")
     # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
-    asked = data.get("max_completion_tokens", data.get("max_tokens"))
+    # A null one is not given (clients that serialise every field send it beside max_tokens).
+    asked = data.get("max_completion_tokens")
+    if asked is None:
+        asked = data.get("max_tokens")
     if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):
         raise ApiError(400, "'max_tokens' must be a positive integer", code="invalid_max_tokens")
     stop = data.get("stop")

@@ -251,6 +251,17 @@ def test_unknown_routes_and_methods_get_error_objects(server):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
+    """Clients that send every field send "max_completion_tokens": null beside max_tokens: the null is not
+    given, so max_tokens holds (it was read as absent, and the request got the server's whole --max-tokens)."""
+    from specchat.openai_api import parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    assert parse_chat({"messages": messages, "max_completion_tokens": None, "max_tokens": 5}, 2048).max_tokens == 5
+    assert parse_chat({"messages": messages, "max_completion_tokens": 3, "max_tokens": 5}, 2048).max_tokens == 3
+    assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
+
+
 def test_the_console_line_shows_a_request_as_it_came(server):
     """A request's path and an unknown model's name are the client's text: Rich turned ':thumbs_up:' in them
     into an emoji on the console (markup=False leaves emoji codes on); '[/]' and '[i]' stay as they are."""
