@@ -7,6 +7,7 @@ costs. The CLI, the bench, tune and the tests use the object it returns as it is
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -182,9 +183,11 @@ class Pipeline:
         k: int,
         max_tokens: int,
         on_update: Callable[[Update], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> Generation:
         """Run the loop; on_update streams each round as styled text segments with the stats so far.
-        The last update has round None: it flushes bytes held back to keep a UTF-8 character whole."""
+        The last update has round None: it flushes bytes held back to keep a UTF-8 character whole.
+        cancel (the server's): once set, the loop stops as on Ctrl-C; whoever sets it sets the interrupt too."""
         stream = TextStream(self.target)
         pieces: list[str] = []
 
@@ -200,6 +203,8 @@ class Pipeline:
 
         drafter = self.drafters.get(mode) if k > 0 else None
         with self.interrupt.armed():
+            if cancel is not None and cancel.is_set():  # set before armed() forgot the interrupt it raised
+                self.interrupt.requested = True
             tokens, stats = speculative_decode(
                 self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_round
             )

@@ -9,9 +9,10 @@ string that appeared in the text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -74,9 +75,14 @@ class Job:
         self.cancelled = threading.Event()
         self.on_text: Callable[[str], None] | None = None  # set by streaming requests; called on the worker
         self.ids: list[int] = []  # the prompt's tokens, set by Engine.measure before it runs
+        self.abort: Callable[[], None] | None = None  # set by the engine while this job runs
+        self.lock = threading.Lock()  # abort is set on the worker, read on the event loop
 
     def cancel(self) -> None:
         self.cancelled.set()
+        with self.lock:
+            if self.abort is not None:
+                self.abort()
 
 
 class Engine:
@@ -139,17 +145,38 @@ class Engine:
                     raise _Stop
 
             try:
-                generation = pipeline.generate(
-                    ids, request.params, mode=request.mode, k=request.k, max_tokens=request.max_tokens,
-                    on_update=on_update,
-                )  # fmt: skip
+                with self._abortable(job):
+                    generation = pipeline.generate(
+                        ids, request.params, mode=request.mode, k=request.k, max_tokens=request.max_tokens,
+                        on_update=on_update, cancel=job.cancelled,
+                    )  # fmt: skip
             except _Stop:
                 # The loop did not get to close its stats: the wall time so far stands in for its total.
                 last.total_s = time.perf_counter() - started
                 reason = "cancelled" if job.cancelled.is_set() else "stop"
                 return Outcome("".join(pieces), last, reason, cached)
+            if generation.stats.stop_reason == "interrupted":  # only a cancel aborts llama.cpp here
+                return Outcome("".join(pieces), generation.stats, "cancelled", cached)
             self._emit(job, pieces, job.scanner.flush())
             return Outcome("".join(pieces), generation.stats, generation.stats.stop_reason, cached)
+
+    @contextlib.contextmanager
+    def _abortable(self, job: Job) -> Iterator[None]:
+        """While the job runs, cancelling it also stops llama.cpp mid-call (the abort callback that Ctrl-C
+        sets in `run`): on_update runs only between rounds, and a long prompt's prefill is one call that
+        took minutes on 2 cores, for a client that had left or a server asked to shut down."""
+        interrupt = self.pipeline.interrupt
+
+        def abort() -> None:
+            interrupt.requested = True
+
+        with job.lock:
+            job.abort = abort
+        try:
+            yield
+        finally:
+            with job.lock:  # no later cancel may abort the next job
+                job.abort = None
 
     @staticmethod
     def _emit(job: Job, pieces: list[str], text: str) -> None:

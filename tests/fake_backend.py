@@ -10,9 +10,9 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     that a test sees which earlier turns reached the model), "n_vocab", "template" (null: none),
     "memory" ([weights, kv] bytes), "context_length" (the trained context), "interrupt_at" (the eval
     call that raises KeyboardInterrupt), "eval_sleep" (seconds per eval, only for tests that must catch
-    a reply mid-way), "announce_template" (a line on stderr as the chat template is fetched for
-    rendering), "token_text" ({id: text}: vocabulary entries that differ, for the pair check),
-    "bos"/"eos"/"vocab_type".
+    a reply mid-way), "prefill_sleep" (seconds per prompt token of a prefill, which the interrupt stops),
+    "announce_template" (a line on stderr as the chat template is fetched for rendering), "token_text"
+    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"vocab_type".
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
 whole context, like tests/fakes.py: after the chat template's assistant header the target's greedy
@@ -78,8 +78,9 @@ class FakeEngine:
     add_bos = False
     n_params = 1_000_000
 
-    def __init__(self, path: Path, spec: dict, n_ctx: int) -> None:
+    def __init__(self, path: Path, spec: dict, n_ctx: int, interrupt=None) -> None:
         self.path = Path(path)
+        self.interrupt = interrupt
         self.spec = spec
         self.role = spec.get("role", "target")
         self.n_ctx = n_ctx
@@ -116,10 +117,20 @@ class FakeEngine:
             time.sleep(float(self.spec["eval_sleep"]))
         if self.evals == self.spec.get("interrupt_at"):
             raise KeyboardInterrupt
+        if n_logits == 0 and self.spec.get("prefill_sleep"):
+            self._slow_prefill(len(tokens) * float(self.spec["prefill_sleep"]))
         start = len(self.kv)
         self.kv.extend(tokens)
         rows = [self.logits(self.kv[: start + i + 1]) for i in range(len(tokens) - n_logits, len(tokens))]
         return np.array(rows, dtype=np.float32).reshape(n_logits, self.n_vocab)
+
+    def _slow_prefill(self, seconds: float) -> None:
+        """A prefill that takes long, stopped early as llama.cpp's abort callback stops one (engine.py)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.interrupt is not None and self.interrupt.requested:
+                self.interrupt.check()  # clears the flag and raises KeyboardInterrupt, as Engine._decode
+            time.sleep(0.01)
 
     def truncate(self, n: int) -> None:
         del self.kv[n:]
@@ -218,7 +229,7 @@ class FakeBackend:
         return str(path).endswith(".fake.gguf")
 
     def load(self, path: Path, config, interrupt) -> FakeEngine:
-        return FakeEngine(path, json.loads(Path(path).read_text(encoding="utf-8")), config.n_ctx)
+        return FakeEngine(path, json.loads(Path(path).read_text(encoding="utf-8")), config.n_ctx, interrupt)
 
     def memory_needed(self, path: Path, n_ctx: int) -> tuple[int, int] | None:
         memory = json.loads(Path(path).read_text(encoding="utf-8")).get("memory")

@@ -41,10 +41,10 @@ def child_env(folder: Path) -> dict:
 class Server:
     """A `specchat serve` child process; its console (stderr) goes to a file the tests can read."""
 
-    def __init__(self, folder: Path, *args: str, eval_sleep: float = 0.002) -> None:
+    def __init__(self, folder: Path, *args: str, eval_sleep: float = 0.002, **target_extra) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.env = folder, child_env(folder)
-        self.target, self.draft = fake_backend.write_pair(folder / "files", eval_sleep=eval_sleep)
+        self.target, self.draft = fake_backend.write_pair(folder / "files", eval_sleep=eval_sleep, **target_extra)
         self.files = ["--target", str(self.target), "--draft", str(self.draft)]
         self.log = folder / "console.txt"
         command = [sys.executable, "-m", "specchat", "serve", *self.files, "--mode", "spec", "--port", "0", *args]
@@ -468,3 +468,38 @@ def test_shutdown_mid_reply_ends_every_request_with_an_error_and_no_traceback(tm
     assert json.loads(last.removeprefix("data: "))["error"]["code"] == "shutting_down"
     assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
     assert "Traceback" not in running.console() and "Exception" not in running.console(), running.console()
+
+
+def test_a_long_prefill_stops_at_once_for_a_client_that_left_and_for_a_shutdown(tmp_path):
+    """A prefill is one call into llama.cpp, and a job was stopped only between rounds: a long prompt whose
+    client had left held the engine (and the requests behind it) for minutes, and SIGTERM during one took as
+    long, then gave a plain-text 500 and a traceback. A cancel now aborts the call, as Ctrl-C does in `run`."""
+    running = Server(tmp_path, "--no-log", prefill_sleep=0.05)  # a 2000-token prompt: 100 s of prefill
+    try:
+        long = json.dumps({"prompt": "x" * 2000, "max_tokens": 5}).encode()
+        head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(long)}\r\n\r\n".encode()
+        host, port = running.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as leaving:
+            leaving.sendall(head + long)
+            time.sleep(0.5)  # in its prefill by now
+        started = time.monotonic()
+        assert ask(running.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+        assert time.monotonic() - started < 20  # its own prompt's prefill takes 2 s
+        running.wait_for(r"POST /v1/completions 200\s+0 tokens.*cancelled")
+        results: list[httpx.Response] = []
+        body = {"prompt": "y" * 2000, "max_tokens": 5}
+        waiting = threading.Thread(
+            target=lambda: results.append(httpx.post(f"{running.url}/v1/completions", json=body, timeout=60))
+        )
+        waiting.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        running.process.terminate()
+        waiting.join(30)
+        running.process.wait(timeout=30)
+        assert time.monotonic() - started < 15  # the 4 s grace, then the prefill stops
+        assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
+        assert "Traceback" not in running.console(), running.console()
+    finally:  # never left running (without the abort it would prefill on for minutes)
+        running.process.kill()
+        running.process.wait(timeout=30)
