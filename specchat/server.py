@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import ipaddress
 import socket
@@ -358,7 +359,11 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}", hint="choose another --port") from None
+        # Another --port helps only with a port; a name that does not resolve or an address that is not this
+        # machine's (a typo, a bracketed [::1]) is the host's fault.
+        port_fault = exc.errno in (errno.EADDRINUSE, errno.EACCES)
+        hint = "choose another --port" if port_fault else "give --host an address of this machine (127.0.0.1, ::1)"
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}", hint=hint) from None
     # Listening before the address is printed: a client that connects as soon as it reads it waits in
     # the backlog until uvicorn accepts, instead of being refused while uvicorn starts.
     sock.listen(BACKLOG)

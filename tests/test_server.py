@@ -433,6 +433,14 @@ def test_taken_port_is_one_line(server):
     assert result.exit_code == 2 and "cannot listen on 127.0.0.1:" in result.stderr and "--port" in result.stderr
 
 
+def test_an_address_not_of_this_machine_names_the_host_not_the_port():
+    """'choose another --port' was the hint for any address that could not be bound, a typo'd host too."""
+    result = CliRunner().invoke(app, ["serve", "--host", "192.0.2.1", "--api-key", KEY, "--port", "0"])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "cannot listen on 192.0.2.1:0" in lines[0]
+    assert "--host" in lines[0].partition("hint:")[2] and "--port" not in lines[0], lines[0]
+
+
 def test_the_socket_listens_before_the_address_is_printed():
     """A client that connects as soon as `serve` prints its address is queued, not refused, while uvicorn
     is still starting (the official client gave "Connection error" on the first request once)."""
