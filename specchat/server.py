@@ -377,6 +377,22 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, api: Api) -> None:
         super().__init__(config)
         self.api = api
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stopping_now = False
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame) -> None:
+        """A second Ctrl-C stops the running requests now, each with its 503, and the server leaves; uvicorn's
+        own force quit cancelled them mid-response instead (a traceback each, a plain-text 500). A third one
+        is uvicorn's force quit, should the requests not end."""
+        if self.should_exit and not self.stopping_now and self.loop is not None:
+            self.stopping_now = True
+            self.loop.call_soon_threadsafe(self.api.stop_all)
+            return
+        super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         timer = asyncio.get_running_loop().call_later(STOP_AFTER_S, self.api.stop_all)

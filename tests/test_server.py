@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -509,5 +510,30 @@ def test_a_long_prefill_stops_at_once_for_a_client_that_left_and_for_a_shutdown(
         assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
         assert "Traceback" not in running.console(), running.console()
     finally:  # never left running (without the abort it would prefill on for minutes)
+        running.process.kill()
+        running.process.wait(timeout=30)
+
+
+def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceback(tmp_path):
+    """The first Ctrl-C gives the running reply 4 s; a second one was uvicorn's force quit, which cancelled
+    the request mid-response: two tracebacks on the console and a plain-text 500 for a non-streamed client."""
+    running = Server(tmp_path, "--no-log", eval_sleep=0.03)
+    try:
+        results: list[httpx.Response] = []
+        body = {"prompt": "Go on forever", "max_tokens": 2000}
+        waiting = threading.Thread(
+            target=lambda: results.append(httpx.post(f"{running.url}/v1/completions", json=body, timeout=60))
+        )
+        waiting.start()
+        time.sleep(0.5)  # generating
+        started = time.monotonic()
+        running.process.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        running.process.send_signal(signal.SIGINT)
+        waiting.join(30)
+        assert running.process.wait(timeout=30) == 130 and time.monotonic() - started < 3  # not the 4 s grace
+        assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
+        assert "Traceback" not in running.console(), running.console()
+    finally:
         running.process.kill()
         running.process.wait(timeout=30)
