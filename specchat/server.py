@@ -52,6 +52,8 @@ class ServeConfig:
 
 def check_host(host: str, api_key: str | None) -> None:
     """Refuse to listen beyond this machine without a key: the API runs arbitrary prompts on its CPU/GPU."""
+    if not host.strip():  # the socket would take "" for every interface, and print http://:PORT/v1
+        raise UsageError("--host is empty", hint="give 127.0.0.1 (this machine) or 0.0.0.0 (every interface)")
     if api_key or _is_loopback(host):
         return
     raise UsageError(

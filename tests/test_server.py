@@ -428,6 +428,13 @@ def test_non_local_host_needs_a_key():
     assert len(lines) == 1 and "--host 0.0.0.0" in lines[0] and "--api-key" in lines[0]
 
 
+def test_an_empty_host_is_refused():
+    """`--host ""` listened on every interface (with a key) and printed the address http://:PORT/v1."""
+    result = CliRunner().invoke(app, ["serve", "--host", " ", "--api-key", KEY, "--port", "0"])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "--host is empty" in lines[0] and "0.0.0.0" in lines[0]
+
+
 def test_taken_port_is_one_line(server):
     port = server.url.rsplit(":", 1)[1]
     result = CliRunner().invoke(app, ["serve", "--port", port])
