@@ -55,25 +55,39 @@ def test_llama_server_draft_model_from_tuning(fake_models, seed_tuning):
 
 def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
     target, draft = fake_models
-    seed_tuning(target, draft, CPU_COSTS, threads=3)  # tuning is per thread count, as for run
-    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--threads", "3")
+    seed_tuning(target, draft, CPU_COSTS, threads=1)  # tuning is per thread count, as for run
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--threads", "1")
     assert result.exit_code == 0, result.output
     argv = shlex.split(result.stdout)
     assert value(argv, "--spec-type") == "ngram-mod" and "-md" not in argv and "--spec-draft-n-max" not in argv
-    assert value(argv, "-t") == "3"
+    assert value(argv, "-t") == "1"
     assert "cannot pay here" in result.stderr and "0.70 target steps" in result.stderr  # says which and why
     assert "--draft-max" not in result.stderr  # a rename of a flag the command does not pass
 
 
+def test_more_threads_than_cpus_are_capped_as_run_caps_them(fake_models, seed_tuning):
+    """run caps --threads at the usable CPUs and saves its tuning under that count; export put `-t 999` in
+    the command and, looking under 999, found no tuning."""
+    from specchat.engine import default_threads
+
+    target, draft = fake_models
+    seed_tuning(target, draft, CPU_COSTS, threads=default_threads())
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--threads", "999")
+    assert result.exit_code == 0, result.output
+    assert value(shlex.split(result.stdout), "-t") == str(default_threads())
+    assert f"--threads 999 is more than the {default_threads()} usable CPUs" in result.stderr
+    assert "cannot pay here" in result.stderr  # the saved tuning was found
+
+
 def test_llama_server_ngram_has_no_draft_length_to_report(fake_models):
-    """ngram-mod picks its own lengths and has no flag for one: the JSON says k null, and a -k given is named
-    as unused, not reported as if it had been passed."""
+    """ngram-mod drafts a range of lengths, not one k: the JSON says k null, and a -k given is named as unused
+    (with the flags that set the range), not reported as if it had been passed."""
     target, _draft = fake_models
     common = ["--to", "llama-server", "--target", str(target), "--mode", "ngram"]
     as_json = run_export(*common, "--json")
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["speculation"]["k"] is None, as_json.output
     result = run_export(*common, "-k", "3")
-    assert result.exit_code == 0 and "-k 3 is not used" in result.stderr
+    assert result.exit_code == 0 and "-k 3 is not used" in result.stderr and "--spec-ngram-mod-n-max" in result.stderr
     assert "3" not in shlex.split(result.stdout)
 
 
