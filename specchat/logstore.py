@@ -53,6 +53,10 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
 )
 HINT = "move the file aside (a new log is started), or run with --no-log"
+# Reading (`logs`, `run -c`, `--cid`, /load) needs the log itself: --no-log cannot help there, and a log
+# that is only locked is not broken, so moving it aside would start a new one for nothing.
+READ_HINT = "move the file aside (a new log is started; `specchat logs --path` prints where)"
+LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
 SQLITE_MAX = 2**63 - 1  # SQLite's INTEGER is 64-bit: a larger Python int cannot even be bound
 
 
@@ -126,7 +130,8 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         with connect(path) as conn:
             yield conn
     except (sqlite3.Error, OSError) as exc:
-        raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=HINT) from None
+        hint = LOCKED_HINT if "locked" in str(exc) else READ_HINT
+        raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -147,6 +147,27 @@ def test_a_locked_log_costs_no_reply(files, monkeypatch):
     assert [row["prompt"] for row in logged()] == ["first"]
 
 
+def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
+    """`logs` (and -c) on a corrupt log hinted "or run with --no-log", an option `logs` does not have and
+    that cannot make a log readable; on a merely locked log it said to move the file aside."""
+    ok(invoke("run", *files, "first"))
+    monkeypatch.setattr(logstore, "BUSY_S", 0.2)
+    holder = sqlite3.connect(log_file(), isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # in WAL mode only this keeps readers out
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("DELETE FROM messages WHERE id < 0")
+    try:
+        locked = invoke("logs")
+    finally:
+        holder.close()
+    assert_one_line_error(locked, 1, "database is locked")
+    assert "try again" in locked.stderr and "move the file aside" not in locked.stderr
+    log_file().write_bytes(os.urandom(4096))
+    for result in (invoke("logs"), invoke("run", *files, "-c", "hi")):
+        assert_one_line_error(result, 1, "cannot read the conversation log")
+        assert "--no-log" not in result.stderr and "specchat logs --path" in result.stderr
+
+
 def test_an_interrupted_reply_is_logged_as_such(isolated):
     target, _ = fake_backend.write_pair(isolated / "stop", interrupt_at=5)
     result = invoke("run", "--target", str(target), "--mode", "target", "Tell me a story.")
