@@ -115,6 +115,8 @@ def load_registry(extra: Path | None = None) -> Registry:
             raw_models[name] = (path, _table_value(body, path, f"models.{name}"))
         for name, body in _table(data, "pairs", path).items():
             _plain(name, path, "[pairs]", "a pair name")
+            if not name.strip():  # listed by `models`, but `--pair ""` is refused: a pair no one could use
+                raise RegistryError(f"{path}: a pair in [pairs] has an empty name", hint="name it, e.g. [pairs.mine]")
             raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
         registry.sources.append(path)
     registry.models = {name: _model(name, body, path) for name, (path, body) in raw_models.items()}

@@ -128,6 +128,13 @@ def test_a_value_of_the_wrong_type_is_named_in_toml_words(tmp_path, old, new, ne
     assert needle in refusal(tmp_path, GOOD_MODEL.replace(old, new))
 
 
+@pytest.mark.parametrize("name", ['""', '"  "'])
+def test_a_pair_with_an_empty_name_is_refused(tmp_path, name):
+    """[pairs.""] was listed by `specchat models`, but no --pair or `pull` argument could name it."""
+    overlay = GOOD_MODEL.replace("pairs.mypair", f"pairs.{name}")
+    assert "a pair in [pairs] has an empty name" in refusal(tmp_path, overlay)
+
+
 def test_unknown_pair_lists_known_ones():
     with pytest.raises(RegistryError) as err:
         load_registry().pair("nope")
