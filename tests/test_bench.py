@@ -308,6 +308,21 @@ def test_bad_modes(fake_pair):
     assert result.exit_code == 2 and "--modes ' , ': no mode" in result.stderr
 
 
+@pytest.mark.parametrize("modes", ["ngram", "auto", "ngram,suffix"])
+def test_a_lone_target_needs_no_draft_model_where_spec_is_not_measured(fake_pair, monkeypatch, modes):
+    """`bench --target T --modes ngram` (or auto) loaded the pair's draft model, which nothing used: a pull,
+    or 'incompatible pair' for a target of another family. As `run --target T`, it now drafts without one."""
+    _folder, files = fake_pair
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the pair's draft is not there: wanting it fails at once
+    lone = ["bench", *files[:2], "--suite", "tiny", "-r", "1", "-n", "8", "-f", "json"]  # --target T alone
+    result = runner.invoke(app, [*lone, "--modes", modes])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["meta"]["files"].get("draft") is None and len(data["samples"]) == 2 * (2 + modes.count(","))
+    refused = runner.invoke(app, [*lone, "--modes", "spec", "--ks", "1"])  # spec still takes the pair's draft
+    assert refused.exit_code == 1 and "HF_HUB_OFFLINE" in refused.stderr
+
+
 def test_a_mode_given_twice_is_benched_once():
     from specchat.benchreport import check_options
 

@@ -80,9 +80,13 @@ def bench(
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)
     benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path})
+    # A lone --target is compared as `run` uses it: the pair's draft model only where spec is measured (it
+    # loaded the pair's draft for ngram or auto too, and failed for a target of another family).
+    keep_draft = "spec" in mode_list or target is None or draft is not None
+    mode = "auto" if "auto" in mode_list else "spec" if keep_draft else "ngram"
     options = make_options(
-        ctx, target, draft, gpu_layers, pair=pair, mode="auto" if "auto" in mode_list else "spec", keep_draft=True,
-        n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
+        ctx, target, draft, gpu_layers, pair=pair, mode=mode, keep_draft=keep_draft, n_ctx=n_ctx, threads=threads,
+        draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
     settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
     settings["earlier_tokens"] = earlier_tokens
