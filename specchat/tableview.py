@@ -173,7 +173,7 @@ def print_tune(console: Console, title: str, tuning, estimates, path, previous=N
     console.print(tune_table(title, estimates))
     console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)
     if previous is not None:
-        state = "measured under load" if previous.costs.busy else "stale" if previous.stale else previous.source
+        state = "stale" if previous.stale else previous.source  # a busy one: cost_summary says so already
         console.print(f"saved: {cost_summary(previous.costs)} ({state})", highlight=False)
     ceilings = ", ".join(f"{drafter} {ceiling(*best)}" for drafter, best in tuning.costs.ceilings().items())
     console.print(f"if every guess were right: {ceilings}", highlight=False)

@@ -81,6 +81,19 @@ def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
     assert any(line.startswith("if every guess were right: lookup ") for line in lines)
 
 
+def test_a_saved_tuning_measured_under_load_is_said_so_once(fake_models, isolated, seed_tuning):
+    """The saved line read '... target steps (other programs were using the CPUs) (measured under load)'."""
+    from specchat.costmodel import Costs
+
+    target, draft = fake_models
+    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in (1, 2, 4, 8, 16)}, 0.05, 1e-3, 1e-3, busy=True)
+    seed_tuning(target, draft, costs, keep_draft=True, mode="spec")
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    saved = next(line for line in result.stdout.splitlines() if line.startswith("saved:"))
+    assert saved.endswith("target steps (other programs were using the CPUs) (calibration)"), saved
+
+
 def test_a_config_dir_that_cannot_hold_the_tuning_is_one_line_before_measuring(fake_models, isolated, monkeypatch):
     """A config directory that is a file (or unwritable) was an internal error after the whole measurement."""
     target, draft = fake_models
