@@ -67,6 +67,21 @@ def test_conditional_rates():
     assert conditional_rates([10, 6], [8, 3]) == [0.8, 0.5]
 
 
+def test_a_lone_target_is_tuned_as_run_uses_it(fake_models, isolated, monkeypatch):
+    """`tune --target T` loaded the pair's draft model (a pull, or 'incompatible pair' for a target of another
+    family) and saved the tuning for (T, that draft), a key `run --target T` never looks up."""
+    from specchat import tuning
+    from specchat.runtime import Options, Resolved
+
+    target, _draft = fake_models
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the pair's draft is not there: wanting it fails at once
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    key = tuning.key_for(Resolved(None, target, None), Options(target_path=target))  # what run --target T reads
+    assert tuning.load(key) is not None
+    assert {e["mode"] for e in tuning.load(key).details["estimates"]} == {"target", "ngram"}
+
+
 def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
     """A second look at the machine is shown next to what was saved before (issue 11)."""
     target, draft = fake_models

@@ -126,10 +126,10 @@ def tune(
 ) -> None:
     """Measure this machine (c, v(n), acceptance) and save what --mode auto should start from.
 
-    Runs the quick suite with the draft model (k = 8) and with prompt lookup, prints the predicted
-    speedup of each mode, and saves the numbers per pair and machine in the config directory.
-    `run` and `bench` use them automatically; `--no-tuning` ignores them. Threads and GPU layers are
-    tuned per value.
+    Runs the quick suite with the draft model (k = 8) and with prompt lookup (a lone --target: prompt
+    lookup only, as auto runs it), prints the predicted speedup of each mode, and saves the numbers per
+    pair and machine in the config directory. `run` and `bench` use them automatically; `--no-tuning`
+    ignores them. Threads and GPU layers are tuned per value.
     """
     from ..benchsuite import load_suite, single_turn
     from ..errors import SpecchatError
@@ -150,9 +150,12 @@ def tune(
     except OSError as exc:
         raise unsaved(exc, "nothing was measured") from None
     err = stderr_console()
+    # A lone --target is tuned as `run --target` uses it in auto: without a draft model. With the pair's draft
+    # the tuning was saved for (target, draft), which that run never looks up.
+    lone = target is not None and draft is None
     options = make_options(
-        ctx, target, draft, gpu_layers, pair=pair, mode="spec", keep_draft=True, n_ctx=n_ctx, threads=threads,
-        draft_gpu_layers=draft_gpu_layers,
+        ctx, target, draft, gpu_layers, pair=pair, mode="ngram" if lone else "spec", keep_draft=not lone,
+        n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with load_pipeline(options) as pipeline:
