@@ -76,6 +76,18 @@ def test_mirror_assembles_and_verifies(mirror_env):
     assert again.source == "present"
 
 
+def test_a_models_directory_that_is_a_file_is_named_so(mirror_env, tmp_path, monkeypatch):
+    """SPECCHAT_MODELS_DIR naming a file said 'cannot write fake.gguf into X: File exists'."""
+    spec, _, _ = mirror_env
+    blocker = tmp_path / "a-file"
+    blocker.write_text("kept")
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(blocker))
+    with pytest.raises(DownloadError) as err:
+        quiet_pull(spec)
+    assert err.value.message == f"cannot write fake.gguf into {blocker}: it is not a directory"
+    assert blocker.read_text() == "kept"
+
+
 def test_wrong_checksum_leaves_nothing(mirror_env):
     spec, _, models = mirror_env
     bad = ModelSpec(**{**spec.__dict__, "sha256": "0" * 64})
