@@ -85,8 +85,13 @@ def _check_writable(path: Path) -> None:
 
 def to_markdown(result: BenchResult) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(row_cells(row)) + " |" for row in result.rows()]
+    lines += ["| " + " | ".join(map(_md_cell, row_cells(row))) + " |" for row in result.rows()]
     return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    """A cell as Markdown keeps it in its column: a category of a --prompts file may hold '|' or a newline."""
+    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 def to_csv(result: BenchResult) -> str:

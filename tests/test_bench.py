@@ -323,6 +323,17 @@ def test_a_lone_target_needs_no_draft_model_where_spec_is_not_measured(fake_pair
     assert refused.exit_code == 1 and "HF_HUB_OFFLINE" in refused.stderr
 
 
+def test_a_category_with_a_pipe_stays_in_its_markdown_column(fake_pair, tmp_path):
+    """A --prompts category "a|b" split its Markdown row into one cell more than the header."""
+    prompts = tmp_path / "pipe.jsonl"
+    prompts.write_text('{"category": "a|b", "turns": ["hi"]}\n{"category": "x\\ny", "turns": ["yo"]}\n')
+    result = bench(fake_pair, "--prompts", str(prompts), "--ks", "1", "--modes", "spec", "-f", "md")
+    assert result.exit_code == 0, result.output
+    rows = result.stdout.splitlines()
+    assert all(len(re.split(r"(?<!\\)\|", row)) == len(re.split(r"(?<!\\)\|", rows[0])) for row in rows), rows
+    assert any(row.startswith("| a\\|b | k=1 |") for row in rows) and any(row.startswith("| x y |") for row in rows)
+
+
 def test_a_mode_given_twice_is_benched_once():
     from specchat.benchreport import check_options
 
