@@ -147,6 +147,14 @@ def test_missing_prompts_file(tmp_path):
     assert result.exit_code == 2 and "prompts file not found" in result.stderr
 
 
+def test_suite_and_prompts_together_are_a_usage_error(tmp_path):
+    """--prompts replaces the suite; `--suite quick --prompts F` measured F and said nothing of --suite."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"category": "c", "turns": ["a"]}\n')
+    result = runner.invoke(app, ["bench", "--suite", "quick", "--prompts", str(path)])
+    assert result.exit_code == 2 and "--suite and --prompts disagree" in result.stderr, result.output
+
+
 def test_prompts_file_that_is_a_directory_or_not_utf8(tmp_path):
     """Said as "cannot read DIR: [Errno 21] Is a directory: 'DIR'" with the hint "must be UTF-8 JSONL"."""
     result = runner.invoke(app, ["bench", "--prompts", str(tmp_path)])

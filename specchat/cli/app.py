@@ -167,6 +167,12 @@ def _root(
     ctx.obj = Settings(debug=debug or env_flag("SPECCHAT_DEBUG"))
 
 
+def given(ctx: typer.Context, name: str) -> bool:
+    """The option was given (command line or environment), not left at its default. By the source's
+    name: Typer carries its own copy of click, whose ParameterSource is not click's."""
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+
+
 def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **given):
     """runtime.Options from the shared options; --debug from the root."""
     from ..runtime import Options

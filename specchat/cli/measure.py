@@ -21,6 +21,7 @@ from .app import (
     Target,
     Threads,
     app,
+    given,
     load_pipeline,
     make_options,
     stderr_console,
@@ -73,9 +74,12 @@ def bench(
     from .. import bench as measure
     from .. import benchhistory, benchreport
     from ..benchsuite import load_prompts_file, load_suite, select_turns
+    from ..errors import UsageError
     from ..sampling import SamplingParams
     from ..view import bench_progress, note
 
+    if prompts is not None and given(ctx, "suite"):  # the file replaces the suite: one would be ignored
+        raise UsageError("--suite and --prompts disagree", hint="give one of them: --prompts replaces the suite")
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)

@@ -22,6 +22,7 @@ from .app import (
     Target,
     Threads,
     app,
+    given,
     load_pipeline,
     make_options,
     stderr_console,
@@ -92,7 +93,7 @@ def run(
     from ..sampling import SamplingParams
     from ..view import note, stdout_console
 
-    if no_spec and mode != "target" and _given(ctx, "mode"):
+    if no_spec and mode != "target" and given(ctx, "mode"):
         raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
@@ -145,12 +146,6 @@ def _prompt(pipeline, conversation, settings, log) -> list[int]:
     return ids
 
 
-def _given(ctx: typer.Context, name: str) -> bool:
-    """The option was given (command line or environment), not left at its default. By the source's
-    name: Typer carries its own copy of click, whose ParameterSource is not click's."""
-    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
-
-
 def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) -> list[str]:
     """Notes for options that this one reply cannot use, as export notes an unused -k: ignored in silence,
     they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none."""
@@ -171,7 +166,7 @@ def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
     if temperature > 0:
         return []
     names = ("seed", "top_k", "top_p", "min_p")
-    given = [name for name in names if _given(ctx, name)]
+    given = [name for name in names if given(ctx, name)]
     if not given:
         return []
     options = ", ".join("--" + name.replace("_", "-") for name in given)
