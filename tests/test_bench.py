@@ -7,6 +7,7 @@ import io
 import json
 import re
 import sys
+from pathlib import Path
 
 import fake_backend
 import pytest
@@ -147,12 +148,13 @@ def test_missing_prompts_file(tmp_path):
     assert result.exit_code == 2 and "prompts file not found" in result.stderr
 
 
-def test_suite_and_prompts_together_are_a_usage_error(tmp_path):
-    """--prompts replaces the suite; `--suite quick --prompts F` measured F and said nothing of --suite."""
+def test_suite_beside_prompts_is_named_as_not_used(fake_pair, tmp_path):
+    """--prompts replaces the suite; `--suite tiny --prompts F` measured F and said nothing of --suite."""
     path = tmp_path / "p.jsonl"
     path.write_text('{"category": "c", "turns": ["a"]}\n')
-    result = runner.invoke(app, ["bench", "--suite", "quick", "--prompts", str(path)])
-    assert result.exit_code == 2 and "--suite and --prompts disagree" in result.stderr, result.output
+    result = bench(fake_pair, "--modes", "ngram", "--prompts", str(path), "-f", "json")
+    assert result.exit_code == 0 and "--suite tiny is not used: --prompts replaces" in result.stderr, result.output
+    assert {s["prompt_id"] for s in json.loads(result.stdout)["samples"]} == {"1"}
 
 
 def test_prompts_file_that_is_a_directory_or_not_utf8(tmp_path):
@@ -429,6 +431,14 @@ def test_a_report_over_its_own_prompts_or_history_file_is_refused(fake_pair, tmp
     result = bench(fake_pair, "--modes", "spec,suffix", "--history", str(history), option, str(history))
     assert result.exit_code == 2 and "is the --history file" in result.stderr, result.output
     assert prompts.read_text() == before and history.read_text() == '{"turns": ["hello"]}\n'
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_after_the_run_goes_to_stdout(fake_pair):
+    """A disk that fills up during the run: exit 2 (a usage code) and the measured report was lost."""
+    result = bench(fake_pair, "--modes", "ngram", "-f", "json", "-o", "/dev/full")
+    assert result.exit_code == 1 and "cannot write /dev/full" in result.stderr, result.output
+    assert "went to stdout" in result.stderr and json.loads(result.stdout)["samples"]
 
 
 def test_output_and_plot_on_one_file_is_refused(fake_pair, tmp_path):

@@ -74,12 +74,11 @@ def bench(
     from .. import bench as measure
     from .. import benchhistory, benchreport
     from ..benchsuite import load_prompts_file, load_suite, select_turns
-    from ..errors import UsageError
     from ..sampling import SamplingParams
     from ..view import bench_progress, note
 
-    if prompts is not None and given(ctx, "suite"):  # the file replaces the suite: one would be ignored
-        raise UsageError("--suite and --prompts disagree", hint="give one of them: --prompts replaces the suite")
+    if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
+        note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)

@@ -166,11 +166,11 @@ def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
     if temperature > 0:
         return []
     names = ("seed", "top_k", "top_p", "min_p")
-    given = [name for name in names if given(ctx, name)]
-    if not given:
+    set_here = [name for name in names if given(ctx, name)]
+    if not set_here:
         return []
-    options = ", ".join("--" + name.replace("_", "-") for name in given)
-    verb = "is" if len(given) == 1 else "are"
+    options = ", ".join("--" + name.replace("_", "-") for name in set_here)
+    verb = "is" if len(set_here) == 1 else "are"
     return [f"{options} {verb} not used: temperature 0 is greedy (the target's likeliest token); --temperature samples"]
 
 
