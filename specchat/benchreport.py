@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .benchresult import BenchResult, Row, peak_rss_mb
-from .errors import UsageError
+from .errors import SpecchatError, UsageError
 from .tableview import COLUMNS, bench_table, cost_table, row_cells
 from .view import note, stderr_console, stdout_console, write_stdout
 
@@ -125,7 +125,12 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         return
     text = None if fmt == "table" else render(result, fmt)
     if output is not None:
-        _write_file(output, text if text is not None else render(result, "md"))
+        body = text if text is not None else render(result, "md")
+        try:
+            _write_file(output, body)
+        except SpecchatError:  # after minutes of measuring the report is not lost: it goes to stdout
+            write_stdout(body, "the report")
+            raise
         note(err, f"wrote {output}")
     if plot is not None:
         save_speedup_plot(result, plot)
@@ -142,7 +147,11 @@ def _write_file(path: Path, body: str) -> None:
     try:
         write_atomic(path, body)  # into /dev/null or a FIFO, through a link: never replaced by a file
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}", hint="check the path") from None
+        # Not a usage error (exit 2): the path was checked before the run; the disk filled up since, or the
+        # device refuses writes.
+        raise SpecchatError(
+            f"cannot write {path}: {exc.strerror or exc}", hint="the report went to stdout instead; check the path"
+        ) from None
 
 
 def print_bench(console: Console, result, ks: list[int]) -> None:
