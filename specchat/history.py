@@ -90,7 +90,8 @@ class History:
                 self.index.refresh()
         except Exception as exc:  # a full disk, a locked log, a tokenizer error: never a reason to stop a reply
             self.usable = False
-            self.notify(f"history: not used in this run ({self.index.folder}: {exc}); --no-history hides this")
+            where = self.log if isinstance(exc, sqlite3.Error) else self.index.folder  # only the log is SQLite
+            self.notify(f"history: not used in this run ({where}: {exc}); --no-history hides this")
 
     def _update(self) -> None:
         try:

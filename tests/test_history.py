@@ -374,6 +374,14 @@ def test_a_rebuild_that_fails_is_one_notice(tmp_path):
     assert again.chains is None and len(notes) == 1 and "not used" in notes[0], notes
 
 
+def test_a_log_that_is_not_a_database_is_named_as_the_fault(tmp_path):
+    """The notice named the index's folder for "file is not a database", a fault of the conversation log."""
+    notes: list[str] = []
+    (tmp_path / "logs.db").write_bytes(b"not sqlite at all, " * 100)
+    assert open_history(tmp_path, notes).chains is None
+    assert len(notes) == 1 and f"({tmp_path / 'logs.db'}: file is not a database)" in notes[0], notes
+
+
 def test_a_new_log_is_followed(tmp_path):
     """After logs.db was moved aside (a new log starts at id 1), the index still held the old log's last id,
     so the new log's messages were not indexed until the new log outgrew the old one (and those below
