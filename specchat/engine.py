@@ -70,6 +70,16 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def capped_threads(asked: int) -> tuple[int, str | None]:
+    """More llama.cpp threads than usable CPUs only wait on each other (on 2 CPUs `--threads 1000` had not
+    written 8 tokens after 200 s): capped at the usable CPUs, with the note that says so (None: as asked;
+    0, llama.cpp's own default, stays 0)."""
+    usable = default_threads()
+    if asked <= usable:
+        return asked, None
+    return usable, f"--threads {asked} is more than the {usable} usable CPUs: using {usable}"
+
+
 class Interrupt:
     """Ctrl-C that can stop a running llama_decode (or model load) through llama.cpp's callbacks.
 

@@ -187,18 +187,6 @@ def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: li
     return str(path)
 
 
-def _usable_threads(threads: int) -> tuple[int, list[str]]:
-    """As run: more llama.cpp threads than usable CPUs only wait on each other, and run saves its tuning
-    under the capped count, so the tuning is looked up under it too. The note says so; 0 (the engine's
-    default) stays 0, as in run's key."""
-    from .engine import default_threads  # not at the top: it loads llama.cpp
-
-    usable = default_threads()
-    if threads <= usable:
-        return threads, []
-    return usable, [f"--threads {threads} is more than the {usable} usable CPUs: using {usable}"]
-
-
 def export(to: str, *, pair: str | None = None, target: Path | None = None, draft: Path | None = None,
            mode: str = "auto", k: int | None = None, threads: int = 0, ctx: int = 4096, gpu_layers: int = -1,
            draft_gpu_layers: int = -1) -> Export:  # fmt: skip
@@ -206,7 +194,10 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     if to not in TARGETS:  # before looking at any file: a typo is a usage error
         raise UsageError(f"unknown --to '{to}'", hint=f"choose one of: {', '.join(TARGETS)}")
     files = find_files(pair, target, draft, hub_ok=to == "vllm", draftless=mode == "ngram")
-    threads, capped = _usable_threads(threads)
+    from .engine import capped_threads  # here, not at the top: it loads llama.cpp
+
+    # As run caps them; its tuning is saved under the capped count, so it is looked up under it here.
+    threads, capped = capped_threads(threads)
     tuning = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
     choice = choose(tuning, files.draft is not None, mode, k)
     if to == "llama-server":
@@ -216,7 +207,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             threads = default_threads()
         argv = llama_server(files, choice, threads=threads, ctx=ctx, gpu_layers=gpu_layers,
                             draft_gpu_layers=draft_gpu_layers)  # fmt: skip
-        notes = capped
+        notes = [capped] if capped else []
         if choice.method == "draft":  # the draftless command has no draft-length flag to rename
             notes.append(
                 "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds call them --draft-max"

@@ -302,15 +302,13 @@ def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipe
 
 
 def _usable_threads(options: Options, notify: Notify) -> Options:
-    """More llama.cpp threads than usable CPUs only wait on each other (on 2 CPUs `--threads 1000` had
-    not written 8 tokens after 200 s): capped at the usable CPUs, with a note."""
-    from .engine import default_threads
+    from .engine import capped_threads
 
-    usable = default_threads()
-    if options.threads <= usable:
+    threads, note = capped_threads(options.threads)
+    if note is None:
         return options
-    notify(f"--threads {options.threads} is more than the {usable} usable CPUs: using {usable}")
-    return replace(options, threads=usable)
+    notify(note)
+    return replace(options, threads=threads)
 
 
 def _no_progress(_label: str, _total: int):
