@@ -641,6 +641,15 @@ def test_fake_ctrl_c_while_generating(tmp_path):
     assert child.stdout.strip(), "the text generated before Ctrl-C was lost"
 
 
+def assert_said_interrupted(code: str, tmp_path) -> None:
+    """The Python code, run as a process, exits 130 with `interrupted` as all of its stderr."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=fake_env(tmp_path),
+                          check=False)  # fmt: skip
+    err = done.stderr.decode(errors="replace")
+    assert done.returncode == 130, err
+    assert err == "interrupted\n", err
+
+
 def test_ctrl_c_while_the_cli_imports(tmp_path):
     """Ctrl-C in the first ~0.7 s, while `specchat.cli` still imports (numpy, Rich, Typer), came before
     main's error boundary: a 20-line traceback. A KeyboardInterrupt at an import of that time stands in."""
@@ -655,11 +664,7 @@ def test_ctrl_c_while_the_cli_imports(tmp_path):
         "import runpy\n"
         "runpy.run_module('specchat', run_name='__main__')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=fake_env(tmp_path),
-                          check=False)  # fmt: skip
-    err = done.stderr.decode(errors="replace")
-    assert done.returncode == 130, err
-    assert err == "interrupted\n", err
+    assert_said_interrupted(code, tmp_path)
 
 
 @pytest.mark.parametrize("where", ["typer.main.get_command", "typer.core.TyperGroup.make_context"])
@@ -677,11 +682,7 @@ def test_ctrl_c_after_the_imports_and_before_the_command(tmp_path, where):
         f"setattr({holder}, '{name}', stop)\n"
         "cli.main()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=fake_env(tmp_path),
-                          check=False)  # fmt: skip
-    err = done.stderr.decode(errors="replace")
-    assert done.returncode == 130, err
-    assert err == "interrupted\n", err
+    assert_said_interrupted(code, tmp_path)
 
 
 def test_fake_ctrl_c_while_benchmarking(tmp_path):
