@@ -66,11 +66,20 @@ def load_suite(name: str) -> list[Prompt]:
     return prompts if name == "default" else [p for p in prompts if p.category == name]
 
 
+MAX_JSONL_BYTES = 256 << 20  # a --prompts or --history file; 10M tokens of history are about 40 MiB of text
+
+
 def read_jsonl(path: Path, kind: str, shape: str) -> str:
     """The text of a --prompts or --history file, or one usage error saying why it cannot be read."""
     again = f"give a JSONL file, one {shape} per line"
     try:
-        return path.read_text(encoding="utf-8-sig")  # a BOM: Windows editors write one
+        with path.open("rb") as handle:
+            data = handle.read(MAX_JSONL_BYTES + 1)  # bounded: /dev/zero or an endless pipe read until memory ran out
+        if len(data) > MAX_JSONL_BYTES:
+            raise UsageError(
+                f"{kind} file {path} is over {MAX_JSONL_BYTES >> 20} MiB", hint=f"{again}, in a smaller file"
+            )
+        return data.decode("utf-8-sig")  # a BOM: Windows editors write one
     except FileNotFoundError:
         raise UsageError(f"{kind} file not found: {path}", hint=again) from None
     except IsADirectoryError:

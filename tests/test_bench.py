@@ -157,6 +157,17 @@ def test_suite_beside_prompts_is_named_as_not_used(fake_pair, tmp_path):
     assert {s["prompt_id"] for s in json.loads(result.stdout)["samples"]} == {"1"}
 
 
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_prompts_or_history_file_is_refused(monkeypatch):
+    """`--prompts /dev/zero` (or `--history`) read until memory ran out: a MemoryError, or no end."""
+    from specchat import benchsuite
+
+    monkeypatch.setattr(benchsuite, "MAX_JSONL_BYTES", 1 << 20)
+    for option in ("--prompts", "--history"):
+        result = runner.invoke(app, ["bench", "--modes", "suffix", option, "/dev/zero"])
+        assert result.exit_code == 2 and "/dev/zero is over 1 MiB" in result.stderr, result.output
+
+
 def test_prompts_file_that_is_a_directory_or_not_utf8(tmp_path):
     """Said as "cannot read DIR: [Errno 21] Is a directory: 'DIR'" with the hint "must be UTF-8 JSONL"."""
     result = runner.invoke(app, ["bench", "--prompts", str(tmp_path)])
