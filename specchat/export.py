@@ -225,5 +225,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             notes.append(
                 "this choice comes from this machine's costs; on a GPU a draft model usually pays: --mode spec"
             )
+    if pair is not None and target is not None:  # find_files takes the files given: the pair was ignored unsaid
+        notes.append(f"--pair {pair} is not used: --target names the files (and --draft FILE a draft model)")
     method = "draft model" if choice.method == "draft" else (NGRAM_TYPE if to == "llama-server" else "vLLM's ngram")
     return Export(to, argv, choice, [f"speculation: {method}: {choice.why}", *notes])

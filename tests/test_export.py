@@ -79,6 +79,15 @@ def test_more_threads_than_cpus_are_capped_as_run_caps_them(fake_models, seed_tu
     assert "cannot pay here" in result.stderr  # the saved tuning was found
 
 
+def test_a_pair_beside_target_is_named_as_not_used(fake_models):
+    """`export --pair P --target T` took T (and no draft) and said nothing of --pair."""
+    target, _draft = fake_models
+    result = run_export("--to", "llama-server", "--pair", "qwen2.5-coder-1.5b", "--target", str(target))
+    assert result.exit_code == 0, result.output
+    assert "--pair qwen2.5-coder-1.5b is not used: --target names the files" in result.stderr
+    assert "-md" not in shlex.split(result.stdout)
+
+
 def test_llama_server_ngram_has_no_draft_length_to_report(fake_models):
     """ngram-mod drafts a range of lengths, not one k: the JSON says k null, and a -k given is named as unused
     (with the flags that set the range), not reported as if it had been passed."""
