@@ -141,7 +141,7 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
             hint='every turn is a user message: "turns": ["first message", "a follow-up"]',
         )
     given = record.get("question_id")
-    if isinstance(given, dict | list) or (isinstance(given, str) and not given.strip()):
+    if isinstance(given, dict | list | bool) or (isinstance(given, str) and not given.strip()):
         hint = 'e.g. "question_id": 81'
         raise UsageError(f'{where}: "question_id" must be a number or a non-empty string', hint=hint)
     qid = number if given is None else given  # null as absent: the line number, not "None"

@@ -124,6 +124,7 @@ def test_bad_options(args, needle):
         ("[1, 2]\n", "line 1: expected a JSON object"),
         ('{"category": "c", "turns": ["hi"], "question_id": ""}\n', 'line 1: "question_id" must be a number or'),
         ('{"category": "c", "turns": ["hi"], "question_id": [1]}\n', 'line 1: "question_id" must be a number or'),
+        ('{"category": "c", "turns": ["hi"], "question_id": true}\n', 'line 1: "question_id" must be a number or'),
     ],
 )
 def test_bad_prompts_file(tmp_path, content, needle):
