@@ -155,9 +155,10 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
         return _locked_mirror_pull(model, notify, start)
     except OSError as exc:  # unwritable directory, disk full while writing, ...
         # mkdir on a file says "File exists", which reads as if the model file were there already.
-        reason = "it is not a directory" if models_dir().exists() and not models_dir().is_dir() else None
+        folder = models_dir()
+        why = "it is not a directory" if folder.exists() and not folder.is_dir() else exc.strerror or exc
         raise DownloadError(
-            f"cannot write {model.local_name} into {models_dir()}: {reason or exc.strerror or exc}",
+            f"cannot write {model.local_name} into {folder}: {why}",
             hint="check the directory's permissions and free space (SPECCHAT_MODELS_DIR moves it)",
         ) from None
 
