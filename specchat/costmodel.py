@@ -254,22 +254,30 @@ def measure(
                 draft_ratios.append(_timed(draft, probe[:1], 1, base, clock) / single)
     # A hiccup of a shared machine in one timing moves a median of two by half of it (on a 2-core VM a
     # batch of 64 read as 17.6 target steps instead of about 24.5): sizes whose timings disagree are
-    # timed again until two agree, and the median of all is kept.
-    for n in sizes[1:]:
-        while len(ratios[n]) < repeats + EXTRA_REPEATS and not _settled(ratios[n]):
-            time_pair(n)
+    # timed again until two agree, and the median of all is kept. Not on a busy machine: there timings
+    # rarely agree, so nearly every size was timed twice more (a first run beside other work measured
+    # for 87 s instead of about 20), for a result that is used for one run only and never saved.
+    if not _busy(steps, load):
+        for n in sizes[1:]:
+            while len(ratios[n]) < repeats + EXTRA_REPEATS and not _settled(ratios[n]):
+                time_pair(n)
     target.truncate(0)
     if draft is not None:
         draft.truncate(0)
     step = statistics.median(steps)
-    noisy = max(steps) > 2.0 * min(steps)  # a quiet machine repeats a single step within a few percent
     return Costs(
         {n: statistics.median(r) for n, r in ratios.items()},
         statistics.median(draft_ratios) if draft_ratios else None,
         step,
         step,
-        busy=noisy or load.busy(),
+        busy=_busy(steps, load),
     )
+
+
+def _busy(steps: Sequence[float], load: CpuLoad) -> bool:
+    """Other processes used the CPUs, or the single steps disagree (a quiet machine repeats a single step
+    within a few percent; this catches load that /proc cannot show)."""
+    return max(steps) > 2.0 * min(steps) or load.busy()
 
 
 def _settled(values: Sequence[float]) -> bool:
