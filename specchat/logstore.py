@@ -57,11 +57,17 @@ HINT = "move the file aside (a new log is started), or run with --no-log"
 # that is only locked is not broken, so moving it aside would start a new one for nothing.
 READ_HINT = "move the file aside (a new log is started; `specchat logs --path` prints where)"
 LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
+FOREIGN_HINT = "set SPECCHAT_DATA_DIR to a folder of specchat's own"
+OWN_TABLES = {"conversations", "messages"}
 SQLITE_MAX = 2**63 - 1  # SQLite's INTEGER is 64-bit: a larger Python int cannot even be bound
 
 
 class LogError(SpecchatError):
     """The conversation log cannot be read, or has no such conversation."""
+
+
+class ForeignDatabase(sqlite3.DatabaseError):
+    """Another program's database lies where the log should be: it is neither read nor changed."""
 
 
 def enabled(no_log: bool) -> bool:
@@ -93,6 +99,7 @@ def _setup(conn: sqlite3.Connection) -> None:
     deadline = time.monotonic() + BUSY_S
     while True:
         try:
+            _refuse_foreign(conn)  # before anything is written, the journal mode included
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")
             if conn.execute("PRAGMA user_version").fetchone()[0] < VERSION:
@@ -105,6 +112,16 @@ def _setup(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def _refuse_foreign(conn: sqlite3.Connection) -> None:
+    """A database with tables not made by specchat (say simonw/llm's logs.db, found through
+    SPECCHAT_DATA_DIR) got specchat's tables added to it, or failed on its own `conversations` table."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if tables - OWN_TABLES or (tables and version < VERSION):  # specchat sets the version with its tables
+        shown = ", ".join(sorted(tables - OWN_TABLES or tables)[:3])
+        raise ForeignDatabase(f"it is another program's database (tables {shown}), not specchat's log")
 
 
 @contextmanager
@@ -130,7 +147,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         with connect(path) as conn:
             yield conn
     except (sqlite3.Error, OSError) as exc:
-        hint = LOCKED_HINT if "locked" in str(exc) else READ_HINT
+        hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else LOCKED_HINT if "locked" in str(exc) else READ_HINT
         raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
 
 
@@ -310,5 +327,6 @@ class Recorder:
         self.warned = True
         from .view import stderr_console
 
-        line = f"warning: this reply was not logged: {self.path}: {_reason(exc)}  hint: {HINT}"
+        hint = f"{FOREIGN_HINT}, or run with --no-log" if isinstance(exc, ForeignDatabase) else HINT
+        line = f"warning: this reply was not logged: {self.path}: {_reason(exc)}  hint: {hint}"
         stderr_console().print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)

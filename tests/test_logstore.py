@@ -168,6 +168,26 @@ def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
         assert "--no-log" not in result.stderr and "specchat logs --path" in result.stderr
 
 
+def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(files):
+    """SPECCHAT_DATA_DIR pointing at, say, simonw/llm's folder: its logs.db got specchat's tables added
+    (and was switched to WAL), or a reply failed on its own `conversations` table."""
+    path = log_file()
+    path.parent.mkdir(parents=True)
+    theirs = sqlite3.connect(path)
+    theirs.execute("CREATE TABLE conversations (id TEXT PRIMARY KEY, name TEXT, model TEXT)")
+    theirs.execute("CREATE TABLE responses (id TEXT PRIMARY KEY, prompt TEXT)")
+    theirs.commit()
+    theirs.close()
+    before = path.read_bytes()
+    result = invoke("run", *files, ADA)
+    assert result.exit_code == 0 and ADA in result.stdout
+    assert "another program's database" in result.stderr and "SPECCHAT_DATA_DIR" in result.stderr
+    for reading in (invoke("logs"), invoke("run", *files, "-c", "hi")):
+        assert_one_line_error(reading, 1, "another program's database (tables responses)")
+        assert "SPECCHAT_DATA_DIR" in reading.stderr and "--no-log" not in reading.stderr
+    assert path.read_bytes() == before and not Path(f"{path}-wal").exists()
+
+
 def test_an_interrupted_reply_is_logged_as_such(isolated):
     target, _ = fake_backend.write_pair(isolated / "stop", interrupt_at=5)
     result = invoke("run", "--target", str(target), "--mode", "target", "Tell me a story.")
