@@ -52,8 +52,14 @@ class Options:
     debug: bool = False
 
     @property
+    def lone_target(self) -> bool:
+        """--target without --draft: auto runs it without a draft model (a pair's one may be loaded for the
+        bench's spec rows, but is none of auto's)."""
+        return self.target_path is not None and self.draft_path is None
+
+    @property
     def wants_draft(self) -> bool:
-        if self.mode == "auto" and self.target_path is not None and self.draft_path is None:
+        if self.mode == "auto" and self.lone_target:
             return self.keep_draft  # a lone --target: auto copies with prompt lookup
         return modes.get(self.mode).needs_draft_model or self.keep_draft
 
@@ -339,11 +345,15 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     if options.mode == "spec" and "spec" not in drafters:
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
     if options.mode == "auto":
-        key = tuning.key_for(pipeline.resolved, options)
-        chosen = tuning.prepare(pipeline.target, pipeline.draft, key, use_saved=options.use_tuning, notify=notify)
+        # `bench --target T --modes spec,auto` loads the pair's draft model for spec; auto ran with it and
+        # under its tuning, where `run --target T` runs without one: it now measures what run does.
+        own = replace(pipeline.resolved, draft=None) if options.lone_target else pipeline.resolved
+        own_draft = pipeline.draft if own.draft is not None else None
+        key = tuning.key_for(own, options)
+        chosen = tuning.prepare(pipeline.target, own_draft, key, use_saved=options.use_tuning, notify=notify)
         pipeline.tuning = chosen
-        arms = list(drafters.values())
-        if pipeline.resolved.draft is not None and not chosen.draft_model_can_pay():
+        arms = [d for d in drafters.values() if own_draft is not None or d.name != "spec"]
+        if own.draft is not None and not chosen.draft_model_can_pay():
             arms = [d for d in arms if d.name != "spec"]
             costs = chosen.costs
             pipeline.mode_note = (

@@ -345,6 +345,24 @@ def test_a_lone_target_needs_no_draft_model_where_spec_is_not_measured(fake_pair
     assert refused.exit_code == 1 and "HF_HUB_OFFLINE" in refused.stderr
 
 
+def test_auto_beside_spec_for_a_lone_target_runs_without_the_draft_model_as_run_does(fake_pair, monkeypatch):
+    """`bench --target T --modes spec,auto` loads the pair's draft model for the spec rows; auto drafted with
+    it too (and under the pair's tuning), where `run --target T` runs auto without one."""
+    from specchat import runtime
+
+    _folder, files = fake_pair
+    target, draft = Path(files[1]), Path(files[3])
+    monkeypatch.setattr(runtime, "resolve", lambda options, *_: runtime.Resolved("fake", target, draft))
+    args = ["bench", *files[:2], "--suite", "tiny", "-r", "1", "-n", "16", "-f", "json", "--ks", "2"]
+    result = runner.invoke(app, [*args, "--modes", "spec,auto"])
+    assert result.exit_code == 0, result.output
+    auto = [s for s in json.loads(result.stdout)["samples"] if s["variant"] == "auto"]
+    assert auto and not any("spec" in s["rounds_by_source"] for s in auto)
+    both = runner.invoke(app, ["bench", *files, "--suite", "tiny", "-r", "1", "-n", "16", "-f", "json"])
+    samples = json.loads(both.stdout)["samples"]  # with --draft given, auto may use it (the saved tuning: it pays)
+    assert any("spec" in s["rounds_by_source"] for s in samples if s["variant"] == "auto"), both.output
+
+
 def test_a_category_with_a_pipe_stays_in_its_markdown_column(fake_pair, tmp_path):
     """A --prompts category "a|b" split its Markdown row into one cell more than the header."""
     prompts = tmp_path / "pipe.jsonl"
