@@ -393,3 +393,11 @@ def test_logs_prints_pair_and_file_names_as_they_are_not_as_markup(isolated):
     logstore.Recorder(True).write(Conversation(None, [Message("user", "Hi"), Message("assistant", "Ho")]), reply)
     text = ok(invoke("logs"))
     assert "a[/]b  ·  target alone" in text and "[i]t.gguf  ·  target alone" in text
+
+
+def test_continue_and_cid_together_are_a_usage_error(files):
+    """-c (the latest) with --cid 1 continued conversation 1 in silence, whichever was the latest."""
+    ok(invoke("run", *files, ADA))
+    ok(invoke("run", *files, "Something else entirely"))
+    assert_one_line_error(invoke("run", *files, "-c", "--cid", "1", "Who?"), 2, "-c and --cid both choose")
+    assert len(logged()) == 2  # nothing was sent, nor logged

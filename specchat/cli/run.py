@@ -95,6 +95,8 @@ def run(
 
     if no_spec and mode != "target" and given(ctx, "mode"):
         raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
+    if latest and cid is not None:  # --cid won in silence: -c read as if it had continued the latest
+        raise UsageError("-c and --cid both choose the conversation to continue", hint="give one of them")
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
     why_no_chat = f"the chat needs the live view, not --format {fmt}: give a prompt, or drop the format"
