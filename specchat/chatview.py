@@ -15,7 +15,7 @@ from rich.text import Text
 
 from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from .speculative import Stats
-from .view import footer
+from .view import footer, visible
 
 STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 
@@ -69,7 +69,7 @@ class ReplyView:
     def _append(self, segment: Segment) -> None:
         # Without a draft every token is the target's own: no emphasis needed.
         style = STYLES[segment.kind] if self.k else ""
-        text = segment.text
+        text = visible(segment.text)
         if segment.kind == REJECTED:
             text = text.replace("\n", "⏎")  # a ghost newline must not break the real text's lines
         lines = text.split("\n")

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from . import logstore
 from .paths import log_file
-from .view import note, stderr_console, stdout_console, write_stdout
+from .view import note, stderr_console, stdout_console, visible, write_stdout
 
 PREVIEW_LINES = 6  # per prompt and reply, unless --full
 
@@ -81,7 +81,7 @@ def _local(stamp: str) -> str:
 
 
 def _clip(text: str, full: bool) -> str:
-    lines = text.rstrip("\n").splitlines() or [""]
+    lines = visible(text).rstrip("\n").splitlines() or [""]
     if full or len(lines) <= PREVIEW_LINES:
         return "\n".join(lines)
     more = len(lines) - PREVIEW_LINES

@@ -125,6 +125,18 @@ def restore_terminal() -> None:
         sys.stderr.flush()
 
 
+# Control characters in model or logged text, but tab, newline and CR (which Rich drops): a terminal acts
+# on them instead of showing them (ESC starts a sequence that clears the screen, retitles the window, or
+# with its BEL stripped by Rich swallows the output after it). Shown as Unicode's control pictures.
+_CONTROLS = {code: chr(0x2400 + code) for code in range(32) if code not in (9, 10, 13)}
+_CONTROLS |= {0x7F: "\u2421"} | {code: "\ufffd" for code in range(0x80, 0xA0)}  # DEL and the C1 controls
+
+
+def visible(text: str) -> str:
+    """Text for a terminal, its control characters shown rather than acted on (see _CONTROLS)."""
+    return text.translate(_CONTROLS)
+
+
 def print_error(console: Console, message: str, hint: str | None) -> None:
     line = Text("error: ", style="bold red")
     line.append(message)

@@ -401,3 +401,17 @@ def test_continue_and_cid_together_are_a_usage_error(files):
     ok(invoke("run", *files, "Something else entirely"))
     assert_one_line_error(invoke("run", *files, "-c", "--cid", "1", "Who?"), 2, "-c and --cid both choose")
     assert len(logged()) == 2  # nothing was sent, nor logged
+
+
+def test_logs_shows_control_characters_in_prompts_and_replies_rather_than_sending_them(isolated):
+    """A logged prompt or reply holding ESC sequences cleared the screen or retitled the window of whoever
+    ran `specchat logs`; --json keeps the text as it was."""
+    reply = {"pair": None, "target": "t.gguf", "draft": None, "mode": "target", "label": "target alone"}
+    reply |= {"settings": {}, "stats": {"generated_tokens": 3}}
+    said = [Message("user", "Hi\x1b[2J"), Message("assistant", "Ho\x1b]0;x\x07\x00")]
+    logstore.Recorder(True).write(Conversation(None, said), reply)
+    for args in ((), ("--full",)):
+        text = ok(invoke("logs", *args))
+        assert "\x1b" not in text and "\x00" not in text
+        assert "you › Hi␛[2J\nHo␛]0;x␇␀" in text
+    assert [row["reply"] for row in logged()] == ["Ho\x1b]0;x\x07\x00"]

@@ -195,3 +195,14 @@ def test_bench_progress_shows_a_prompt_category_as_it_is_not_as_markup():
     with bench_progress(console, 2) as progress:
         progress("rep 1/1 · a[/]b #q[i]1 · spec", 1)  # drawn as the bar stops, if not before
     assert "rep 1/1 · a[/]b #q[i]1 · spec" in out.getvalue()
+
+
+def test_control_characters_in_model_text_are_shown_not_obeyed():
+    """A reply holding ESC sequences (clear the screen, retitle the window) reached the terminal raw: shown
+    as control pictures, they are seen and do nothing. Rich drops the BEL, which left the OSC unterminated."""
+    console = recording_console()
+    script = [(event(1, [1], 1, 2), [Segment("a\x1b[2J\x1b]0;x\x07b", ACCEPTED), Segment("\x00c\td\x7f\x9b", TARGET)])]
+    play(console, script)
+    out = console.file.getvalue()
+    assert "\x1b[2J" not in out and "\x1b]0" not in out and "\x00" not in out and "\x9b" not in out
+    assert "a␛[2J␛]0;x␇b␀c" in screen(console)
