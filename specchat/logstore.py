@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
 from .errors import SpecchatError
-from .paths import env_flag, log_file
+from .paths import env_flag, expand_home, log_file
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class Recorder:
         if cid is not None:
             return self.attach(cid), f"conversation {cid}"
         try:
-            loaded = load_conversation(Path(what).expanduser())
+            loaded = load_conversation(expand_home(what))
         except OSError as exc:
             raise TranscriptError(f"cannot read {what}: {_reason(exc)}") from None
         self.restart()

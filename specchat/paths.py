@@ -13,9 +13,18 @@ from platformdirs import user_cache_dir, user_config_dir, user_data_dir, user_st
 APP = "specchat"
 
 
+def expand_home(text: str) -> Path:
+    """A path with ~ or ~user expanded. An unknown user, or no home directory, leaves it as it is, as a
+    shell does: Path.expanduser raised RuntimeError there, an internal error (SPECCHAT_DATA_DIR, /save)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        return Path(text)
+
+
 def _from_env(name: str, default: str) -> Path:
     value = os.environ.get(name)
-    return Path(value).expanduser() if value else Path(default)
+    return expand_home(value) if value else Path(default)
 
 
 def data_dir() -> Path:

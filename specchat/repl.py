@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
@@ -19,6 +18,7 @@ from .errors import SpecchatError, UsageError
 from .lineinput import make_reader, read_message
 from .logstore import Recorder
 from .outputs import LiveOutput, Request, reply
+from .paths import expand_home
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
@@ -263,7 +263,7 @@ class ChatSession:
         if not arg:
             self._say("usage: /save FILE (.json for JSON, anything else for Markdown)", "yellow")
             return
-        path = Path(arg).expanduser()
+        path = expand_home(arg)
         try:
             save_conversation(self.conversation, path)
         except OSError as exc:

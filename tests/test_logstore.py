@@ -415,3 +415,11 @@ def test_logs_shows_control_characters_in_prompts_and_replies_rather_than_sendin
         assert "\x1b" not in text and "\x00" not in text
         assert "you › Hi␛[2J\nHo␛]0;x␇␀" in text
     assert [row["reply"] for row in logged()] == ["Ho\x1b]0;x\x07\x00"]
+
+
+def test_a_data_dir_under_an_unknown_users_home_is_not_an_internal_error(isolated, monkeypatch):
+    """SPECCHAT_DATA_DIR='~nosuchuser/d' (quoted, so no shell expanded it) made every command an internal
+    error (Path.expanduser's RuntimeError); as in a shell, the unknown ~user is left as it is."""
+    monkeypatch.chdir(isolated)
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", "~nosuchuser-specchat/d")
+    assert ok(invoke("logs", "--path")) == "~nosuchuser-specchat/d/logs.db\n"

@@ -415,3 +415,13 @@ def test_turns_that_gave_way_do_not_cost_the_log_later_turns(tmp_path):
     logged = logstore.load(tmp_path / "logs.db", log.cid).messages
     assert [m.content for m in logged if m.role == "user"] == [words(150, turn) for turn in range(4)]
     assert [m.content for m in logged if m.role == "assistant"] == ["Noted."] * 4
+
+
+def test_save_and_load_under_an_unknown_users_home_are_chat_lines_not_a_crash(tmp_path, monkeypatch):
+    """/save ~nosuchuser/c.md raised Path.expanduser's RuntimeError, which ended the chat as an internal
+    error; as in a shell, an unknown ~user is left as it is (here: a folder that does not exist)."""
+    monkeypatch.chdir(tmp_path)
+    chat, out = session()
+    assert chat.command("/save ~nosuchuser-specchat/c.md") and chat.command("/load ~nosuchuser-specchat/c.json")
+    assert "could not save to ~nosuchuser-specchat/c.md: No such file or directory" in out.getvalue()
+    assert "cannot read ~nosuchuser-specchat/c.json" in out.getvalue()
