@@ -5,6 +5,7 @@ Models are declared once and pairs refer to them by name, because one small draf
 
 from __future__ import annotations
 
+import codecs
 import re
 import tomllib
 import unicodedata
@@ -134,6 +135,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as exc:
         raise RegistryError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from None
+    # A byte order mark (Notepad's "UTF-8 with BOM") was "Invalid statement (at line 1, column 1)", a
+    # character no editor shows; dropped, line 1's columns are the ones the user sees.
+    raw = raw.removeprefix(codecs.BOM_UTF8)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -139,3 +139,13 @@ def test_unknown_pair_lists_known_ones():
     with pytest.raises(RegistryError) as err:
         load_registry().pair("nope")
     assert "qwen2.5-coder-1.5b" in err.value.hint
+
+
+def test_an_overlay_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Notepad's "UTF-8 with BOM" made a valid overlay "Invalid statement (at line 1, column 1)"."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_bytes(b"\xef\xbb\xbf" + GOOD_MODEL.encode())
+    assert "mypair" in load_registry(overlay).pairs
+    overlay.write_bytes(b'\xef\xbb\xbf[models.x]\nrepo = "a"\nfile = \n')
+    with pytest.raises(RegistryError, match=r"line 3, column 8"):  # positions as the user sees them
+        load_registry(overlay)
