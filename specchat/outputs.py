@@ -171,6 +171,15 @@ class LiveOutput(Output):
                 self.console.print(line)
 
 
+def set_aside_note(counts: dict[str, int]) -> str:
+    """What auto's guard did in a reply, in words (`--stats`)."""
+    from .modes import label_of
+
+    times = {1: "once", 2: "twice"}
+    names = ", ".join(f"{label_of(name)} {times.get(n, f'{n} times')}" for name, n in sorted(counts.items()))
+    return f"auto: set aside {names} (rounds that really ran slower than the target alone; tried again later)"
+
+
 def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dict:
     """The JSON description of a reply: "mode" is the mode's name, "label" how views show it."""
     resolved, params = pipeline.resolved, request.params
@@ -182,6 +191,7 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
         "mode": request.mode,
         "label": request.label,
         "mode_note": pipeline.mode_note if request.mode == "auto" else "",
+        "set_aside": dict(generation.set_aside),  # auto: drafter -> times its rounds ran slower than the target
         "settings": {
             "k": request.k,
             "temperature": params.temperature,
@@ -232,5 +242,7 @@ def after_reply(pipeline: Pipeline, request: Request, generation: Generation, *,
         print_stats(err, stats, request.k, request.label)
         if request.mode == "auto" and pipeline.mode_note:
             note(err, pipeline.mode_note)
+        if generation.set_aside:
+            note(err, set_aside_note(generation.set_aside))
     if stats.stop_reason == "interrupted":
         raise KeyboardInterrupt

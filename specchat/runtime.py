@@ -86,6 +86,7 @@ class Generation:
     text: str
     tokens: list[int]
     stats: Stats
+    set_aside: dict[str, int] = field(default_factory=dict)  # auto: drafters its guard set aside in this reply
 
 
 @dataclass
@@ -208,6 +209,7 @@ class Pipeline:
                 on_update(Update(event, segments, stats))
 
         drafter = self.drafters.get(mode) if k > 0 else None
+        aside_before = dict(drafter.guard.times_aside) if isinstance(drafter, AutoDrafter) else {}
         with self.interrupt.armed():
             if cancel is not None and cancel.is_set():  # set before armed() forgot the interrupt it raised
                 self.interrupt.requested = True
@@ -220,7 +222,9 @@ class Pipeline:
             if on_update is not None:
                 on_update(Update(None, [Segment(tail, TARGET)], stats))
         self._check_drift(drafter)
-        return Generation("".join(pieces), tokens, stats)
+        aside = drafter.guard.times_aside if isinstance(drafter, AutoDrafter) else {}
+        set_aside = {name: n - aside_before.get(name, 0) for name, n in aside.items() if n > aside_before.get(name, 0)}
+        return Generation("".join(pieces), tokens, stats, set_aside)
 
     def _check_drift(self, drafter) -> None:
         if isinstance(drafter, AutoDrafter) and drafter.costs.drifted and self.tuning is not None:

@@ -291,6 +291,27 @@ def test_auto_drafts_where_the_costs_say_it_pays(files, gpu_like):
     assert "auto: drafts only when" in first.stderr  # --stats says why
 
 
+def test_stats_say_which_drafter_auto_set_aside_in_the_reply(files, gpu_like, monkeypatch):
+    """The README promised that --stats says why a drafter was set aside; nothing did. The guard here sets
+    every drafting round's drafter aside (as where its rounds really ran slower than the target alone)."""
+    from specchat.drafters import auto
+
+    def record(guard, source, tokens, seconds, target_step_s):
+        guard.round += 1
+        if source != "target":
+            guard.aside_until[source] = guard.round + 2
+            guard.times_aside[source] = guard.times_aside.get(source, 0) + 1
+
+    monkeypatch.setattr(auto.Guard, "record", record)
+    result = invoke("run", *files, "--json", "-n", "40", "--stats", "Copy this sentence please.")
+    assert result.exit_code == 0, result.output
+    aside = json.loads(result.stdout)["set_aside"]
+    assert aside and all(count >= 1 for count in aside.values())
+    assert "auto: set aside " in result.stderr and "ran slower than the target alone" in result.stderr
+    quiet = invoke("run", *files, "--json", "-n", "40", "Copy this sentence please.")
+    assert "set aside" not in quiet.stderr  # said with --stats only; the JSON has it either way
+
+
 def test_auto_leaves_the_draft_model_off_where_it_cannot_pay(files, fake_models, seed_tuning):
     from specchat.costmodel import Costs
 
