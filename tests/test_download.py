@@ -120,6 +120,25 @@ def test_pip_failure_hint_says_whether_the_disk_or_the_index_failed(tmp_path, mo
     assert pip_says in err.value.message and hint in err.value.hint
 
 
+def test_an_index_pip_cannot_reach_is_named_as_such(tmp_path, monkeypatch):
+    """Offline, pip's last line is "No matching distribution found", which reads like a missing package;
+    its retry warnings (what pip 25 prints with -q for a refused connection) say what happened."""
+    warning = (
+        "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection"
+        " broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPConnection object at 0x7f29>: Failed"
+        " to establish a new connection: [Errno 111] Connection refused')': /simple/specchat-foo/"
+    )
+    last = "ERROR: No matching distribution found for specchat-test-chunk-part1==1"
+    failed = subprocess.CompletedProcess([], 1, "", f"{warning}\n{last}\n")
+    monkeypatch.setattr(download.subprocess, "run", lambda *args, **kwargs: failed)
+    with pytest.raises(DownloadError) as err:
+        download._pip_download("specchat-test-chunk-part1==1", tmp_path)
+    assert err.value.message.endswith(
+        "could not reach the package index for specchat-test-chunk-part1==1: Connection refused"
+    )
+    assert "PIP_INDEX_URL" in err.value.hint
+
+
 def test_ctrl_c_while_pip_runs_leaves_no_wheel_behind(tmp_path, monkeypatch):
     """pip may finish the wheel just before Ctrl-C reaches specchat: that wheel is removed, one that was
     there before is kept."""
