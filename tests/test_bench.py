@@ -144,6 +144,16 @@ def test_a_null_question_id_is_the_line_number(tmp_path):
     assert [p.id for p in load_prompts_file(path)] == ["1", "2"]
 
 
+def test_ks_without_spec_is_named_as_not_used_and_not_recorded(fake_pair):
+    """--ks sets the draft model's lengths: with spec not in --modes it was validated, ignored without a word,
+    and recorded in the report's settings as if measured."""
+    result = bench(fake_pair, "--modes", "ngram", "--ks", "2,4", "-f", "json")
+    assert result.exit_code == 0 and "--ks 2,4 is not used" in result.stderr, result.output
+    assert json.loads(result.stdout)["meta"]["settings"]["ks"] == []
+    quiet = bench(fake_pair, "--modes", "ngram", "-f", "json")  # the default --ks is no one's choice: no note
+    assert quiet.exit_code == 0 and "--ks" not in quiet.stderr
+
+
 def test_missing_prompts_file(tmp_path):
     result = runner.invoke(app, ["bench", "--prompts", str(tmp_path / "absent.jsonl")])
     assert result.exit_code == 2 and "prompts file not found" in result.stderr

@@ -80,6 +80,10 @@ def bench(
     if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
         note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
+    if "spec" not in mode_list:  # the report recorded lengths nothing was measured at
+        if given(ctx, "ks"):
+            note(stderr_console(), f"--ks {ks} is not used: it sets the draft model's lengths; spec is not in --modes")
+        k_list = []
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)
     benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path})
