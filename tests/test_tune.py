@@ -187,3 +187,15 @@ def test_a_config_path_with_brackets_is_printed_as_it_is(isolated, monkeypatch):
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 0, result.output
     assert f"saved to {config / 'tuning'}" in result.stdout and "specchat tune: [i]t.fake.gguf" in result.stdout
+
+
+def test_more_threads_than_cpus_show_the_saved_tuning(fake_models, isolated):
+    """`tune --threads 999` saved its tuning under the capped count but looked the previous one up under 999:
+    a second tune never showed the 'saved:' line to compare with."""
+    target, draft = fake_models
+    args = ["tune", "--target", str(target), "--draft", str(draft), "-n", "8", "--threads", "999"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    second = CliRunner().invoke(app, args)
+    assert second.exit_code == 0, second.output
+    assert any(line.startswith("saved:") for line in second.stdout.splitlines()), second.stdout

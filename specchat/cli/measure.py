@@ -167,7 +167,8 @@ def tune(
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with load_pipeline(options) as pipeline:
         title = pipeline.resolved.pair_name or pipeline.resolved.target.name
-        previous = load(key_for(pipeline.resolved, options))
+        # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
+        previous = load(key_for(pipeline.resolved, pipeline.options))
         with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
