@@ -31,6 +31,10 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             if checked is not None and checked.is_file():
                 try:
                     download.verify(spec, checked)
+                    if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
+                        from .gguf import check
+
+                        check(checked)
                     row["checksum_ok"] = True
                 except SpecchatError as exc:
                     row["checksum_ok"] = False

@@ -528,6 +528,29 @@ def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
         assert mixed == ({"target": True, "draft": None} if "--verify" in args else {"target": None, "draft": None})
 
 
+def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
+    """An overlay model may leave out size and sha256: `models --verify` then checked nothing and called a
+    truncated copy or any bytes checksum_ok true (exit 0), though troubleshooting.md sends a user with a
+    damaged GGUF there. Such a file's GGUF structure is checked, as `run` checks it before loading."""
+    from test_gguf import tiny_gguf
+
+    models = isolated / "models"
+    models.mkdir()
+    (models / "good.gguf").write_bytes(tiny_gguf())
+    (models / "cut.gguf").write_bytes(tiny_gguf()[:-64])  # a download cut short: its tensors run past the end
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\n'
+        '[models.cut]\nrepo = "nobody/cut"\nfile = "cut.gguf"\n'
+        '[pairs.mine]\ntarget = "good"\ndraft = "cut"\n'
+    )
+    result = invoke("models", "--verify", "--json")
+    assert result.exit_code == 1 and "cut.gguf is not a valid GGUF file" in result.stderr, result.output
+    assert "Traceback" not in result.output and "good.gguf" not in result.stderr
+    rows = {row["role"]: row["checksum_ok"] for row in json.loads(result.stdout)["pairs"] if row["pair"] == "mine"}
+    assert rows == {"target": True, "draft": False}
+
+
 def test_models_verify_of_an_unreadable_file_is_one_line(isolated, monkeypatch):
     """A present file that cannot be read (another user's, mode 600; an I/O error) made `models --verify`
     an internal error: it is that file's own error."""
