@@ -183,7 +183,14 @@ def print_tune(console: Console, title: str, tuning, estimates, path, previous=N
     console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
-    console.print(f"on this machine auto starts from: {verdict}; saved to {path}", markup=False, highlight=False)
+    if tuning.costs.busy:  # not trusted (tuning.trusted): run measures its costs again, export takes its defaults
+        line = (
+            "measured under load: auto starts from a new measurement of the costs at its next start and export "
+            f"from its defaults (run tune again when idle); best here now: {verdict}; saved to {path}"
+        )
+    else:
+        line = f"on this machine auto starts from: {verdict}; saved to {path}"
+    console.print(line, markup=False, highlight=False)
 
 
 def cost_summary(costs) -> str:

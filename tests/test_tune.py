@@ -199,3 +199,19 @@ def test_more_threads_than_cpus_show_the_saved_tuning(fake_models, isolated):
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
     assert any(line.startswith("saved:") for line in second.stdout.splitlines()), second.stdout
+
+
+def test_a_tune_measured_under_load_does_not_say_what_auto_starts_from(fake_models, isolated, monkeypatch):
+    """A tuning measured under load is not trusted: run measures its costs again and export takes its
+    defaults, yet tune's last line said 'on this machine auto starts from: ngram (k=3)' as if it applied."""
+    from specchat import costmodel
+
+    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("measured under load: ") and "run tune again when idle" in last, last
+    assert "on this machine auto starts from" not in result.stdout
+    export = CliRunner().invoke(app, ["export", "--to", "llama-server", "--target", str(target), "--draft", str(draft)])
+    assert "other programs" in export.stderr, export.output  # what the line says export does
