@@ -120,7 +120,8 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None) ->
         )
     if not trusted(tuning):
         state = "stale" if tuning.stale else "taken while other programs used the CPUs"
-        return Choice("draft", k or modes.SPEC.default_k, f"the saved tuning is {state}: a default; {TUNE_HINT}")
+        again = "run `specchat tune` again" + ("" if tuning.stale else " when the machine is idle")
+        return Choice("draft", k or modes.SPEC.default_k, f"the saved tuning is {state}: a default; {again}")
     costs = tuning.costs
     if not tuning.draft_model_can_pay():
         why = (

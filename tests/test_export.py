@@ -129,6 +129,16 @@ def test_choice_follows_measured_acceptance():
     assert exporting.choose(busy, True).k == 4 and "other programs" in exporting.choose(busy, True).why
 
 
+def test_an_untrusted_tuning_asks_for_tune_again_not_first():
+    """Right after a `tune` measured under load (or a run found it stale), export said 'run `specchat tune`
+    first', as if none had run."""
+    costs = Costs({n: 1.0 + 0.3 * (n - 1) for n in QUICK_BATCHES}, 0.3, 0.1, 0.1)
+    busy = exporting.choose(Tuning("k", replace(costs, busy=True), source="tune"), True).why
+    stale = exporting.choose(Tuning("k", costs, stale=True), True).why
+    assert "tune` again when the machine is idle" in busy and "first" not in busy, busy
+    assert "tune` again" in stale and "idle" not in stale and "first" not in stale, stale
+
+
 def test_vllm_speculative_config_is_json(fake_models, seed_tuning):
     target, draft = fake_models
     seed_tuning(target, draft)
