@@ -168,7 +168,9 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
     saved = load(key) if use_saved else None
     if trusted(saved):
         return saved
-    why = "the saved one is stale" if saved is not None and saved.stale else "once"
+    why = "once"
+    if saved is not None:  # `tune` ran: "once" read as if it had not
+        why = "the saved one is stale" if saved.stale else "the saved one was measured under load"
     notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why}; `specchat tune` refines)")
     tuning = calibrate(target, draft, key)
     if saved is not None:

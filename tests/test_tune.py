@@ -215,3 +215,16 @@ def test_a_tune_measured_under_load_does_not_say_what_auto_starts_from(fake_mode
     assert "on this machine auto starts from" not in result.stdout
     export = CliRunner().invoke(app, ["export", "--to", "llama-server", "--target", str(target), "--draft", str(draft)])
     assert "other programs" in export.stderr, export.output  # what the line says export does
+
+
+def test_run_after_a_tune_under_load_says_why_it_measures_again(fake_models, isolated, seed_tuning):
+    """run said 'measuring ... (once; `specchat tune` refines)' right after a tune, whose result was not
+    trusted because it was measured under load: 'once' read as if no tuning had been saved."""
+    from specchat.costmodel import Costs
+
+    target, draft = fake_models
+    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in (1, 2, 4, 8, 16)}, 0.05, 1e-3, 1e-3, busy=True)
+    seed_tuning(target, draft, costs)
+    result = CliRunner().invoke(app, ["run", "--target", str(target), "--draft", str(draft), "-n", "8", "Hi"])
+    assert result.exit_code == 0, result.output
+    assert "(the saved one was measured under load;" in result.stderr and "(once;" not in result.stderr
