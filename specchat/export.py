@@ -178,6 +178,15 @@ def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str
     return [*argv, "--host", "127.0.0.1", "--port", "8000"], notes
 
 
+def _check_gguf(path: Path) -> None:
+    """As run checks a file before llama.cpp loads it (files of a plugin backend are that backend's)."""
+    from .backends import LlamaCppBackend, for_path
+    from .gguf import check
+
+    if path.is_file() and isinstance(for_path(path), LlamaCppBackend):
+        check(path)
+
+
 def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: list[str]) -> str:
     if spec is not None and spec.source_repo:
         return spec.source_repo
@@ -201,6 +210,11 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     threads, capped = capped_threads(threads)
     tuning = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
     choice = choose(tuning, files.draft is not None, mode, k)
+    named = [files.target] if to == "llama-server" or not files.target_spec or not files.target_spec.source_repo else []
+    if choice.method == "draft" and (to == "llama-server" or not files.draft_spec or not files.draft_spec.source_repo):
+        named.append(files.draft)
+    for path in named:  # a file the command names: a truncated or foreign one fails here, as run fails on it
+        _check_gguf(path)
     if to == "llama-server":
         if threads <= 0:
             from .engine import default_threads

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from specchat import export as exporting
 from specchat.cli import app
 from specchat.costmodel import Costs
+from specchat.export import TARGETS
 from specchat.tuning import QUICK_BATCHES, Tuning
 
 runner = CliRunner()
@@ -271,3 +272,25 @@ def test_ngram_needs_no_draft_file_of_the_pair(isolated):
         assert made["speculation"]["method"] == "ngram" and "gone.gguf" not in made["command"]
     drafted = run_export("--to", "llama-server", "--pair", "half", "--mode", "spec")
     assert drafted.exit_code == 1 and "gone.gguf (draft of half) is not on this machine" in drafted.stderr
+
+
+def test_a_truncated_model_file_is_refused_as_run_refuses_it(isolated):
+    """export printed a command for a cut-short or foreign file (llama-server then failed inside its GGUF
+    parser); run and tune refuse it first, with the reason. A file the command does not name is not read."""
+    from test_gguf import tiny_gguf
+
+    folder = isolated / "cut"
+    folder.mkdir()
+    (folder / "t.gguf").write_bytes(tiny_gguf()[:-64])
+    (folder / "d.gguf").write_bytes(b"not a model at all, but long enough")
+    args = ["--target", str(folder / "t.gguf"), "--draft", str(folder / "d.gguf")]
+    for to in TARGETS:
+        result = run_export("--to", to, *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == 1 and len(lines) == 1 and "t.gguf is not a valid GGUF file" in lines[0], to
+        assert result.stdout == "" and "Traceback" not in result.output
+    (folder / "t.gguf").write_bytes(tiny_gguf())
+    drafted = run_export("--to", "llama-server", *args, "--mode", "spec")
+    assert drafted.exit_code == 1 and "d.gguf is not a valid GGUF file: bad magic" in drafted.stderr, drafted.output
+    ngram = run_export("--to", "llama-server", *args, "--mode", "ngram")  # the draft is not in this command
+    assert ngram.exit_code == 0 and "d.gguf" not in ngram.stdout, ngram.output
