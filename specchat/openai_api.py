@@ -98,9 +98,10 @@ def _message(item, index: int) -> Message:
 
 def _unsupported(data: dict) -> None:
     """Refuse what this server cannot do rather than answer as if it had: a client that asked for a tool
-    call, a JSON schema or log-probabilities must not get plain text that looks like a success. The
-    values clients send by default (no tools, "text", false) pass, and so do tools listed with
-    tool_choice "none" (agent frameworks list them on every request; "none" asks for plain text)."""
+    call, a JSON schema, log-probabilities, a logit bias or repeat penalties must not get plain text that
+    looks like a success. The values clients send by default (no tools, "text", false, {}, 0) pass, and
+    so do tools listed with tool_choice "none" (agent frameworks list them on every request; "none" asks
+    for plain text)."""
     plain_text = data.get("tool_choice") == "none" or data.get("function_call") == "none"
     logprobs, best_of = data.get("logprobs"), data.get("best_of")
     refusals = (
@@ -117,6 +118,10 @@ def _unsupported(data: dict) -> None:
         (bool(data.get("echo")), "'echo' is not supported"),
         (best_of is True or best_of not in (None, 1), "'best_of' must be 1: one choice per request is served"),
         (bool(data.get("suffix")), "'suffix' (insertion) is not supported"),
+        # a client that bans or boosts tokens, or penalises repeats, would get the unchanged distribution
+        (bool(data.get("logit_bias")), "'logit_bias' is not supported"),
+        (data.get("frequency_penalty") not in (None, 0), "'frequency_penalty' is not supported (only 0)"),
+        (data.get("presence_penalty") not in (None, 0), "'presence_penalty' is not supported (only 0)"),
     )
     for refused, message in refusals:
         if refused:

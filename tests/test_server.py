@@ -306,6 +306,19 @@ def test_what_the_server_cannot_do_is_refused_not_ignored(server):
     assert listed.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+@pytest.mark.parametrize(
+    "extra", [{"logit_bias": {"16": -100}}, {"frequency_penalty": 1.5}, {"presence_penalty": -0.5}]
+)
+def test_a_logit_bias_or_a_penalty_is_refused_not_ignored(server, extra):
+    """A client banning a token or penalising repeats got the unchanged distribution, as if it had worked;
+    the values clients send by default (an empty bias, zero penalties) still answer."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        ask(server.client(), **extra)
+    assert refused.value.code == "unsupported_parameter" and next(iter(extra)) in refused.value.message
+    answered = ask(server.client(), logit_bias={}, frequency_penalty=0, presence_penalty=0.0)
+    assert answered.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, stream):
     """The official client gets BadRequestError context_length_exceeded, also when it asked for a stream
