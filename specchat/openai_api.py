@@ -152,8 +152,15 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     choices = data.get("n")
     if choices is not None and (isinstance(choices, bool) or choices != 1):  # never fewer choices than asked
         raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n")
-    # top_k and min_p keep run's defaults: the API has no names for them.
-    params = SamplingParams(temperature=temperature, top_p=top_p, seed=seed)
+    # top_k and min_p are not in the OpenAI API but llama-server and vLLM read them (the client's extra_body):
+    # honoured, not ignored; run's defaults (40, 0.05) without them. 0 (llama-server) or -1 (vLLM): off.
+    top_k = data.get("top_k")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < -1):
+        raise ApiError(400, "'top_k' must be an integer, 0 or -1 for off", code="invalid_top_k")
+    min_p = _number(data, "min_p", 0.05, 0.0, 1.0)
+    params = SamplingParams(
+        temperature=temperature, top_k=40 if top_k is None else max(top_k, 0), top_p=top_p, min_p=min_p, seed=seed
+    )
     stream = data.get("stream", False)
     if not isinstance(stream, bool | None):  # "false" is a string, and truthy
         raise ApiError(400, "'stream' must be true or false", code="invalid_stream")

@@ -263,6 +263,23 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
 
 
+def test_top_k_and_min_p_are_honoured_as_llama_server_reads_them():
+    """top_k and min_p, which llama-server and vLLM read from the body (the client's extra_body), were
+    ignored in silence: a client asking top_k 1 still sampled from 40 tokens."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    params = parse_chat({"messages": messages, "top_k": 1, "min_p": 0.2}, 2048).params
+    assert (params.top_k, params.min_p) == (1, 0.2)
+    assert parse_chat({"messages": messages, "top_k": -1, "min_p": 0}, 2048).params.top_k == 0  # vLLM's off
+    params = parse_chat({"messages": messages}, 2048).params
+    assert (params.top_k, params.min_p) == (40, 0.05)  # run's defaults
+    for bad in ({"top_k": 1.5}, {"top_k": -2}, {"top_k": True}, {"min_p": 2}, {"min_p": "0.1"}):
+        with pytest.raises(ApiError) as refused:
+            parse_chat({"messages": messages, **bad}, 2048)
+        assert refused.value.status == 400 and refused.value.code == f"invalid_{next(iter(bad))}"
+
+
 def test_the_console_line_shows_a_request_as_it_came(server):
     """A request's path and an unknown model's name are the client's text: Rich turned ':thumbs_up:' in them
     into an emoji on the console (markup=False leaves emoji codes on); '[/]' and '[i]' stay as they are."""
