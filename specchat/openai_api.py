@@ -75,6 +75,12 @@ def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
     prompt = data.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1:  # the API allows a batch; one prompt is all we serve
         prompt = prompt[0]
+    # The API's other prompt shapes, named as such ("must be a non-empty string" read as a malformed body)
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        raise ApiError(400, f"'prompt': one prompt per request is served, not a batch of {len(prompt)}",
+                       code="unsupported_parameter")  # fmt: skip
+    if isinstance(prompt, list) and prompt and all(isinstance(p, int | list) for p in prompt):
+        raise ApiError(400, "'prompt': token ids are not supported, send the text", code="unsupported_parameter")
     if not isinstance(prompt, str) or not prompt:
         raise ApiError(400, "'prompt' must be a non-empty string", code="missing_prompt")
     return _common(data, max_tokens_cap, messages=None, prompt=prompt)

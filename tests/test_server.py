@@ -280,6 +280,17 @@ def test_top_k_and_min_p_are_honoured_as_llama_server_reads_them():
         assert refused.value.status == 400 and refused.value.code == f"invalid_{next(iter(bad))}"
 
 
+def test_a_batch_or_token_ids_as_a_completion_prompt_is_named_as_such(server):
+    """The API's other prompt shapes were refused as "'prompt' must be a non-empty string", which reads as a
+    malformed request: a batch or token ids are now unsupported_parameter, saying which."""
+    client = server.client()
+    for prompt, said in ((["a", "b"], "batch of 2"), ([1, 2, 3], "token ids"), ([[1, 2]], "token ids")):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="target.fake.gguf", prompt=prompt, max_tokens=4)
+        assert refused.value.code == "unsupported_parameter" and said in refused.value.message
+    assert client.completions.create(model="target.fake.gguf", prompt=["a"], max_tokens=4).choices[0].text
+
+
 def test_the_console_line_shows_a_request_as_it_came(server):
     """A request's path and an unknown model's name are the client's text: Rich turned ':thumbs_up:' in them
     into an emoji on the console (markup=False leaves emoji codes on); '[/]' and '[i]' stay as they are."""
