@@ -13,12 +13,12 @@ scale, seconds per target step, and never divide a fresh single step into stale 
 from __future__ import annotations
 
 import itertools
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .cpuload import cpu_counters, usable_cpus
 from .models_api import LanguageModel
 
 EMA = 0.1  # weight of one new timing in the online scale
@@ -294,33 +294,16 @@ class CpuLoad:
     started_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
-        self.start = _cpu_counters()
+        self.start = cpu_counters()
 
     def other_share(self) -> float | None:
-        end = _cpu_counters()
+        end = cpu_counters()
         elapsed = time.monotonic() - self.started_at
         if self.start is None or end is None or elapsed <= 0:
             return None
         busy_all, ours = end[0] - self.start[0], end[1] - self.start[1]
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        return max(0.0, busy_all - ours) / (elapsed * cpus)
+        return max(0.0, busy_all - ours) / (elapsed * usable_cpus())
 
     def busy(self) -> bool:
         share = self.other_share()
         return share is not None and share > BUSY_SHARE
-
-
-def _cpu_counters() -> tuple[float, float] | None:
-    """(seconds all CPUs were busy, seconds this process ran) from /proc, or None where unavailable."""
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            fields = handle.readline().split()[1:]
-        with open("/proc/self/stat", encoding="ascii") as handle:
-            mine = handle.read().rsplit(")", 1)[1].split()
-        tick = os.sysconf("SC_CLK_TCK")
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-        busy = (user + nice + system + irq + softirq + steal) / tick
-        ours = (int(mine[11]) + int(mine[12])) / tick  # utime, stime (fields 14 and 15 of stat(5))
-        return busy, ours
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cpuload import ThreadGovernor, usable_cpus
 from .errors import ContextFullError, EngineError
 
 try:
@@ -64,10 +65,7 @@ def gpu_offload_supported() -> bool:
 
 def default_threads() -> int:
     """Physical cores are what matters for llama.cpp; without a portable count, use the usable CPUs."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def capped_threads(asked: int) -> tuple[int, str | None]:
@@ -194,6 +192,9 @@ class Engine:
                 hint="try a smaller --ctx",
             )
         lib.llama_set_abort_callback(self.ctx, self.interrupt.callback, ctypes.c_void_p(0))
+        # The default (all usable CPUs) gives way to other programs (cpuload.py); --threads N is kept to.
+        self.threads = threads
+        self._governor = ThreadGovernor(threads) if not config.n_threads else None
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))
         self.memory = lib.llama_get_memory(self.ctx)
         self._batch = lib.llama_batch_init(config.n_batch, 0, 1)
@@ -226,6 +227,11 @@ class Engine:
         self._decode(tokens[head:], n_logits)
         pointer = lib.llama_get_logits(self.ctx)
         return np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)).copy()
+
+    def use_threads(self, n: int) -> None:
+        """The threads of llama.cpp's next calls (the governor's choice; see cpuload.py)."""
+        self.threads = n
+        lib.llama_set_n_threads(self.ctx, n, n)
 
     def truncate(self, n: int) -> None:
         # Always ask llama.cpp, even when n >= n_past: a Ctrl-C that lands between a finished decode and
@@ -265,6 +271,8 @@ class Engine:
             batch.logits[i] = 1 if i >= n - n_logits else 0
         batch.n_tokens = n
         self.interrupt.check()
+        if self._governor is not None and self._governor.advise() != self.threads:
+            self.use_threads(self._governor.threads)
         with self.interrupt.native():
             status = lib.llama_decode(self.ctx, batch)
         if status == 2 or self.interrupt.requested:

@@ -241,3 +241,28 @@ def test_auto_with_the_draft_model_stopping_where_it_is_unsure(pipeline, prompts
         assert tokens == run(name) and all(0 <= t < pipeline.target.n_vocab for t in tokens)
     assert rounds and all(with_stop for _, _, with_stop in rounds)
     assert any(steps < k for k, steps, _ in rounds), "the stop never ended a draft early"
+
+
+def test_threads_given_way_mid_reply_change_no_token(pipeline, prompts, reference, monkeypatch):
+    """While other programs use the CPUs the engines run fewer threads (cpuload.py), from one call to the
+    next; llama.cpp splits each result's work among threads but computes each value in one, so the text is
+    the same with any count. Here every call but the first finds the CPUs taken, so replies switch to one
+    thread mid-way."""
+    import time
+
+    from specchat.cpuload import ThreadGovernor, usable_cpus
+
+    engines = [e for e in (pipeline.target, pipeline.draft) if e is not None]
+    assert all(e._governor is not None and e.threads == usable_cpus() for e in engines)  # the default: governed
+    monkeypatch.setattr("specchat.cpuload.WINDOW_S", 0.0)
+    for engine in engines:  # others use every CPU, all the time
+        busy = ThreadGovernor(engine.threads, counters=lambda: (time.monotonic() * 64, 0.0))
+        monkeypatch.setattr(engine, "_governor", busy)
+    for name in ("code-reverse", "prose-story"):
+        for mode, k in (("target", 0), ("spec", 4), ("ngram", 8)):
+            got = generate(pipeline, prompts[name], mode, k).tokens
+            assert_lossless(pipeline, prompts[name], reference[name], got)
+    assert all(e.threads == 1 for e in engines) or usable_cpus() == 1
+    monkeypatch.undo()
+    for engine in engines:  # every CPU again for the tests after this one
+        engine.use_threads(usable_cpus())

@@ -127,7 +127,8 @@ PairArgument = Annotated[str | None, typer.Argument(help="Pair (default: the def
 Target = Annotated[Path | None, typer.Option("--target", help="Local target GGUF (overrides the pair's).")]
 Draft = Annotated[Path | None, typer.Option("--draft", help="Local draft GGUF (overrides the pair's).")]
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
-Threads = Annotated[int, typer.Option("--threads", min=0, help="CPU threads (0 = all usable cores; more are capped).")]
+THREADS_HELP = "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number is kept to)."
+Threads = Annotated[int, typer.Option("--threads", min=0, help=THREADS_HELP)]
 GpuLayers = Annotated[int, typer.Option("--gpu-layers", help="Target layers on the GPU (-1 = all, when it can).")]
 DraftGpuLayers = Annotated[int, typer.Option("--draft-gpu-layers", help="Draft layers on the GPU (-1 = all).")]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")]

@@ -1,0 +1,74 @@
+"""Other programs' use of the CPUs (Linux's /proc), and the number of llama.cpp threads it leaves room for.
+
+llama.cpp's CPU threads meet at a barrier after every operation of the graph, and wait there spinning,
+never yielding. With more threads than free CPUs, a thread whose partner was descheduled spins away the
+time slice its partner needs, at every one of a step's hundreds of barriers. On a 2-core VM beside one
+other llama.cpp process of 2 threads, a target step took 931 ms (306-2,493) with 2 threads and 229 ms
+with 1; the quiet machine runs it in 88 ms with 2. So while other programs keep CPUs busy, fewer threads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+WINDOW_S = 0.5  # other programs' use is judged over at least this long (/proc counts in 10 ms ticks)
+FREE_DOWN = 0.5  # one thread fewer when fewer CPUs than threads - this are free ...
+FREE_UP = 0.75  # ... and one more again once threads + this are free (apart: no flapping at the edge)
+
+
+def cpu_counters() -> tuple[float, float] | None:
+    """(seconds all CPUs were busy, seconds this process ran) from /proc, or None where unavailable."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = handle.readline().split()[1:]
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            mine = handle.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+        busy = (user + nice + system + irq + softirq + steal) / tick
+        ours = (int(mine[11]) + int(mine[12])) / tick  # utime, stime (fields 14 and 15 of stat(5))
+        return busy, ours
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class ThreadGovernor:
+    """The thread count for the next llama.cpp call: `most` on a quiet machine, fewer while other
+    programs use CPUs (never fewer than one). Where /proc cannot tell, always `most`."""
+
+    most: int
+    counters: Callable[[], tuple[float, float] | None] = cpu_counters
+    clock: Callable[[], float] = time.monotonic
+    cpus: int = field(default_factory=usable_cpus)
+
+    def __post_init__(self) -> None:
+        self.threads = self.most
+        self._since = (self.clock(), self.counters())
+
+    def advise(self) -> int:
+        now = self.clock()
+        started, before = self._since
+        if now - started < WINDOW_S or now <= started:
+            return self.threads
+        after = self.counters()
+        self._since = (now, after)
+        if before is None or after is None:
+            return self.threads
+        others = max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / (now - started)
+        free = self.cpus - others
+        if free < self.threads - FREE_DOWN:
+            self.threads = max(1, min(self.most, round(free)))
+        elif free >= self.threads + FREE_UP:
+            self.threads = min(self.most, int(free + 1 - FREE_UP))
+        return self.threads

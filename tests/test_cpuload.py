@@ -1,0 +1,97 @@
+"""The thread governor: llama.cpp's threads give way to other programs' use of the CPUs (cpuload.py), on
+fake /proc counters and a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.cpuload import WINDOW_S, ThreadGovernor, cpu_counters
+
+
+class Machine:
+    """A clock and /proc counters: each tick other programs use `others` CPUs and specchat `ours`."""
+
+    def __init__(self) -> None:
+        self.now, self.busy, self.ours = 0.0, 0.0, 0.0
+        self.others, self.mine = 0.0, 2.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def counters(self) -> tuple[float, float]:
+        return self.busy, self.ours
+
+    def run(self, governor: ThreadGovernor, seconds: float, others: float) -> int:
+        """`seconds` of decoding (a call every 0.1 s) while others use `others` CPUs; the last advice."""
+        for _ in range(round(seconds / 0.1)):
+            self.now += 0.1
+            self.busy += 0.1 * (others + governor.threads)
+            self.ours += 0.1 * governor.threads
+            advice = governor.advise()
+        return advice
+
+
+def governor(machine: Machine, most: int = 2, cpus: int = 2) -> ThreadGovernor:
+    return ThreadGovernor(most, counters=machine.counters, clock=machine.clock, cpus=cpus)
+
+
+def test_a_quiet_machine_keeps_every_thread():
+    machine = Machine()
+    assert machine.run(governor(machine), 5.0, others=0.0) == 2
+
+
+def test_another_program_on_a_cpu_leaves_one_thread_and_its_end_gives_both_back():
+    """Beside one other 2-thread llama.cpp process a 2-core step took 931 ms with 2 threads, 229 with 1."""
+    machine = Machine()
+    threads = governor(machine)
+    assert machine.run(threads, 1.0, others=1.0) == 1
+    assert machine.run(threads, 3.0, others=1.0) == 1  # specchat now leaves that CPU: still one
+    assert machine.run(threads, 1.0, others=0.0) == 2
+
+
+@pytest.mark.parametrize(("others", "expected"), [(0.3, 2), (0.4, 2), (0.6, 1), (2.0, 1)])
+def test_light_background_work_is_no_reason_to_give_way(others, expected):
+    """A browser tab or a VM's steal time takes a little of the CPUs; a busy program most of one."""
+    machine = Machine()
+    assert machine.run(governor(machine), 2.0, others=others) == expected
+
+
+def test_no_flapping_at_the_edge():
+    """Down below 1.5 free CPUs, up again only from 1.75: a load of 0.35 after one of 1 keeps one thread."""
+    machine = Machine()
+    threads = governor(machine)
+    assert machine.run(threads, 1.0, others=1.0) == 1
+    assert machine.run(threads, 2.0, others=0.35) == 1
+    assert machine.run(threads, 1.0, others=0.1) == 2
+
+
+def test_more_cpus_give_way_by_what_others_use():
+    machine = Machine()
+    threads = governor(machine, most=8, cpus=8)
+    assert machine.run(threads, 1.0, others=3.0) == 5
+    assert machine.run(threads, 1.0, others=1.0) == 7
+    assert machine.run(threads, 1.0, others=0.0) == 8
+
+
+def test_judged_over_a_window_not_per_call():
+    """/proc counts in 10 ms ticks: a call 0.1 s after the last judges nothing."""
+    machine = Machine()
+    threads = governor(machine)
+    machine.now += WINDOW_S / 5
+    machine.busy += 10.0  # a burst others made: not judged yet
+    assert threads.advise() == 2
+
+
+def test_without_proc_it_keeps_what_was_asked():
+    machine = Machine()
+    threads = ThreadGovernor(2, counters=lambda: None, clock=machine.clock, cpus=2)
+    machine.now += 5.0
+    assert threads.advise() == 2
+
+
+def test_the_real_counters_read_this_machine():
+    counters = cpu_counters()
+    if counters is None:
+        pytest.skip("no /proc here")
+    busy, ours = counters
+    assert busy >= ours > 0
