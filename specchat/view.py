@@ -138,16 +138,17 @@ def visible(text: str) -> str:
 
 
 def print_error(console: Console, message: str, hint: str | None) -> None:
+    # visible(): errors and notes quote what the user gave (file names, prompts), control characters too
     line = Text("error: ", style="bold red")
-    line.append(message)
+    line.append(visible(message))
     if hint:
         line.append("  hint: ", style="yellow")
-        line.append(hint)
+        line.append(visible(hint))
     console.print(line, soft_wrap=True)
 
 
 def note(console: Console, message: str) -> None:
-    console.print(Text(message, style="dim"), soft_wrap=True)
+    console.print(Text(visible(message), style="dim"), soft_wrap=True)
 
 
 @contextmanager

@@ -30,6 +30,15 @@ def assert_one_line_error(result, code: int, needle: str) -> None:
     assert "hint:" in lines[0]
 
 
+def test_control_characters_in_a_quoted_name_are_shown_not_obeyed(tmp_path):
+    """An error quoting a file name with ESC in it sent the escape sequence to the terminal (a colour that
+    stayed on, or a cleared screen); it is shown as a control picture, as replies and logs show it."""
+    missing = tmp_path / "bad\x1b[31m\x07.gguf"
+    result = invoke("run", "--target", str(missing), "hi")
+    assert_one_line_error(result, 1, "bad\u241b[31m\u2407.gguf")
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
 def test_version():
     result = invoke("--version")
     assert result.exit_code == 0 and result.stdout.strip() == f"specchat {__version__}"
