@@ -3,6 +3,8 @@ rest of the terminal output is view.py's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -173,7 +175,7 @@ def tune_table(title: str, estimates) -> Table:
     return table
 
 
-def print_tune(console: Console, title: str, tuning, estimates, path, previous=None) -> None:
+def print_tune(console: Console, title: str, tuning, estimates, path: Path | None, previous=None) -> None:
     console.print(tune_table(title, estimates))
     console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)
     if previous is not None:
@@ -183,7 +185,9 @@ def print_tune(console: Console, title: str, tuning, estimates, path, previous=N
     console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
-    if tuning.costs.busy:  # not trusted (tuning.trusted): run measures its costs again, export takes its defaults
+    if path is None:  # measured under load beside a trusted one (cli/measure.py keeps that one)
+        line = f"measured under load: not saved; the saved tuning, measured on a quiet machine, is kept ({verdict} now)"
+    elif tuning.costs.busy:  # not trusted (tuning.trusted): run measures its costs again, export takes its defaults
         line = (
             "measured under load: auto starts from a new measurement of the costs at its next start and export "
             f"from its defaults (run tune again when idle); best here now: {verdict}; saved to {path}"

@@ -228,3 +228,21 @@ def test_run_after_a_tune_under_load_says_why_it_measures_again(fake_models, iso
     result = CliRunner().invoke(app, ["run", "--target", str(target), "--draft", str(draft), "-n", "8", "Hi"])
     assert result.exit_code == 0, result.output
     assert "(the saved one was measured under load;" in result.stderr and "(once;" not in result.stderr
+
+
+def test_a_tune_under_load_does_not_replace_one_measured_on_a_quiet_machine(
+    fake_models, isolated, seed_tuning, monkeypatch
+):
+    """run never saves a measurement taken under load; tune overwrote a quiet one with it, so a good
+    tuning was lost to a moment's load until tune ran again on an idle machine."""
+    from specchat import costmodel
+
+    target, draft = fake_models
+    path = seed_tuning(target, draft, keep_draft=True, mode="spec")
+    before = path.read_bytes()
+    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 0, result.output
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("measured under load: not saved; the saved tuning") and "is kept" in last, last
+    assert path.read_bytes() == before

@@ -142,7 +142,7 @@ def tune(
     from ..errors import SpecchatError
     from ..paths import config_dir
     from ..tableview import print_tune
-    from ..tuning import check_writable, key_for, load, save
+    from ..tuning import check_writable, key_for, load, save, trusted
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, stdout_console
 
@@ -173,8 +173,10 @@ def tune(
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
             )
-    try:
-        path = save(tuning)
-    except OSError as exc:
-        raise unsaved(exc, "nothing was saved") from None
+    path = None
+    if not (tuning.costs.busy and trusted(previous)):  # a load of the moment must not replace a quiet measurement
+        try:
+            path = save(tuning)
+        except OSError as exc:
+            raise unsaved(exc, "nothing was saved") from None
     print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous)
