@@ -238,10 +238,18 @@ def estimate(mode: str, stats, costs: Costs) -> ModeEstimate:
 def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> tuple[Tuning, list[ModeEstimate]]:
     """Full calibration plus measured acceptance of each strategy; predicted speedup per mode."""
     from .chat import Message
+    from .errors import UsageError
     from .modes import NGRAM
     from .sampling import SamplingParams
     from .speculative import Stats
 
+    prompt_ids = [pipeline.prompt([Message("user", prompt.text)]) for prompt in prompts]
+    needed = max(max(map(len, prompt_ids)) + 1, len(pipeline.target.tokenize(CALIBRATION_TEXT)) + max(FULL_BATCHES))
+    if needed > pipeline.target.n_ctx:  # found before minutes of measuring, not after
+        raise UsageError(
+            f"a context of {pipeline.target.n_ctx} tokens cannot hold what tune measures ({needed} tokens)",
+            hint="use --ctx 1024 or more (the default is 4096)",
+        )
     notify("timing single steps and verify batches of 1..16, 20, 24, 28, 32, 40, 48, 56 and 64 tokens")
     result = calibrate(pipeline.target, pipeline.draft, key_for(pipeline.resolved, pipeline.options), full=True)
     if result.costs.busy:
@@ -253,7 +261,7 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
         if progress:
             progress(f"{mode} k={k} · {prompt.category} #{prompt.id}", index)
         pipeline.reset()
-        ids = pipeline.prompt([Message("user", prompt.text)])
+        ids = prompt_ids[index % len(prompts)]
         stats = pipeline.generate(ids, SamplingParams(), mode=mode, k=k, max_tokens=max_tokens).stats
         if stats.stop_reason == "interrupted":  # generate keeps the text; tune must stop, not save
             raise KeyboardInterrupt

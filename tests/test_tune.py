@@ -246,3 +246,17 @@ def test_a_tune_under_load_does_not_replace_one_measured_on_a_quiet_machine(
     last = result.stdout.splitlines()[-1]
     assert last.startswith("measured under load: not saved; the saved tuning") and "is kept" in last, last
     assert path.read_bytes() == before
+
+
+def test_a_context_too_small_for_what_tune_measures_is_refused_before_measuring(fake_models, isolated, monkeypatch):
+    """`tune --ctx 64` measured for minutes on the real pair, then failed on the first prompt."""
+    from specchat import tuning
+
+    measured = []
+    monkeypatch.setattr(tuning, "calibrate", lambda *args, **kwargs: measured.append(1))
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "--ctx", "64"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: a context of 64 tokens cannot hold what tune measures"), result.stderr
+    assert "--ctx 1024" in lines[-1] and not measured and "Traceback" not in result.output
