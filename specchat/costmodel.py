@@ -255,8 +255,8 @@ def measure(
     # A hiccup of a shared machine in one timing moves a median of two by half of it (on a 2-core VM a
     # batch of 64 read as 17.6 target steps instead of about 24.5): sizes whose timings disagree are
     # timed again until two agree, and the median of all is kept. Not on a busy machine: there timings
-    # rarely agree, so nearly every size was timed twice more (a first run beside other work measured
-    # for 87 s instead of about 20), for a result that is used for one run only and never saved.
+    # rarely agree, so nearly every size was timed twice more (beside other work a first run measured for
+    # 87 s; 42 s without the retiming), for a result that is used for one run only and never saved.
     if not _busy(steps, load):
         for n in sizes[1:]:
             while len(ratios[n]) < repeats + EXTRA_REPEATS and not _settled(ratios[n]):
