@@ -193,7 +193,7 @@ class Engine:
             )
         lib.llama_set_abort_callback(self.ctx, self.interrupt.callback, ctypes.c_void_p(0))
         # The default (all usable CPUs) gives way to other programs (cpuload.py); --threads N is kept to.
-        self.threads = threads
+        self.threads = self.max_threads = self.fewest_threads = threads  # fewest: since the caller last reset it
         self._governor = ThreadGovernor(threads) if not config.n_threads else None
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))
         self.memory = lib.llama_get_memory(self.ctx)
@@ -231,6 +231,7 @@ class Engine:
     def use_threads(self, n: int) -> None:
         """The threads of llama.cpp's next calls (the governor's choice; see cpuload.py)."""
         self.threads = n
+        self.fewest_threads = min(self.fewest_threads, n)
         lib.llama_set_n_threads(self.ctx, n, n)
 
     def truncate(self, n: int) -> None:

@@ -192,6 +192,7 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
         "label": request.label,
         "mode_note": pipeline.mode_note if request.mode == "auto" else "",
         "set_aside": dict(generation.set_aside),  # auto: drafter -> times its rounds ran slower than the target
+        "threads": dict(zip(("fewest", "most"), generation.threads, strict=True)) if generation.threads else None,
         "settings": {
             "k": request.k,
             "temperature": params.temperature,
@@ -244,5 +245,9 @@ def after_reply(pipeline: Pipeline, request: Request, generation: Generation, *,
             note(err, pipeline.mode_note)
         if generation.set_aside:
             note(err, set_aside_note(generation.set_aside))
+        if generation.threads and generation.threads[0] < generation.threads[1]:
+            fewest, most = generation.threads
+            note(err, f"llama.cpp ran on {fewest} of {most} threads for some of this reply: other programs kept CPUs "
+                 "busy (--threads N keeps a count)")  # fmt: skip
     if stats.stop_reason == "interrupted":
         raise KeyboardInterrupt

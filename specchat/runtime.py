@@ -87,6 +87,7 @@ class Generation:
     tokens: list[int]
     stats: Stats
     set_aside: dict[str, int] = field(default_factory=dict)  # auto: drafters its guard set aside in this reply
+    threads: tuple[int, int] | None = None  # (fewest, most) llama.cpp threads in this reply (cpuload.py)
 
 
 @dataclass
@@ -210,6 +211,9 @@ class Pipeline:
 
         drafter = self.drafters.get(mode) if k > 0 else None
         aside_before = dict(drafter.guard.times_aside) if isinstance(drafter, AutoDrafter) else {}
+        engines = [e for e in (self.target, self.draft) if hasattr(e, "fewest_threads")]  # llama.cpp's
+        for engine in engines:
+            engine.fewest_threads = engine.threads
         with self.interrupt.armed():
             if cancel is not None and cancel.is_set():  # set before armed() forgot the interrupt it raised
                 self.interrupt.requested = True
@@ -224,7 +228,8 @@ class Pipeline:
         self._check_drift(drafter)
         aside = drafter.guard.times_aside if isinstance(drafter, AutoDrafter) else {}
         set_aside = {name: n - aside_before.get(name, 0) for name, n in aside.items() if n > aside_before.get(name, 0)}
-        return Generation("".join(pieces), tokens, stats, set_aside)
+        threads = (min(e.fewest_threads for e in engines), max(e.max_threads for e in engines)) if engines else None
+        return Generation("".join(pieces), tokens, stats, set_aside, threads)
 
     def _check_drift(self, drafter) -> None:
         if isinstance(drafter, AutoDrafter) and drafter.costs.drifted and self.tuning is not None:

@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from fake_backend import REPLY
+from fake_backend import REPLY, FakeEngine
 from typer.testing import CliRunner
 
 from specchat import __version__
@@ -319,6 +319,27 @@ def test_stats_say_which_drafter_auto_set_aside_in_the_reply(files, gpu_like, mo
     assert "auto: set aside " in result.stderr and "ran slower than the target alone" in result.stderr
     quiet = invoke("run", *files, "--json", "-n", "40", "Copy this sentence please.")
     assert "set aside" not in quiet.stderr  # said with --stats only; the JSON has it either way
+
+
+def test_stats_say_when_llama_cpp_gave_threads_way_to_other_programs(files, monkeypatch):
+    """An engine that ran on fewer threads for part of the reply (cpuload.py): --stats says so, --json has
+    the counts; the fake engine stands in for llama.cpp's, whose count drops on its third call."""
+    engine = FakeEngine
+    monkeypatch.setattr(engine, "threads", 2, raising=False)
+    monkeypatch.setattr(engine, "max_threads", 2, raising=False)
+    monkeypatch.setattr(engine, "fewest_threads", 2, raising=False)
+    real_eval = engine.eval
+
+    def eval_giving_way(self, tokens, n_logits):
+        if self.evals == 2:
+            self.fewest_threads = 1
+        return real_eval(self, tokens, n_logits)
+
+    monkeypatch.setattr(engine, "eval", eval_giving_way)
+    result = invoke("run", *files, "--json", "--stats", "-n", "12", "--mode", "target", "Say hi.")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["threads"] == {"fewest": 1, "most": 2}
+    assert "llama.cpp ran on 1 of 2 threads for some of this reply" in result.stderr
 
 
 def test_auto_leaves_the_draft_model_off_where_it_cannot_pay(files, fake_models, seed_tuning):

@@ -260,8 +260,9 @@ def test_threads_given_way_mid_reply_change_no_token(pipeline, prompts, referenc
         monkeypatch.setattr(engine, "_governor", busy)
     for name in ("code-reverse", "prose-story"):
         for mode, k in (("target", 0), ("spec", 4), ("ngram", 8)):
-            got = generate(pipeline, prompts[name], mode, k).tokens
-            assert_lossless(pipeline, prompts[name], reference[name], got)
+            reply = generate(pipeline, prompts[name], mode, k)
+            assert_lossless(pipeline, prompts[name], reference[name], reply.tokens)
+            assert reply.threads == (1, usable_cpus())  # what --stats reports
     assert all(e.threads == 1 for e in engines) or usable_cpus() == 1
     monkeypatch.undo()
     for engine in engines:  # every CPU again for the tests after this one
