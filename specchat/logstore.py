@@ -115,11 +115,12 @@ def _setup(conn: sqlite3.Connection) -> None:
 
 
 def _refuse_foreign(conn: sqlite3.Connection) -> None:
-    """A database with tables not made by specchat (say simonw/llm's logs.db, found through
-    SPECCHAT_DATA_DIR) got specchat's tables added to it, or failed on its own `conversations` table."""
+    """A database with tables that specchat did not set up (say simonw/llm's logs.db, found through
+    SPECCHAT_DATA_DIR) got specchat's tables added to it, or failed on its own `conversations` table.
+    specchat sets the version with its tables; tables a user adds to specchat's log later are theirs."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if tables - OWN_TABLES or (tables and version < VERSION):  # specchat sets the version with its tables
+    if tables and not (version >= VERSION and tables >= OWN_TABLES):
         shown = ", ".join(sorted(tables - OWN_TABLES or tables)[:3])
         raise ForeignDatabase(f"it is another program's database (tables {shown}), not specchat's log")
 

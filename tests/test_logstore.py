@@ -186,6 +186,12 @@ def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(fil
         assert_one_line_error(reading, 1, "another program's database (tables responses)")
         assert "SPECCHAT_DATA_DIR" in reading.stderr and "--no-log" not in reading.stderr
     assert path.read_bytes() == before and not Path(f"{path}-wal").exists()
+    path.unlink()
+    ok(invoke("run", *files, "first"))
+    with sqlite3.connect(path) as mine:  # a table the user adds to specchat's own log is theirs
+        mine.execute("CREATE TABLE my_notes (text TEXT)")
+    ok(invoke("run", *files, "-c", "second"))
+    assert [row["prompt"] for row in logged()] == ["first", "second"]
 
 
 def test_an_interrupted_reply_is_logged_as_such(isolated):
