@@ -3,8 +3,9 @@
 llama.cpp's CPU threads meet at a barrier after every operation of the graph, and wait there spinning,
 never yielding. With more threads than free CPUs, a thread whose partner was descheduled spins away the
 time slice its partner needs, at every one of a step's hundreds of barriers. On a 2-core VM beside one
-other llama.cpp process of 2 threads, a target step took 931 ms (306-2,493) with 2 threads and 229 ms
-with 1; the quiet machine runs it in 88 ms with 2. So while other programs keep CPUs busy, fewer threads.
+other llama.cpp process of 2 threads, a target step took 322 ms with 2 threads and 223 ms with 1; the
+quiet machine runs it in 89 ms with 2 (benchmarks/beside_load.py). So while other programs keep CPUs
+busy, fewer threads.
 """
 
 from __future__ import annotations
