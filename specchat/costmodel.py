@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .cpuload import cpu_counters, usable_cpus
+from .cpuload import cpu_counters, others_cpus, usable_cpus
 from .models_api import LanguageModel
 
 EMA = 0.1  # weight of one new timing in the online scale
@@ -301,8 +301,7 @@ class CpuLoad:
         elapsed = time.monotonic() - self.started_at
         if self.start is None or end is None or elapsed <= 0:
             return None
-        busy_all, ours = end[0] - self.start[0], end[1] - self.start[1]
-        return max(0.0, busy_all - ours) / (elapsed * usable_cpus())
+        return others_cpus(self.start, end, elapsed) / usable_cpus()
 
     def busy(self) -> bool:
         share = self.other_share()

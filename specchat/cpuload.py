@@ -36,6 +36,11 @@ def cpu_counters() -> tuple[float, float] | None:
         return None
 
 
+def others_cpus(before: tuple[float, float], after: tuple[float, float], seconds: float) -> float:
+    """How many CPUs other processes kept busy, on average, between two cpu_counters() readings."""
+    return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / seconds
+
+
 def usable_cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -66,8 +71,7 @@ class ThreadGovernor:
         self._since = (now, after)
         if before is None or after is None:
             return self.threads
-        others = max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / (now - started)
-        free = self.cpus - others
+        free = self.cpus - others_cpus(before, after, now - started)
         if free < self.threads - FREE_DOWN:
             self.threads = max(1, min(self.most, round(free)))
         elif free >= self.threads + FREE_UP:
