@@ -210,11 +210,10 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     threads, capped = capped_threads(threads)
     tuning = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
     choice = choose(tuning, files.draft is not None, mode, k)
-    named = [files.target] if to == "llama-server" or not files.target_spec or not files.target_spec.source_repo else []
-    if choice.method == "draft" and (to == "llama-server" or not files.draft_spec or not files.draft_spec.source_repo):
-        named.append(files.draft)
-    for path in named:  # a file the command names: a truncated or foreign one fails here, as run fails on it
-        _check_gguf(path)
+    used = [(files.target, files.target_spec)] + [(files.draft, files.draft_spec)] * (choice.method == "draft")
+    for path, spec in used:  # a file the command names: a truncated or foreign one fails here, as run fails on it
+        if to == "llama-server" or spec is None or not spec.source_repo:  # vLLM takes a Hub repo where it has one
+            _check_gguf(path)
     if to == "llama-server":
         if threads <= 0:
             from .engine import default_threads
