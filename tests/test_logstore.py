@@ -429,3 +429,10 @@ def test_a_data_dir_under_an_unknown_users_home_is_not_an_internal_error(isolate
     monkeypatch.chdir(isolated)
     monkeypatch.setenv("SPECCHAT_DATA_DIR", "~nosuchuser-specchat/d")
     assert ok(invoke("logs", "--path")) == "~nosuchuser-specchat/d/logs.db\n"
+
+
+def test_logs_path_with_json_prints_json(isolated, private_log):
+    """`logs --path --json` printed the bare path, which a JSON reader cannot parse; it is an object, as
+    every other --json output is."""
+    assert json.loads(ok(invoke("logs", "--path", "--json"))) == {"path": str(private_log / "logs.db")}
+    assert ok(invoke("logs", "--path")) == f"{private_log / 'logs.db'}\n"  # without --json: the plain path

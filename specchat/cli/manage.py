@@ -70,7 +70,7 @@ def logs(
     cid: Annotated[int | None, Opt("--cid", help="Only conversation ID.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Machine-readable output (a list, oldest first).")] = False,
     full: Annotated[bool, Opt("--full", help="Whole prompts and replies, not their first lines.")] = False,
-    path: Annotated[bool, Opt("--path", help="Print where the log is, and nothing else.")] = False,
+    path: Annotated[bool, Opt("--path", help="Print where the log is, and nothing else (--json: an object).")] = False,
 ) -> None:
     """Show logged replies, most recent last, with their prompts, models and speed.
 
@@ -78,12 +78,15 @@ def logs(
     (SPECCHAT_DATA_DIR overrides it); --no-log or SPECCHAT_NO_LOG=1 turns that off.
     `specchat run -c` continues the latest conversation, `specchat run --cid ID` a given one.
     """
+    import json
+
     from .. import logview
     from ..paths import log_file
     from ..view import write_stdout
 
     if path:
-        write_stdout(f"{log_file()}\n", what="the path")
+        text = json.dumps({"path": str(log_file())}, ensure_ascii=False, indent=2) if as_json else str(log_file())
+        write_stdout(f"{text}\n", what="the path")
         return
     logview.show(limit=count, query=query, cid=cid, as_json=as_json, full=full)
 
