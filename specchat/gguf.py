@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 
 from .errors import ModelFileError
-from .paths import cache_dir, read_json_object, write_atomic
+from .paths import cache_dir, make_dirs, read_json_object, write_atomic
 
 MAX_TENSORS = 1 << 20
 MAX_KV = 1 << 16
@@ -269,7 +269,7 @@ def _load_cache() -> dict:
 def _save_cache(known: dict) -> None:
     try:
         path = _cache_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         write_atomic(path, json.dumps(known))
     except OSError:
         pass  # only a cache

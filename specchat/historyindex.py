@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from .paths import is_special, write_atomic
+from .paths import is_special, make_dirs, write_atomic
 from .tokenchains import Chains, Links, slot_ranges
 
 VERSION = 1
@@ -160,7 +160,7 @@ class HistoryIndex:
         (the log itself is created 0600)."""
         for folder in (self.folder.parent, self.folder):
             if not folder.is_dir():
-                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_dirs(folder, mode=0o700)
 
     def _generations(self) -> list[Path]:
         return [p for p in self.folder.glob("*.*") if p.suffix[1:] in FILES] if self.folder.is_dir() else []

@@ -21,6 +21,8 @@ from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 from rich.text import Text
 
+from .paths import make_dirs
+
 PROMPT = "you › "
 MORE = "... "
 
@@ -64,7 +66,7 @@ def _file_history(path: Path | None) -> FileHistory | None:
     if path is None:
         return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         path.touch(mode=0o600, exist_ok=True)  # it holds what the user typed: the owner's only
     except OSError:
         return None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
 from .errors import SpecchatError
-from .paths import env_flag, expand_home, log_file
+from .paths import env_flag, expand_home, folder_hint, log_file, make_dirs
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
 )
-HINT = "move the file aside (a new log is started), or run with --no-log"
+HINT = "move the file aside (a new log is started)"
 # Reading (`logs`, `run -c`, `--cid`, /load) needs the log itself: --no-log cannot help there, and a log
 # that is only locked is not broken, so moving it aside would start a new one for nothing.
 READ_HINT = "move the file aside (a new log is started; `specchat logs --path` prints where)"
@@ -81,7 +81,7 @@ def _now() -> str:
 @contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """A connection with the tables in place (created on first use). Raises sqlite3.Error or OSError."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
@@ -154,6 +154,12 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
 
 def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def not_logged_because(exc: BaseException) -> str:
+    """Why a reply was not logged, and the hint: the end of `run`'s, the chat's and `serve`'s warning."""
+    hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else folder_hint(exc, HINT)
+    return f"{_reason(exc)}  hint: {hint}, or run with --no-log"
 
 
 # -- reading ---------------------------------------------------------------------------------------------
@@ -328,6 +334,5 @@ class Recorder:
         self.warned = True
         from .view import stderr_console
 
-        hint = f"{FOREIGN_HINT}, or run with --no-log" if isinstance(exc, ForeignDatabase) else HINT
-        line = f"warning: this reply was not logged: {self.path}: {_reason(exc)}  hint: {hint}"
+        line = f"warning: this reply was not logged: {self.path}: {not_logged_because(exc)}"
         stderr_console().print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -56,9 +57,51 @@ def overlay_file() -> Path:
     return config_dir() / "models.toml"
 
 
+def state_dir() -> Path:
+    return _from_env("SPECCHAT_STATE_DIR", user_state_dir(APP))
+
+
 def history_file() -> Path:
     """History of the interactive chat (prompt_toolkit's FileHistory format)."""
-    return _from_env("SPECCHAT_STATE_DIR", user_state_dir(APP)) / "history"
+    return state_dir() / "history"
+
+
+class NotAFolder(NotADirectoryError):
+    """A file (or a device, a link) has the name of a folder specchat makes, or of a folder above it."""
+
+    def __init__(self, blocker: Path, folder: Path) -> None:
+        super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")
+        variable = _moved_by(folder)
+        where = f"set {variable} to another folder" if variable else "choose another folder"
+        self.hint = f"remove or rename that file, or {where}"
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def make_dirs(folder: Path, mode: int = 0o777) -> None:
+    """mkdir -p; NotAFolder names the file in the way, where mkdir said only 'File exists' or 'Not a
+    directory' (which reads as if the folder were there). Raises OSError."""
+    try:
+        folder.mkdir(mode=mode, parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
+        if blocker is None or blocker.is_dir():
+            raise
+        raise NotAFolder(blocker, folder) from None
+
+
+def folder_hint(exc: BaseException, default: str) -> str:
+    """The hint for an OSError from make_dirs: NotAFolder's own, else the caller's `default`."""
+    return exc.hint if isinstance(exc, NotAFolder) else default
+
+
+def _moved_by(folder: Path) -> str | None:
+    """The environment variable that moves the specchat folder holding `folder` (the innermost one)."""
+    roots = {"DATA": data_dir(), "MODELS": models_dir(), "CONFIG": config_dir(), "CACHE": cache_dir()}
+    roots["STATE"] = state_dir()
+    held = [(len(root.parts), name) for name, root in roots.items() if folder == root or root in folder.parents]
+    return f"SPECCHAT_{max(held)[1]}_DIR" if held else None
 
 
 def env_flag(name: str) -> bool:

@@ -46,8 +46,7 @@ class ServerLog:
             logstore.Recorder(True, self.path).write(conversation, reply)
         except (sqlite3.Error, OSError) as exc:
             if not self.failing:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                line = f"warning: requests are not logged: {self.path}: {reason}  hint: {logstore.HINT}"
+                line = f"warning: requests are not logged: {self.path}: {logstore.not_logged_because(exc)}"
                 self.console.print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
             self.failing = True
             return

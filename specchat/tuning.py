@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .costmodel import Costs, measure
 from .modes import SPEC
-from .paths import config_dir, write_atomic
+from .paths import config_dir, make_dirs, write_atomic
 
 # Batch sizes timed on a first run (once per pair and machine); auto drafts only to measured sizes.
 # Costs are not smooth in n (multiples of 16 suit llama.cpp's CPU kernels), so the powers of two and
@@ -142,7 +142,7 @@ def check_writable() -> None:
     import tempfile
 
     folder = config_dir() / "tuning"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder)
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-", suffix=".tmp"):
         pass
 
@@ -150,7 +150,7 @@ def check_writable() -> None:
 def save(tuning: Tuning) -> Path:
     """Atomic, so concurrent first runs cannot collide."""
     path = tuning_path(tuning.key)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     write_atomic(path, json.dumps(tuning.as_dict(), indent=2))
     return path
 

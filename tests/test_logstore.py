@@ -436,3 +436,19 @@ def test_logs_path_with_json_prints_json(isolated, private_log):
     every other --json output is."""
     assert json.loads(ok(invoke("logs", "--path", "--json"))) == {"path": str(private_log / "logs.db")}
     assert ok(invoke("logs", "--path")) == f"{private_log / 'logs.db'}\n"  # without --json: the plain path
+
+
+def test_a_data_dir_that_is_a_file_is_named_in_the_warning(files, private_log):
+    """SPECCHAT_DATA_DIR naming a file: the reply was printed with 'not logged: .../logs.db: File exists'
+    and a hint to move the log aside; the warning names the file and how to get past it. A log that
+    cannot be written never fails the reply (exit 0), as for a locked or unwritable log."""
+    private_log.write_text("kept")
+    result = invoke("run", *files, "--mode", "suffix", ADA)
+    assert result.exit_code == 0, result.output
+    assert ADA in result.stdout
+    assert "File exists" not in result.stderr and "Errno" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "not logged" in line]
+    assert len(lines) == 1, result.stderr
+    assert f"{private_log} is not a directory" in lines[0]
+    assert "hint: remove or rename that file, or set SPECCHAT_DATA_DIR to another folder, or run with" in lines[0]
+    assert private_log.read_text() == "kept"

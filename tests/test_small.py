@@ -256,3 +256,26 @@ def test_write_atomic_writes_through_links_into_devices_and_keeps_permissions(tm
     with pytest.raises(OSError):  # nobody reads it: an error at once, not a wait forever
         write_atomic(fifo, "lost")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.md", "latest.md", "out.fifo", "private.md", "real.md"]
+
+
+@pytest.mark.parametrize("where", ["the folder", "a folder above it"])
+def test_a_file_in_place_of_a_folder_is_named_with_a_hint(tmp_path, monkeypatch, where):
+    """mkdir said 'File exists' (or 'Not a directory' below it), which reads as if the folder were there."""
+    from specchat.paths import NotAFolder, data_dir, make_dirs
+
+    blocker = tmp_path / "d"
+    blocker.write_text("kept")
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(blocker if where == "the folder" else blocker / "deeper"))
+    with pytest.raises(NotAFolder) as err:
+        make_dirs(data_dir() / "history")
+    assert str(err.value) == err.value.strerror == f"{blocker} is not a directory"
+    assert err.value.hint == "remove or rename that file, or set SPECCHAT_DATA_DIR to another folder"
+    assert isinstance(err.value, OSError) and blocker.read_text() == "kept"
+    other = tmp_path / "other"
+    other.write_text("")
+    with pytest.raises(NotAFolder) as elsewhere:  # not one of specchat's folders
+        make_dirs(other / "x")
+    assert elsewhere.value.hint == "remove or rename that file, or choose another folder"
+    make_dirs(tmp_path / "a" / "b")  # the ordinary case: made, and made again without complaint
+    make_dirs(tmp_path / "a" / "b")
+    assert (tmp_path / "a" / "b").is_dir()

@@ -119,7 +119,8 @@ def test_a_config_dir_that_cannot_hold_the_tuning_is_one_line_before_measuring(f
     assert result.exit_code == 1, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: cannot save the tuning in "), result.stderr
-    assert "nothing was measured" in lines[0] and "SPECCHAT_CONFIG_DIR" in lines[0]
+    assert "nothing was measured" in lines[0] and f"{blocker} is not a directory" in lines[0]
+    assert "hint: remove or rename that file, or set SPECCHAT_CONFIG_DIR to another folder" in lines[0]
     assert "Traceback" not in result.output and blocker.read_text() == ""
 
 

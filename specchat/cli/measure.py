@@ -140,16 +140,16 @@ def tune(
     """
     from ..benchsuite import load_suite, single_turn
     from ..errors import SpecchatError
-    from ..paths import config_dir
+    from ..paths import config_dir, folder_hint
     from ..tableview import print_tune
     from ..tuning import check_writable, key_for, load, save, trusted
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, stdout_console
 
     def unsaved(exc: OSError, what: str) -> SpecchatError:
+        hint = folder_hint(exc, "give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it)")
         return SpecchatError(
-            f"cannot save the tuning in {config_dir() / 'tuning'}: {exc.strerror or exc}",
-            hint=f"give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it); {what}",
+            f"cannot save the tuning in {config_dir() / 'tuning'}: {exc.strerror or exc}", hint=f"{hint}; {what}"
         )
 
     try:
