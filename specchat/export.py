@@ -25,6 +25,8 @@ ASSUMED_ACCEPTANCE = 0.6  # the draft model's prior in runtime before anything i
 NGRAM_TYPE = "ngram-mod"  # llama-server's draftless type closest to specchat on edits (docs/bench.md: 1.02x)
 VLLM_LOOKUP = (2, 4)  # prompt_lookup_min/max: specchat's prompt lookup matches 1..4 tokens; 1 guesses too often
 TUNE_HINT = "run `specchat tune` first (on the machine that will serve) so that export knows what pays there"
+RETUNE_HINT = "run `specchat tune` again to replace it"
+NO_TUNING = f"no saved tuning for these files here: a default; {TUNE_HINT}"
 
 
 @dataclass(frozen=True)
@@ -93,16 +95,22 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
 
 
 def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layers: int):
-    """The tuning `run --mode auto` would start from for these files and settings (None: none saved)."""
-    from .tuning import load, machine_key
+    """The tuning `run --mode auto` would start from for these files and settings, and why there is
+    none when it is None (none saved, or one that cannot be read: run would measure again)."""
+    from .tuning import UNREADABLE, machine_key, read, tuning_path
 
     if not all(path.is_file() for path in (files.target, files.draft) if path is not None):
-        return None  # not on this machine: nothing was measured with them here
-    return load(machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers))
+        return None, NO_TUNING  # not on this machine: nothing was measured with them here
+    key = machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers)
+    try:
+        return read(key), NO_TUNING
+    except UNREADABLE:
+        return None, f"the saved tuning {tuning_path(key)} is unreadable: a default; {RETUNE_HINT}"
 
 
-def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None) -> Choice:
-    """What auto's saved calibration says pays on this machine; `mode` spec/ngram overrides it."""
+def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, none_why: str = NO_TUNING) -> Choice:
+    """What auto's saved calibration says pays on this machine; `mode` spec/ngram overrides it. none_why:
+    why there is no tuning, when there is none."""
     from .tuning import trusted
 
     if mode not in ("auto", "spec", "ngram"):
@@ -115,9 +123,7 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None) ->
     if mode == "spec":
         return Choice("draft", k or modes.SPEC.default_k, "asked for (--mode spec)")
     if tuning is None:
-        return Choice(
-            "draft", k or modes.SPEC.default_k, f"no saved tuning for these files here: a default; {TUNE_HINT}"
-        )
+        return Choice("draft", k or modes.SPEC.default_k, none_why)
     if not trusted(tuning):
         state = "stale" if tuning.stale else "taken while other programs used the CPUs"
         again = "run `specchat tune` again" + ("" if tuning.stale else " when the machine is idle")
@@ -208,8 +214,8 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
 
     # As run caps them; its tuning is saved under the capped count, so it is looked up under it here.
     threads, capped = capped_threads(threads)
-    tuning = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
-    choice = choose(tuning, files.draft is not None, mode, k)
+    tuning, none_why = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
+    choice = choose(tuning, files.draft is not None, mode, k, none_why)
     used = [(files.target, files.target_spec)] + [(files.draft, files.draft_spec)] * (choice.method == "draft")
     for path, spec in used:  # a file the command names: a truncated or foreign one fails here, as run fails on it
         if to == "llama-server" or spec is None or not spec.source_repo:  # vLLM takes a Hub repo where it has one

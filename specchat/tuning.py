@@ -120,15 +120,26 @@ def parse(data: object, key: str) -> Tuning:
     return Tuning(key, costs, priors, source, details, stale=data.get("stale") is True)
 
 
+UNREADABLE = (OSError, ValueError, TypeError, RecursionError)  # what read() raises for a file it cannot use
+
+
+def read(key: str) -> Tuning | None:
+    """The saved tuning, or None when none is saved; one of UNREADABLE when the file is there but cannot
+    be used (not JSON, another shape or version, a FIFO in its place)."""
+    path = tuning_path(key)
+    if not path.exists():
+        return None
+    if not path.is_file():  # a FIFO in its place would block the read (a directory fails it)
+        raise ValueError(f"{path} is not a regular file")
+    return parse(json.loads(path.read_text(encoding="utf-8")), key)
+
+
 def load(key: str) -> Tuning | None:
     """The saved tuning, or None when missing or unusable (then it is measured again: a cache or a
     calibration never stops the tool)."""
-    path = tuning_path(key)
-    if not path.is_file():  # a FIFO in its place would block the read (a directory fails it)
-        return None
     try:
-        return parse(json.loads(path.read_text(encoding="utf-8")), key)
-    except (OSError, ValueError, TypeError, RecursionError):
+        return read(key)
+    except UNREADABLE:
         return None
 
 

@@ -294,3 +294,20 @@ def test_a_truncated_model_file_is_refused_as_run_refuses_it(isolated):
     assert drafted.exit_code == 1 and "d.gguf is not a valid GGUF file: bad magic" in drafted.stderr, drafted.output
     ngram = run_export("--to", "llama-server", *args, "--mode", "ngram")  # the draft is not in this command
     assert ngram.exit_code == 0 and "d.gguf" not in ngram.stdout, ngram.output
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"version": "other"}', "[]"])
+def test_a_corrupt_saved_tuning_is_named_unreadable_not_missing(fake_models, seed_tuning, content):
+    """A saved tuning that is not JSON, or of another shape, was reported as 'no saved tuning for these
+    files here' (with a hint to run tune first), which sends the user looking for a file that is there."""
+    target, draft = fake_models
+    saved = seed_tuning(target, draft)
+    saved.write_text(content)
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json")
+    assert result.exit_code == 0, result.output
+    why = json.loads(result.stdout)["speculation"]["why"]
+    assert why == f"the saved tuning {saved} is unreadable: a default; run `specchat tune` again to replace it"
+    assert json.loads(result.stdout)["speculation"]["k"] == 4  # still the default, as without a tuning
+    saved.unlink()
+    missing = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json")
+    assert json.loads(missing.stdout)["speculation"]["why"].startswith("no saved tuning for these files here")
