@@ -166,7 +166,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     min_p = _number(data, "min_p", 0.05, 0.0, 1.0)
     params = SamplingParams(
         temperature=temperature, top_k=40 if top_k is None else max(top_k, 0), top_p=top_p, min_p=min_p, seed=seed
-    )
+    ).seeded()  # without one (or a negative one): one drawn, which the log records
     stream = data.get("stream", False)
     if not isinstance(stream, bool | None):  # "false" is a string, and truthy
         raise ApiError(400, "'stream' must be true or false", code="invalid_stream")

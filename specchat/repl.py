@@ -71,7 +71,8 @@ class ChatSettings:
         return modes.get(self.effective_mode).describe(self.effective_k)
 
     def request(self) -> Request:
-        return Request(self.effective_mode, self.effective_k, self.params, self.max_tokens)
+        """One reply's request; its own seed, drawn for it, when none was given (recorded in --json and the log)."""
+        return Request(self.effective_mode, self.effective_k, self.params.seeded(), self.max_tokens)
 
 
 def fit_turns(pipeline, conversation, settings, log) -> tuple[list[int], str | None]:

@@ -9,8 +9,9 @@ special case where q puts all its mass on x.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,6 +36,13 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    def seeded(self) -> SamplingParams:
+        """These settings with a seed that can be recorded: the one given, or (none, or a negative one:
+        llama.cpp's -1, "random") one drawn now, so that a sampled reply is repeated by --seed with it."""
+        if self.seed is not None and self.seed >= 0:
+            return self
+        return replace(self, seed=secrets.randbits(32))
 
 
 def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:

@@ -185,3 +185,18 @@ def test_a_sampled_history_follows_the_seed(bench, monkeypatch):
         data = bench("--ks", "2", "--modes", "spec", "--temperature", "0.7", "--seed", str(seed), "-n", "24")
         assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("rev", 1), ("rev", 2), ("one", 1)}
     assert len(histories) == 2 and histories[0] == histories[1] and histories[0]
+
+
+def test_a_random_bench_seed_is_recorded_and_repeats_the_history(bench, monkeypatch):
+    """--seed -1 was recorded as -1 in the report, so a sampled bench could not be repeated: one seed is
+    drawn for the run and recorded; the same history comes back with --seed set to it."""
+    from specchat import benchturns
+
+    histories = []
+    real_reply = benchturns._reply
+    monkeypatch.setattr(benchturns, "_reply", lambda *args: histories.append(real_reply(*args)) or histories[-1])
+    common = ("--ks", "2", "--modes", "spec", "--temperature", "1.5", "-n", "24")
+    drawn = bench(*common, "--seed", "-1")["meta"]["settings"]["seed"]
+    assert isinstance(drawn, int) and drawn >= 0
+    assert bench(*common, "--seed", str(drawn))["meta"]["settings"]["seed"] == drawn
+    assert len(histories) == 2 and histories[0] == histories[1] and histories[0]

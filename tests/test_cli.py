@@ -377,6 +377,21 @@ def test_sampling_is_seeded(files):
     assert first["text"] == second["text"] and first["settings"]["seed"] == 7
 
 
+@pytest.mark.parametrize("seed", [[], ["--seed", "-1"]], ids=["no seed", "seed -1"])
+def test_a_random_seed_is_recorded_and_repeats_the_reply(files, seed):
+    """Without --seed (or with -1) --json recorded null (or -1), so a sampled reply could not be repeated: a
+    seed is drawn for the reply, used, and recorded, in --json and in the log; --seed with it repeats the text."""
+    args = (*files, "--mode", "spec", "--json", "--temperature", "1.5", "-n", "40", "Hello.")
+    first, other = run_json(*args, *seed), run_json(*args, *seed)
+    drawn = first["settings"]["seed"]
+    assert isinstance(drawn, int) and drawn >= 0 and other["settings"]["seed"] != drawn  # fresh for each run
+    assert other["text"] != first["text"]  # the seed matters here, so repeating the text below means something
+    again = run_json(*args, "--seed", str(drawn))
+    assert again["text"] == first["text"] and again["settings"]["seed"] == drawn
+    logged = json.loads(invoke("logs", "--json", "-n", "3").stdout)
+    assert [row["settings"]["seed"] for row in logged] == [drawn, other["settings"]["seed"], drawn]
+
+
 def test_no_template_sends_plain_text(files):
     result = invoke("run", *files, "--mode", "target", "--no-template", "-n", "5", "abc")
     assert result.exit_code == 0 and len(result.stdout.strip()) == 5

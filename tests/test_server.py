@@ -263,6 +263,17 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
 
 
+def test_a_request_without_a_seed_gets_one_drawn_that_the_log_can_record():
+    """A request without a seed (or with a negative one) was logged with seed null (or -1): a sampled reply
+    could not be repeated from the log. One is drawn for it; a seed given is kept."""
+    from specchat.openai_api import parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    drawn = [parse_chat({"messages": messages, **seed}, 2048).params.seed for seed in ({}, {"seed": -1}, {})]
+    assert all(isinstance(seed, int) and seed >= 0 for seed in drawn) and len(set(drawn)) == 3
+    assert parse_chat({"messages": messages, "seed": 5}, 2048).params.seed == 5
+
+
 def test_top_k_and_min_p_are_honoured_as_llama_server_reads_them():
     """top_k and min_p, which llama-server and vLLM read from the body (the client's extra_body), were
     ignored in silence: a client asking top_k 1 still sampled from 40 tokens."""

@@ -97,7 +97,8 @@ def bench(
     )  # fmt: skip
     settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
     settings["earlier_tokens"] = earlier_tokens
-    settings |= {"temperature": temperature, "seed": seed, "threads": threads, "gpu_layers": gpu_layers}
+    params = SamplingParams(temperature=temperature, seed=seed).seeded()  # --seed -1: one drawn, and recorded
+    settings |= {"temperature": temperature, "seed": params.seed, "threads": threads, "gpu_layers": gpu_layers}
     err = stderr_console()
     with (
         load_pipeline(options) as pipeline,
@@ -108,7 +109,7 @@ def bench(
         result = measure.run(
             pipeline, prompt_list, measure.variants_for(k_list, mode_list), reps=reps, max_tokens=max_tokens,
             earlier_tokens=earlier_tokens,
-            params=SamplingParams(temperature=temperature, seed=seed), settings=settings,
+            params=params, settings=settings,
             notify=lambda message: note(err, message), progress=lambda total: bench_progress(err, total),
         )  # fmt: skip
         benchreport.write(result, fmt, output, plot, k_list)
