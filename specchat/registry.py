@@ -121,6 +121,7 @@ def load_registry(extra: Path | None = None) -> Registry:
             raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
         registry.sources.append(path)
     registry.models = {name: _model(name, body, path) for name, (path, body) in raw_models.items()}
+    _check_local_names(registry.models, {name: path for name, (path, _) in raw_models.items()})
     registry.pairs = {name: _pair(name, body, path, registry.models) for name, (path, body) in raw_pairs.items()}
     if registry.default_pair not in registry.pairs:
         raise RegistryError(
@@ -329,6 +330,31 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         mirror=mirror,
         source_repo=None if source is None else _repo_id(source, path, where, "source_repo"),
     )
+
+
+def _same_file(a: ModelSpec, b: ModelSpec) -> bool:
+    """Whether two entries name one file: the same sha256 where both pin one, else the same Hub file and revision."""
+    if a.sha256 and b.sha256:
+        return a.sha256 == b.sha256
+    return (a.repo, a.file, a.revision or "main") == (b.repo, b.file, b.revision or "main")
+
+
+def _check_local_names(models: dict[str, ModelSpec], origin: dict[str, Path]) -> None:
+    """The models directory keeps a file by its name alone (a pull from the mirror, a file copied in): two
+    different files of one name would pass for each other. Compared case-blind, as macOS and Windows do."""
+    seen: dict[str, ModelSpec] = {}
+    for model in models.values():
+        first = seen.setdefault(model.local_name.casefold(), model)
+        if not _same_file(first, model):
+            raise RegistryError(
+                f"{origin[model.name]}: [models.{model.name}] ({_hub_file(model)}) and [models.{first.name}] "
+                f"({_hub_file(first)}) are different files with one name in the models directory",
+                hint="keep one of them; run the other's file with --target/--draft PATH",
+            )
+
+
+def _hub_file(model: ModelSpec) -> str:
+    return f"{model.repo}/{model.file}" + (f"@{model.revision}" if model.revision else "")
 
 
 def _is_hex(text: str) -> bool:

@@ -149,3 +149,31 @@ def test_an_overlay_saved_with_a_byte_order_mark_is_read(tmp_path):
     overlay.write_bytes(b'\xef\xbb\xbf[models.x]\nrepo = "a"\nfile = \n')
     with pytest.raises(RegistryError, match=r"line 3, column 8"):  # positions as the user sees them
         load_registry(overlay)
+
+
+TWIN = """
+[models.other]
+repo = "someone-else/other-GGUF"
+file = "{file}"
+"""
+
+
+@pytest.mark.parametrize("file", ["mine-q4.gguf", "sub/mine-q4.gguf", "MINE-q4.gguf"])
+def test_two_files_with_one_local_name_are_refused(tmp_path, file):
+    """The models directory keeps a file by its name alone: after pulling one of two entries from different
+    repos with the same file name, the other looked present and ran on the first one's weights."""
+    message = refusal(tmp_path, GOOD_MODEL + TWIN.format(file=file))
+    assert "[models.other]" in message and "[models.mine]" in message and "mine-q4.gguf" in message.lower()
+
+
+def test_one_file_under_two_names_or_revisions_is_told_apart(tmp_path):
+    """Aliases of one Hub file (or of one sha256) share its local file; another revision of it does not."""
+    alias = '[models.alias]\nrepo = "me/mine-GGUF"\nfile = "mine-q4.gguf"\nrevision = "main"\n'
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL + alias)
+    assert load_registry(overlay).models["alias"].local_name == "mine-q4.gguf"
+    sha = 'sha256 = "' + "ab" * 32 + '"\n'
+    same_bytes = GOOD_MODEL.replace('file = "mine-q4.gguf"', 'file = "mine-q4.gguf"\n' + sha)
+    overlay.write_text(same_bytes + TWIN.format(file="mine-q4.gguf") + sha)
+    assert load_registry(overlay).models["other"].sha256 == "ab" * 32
+    assert "[models.alias]" in refusal(tmp_path, GOOD_MODEL + alias.replace('"main"', '"v2"'))
