@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import download, modes
 from .errors import ModelFileError, UsageError
-from .paths import require_model_files
+from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 
 TARGETS = ("llama-server", "vllm")
@@ -210,6 +210,8 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     if to not in TARGETS:  # before looking at any file: a typo is a usage error
         raise UsageError(f"unknown --to '{to}'", hint=f"choose one of: {', '.join(TARGETS)}")
     files = find_files(pair, target, draft, hub_ok=to == "vllm", draftless=mode == "ngram")
+    if files.draft is not None and mode != "ngram":  # the command names the draft model
+        require_other_draft(files.target, files.draft)
     from .engine import capped_threads  # here, not at the top: it loads llama.cpp
 
     # As run caps them; its tuning is saved under the capped count, so it is looked up under it here.

@@ -171,6 +171,21 @@ def require_model_files(**given: Path | None) -> None:
             raise ModelFileError(f"--{flag} {path} {problem}", hint="give the path of a .gguf file")
 
 
+def require_other_draft(target: Path, draft: Path) -> None:
+    """A draft model that is the target's own file (by any path) runs every token twice: never faster."""
+    from .errors import UsageError
+
+    try:
+        same = Path(target).samefile(draft)
+    except OSError:
+        same = False
+    if same:
+        raise UsageError(
+            f"the draft model {draft} is the target model itself: drafting with it cannot be faster",
+            hint="give --draft a smaller model of the same family, or use --mode ngram (no draft model)",
+        )
+
+
 def _file_problem(path: Path) -> str | None:
     """Why a path given as a model file is not one (None: it is a regular file)."""
     if path.is_file():

@@ -370,6 +370,11 @@ def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSp
         if ref not in models:
             raise RegistryError(f"{path}: [{where}] {role} '{ref}' is not a [models.*] entry", hint="define it")
         roles[role] = models[ref]
+    if _same_file(roles["target"], roles["draft"]):  # it would run every token twice: never faster
+        raise RegistryError(
+            f"{path}: [{where}] draft '{body['draft']}' is the same file as its target '{body['target']}'",
+            hint="a draft is a smaller model of the target's family",
+        )
     return PairSpec(
         name=name,
         target=roles["target"],

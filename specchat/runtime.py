@@ -21,7 +21,7 @@ from .drafters.auto import AutoDrafter
 from .engine import EngineConfig, Interrupt, TextStream
 from .errors import EngineError, UsageError
 from .models_api import CachedModel
-from .paths import require_model_files
+from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
@@ -49,6 +49,7 @@ class Options:
     # auto and --mode suffix draft from past conversations too (run and serve; --no-history, SPECCHAT_NO_HISTORY).
     # Off unless asked for: the bench and tune must not depend on what the user happened to log.
     history: bool = False
+    self_draft: bool = False  # the target as its own draft: refused (never faster), but the lossless tests use it
     debug: bool = False
 
     @property
@@ -103,6 +104,7 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     require_model_files(target=options.target_path, draft=options.draft_path)
     want_draft = options.wants_draft
     if options.target_path is not None and (options.draft_path is not None or not want_draft):
+        _check_not_self(Path(options.target_path), _opt_path(options.draft_path), options)
         return Resolved(None, Path(options.target_path), _opt_path(options.draft_path))
     pair = load_registry().pair(options.pair)
     paths: dict[str, Path] = {}
@@ -111,7 +113,13 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
             paths[role] = _present_or_pulled(spec, notify, start_progress)
     target = Path(options.target_path) if options.target_path else paths["target"]
     draft = _opt_path(options.draft_path) or paths.get("draft")
+    _check_not_self(target, draft, options)
     return Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+
+
+def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:
+    if draft is not None and not options.self_draft:
+        require_other_draft(target, draft)
 
 
 def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:

@@ -411,18 +411,24 @@ def test_system_prompt_goes_into_the_template(files, monkeypatch):
     assert [(m.role, m.content) for m in seen[1]] == [("user", "Hi")]
 
 
-def test_pair_from_the_registry_overlay(fake_models, isolated):
-    """A pair declared in the overlay whose files are present: `models`, `pull`, `run -p`."""
-    target, draft = fake_models
+def fake_overlay(fake_models, isolated, *, default: bool = False):
+    """An overlay with the fake files as pair "fake" (the default pair with `default`), present in the
+    models directory, which is returned."""
     models = isolated / "models"
     models.mkdir()
-    lines = []
-    for name, path in (("faket", target), ("faked", draft)):
+    lines = ['default_pair = "fake"', ""] if default else []
+    for name, path in (("faket", fake_models[0]), ("faked", fake_models[1])):
         (models / path.name).write_bytes(path.read_bytes())
         lines += [f'[models."{name}"]', 'repo = "nobody/fake-GGUF"', f'file = "{path.name}"', ""]
     lines += ['[pairs."fake"]', 'target = "faket"', 'draft = "faked"']
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text("\n".join(lines) + "\n")
+    return models
+
+
+def test_pair_from_the_registry_overlay(fake_models, isolated):
+    """A pair declared in the overlay whose files are present: `models`, `pull`, `run -p`."""
+    fake_overlay(fake_models, isolated)
     listed = invoke("models", "--json")
     rows = {(r["pair"], r["role"]): r for r in json.loads(listed.stdout)["pairs"]}
     assert rows[("fake", "target")]["present"] and rows[("fake", "draft")]["present"]
@@ -609,12 +615,12 @@ def test_models_verify_of_an_unreadable_file_is_one_line(isolated, monkeypatch):
     monkeypatch.setattr(download, "sha256_of", unreadable)
     models = isolated / "models"
     models.mkdir()
-    (models / "locked.gguf").write_bytes(b"hello")
     (isolated / "config").mkdir()
-    (isolated / "config" / "models.toml").write_text(
-        f'[models.locked]\nrepo = "nobody/locked"\nfile = "locked.gguf"\nsha256 = "{"a" * 64}"\n'
-        '[pairs.locked]\ntarget = "locked"\ndraft = "locked"\n'
-    )
+    overlay = ""
+    for name, digit in (("locked", "a"), ("locked2", "b")):
+        (models / f"{name}.gguf").write_bytes(b"hello")
+        overlay += f'[models.{name}]\nrepo = "nobody/locked"\nfile = "{name}.gguf"\nsha256 = "{digit * 64}"\n'
+    (isolated / "config" / "models.toml").write_text(overlay + '[pairs.locked]\ntarget = "locked"\ndraft = "locked2"\n')
     result = invoke("models", "--verify", "--json")
     assert "internal error" not in result.output
     assert result.exit_code == 1 and "cannot read " in result.stderr and "Permission denied" in result.stderr
@@ -629,16 +635,19 @@ def test_paths_and_file_names_are_printed_as_they_are_not_as_markup(isolated, mo
     folder.mkdir(parents=True)
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(folder))
     (folder / "[i]x.gguf").write_bytes(b"x")
+    (folder / "[i]y.gguf").write_bytes(b"y")
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
-        '[models.x]\nrepo = "nobody/x"\nfile = "[i]x.gguf"\n[pairs.x]\ntarget = "x"\ndraft = "x"\n'
+        '[models.x]\nrepo = "nobody/x"\nfile = "[i]x.gguf"\n[models.y]\nrepo = "nobody/x"\nfile = "[i]y.gguf"\n'
+        '[pairs.x]\ntarget = "x"\ndraft = "y"\n'
     )
     listed = invoke("models")
     assert listed.exit_code == 0, listed.output
     assert f"models directory: {folder}" in listed.stdout
     pulled = invoke("pull", "x")
     assert pulled.exit_code == 0, pulled.output
-    assert pulled.stderr.count(f"[i]x.gguf: already present at {folder / '[i]x.gguf'}") == 2, pulled.stderr
+    for name in ("[i]x.gguf", "[i]y.gguf"):
+        assert pulled.stderr.count(f"{name}: already present at {folder / name}") == 1, pulled.stderr
 
 
 def test_emoji_codes_in_paths_are_printed_as_they_are(isolated, monkeypatch):
@@ -648,3 +657,25 @@ def test_emoji_codes_in_paths_are_printed_as_they_are(isolated, monkeypatch):
     listed = invoke("models")
     assert listed.exit_code == 0, listed.output
     assert f"models directory: {folder}" in listed.stdout
+
+
+@pytest.mark.parametrize("mode", ["spec", "auto"])
+def test_the_target_as_its_own_draft_is_a_usage_error(fake_models, tmp_path, mode):
+    """`--draft` naming the target's file (by any path) loaded it twice to draft with it: never faster."""
+    target, _ = fake_models
+    link = tmp_path / "link.gguf"
+    link.symlink_to(target)
+    result = invoke("run", "--target", str(target), "--draft", str(link), "--mode", mode, "-n", "8", "Hi.")
+    assert_one_line_error(result, 2, "is the target model itself")
+    unused = invoke("run", "--target", str(target), "--draft", str(target), "--mode", "ngram", "-n", "8", "Hi.")
+    assert unused.exit_code == 0, unused.output  # a reply that does not load the draft model
+
+
+def test_a_lone_target_that_is_the_pairs_draft_is_a_usage_error(fake_models, isolated):
+    """`--target D --mode spec` takes the pair's draft: D itself."""
+    target, draft = fake_models
+    models = fake_overlay(fake_models, isolated, default=True)
+    result = invoke("run", "--target", str(models / draft.name), "--mode", "spec", "-n", "8", "Hi.")
+    assert_one_line_error(result, 2, "is the target model itself")
+    result = invoke("run", "--draft", str(models / target.name), "--mode", "spec", "-n", "8", "Hi.")
+    assert_one_line_error(result, 2, "is the target model itself")

@@ -311,3 +311,11 @@ def test_a_corrupt_saved_tuning_is_named_unreadable_not_missing(fake_models, see
     saved.unlink()
     missing = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json")
     assert json.loads(missing.stdout)["speculation"]["why"].startswith("no saved tuning for these files here")
+
+
+def test_the_target_as_its_own_draft_is_refused_as_run_refuses_it(fake_models):
+    target, _ = fake_models
+    same = run_export("--to", "llama-server", "--target", str(target), "--draft", str(target))
+    assert same.exit_code == 2 and "is the target model itself" in same.stderr and "hint:" in same.stderr
+    ngram = run_export("--to", "llama-server", "--target", str(target), "--draft", str(target), "--mode", "ngram")
+    assert ngram.exit_code == 0, ngram.output  # the command names no draft model

@@ -128,7 +128,9 @@ def test_self_speculation_accepts_everything(default_pair_paths, prompts):
     from specchat.runtime import Options, open_pipeline
 
     target, _ = default_pair_paths
-    same = open_pipeline(Options(target_path=target, draft_path=target, mode="spec", n_ctx=2048), lambda _m: None)
+    same = open_pipeline(
+        Options(target_path=target, draft_path=target, mode="spec", n_ctx=2048, self_draft=True), lambda _m: None
+    )
     try:
         for name in ("code-reverse", "prose-mutex"):
             rounds: list = []

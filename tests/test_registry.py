@@ -177,3 +177,13 @@ def test_one_file_under_two_names_or_revisions_is_told_apart(tmp_path):
     overlay.write_text(same_bytes + TWIN.format(file="mine-q4.gguf") + sha)
     assert load_registry(overlay).models["other"].sha256 == "ab" * 32
     assert "[models.alias]" in refusal(tmp_path, GOOD_MODEL + alias.replace('"main"', '"v2"'))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    ['[pairs.self]\ntarget = "mine"\ndraft = "mine"\n', '[models.alias]\nrepo = "me/mine-GGUF"\nfile = "mine-q4.gguf"\n'
+     '[pairs.self]\ntarget = "mine"\ndraft = "alias"\n'],
+)  # fmt: skip
+def test_a_pair_whose_draft_is_its_target_is_refused(tmp_path, extra):
+    """The target as its own draft runs every token twice: never faster than the target alone."""
+    assert "[pairs.self] draft" in refusal(tmp_path, GOOD_MODEL + extra)

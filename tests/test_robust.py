@@ -579,7 +579,7 @@ def test_a_mirror_package_with_other_braces_is_refused(overlay):
 def test_a_plain_overlay_still_loads(overlay):
     overlay.write_text(
         GOOD_MODEL + 'description = "Ünïcode, emoji 🙂 and a tab\tare fine here"\n'
-        '[pairs."p"]\ntarget = "m"\ndraft = "m"\n',
+        '[models."d"]\nrepo = "a/b"\nfile = "d.gguf"\n[pairs."p"]\ntarget = "m"\ndraft = "d"\n',
         encoding="utf-8",
     )
     result = invoke("models", "--json")
