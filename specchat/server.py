@@ -35,6 +35,7 @@ from .servequeue import Engine, Job, Outcome, QueueFull
 BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
 GRACEFUL_S = 5  # on Ctrl-C uvicorn waits this long for running requests, then cancels them (a traceback each)
 STOP_AFTER_S = 4  # ...so requests still running by then are stopped at the next round, and end by themselves
+CLIENT_CLOSED = 499  # the console's status for a request whose client left before its reply was out (as nginx logs it)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ class Api:
                 if len(data) > limit:
                     raise ApiError(413, f"the body is larger than {limit} bytes", code="body_too_large")
         except ClientDisconnect:
-            raise ApiError(400, "the client went away while sending", code="client_disconnected") from None
+            raise ApiError(CLIENT_CLOSED, "the client went away while sending", code="client_disconnected") from None
         return openai_api.parse_json(bytes(data))
 
     async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
@@ -212,8 +213,8 @@ class Api:
             raise
         finally:
             watcher.cancel()
-        self._check_shutdown(outcome)
-        self._log(request, 200, outcome=outcome)
+        self._check_shutdown(outcome)  # past it, a cancelled job is one whose client left
+        self._log(request, CLIENT_CLOSED if outcome.stop_reason == "cancelled" else 200, outcome=outcome)
         build = openai_api.chat_response if chat else openai_api.completion_response
         reason = openai_api.finish_reason(outcome.stop_reason)
         extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
@@ -299,7 +300,7 @@ class Api:
         if self.closing or task.cancelled() or task.exception() is not None:
             return  # a stream cut by the shutdown gets its 503 line from _events
         if task.result().stop_reason == "cancelled":
-            self._log(request, 200, outcome=task.result())
+            self._log(request, CLIENT_CLOSED, outcome=task.result())
 
     def _log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:
         """One console line per request: what it cost and how much of the draft the target kept."""

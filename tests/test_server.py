@@ -180,10 +180,20 @@ def test_aborted_stream_stops_and_the_server_goes_on(server):
         for line in response.iter_lines():
             if '"text": "' in line:
                 break  # leave after the first piece of text
-    server.wait_for(r"POST /v1/completions 200 .*cancelled")
-    line = re.search(r"POST /v1/completions 200\s+(\d+) tokens.*cancelled", server.console())
+    server.wait_for(r"POST /v1/completions 499 .*cancelled")
+    line = re.search(r"POST /v1/completions 499\s+(\d+) tokens.*cancelled", server.console())
     assert int(line.group(1)) < 2000
+    assert not re.search(r" 200 .*cancelled", server.console())  # 499: nginx's "client closed request"
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
+def test_a_client_that_leaves_while_sending_its_body_is_logged_as_499(server):
+    """It was logged as the client's 400, as if it had sent a bad request."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as leaving:
+        leaving.sendall(b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"pro')
+        time.sleep(0.2)
+    server.wait_for(r"POST /v1/completions 499  the client went away while sending")
 
 
 def test_a_non_streamed_client_that_leaves_stops_its_generation(server):
@@ -197,7 +207,7 @@ def test_a_non_streamed_client_that_leaves_stops_its_generation(server):
         leaving.sendall(head.encode() + body)
         time.sleep(0.3)  # generating by now
     deadline = time.monotonic() + 30
-    while not (line := re.search(r"POST /v1/completions 200\s+(\d+) tokens.*, (\w+)\n", server.console()[before:])):
+    while not (line := re.search(r"POST /v1/completions 499\s+(\d+) tokens.*, (\w+)\n", server.console()[before:])):
         assert time.monotonic() < deadline, server.console()
         time.sleep(0.05)
     assert line.group(2) == "cancelled" and int(line.group(1)) < 2000
@@ -398,7 +408,7 @@ def test_full_queue_is_503(guarded):
         with pytest.raises(openai.InternalServerError) as caught:
             ask(guarded.client(KEY))
         assert caught.value.status_code == 503 and caught.value.body["code"] == "queue_full"
-    guarded.wait_for(r"POST /v1/completions 200 .*cancelled")
+    guarded.wait_for(r"POST /v1/completions 499 .*cancelled")
     assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
 
 
@@ -553,7 +563,7 @@ def test_a_long_prefill_stops_at_once_for_a_client_that_left_and_for_a_shutdown(
         started = time.monotonic()
         assert ask(running.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
         assert time.monotonic() - started < 20  # its own prompt's prefill takes 2 s
-        running.wait_for(r"POST /v1/completions 200\s+0 tokens.*cancelled")
+        running.wait_for(r"POST /v1/completions 499\s+0 tokens.*cancelled")
         results: list[httpx.Response] = []
         body = {"prompt": "y" * 2000, "max_tokens": 5}
         waiting = threading.Thread(
