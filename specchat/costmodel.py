@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +26,10 @@ EMA = 0.1  # weight of one new timing in the online scale
 LOOKUP_STEP = 5e-4  # a lookup-drafted token in target steps (a dictionary lookup next to a forward pass)
 DRIFT = 1.25  # the step time moved by more than this factor: the saved calibration is stale
 DRIFT_ROUNDS = 32  # ... judged over at least this many rounds
+# ... by the median of the latest this many: a shared VM runs whole spells of a dozen rounds 30-50% slow (and
+# some as fast), which a running average would read as drift, marking nearly every bench or chat session's
+# calibration stale, so that the next start spent seconds measuring the same costs again.
+DRIFT_WINDOW = 64
 # ... at most this far into the text: beyond, a step is slower because attention reads a longer cache
 # (on the Zen 4 a single step took 1.37x the calibrated one at 2,935 tokens, 1.03-1.12x at 290-450), which
 # measuring again (after the same ~100-token text) cannot change: every run on a long prompt would
@@ -59,8 +64,8 @@ class Costs:
     calibrated_step_s: float = 0.0  # ... as the calibration measured it
     busy: bool = False  # measured while other processes used the CPUs
     rounds_seen: int = 0
-    near_step_s: float = 0.0  # step_s from rounds within DRIFT_CONTEXT tokens only: what drift is judged on
-    near_rounds: int = 0
+    # Seconds per step from the latest rounds within DRIFT_CONTEXT tokens only: what drift is judged on.
+    near_samples: deque[float] = field(default_factory=lambda: deque(maxlen=DRIFT_WINDOW), init=False, repr=False)
 
     @classmethod
     def from_seconds(cls, verify_s: dict[int, float], draft_step_s: float | None = None, **extra) -> Costs:
@@ -156,9 +161,8 @@ class Costs:
         sample = seconds / self.verify[n]
         self.step_s = _ema(self.step_s, sample)
         self.rounds_seen += 1
-        if context <= DRIFT_CONTEXT:  # from the calibrated step, as step_s: one odd first round fades
-            self.near_step_s = _ema(self.near_step_s or self.calibrated_step_s, sample)
-            self.near_rounds += 1
+        if context <= DRIFT_CONTEXT:
+            self.near_samples.append(sample)
 
     def observe_draft(self, steps: int, seconds: float) -> None:
         """Draft steps are timed in the same rounds as verifies, so their ratio is like for like."""
@@ -186,7 +190,13 @@ class Costs:
     def drifted(self) -> bool:
         """The machine runs at another speed than when calibrated, judged where the text is as short as a
         calibration's (DRIFT_CONTEXT): the calibration should be taken again."""
-        return self.near_rounds >= DRIFT_ROUNDS and not 1 / DRIFT <= self._vs_calibration(self.near_step_s) <= DRIFT
+        if self.near_rounds < DRIFT_ROUNDS:
+            return False
+        return not 1 / DRIFT <= self._vs_calibration(statistics.median(self.near_samples)) <= DRIFT
+
+    @property
+    def near_rounds(self) -> int:
+        return len(self.near_samples)
 
     def as_dict(self) -> dict:
         return {

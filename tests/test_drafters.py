@@ -164,6 +164,21 @@ def test_slow_steps_deep_into_a_long_text_are_not_drift():
     assert not odd_start.drifted
 
 
+def test_a_slow_spell_is_not_drift_but_a_slower_machine_is():
+    """A shared VM runs a dozen rounds 50% slow now and then; measuring again after such a spell would find
+    the same costs, so only most of the latest rounds running at another speed mark the costs stale."""
+    costs = Costs({1: 1.0, 5: 3.0}, None, 0.04, 0.04)
+    for _ in range(3):
+        for _ in range(30):
+            costs.observe_verify(1, 0.04, context=300)
+        for _ in range(15):
+            costs.observe_verify(1, 0.06, context=300)
+            assert not costs.drifted
+    for _ in range(40):
+        costs.observe_verify(1, 0.06, context=300)
+    assert costs.drifted
+
+
 def test_auto_tells_the_costs_how_far_into_the_text_a_round_was():
     auto = AutoDrafter(linear_costs(0.5), [NgramDrafter()])
     context = list(range(3000))
