@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
 from .errors import SpecchatError
-from .paths import env_flag, expand_home, folder_hint, log_file, make_dirs
+from .paths import NotAFolder, blocking_file, env_flag, expand_home, folder_hint, log_file, make_dirs
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
 def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     """A connection for reading (None: no log yet); failures become LogError."""
     if not path.exists():
+        _check_folder(path)
         yield None
         return
     try:
@@ -150,6 +151,15 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     except (sqlite3.Error, OSError) as exc:
         hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else LOCKED_HINT if "locked" in str(exc) else READ_HINT
         raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
+
+
+def _check_folder(path: Path) -> None:
+    """A log that is missing because a file stands where its folder should be (SPECCHAT_DATA_DIR naming a
+    file) is an error naming that file, not an empty log."""
+    blocker = blocking_file(path.parent)
+    if blocker is not None:
+        exc = NotAFolder(blocker, path.parent)
+        raise LogError(f"cannot read the conversation log {path}: {exc}", hint=exc.hint)
 
 
 def _reason(exc: BaseException) -> str:

@@ -85,10 +85,17 @@ def make_dirs(folder: Path, mode: int = 0o777) -> None:
     try:
         folder.mkdir(mode=mode, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        blocker = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
-        if blocker is None or blocker.is_dir():
+        blocker = blocking_file(folder)
+        if blocker is None:
             raise
         raise NotAFolder(blocker, folder) from None
+
+
+def blocking_file(folder: Path) -> Path | None:
+    """The file (or device, link) that stands where `folder` or a folder above it should be; None if none does.
+    Reading below one finds nothing (exists() is False), which would read as if the folder were only empty."""
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() or p.is_symlink()), None)
+    return None if blocker is None or blocker.is_dir() else blocker
 
 
 def folder_hint(exc: BaseException, default: str) -> str:

@@ -452,3 +452,14 @@ def test_a_data_dir_that_is_a_file_is_named_in_the_warning(files, private_log):
     assert f"{private_log} is not a directory" in lines[0]
     assert "hint: remove or rename that file, or set SPECCHAT_DATA_DIR to another folder, or run with" in lines[0]
     assert private_log.read_text() == "kept"
+
+
+def test_reading_the_log_below_a_data_dir_that_is_a_file_is_an_error_naming_it(files, private_log):
+    """`logs` said "no replies logged yet (log: .../logs.db)" when SPECCHAT_DATA_DIR named a file, as if the
+    log were only empty; -c said "no conversation is logged yet". Each names the file, with the way past it."""
+    private_log.write_text("kept")
+    for result in (invoke("logs"), invoke("logs", "--json"), invoke("run", *files, "-c", "hi")):
+        assert_one_line_error(result, 1, f"cannot read the conversation log {private_log / 'logs.db'}")
+        assert f"{private_log} is not a directory" in result.stderr
+        assert "hint: remove or rename that file, or set SPECCHAT_DATA_DIR to another folder" in result.stderr
+    assert private_log.read_text() == "kept"
