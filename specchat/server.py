@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import hmac
 import ipaddress
 import socket
@@ -253,13 +254,14 @@ class Api:
         job.on_text = lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text)
         task = self._start(job)
         task.add_done_callback(lambda _task: pieces.put_nowait(None))
-        task.add_done_callback(lambda finished: self._log_cancelled(request, finished))
-        events = self._events(request, task, pieces, chat, include_usage)
-        return _Stream(events, job, media_type="text/event-stream")
+        line = _Once(functools.partial(self._log, request))
+        events = self._events(line, task, pieces, chat, include_usage)
+        # A stream that ends short of its own line (its client left, mid-reply or just before [DONE]) gets
+        # it once the generation is over; the events are left suspended then, never to run on to theirs.
+        on_end = functools.partial(task.add_done_callback, functools.partial(self._log_left, line))
+        return _Stream(events, job, on_end, media_type="text/event-stream")
 
-    async def _events(
-        self, request: Request, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, include_usage: bool
-    ):
+    async def _events(self, line: _Once, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, include_usage: bool):
         """Server-sent events: a chunk per piece of text, the statistics in the last one (and with
         stream_options.include_usage once more, in a chunk with no choices, as the API has it), then [DONE]."""
         rid, model = openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model
@@ -272,7 +274,7 @@ class Api:
             outcome = task.result()
             self._check_shutdown(outcome)
         except ApiError as exc:  # the status line is sent already: the error goes as an event
-            self._log(request, exc.status, note=exc.message)
+            line(exc.status, note=exc.message)
             yield openai_api.sse(exc.body())
             return
         extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
@@ -282,7 +284,7 @@ class Api:
         if include_usage:
             yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra))
         yield openai_api.sse("[DONE]")
-        self._log(request, 200, outcome=outcome)
+        line(200, outcome=outcome)
 
     def stop_all(self) -> None:
         """The server is shutting down: stop every job at its next round (queued ones never start)."""
@@ -295,12 +297,17 @@ class Api:
         if self.closing and outcome.stop_reason == "cancelled":
             raise ApiError(503, "the server shut down before the reply was complete", "server_error", "shutting_down")
 
-    def _log_cancelled(self, request: Request, task: asyncio.Task) -> None:
-        """A stream whose client left never reaches its last event: its line is written here."""
-        if self.closing or task.cancelled() or task.exception() is not None:
-            return  # a stream cut by the shutdown gets its 503 line from _events
-        if task.result().stop_reason == "cancelled":
-            self._log(request, CLIENT_CLOSED, outcome=task.result())
+    @staticmethod
+    def _log_left(line: _Once, task: asyncio.Task) -> None:
+        """The line of a stream whose client left before its last event: 499 with what was generated, or the
+        generation's own error (a failure is the server's, whoever was listening)."""
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, ApiError):
+            line(error.status, note=error.message)
+        elif task.cancelled() or error is not None:
+            line(CLIENT_CLOSED, note="the client went away")
+        else:
+            line(CLIENT_CLOSED, outcome=task.result())
 
     def _log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:
         """One console line per request: what it cost and how much of the draft the target kept."""
@@ -336,13 +343,25 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
     job.cancel()
 
 
-class _Stream(StreamingResponse):
-    """A streamed reply whose job is cancelled however the response ends: a client that disconnects
-    may leave the body generator suspended rather than closed."""
+class _Once:
+    """A request's console line, written by the first of the places that may write it."""
 
-    def __init__(self, content, job: Job, **kwargs) -> None:
+    def __init__(self, write: Callable[..., None]) -> None:
+        self.write: Callable[..., None] | None = write
+
+    def __call__(self, *args, **kwargs) -> None:
+        write, self.write = self.write, None
+        if write is not None:
+            write(*args, **kwargs)
+
+
+class _Stream(StreamingResponse):
+    """A streamed reply whose job is cancelled however the response ends (a client that disconnects
+    may leave the body generator suspended rather than closed); on_end runs after that."""
+
+    def __init__(self, content, job: Job, on_end: Callable[[], None], **kwargs) -> None:
         super().__init__(content, **kwargs)
-        self.job = job
+        self.job, self.on_end = job, on_end
 
     async def __call__(self, scope, receive, send) -> None:
         try:
@@ -351,6 +370,7 @@ class _Stream(StreamingResponse):
             pass  # an ordinary event for a server: not an error to log
         finally:
             self.job.cancel()
+            self.on_end()
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -7,6 +7,7 @@ be caught mid-way (cancelled, queued behind)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -606,3 +607,56 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
     finally:
         running.process.kill()
         running.process.wait(timeout=30)
+
+
+def _asgi_stream_whose_client_leaves_at(app, body: dict, leave_at: bytes) -> list[bytes]:
+    """POST body to the app as uvicorn does (ASGI 2.3: Starlette listens for the disconnect beside the
+    stream), with a client that leaves as soon as a sent chunk holds leave_at: what it was sent by then."""
+
+    async def talk() -> list[bytes]:
+        gone, sent, asked = asyncio.Event(), [], False
+
+        async def receive() -> dict:
+            nonlocal asked
+            if not asked:
+                asked = True
+                return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            sent.append(message.get("body", b""))
+            if leave_at in message.get("body", b""):
+                gone.set()
+                await asyncio.Event().wait()  # the socket is closed: this send never completes
+
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": "/v1/completions", "raw_path": b"/v1/completions",
+                 "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json")],
+                 "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8080)}  # fmt: skip
+        await app(scope, receive, send)
+        await asyncio.sleep(0.2)  # the job's done-callbacks
+        return sent
+
+    return asyncio.run(talk())
+
+
+def test_a_stream_whose_client_leaves_after_the_generation_before_done_gets_its_499_line(fake_models):
+    """A client that left after its generation had ended, before `data: [DONE]`, got no console line at all:
+    the stream never reached the line after [DONE], and the job had not been cancelled. Exactly one 499 now."""
+    from rich.console import Console
+
+    from specchat.runtime import Options, open_pipeline
+    from specchat.server import Api, ServeConfig
+
+    console = Console(record=True, width=300)
+    with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
+        api = Api(pipe, ServeConfig(mode="spec", no_log=True), console)
+        try:
+            body = {"prompt": "Hello", "max_tokens": 5, "stream": True}
+            sent = _asgi_stream_whose_client_leaves_at(api.app(), body, b'"finish_reason": "length"')
+        finally:
+            api.engine.close()
+    assert b"[DONE]" not in b"".join(sent) and b'"finish_reason": "length"' in sent[-1]  # left just before it
+    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    assert len(lines) == 1 and re.match(r"POST /v1/completions 499  5 tokens, .*, max_tokens$", lines[0]), lines
