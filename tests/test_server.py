@@ -43,9 +43,9 @@ def child_env(folder: Path) -> dict:
 class Server:
     """A `specchat serve` child process; its console (stderr) goes to a file the tests can read."""
 
-    def __init__(self, folder: Path, *args: str, eval_sleep: float = 0.002, **target_extra) -> None:
+    def __init__(self, folder: Path, *args: str, eval_sleep: float = 0.002, env=None, **target_extra) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.folder, self.env = folder, child_env(folder)
+        self.folder, self.env = folder, child_env(folder) | (env or {})
         self.target, self.draft = fake_backend.write_pair(folder / "files", eval_sleep=eval_sleep, **target_extra)
         self.files = ["--target", str(self.target), "--draft", str(self.draft)]
         self.log = folder / "console.txt"
@@ -87,7 +87,10 @@ def server(tmp_path_factory):
 def guarded(tmp_path_factory):
     """A server that needs a key and queues nothing behind the running request (slower: a long reply
     is surely still running when the next request comes)."""
-    running = Server(tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", "--no-log", eval_sleep=0.03)
+    running = Server(
+        tmp_path_factory.mktemp("guarded"), "--api-key", KEY, "--queue", "0", "--no-log",
+        "--allow-origin", "https://chat.example.com", eval_sleep=0.03,
+    )  # fmt: skip
     yield running
     running.stop()
 
@@ -660,3 +663,103 @@ def test_a_stream_whose_client_leaves_after_the_generation_before_done_gets_its_
     assert b"[DONE]" not in b"".join(sent) and b'"finish_reason": "length"' in sent[-1]  # left just before it
     lines = [line for line in console.export_text().splitlines() if line.strip()]
     assert len(lines) == 1 and re.match(r"POST /v1/completions 499  5 tokens, .*, max_tokens$", lines[0]), lines
+
+
+def preflight(server: Server, origin: str, path: str = "/v1/chat/completions") -> httpx.Response:
+    """What a browser asks before a page from origin may POST JSON with a key (no key on the preflight)."""
+    headers = {"Origin": origin, "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization, content-type"}  # fmt: skip
+    return httpx.options(f"{server.url}{path}", headers=headers)
+
+
+def test_pages_on_this_machine_may_call_the_server_and_others_may_not(server):
+    """A chat web UI from another origin could not call the server at all: no CORS headers, and the preflight
+    was a 405. Pages on this machine (localhost, 127.0.0.1, [::1], any port, http or https) may now."""
+    for origin in ("http://localhost:3000", "http://127.0.0.1:5173", "https://localhost", "http://[::1]:8000"):
+        allowed = preflight(server, origin)
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == origin, origin
+        assert "POST" in allowed.headers["access-control-allow-methods"]
+        assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    for origin in ("https://evil.example", "http://localhost.evil.example:3000", "http://127.0.0.1.evil.example"):
+        refused = preflight(server, origin)
+        assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers, origin
+    server.wait_for(r"OPTIONS /v1/chat/completions 400 .*https://evil\.example.*--allow-origin")
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    answered = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers={"Origin": "http://localhost:3000"})
+    assert answered.status_code == 200 and answered.headers["access-control-allow-origin"] == "http://localhost:3000"
+    foreign = httpx.get(f"{server.url}/v1/models", headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 200 and "access-control-allow-origin" not in foreign.headers  # the browser hides it
+
+
+def test_allow_origin_lets_that_page_call_the_server_and_the_key_is_still_needed(guarded):
+    """The preflight needs no key (browsers send none with it); the request itself still does."""
+    origin = "https://chat.example.com"
+    allowed = preflight(guarded, origin)
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == origin
+    assert preflight(guarded, "https://other.example.com").status_code == 400
+    assert preflight(guarded, "http://localhost:3000").status_code == 200  # this machine's pages still may
+    refused = httpx.get(f"{guarded.url}/v1/models", headers={"Origin": origin})
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == origin  # readable
+    headers = {"Origin": origin, "Authorization": f"Bearer {KEY}"}
+    answered = httpx.get(f"{guarded.url}/v1/models", headers=headers)
+    assert answered.status_code == 200 and answered.headers["access-control-allow-origin"] == origin
+
+
+def test_any_origin_from_the_environment(tmp_path):
+    running = Server(tmp_path, "--no-log", env={"SPECCHAT_ALLOW_ORIGINS": "https://one.example, *"})
+    try:
+        for origin in ("https://evil.example", "http://localhost:3000"):
+            allowed = preflight(running, origin)
+            assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] in (origin, "*")
+        body = {"prompt": "Hi", "max_tokens": 4, "stream": True}
+        with httpx.stream(
+            "POST", f"{running.url}/v1/completions", json=body, headers={"Origin": "https://x.example"}
+        ) as streamed:
+            assert streamed.headers["access-control-allow-origin"] == "*"
+            assert [line for line in streamed.iter_lines() if line][-1] == "data: [DONE]"
+    finally:
+        running.stop()
+
+
+def test_allow_origin_is_read_as_a_browser_sends_origins():
+    """Several in one value (comma-separated, as SPECCHAT_ALLOW_ORIGINS has them), in the case and without the
+    default port that a browser's Origin header has; else never matched."""
+    from specchat.server import parse_origins
+
+    given = ["https://Chat.Example.com:443, http://10.0.0.5:3000", "*", "http://[::1]:80", "chrome-extension://abc"]
+    assert parse_origins(given) == (
+        "https://chat.example.com", "http://10.0.0.5:3000", "*", "http://[::1]", "chrome-extension://abc"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "origin", ["localhost:3000", "chat.example.com", "https://chat.example.com/", "https://chat.example.com/ui", "null",
+               "https://chat.example.com?x=1", "https://user@chat.example.com", "https://chat.example.com:99999",
+               "http://[::1"]
+)  # fmt: skip
+def test_an_origin_that_is_not_one_is_a_usage_error(origin):
+    """A page's address, or a host without its scheme, was never going to match a browser's Origin header."""
+    result = CliRunner().invoke(app, ["serve", "--allow-origin", origin, "--port", "0"])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and f"--allow-origin {origin}" in lines[0], result.output
+    assert "hint:" in lines[0] and "https://chat.example.com" in lines[0].partition("hint:")[2]
+    result = CliRunner().invoke(app, ["serve", "--port", "0"], env={"SPECCHAT_ALLOW_ORIGINS": origin})
+    assert result.exit_code == 2 and "SPECCHAT_ALLOW_ORIGINS" in result.stderr
+
+
+def test_the_app_starts_and_stops_with_its_lifespan(fake_models):
+    """The lifespan (which waits for the log's writes and closes the engine at shutdown) goes through the
+    middleware too; uvicorn takes a lifespan that fails for one it does not support, in silence."""
+    from rich.console import Console
+    from starlette.testclient import TestClient
+
+    from specchat.runtime import Options, open_pipeline
+    from specchat.server import Api, ServeConfig
+
+    with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
+        api = Api(pipe, ServeConfig(mode="spec", no_log=True), Console(record=True))
+        closed = []
+        api.engine.close = lambda close=api.engine.close: closed.append(close())
+        with TestClient(api.app()) as client:
+            assert client.get("/health").json()["status"] == "ok"
+        assert closed

@@ -174,6 +174,11 @@ def given(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
 
 
+def from_env(ctx: typer.Context, name: str) -> bool:
+    """The option's value came from its environment variable (an error then names the variable)."""
+    return getattr(ctx.get_parameter_source(name), "name", "") == "ENVIRONMENT"
+
+
 def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **given):
     """runtime.Options from the shared options; --debug from the root."""
     from ..runtime import Options

@@ -22,6 +22,7 @@ from .app import (
     Target,
     Threads,
     app,
+    from_env,
     given,
     load_pipeline,
     make_options,
@@ -176,6 +177,12 @@ def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
     return [f"{options} {verb} not used: temperature 0 is greedy (the target's likeliest token); --temperature samples"]
 
 
+ALLOW_ORIGIN_HELP = (
+    "Let web pages from this origin call the API (repeatable; * for any; or SPECCHAT_ALLOW_ORIGINS=a,b). "
+    "Pages on this machine (localhost, 127.0.0.1, [::1]) always may."
+)
+
+
 @app.command(
     epilog="Examples:\n\n  specchat serve\n\n  specchat serve --pair qwen2.5-coder-7b --mode spec --port 8081\n\n"
     "  specchat serve --host 0.0.0.0 --api-key $(openssl rand -hex 16)"
@@ -198,21 +205,28 @@ def serve(
     draft_gpu_layers: DraftGpuLayers = -1,
     no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
     no_history: Annotated[bool, Opt("--no-history", help=NO_HISTORY_HELP)] = False,
+    allow_origin: Annotated[
+        list[str] | None, Opt(metavar="ORIGIN", envvar="SPECCHAT_ALLOW_ORIGINS", help=ALLOW_ORIGIN_HELP)
+    ] = None,
 ) -> None:
     """Serve the models over an OpenAI-compatible HTTP API (chat completions, completions, models).
 
     The models load once; requests run one at a time, queued. Responses carry llama-server's
     `timings` and a `speculative` object (acceptance, rounds by source). See docs/serve.md.
     """
-    from ..server import ServeConfig, check_host, listen
+    from ..server import ServeConfig, check_host, listen, parse_origins
     from ..server import serve as run_server
 
-    check_host(host, api_key)  # both before minutes of loading
+    check_host(host, api_key)  # all three before minutes of loading
+    given_as = "SPECCHAT_ALLOW_ORIGINS:" if from_env(ctx, "allow_origin") else "--allow-origin"
+    origins = parse_origins(allow_origin or [], given_as)
     sock = listen(host, port)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers, history=not no_history,
     )  # fmt: skip
-    config = ServeConfig(host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log)
+    config = ServeConfig(
+        host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log, allow_origins=origins
+    )
     with sock, load_pipeline(options) as pipeline:
         run_server(pipeline, config, stderr_console(), sock)
