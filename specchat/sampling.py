@@ -39,8 +39,9 @@ class SamplingParams:
 
     def seeded(self) -> SamplingParams:
         """These settings with a seed that can be recorded: the one given, or (none, or a negative one:
-        llama.cpp's -1, "random") one drawn now, so that a sampled reply is repeated by --seed with it."""
-        if self.seed is not None and self.seed >= 0:
+        llama.cpp's -1, "random") one drawn now, so that a sampled reply is repeated by --seed with it.
+        Greedy decoding draws nothing: no seed changes it, and a recorded one would suggest otherwise."""
+        if self.greedy or (self.seed is not None and self.seed >= 0):
             return self
         return replace(self, seed=secrets.randbits(32))
 

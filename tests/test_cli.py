@@ -390,6 +390,8 @@ def test_a_random_seed_is_recorded_and_repeats_the_reply(files, seed):
     assert again["text"] == first["text"] and again["settings"]["seed"] == drawn
     logged = json.loads(invoke("logs", "--json", "-n", "3").stdout)
     assert [row["settings"]["seed"] for row in logged] == [drawn, other["settings"]["seed"], drawn]
+    greedy = run_json(*files, "--mode", "spec", "--json", "-n", "8", *seed, "Hello.")
+    assert greedy["settings"]["seed"] in (None, -1)  # nothing drawn where no seed changes anything
 
 
 def test_no_template_sends_plain_text(files):

@@ -57,7 +57,7 @@ def run(
     top_k: Annotated[int, Opt(min=0, help="Keep the k most likely tokens (0 = off).")] = 40,
     top_p: Annotated[float, Opt(min=0.0, max=1.0, help="Nucleus sampling mass (1 = off).")] = 0.95,
     min_p: Annotated[float, Opt(min=0.0, max=1.0, help="Drop tokens below min_p x the top probability.")] = 0.05,
-    seed: Annotated[int | None, Opt(help="Random seed for sampling (default: one drawn per reply, in --json).")] = None,
+    seed: Annotated[int | None, Opt(help="Sampling seed (default: one drawn per sampled reply, in --json).")] = None,
     max_tokens: ReplyTokens = 0,
     system: Annotated[str | None, Opt(help="System prompt.", callback=utf8_text)] = None,
     no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
