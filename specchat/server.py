@@ -15,22 +15,18 @@ import functools
 import hmac
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import uvicorn
 from rich.console import Console
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from . import modes, openai_api
+from . import cors, modes, openai_api
 from .errors import ContextFullError, SpecchatError, UsageError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -42,13 +38,6 @@ BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default
 GRACEFUL_S = 5  # on Ctrl-C uvicorn waits this long for running requests, then cancels them (a traceback each)
 STOP_AFTER_S = 4  # ...so requests still running by then are stopped at the next round, and end by themselves
 CLIENT_CLOSED = 499  # the console's status for a request whose client left before its reply was out (as nginx logs it)
-LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # web pages on this machine, any port: allowed
-# What a page may send: the key and JSON, and the headers the official JavaScript client adds (as Ollama allows).
-CORS_HEADERS = ["Authorization", "Content-Type"] + [
-    f"X-Stainless-{name}"
-    for name in ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Retry-Count", "Timeout")
-]
-ORIGIN_HINT = "an origin is scheme://host[:port] as a browser sends it, no path: https://chat.example.com; * for any"
 
 
 @dataclass(frozen=True)
@@ -75,29 +64,6 @@ def check_host(host: str, api_key: str | None) -> None:
         f"--host {host} would accept requests from other machines without a key",
         hint="add --api-key KEY (clients send Authorization: Bearer KEY), or keep the default 127.0.0.1",
     )
-
-
-def parse_origins(values: Iterable[str], given_as: str = "--allow-origin") -> tuple[str, ...]:
-    """--allow-origin's values (each may hold several, comma-separated, as SPECCHAT_ALLOW_ORIGINS does) as a
-    browser's Origin header has them: lower case, no default port; else they would never match."""
-    return tuple(_origin(part.strip(), given_as) for value in values for part in value.split(",") if part.strip())
-
-
-def _origin(text: str, given_as: str) -> str:
-    if text == "*":
-        return text
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:  # an unclosed [IPv6 address, a port that is no number or beyond 65535
-        parts = port = None
-    if parts is None or "://" not in text or not parts.hostname or any(
-        (parts.path, parts.query, parts.fragment, parts.username, parts.password)
-    ):  # fmt: skip
-        raise UsageError(f"{given_as} {text} is not an origin", hint=ORIGIN_HINT)
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
 
 
 def _is_loopback(host: str) -> bool:
@@ -139,13 +105,9 @@ class Api:
             Route("/v1/models/{model:path}", self._wrap(self.model_info), methods=["GET"]),
             Route("/health", self._wrap(self.health, auth=False), methods=["GET"]),
         ]
-        cors = Middleware(
-            _Cors, log=self._log, allow_origins=self.config.allow_origins, allow_origin_regex=LOCAL_ORIGINS,
-            allow_methods=["GET", "POST", "OPTIONS"], allow_headers=CORS_HEADERS, allow_private_network=True,
-        )  # fmt: skip
         return Starlette(
             routes=routes,
-            middleware=[cors],
+            middleware=[cors.middleware(self.config.allow_origins, self._log)],
             lifespan=self._lifespan,
             exception_handlers={HTTPException: self._http_error},
         )
@@ -386,30 +348,6 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass  # the body was read already: the next message is the disconnect
     job.cancel()
-
-
-class _Cors(CORSMiddleware):
-    """Starlette's CORS, with a console line for each preflight: it never reaches the routes (nor needs the
-    key, which browsers do not send with it), and a refused one is why a web page cannot call the server."""
-
-    def __init__(self, app, log: Callable[..., None], **options) -> None:
-        super().__init__(app, **options)
-        self.log = log
-
-    async def __call__(self, scope, receive, send) -> None:
-        headers = Headers(scope=scope) if scope["type"] == "http" else Headers()  # lifespan comes through too
-        origin = headers.get("origin")
-        if scope.get("method") != "OPTIONS" or origin is None or "access-control-request-method" not in headers:
-            await super().__call__(scope, receive, send)
-            return
-        response = self.preflight_response(request_headers=headers)
-        note = f"preflight from {origin}"
-        if response.status_code != 200:
-            note = f"{note}: {bytes(response.body).decode()}"
-            if not self.is_allowed_origin(origin):
-                note += f" (`specchat serve --allow-origin {origin}` allows it)"
-        self.log(Request(scope), response.status_code, note=note)
-        await response(scope, receive, send)
 
 
 class _Once:

@@ -688,7 +688,24 @@ def test_pages_on_this_machine_may_call_the_server_and_others_may_not(server):
     answered = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers={"Origin": "http://localhost:3000"})
     assert answered.status_code == 200 and answered.headers["access-control-allow-origin"] == "http://localhost:3000"
     foreign = httpx.get(f"{server.url}/v1/models", headers={"Origin": "https://evil.example"})
-    assert foreign.status_code == 200 and "access-control-allow-origin" not in foreign.headers  # the browser hides it
+    assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+    assert foreign.json()["error"]["code"] == "origin_not_allowed"
+
+
+def test_a_page_from_another_origin_cannot_start_a_generation_without_a_preflight(server):
+    """A "simple" POST (text/plain: no preflight) from any web page reached the route, which reads JSON
+    whatever the content type, and generated: the page could not read the answer, but it could keep the
+    machine busy. Requests a browser sends from an origin that is not allowed are refused before that;
+    curl and the SDKs send no Origin and are not affected."""
+    body = json.dumps({"prompt": "Hi", "max_tokens": 4})
+    simple = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
+    generated = server.console().count(" tokens, ")
+    refused = httpx.post(f"{server.url}/v1/completions", content=body, headers=simple)
+    assert refused.status_code == 403 and "access-control-allow-origin" not in refused.headers
+    server.wait_for(r"POST /v1/completions 403  requests from web pages at https://evil\.example .*--allow-origin")
+    assert server.console().count(" tokens, ") == generated  # no generation was started
+    plain = httpx.post(f"{server.url}/v1/completions", content=body, headers={"Content-Type": "text/plain"})
+    assert plain.status_code == 200  # no Origin: not a browser's page
 
 
 def test_allow_origin_lets_that_page_call_the_server_and_the_key_is_still_needed(guarded):
@@ -724,7 +741,7 @@ def test_any_origin_from_the_environment(tmp_path):
 def test_allow_origin_is_read_as_a_browser_sends_origins():
     """Several in one value (comma-separated, as SPECCHAT_ALLOW_ORIGINS has them), in the case and without the
     default port that a browser's Origin header has; else never matched."""
-    from specchat.server import parse_origins
+    from specchat.cors import parse_origins
 
     given = ["https://Chat.Example.com:443, http://10.0.0.5:3000", "*", "http://[::1]:80", "chrome-extension://abc"]
     assert parse_origins(given) == (

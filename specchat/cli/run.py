@@ -214,7 +214,8 @@ def serve(
     The models load once; requests run one at a time, queued. Responses carry llama-server's
     `timings` and a `speculative` object (acceptance, rounds by source). See docs/serve.md.
     """
-    from ..server import ServeConfig, check_host, listen, parse_origins
+    from ..cors import parse_origins
+    from ..server import ServeConfig, check_host, listen
     from ..server import serve as run_server
 
     check_host(host, api_key)  # all three before minutes of loading

@@ -1,0 +1,90 @@
+"""Which web pages may call `specchat serve` (CORS): pages on this machine, and the origins given with
+--allow-origin / SPECCHAT_ALLOW_ORIGINS. Starlette's CORSMiddleware answers the browsers' preflights; on
+top of it, a request that a browser sent from any other origin is refused before it reaches a route. A
+"simple" cross-origin POST (text/plain, no preflight) would otherwise start a generation whose answer
+the page cannot read, and a page that rebinds its own name to 127.0.0.1 sends its own origin too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from .errors import UsageError
+
+LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # web pages on this machine, any port: allowed
+# What a page may send: the key and JSON, and the headers the official JavaScript client adds (as Ollama allows).
+CORS_HEADERS = ["Authorization", "Content-Type"] + [
+    f"X-Stainless-{name}"
+    for name in ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Retry-Count", "Timeout")
+]
+ORIGIN_HINT = "an origin is scheme://host[:port] as a browser sends it, no path: https://chat.example.com; * for any"
+
+
+def parse_origins(values: Iterable[str], given_as: str = "--allow-origin") -> tuple[str, ...]:
+    """--allow-origin's values (each may hold several, comma-separated, as SPECCHAT_ALLOW_ORIGINS does) as a
+    browser's Origin header has them: lower case, no default port; else they would never match."""
+    return tuple(_origin(part.strip(), given_as) for value in values for part in value.split(",") if part.strip())
+
+
+def _origin(text: str, given_as: str) -> str:
+    if text == "*":
+        return text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:  # an unclosed [IPv6 address, a port that is no number or beyond 65535
+        parts = port = None
+    if parts is None or "://" not in text or not parts.hostname or any(
+        (parts.path, parts.query, parts.fragment, parts.username, parts.password)
+    ):  # fmt: skip
+        raise UsageError(f"{given_as} {text} is not an origin", hint=ORIGIN_HINT)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
+def middleware(allow_origins: tuple[str, ...], log: Callable[..., None]) -> Middleware:
+    return Middleware(
+        _Cors, log=log, allow_origins=allow_origins, allow_origin_regex=LOCAL_ORIGINS,
+        allow_methods=["GET", "POST", "OPTIONS"], allow_headers=CORS_HEADERS, allow_private_network=True,
+    )  # fmt: skip
+
+
+class _Cors(CORSMiddleware):
+    """Starlette's CORS, with a console line for each preflight (it never reaches the routes, nor needs the
+    key, which browsers do not send with it: a refused one is why a web page cannot call the server), and
+    a refusal for requests from origins that are not allowed."""
+
+    def __init__(self, app, log: Callable[..., None], **options) -> None:
+        super().__init__(app, **options)
+        self.log = log
+
+    async def __call__(self, scope, receive, send) -> None:
+        headers = Headers(scope=scope) if scope["type"] == "http" else Headers()  # lifespan comes through too
+        origin = headers.get("origin")
+        if origin is None:  # not sent by a browser's page (curl, the SDKs): CORS has nothing to say
+            await super().__call__(scope, receive, send)
+            return
+        allowed = self.is_allowed_origin(origin)
+        unlock = f" (`specchat serve --allow-origin {origin}` allows it)"
+        if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
+            response = self.preflight_response(request_headers=headers)
+            note = f"preflight from {origin}"
+            if response.status_code != 200:
+                note = f"{note}: {bytes(response.body).decode()}" + ("" if allowed else unlock)
+        elif allowed:
+            await super().__call__(scope, receive, send)
+            return
+        else:
+            message = f"requests from web pages at {origin} are not allowed"
+            error = {"message": message, "type": "invalid_request_error", "code": "origin_not_allowed"}
+            response, note = JSONResponse({"error": error}, status_code=403), message + unlock
+        self.log(Request(scope), response.status_code, note=note)
+        await response(scope, receive, send)
