@@ -19,11 +19,14 @@ from starlette.responses import JSONResponse
 from .errors import UsageError
 
 LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # web pages on this machine, any port: allowed
-# What a page may send: the key and JSON, and the headers the official JavaScript client adds (as Ollama allows).
-CORS_HEADERS = ["Authorization", "Content-Type"] + [
+# What a page may send: the key and JSON, and the headers the official JavaScript client adds (as Ollama allows):
+# its User-Agent (in the preflight where a browser lets a page set it: Firefox) and, from .stream(), Helper-Method.
+CORS_HEADERS = ["Authorization", "Content-Type", "User-Agent"] + [
     f"X-Stainless-{name}"
-    for name in ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Retry-Count", "Timeout")
-]
+    for name in (
+        "Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Retry-Count", "Timeout", "Helper-Method"
+    )
+]  # fmt: skip
 ORIGIN_HINT = "an origin is scheme://host[:port] as a browser sends it, no path: https://chat.example.com; * for any"
 
 

@@ -708,6 +708,17 @@ def test_a_page_from_another_origin_cannot_start_a_generation_without_a_prefligh
     assert plain.status_code == 200  # no Origin: not a browser's page
 
 
+def test_the_javascript_clients_stream_helper_may_call_the_server(server):
+    """openai-node's `chat.completions.stream()` adds X-Stainless-Helper-Method, and its User-Agent is in the
+    preflight where the browser lets a page set it (Firefox): both were refused, so the page could not call."""
+    headers = {"Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization,content-type,user-agent,x-stainless-arch,"
+               "x-stainless-helper-method,x-stainless-lang,x-stainless-retry-count,x-stainless-timeout"}  # fmt: skip
+    allowed = httpx.options(f"{server.url}/v1/chat/completions", headers=headers)
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.headers["access-control-allow-origin"] == "http://localhost:5173"
+
+
 def test_allow_origin_lets_that_page_call_the_server_and_the_key_is_still_needed(guarded):
     """The preflight needs no key (browsers send none with it); the request itself still does."""
     origin = "https://chat.example.com"
