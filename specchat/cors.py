@@ -76,7 +76,7 @@ class _Cors(CORSMiddleware):
             await super().__call__(scope, receive, send)
             return
         allowed = self.is_allowed_origin(origin)
-        unlock = f" (`specchat serve --allow-origin {origin}` allows it)"
+        unlock = _unlock(origin)
         if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
             response = self.preflight_response(request_headers=headers)
             note = f"preflight from {origin}"
@@ -91,3 +91,14 @@ class _Cors(CORSMiddleware):
             response, note = JSONResponse({"error": error}, status_code=403), message + unlock
         self.log(Request(scope), response.status_code, note=note)
         await response(scope, receive, send)
+
+
+def _unlock(origin: str) -> str:
+    """What would let the page in, for the console: the --allow-origin that would match it, where one would."""
+    if origin == "null":
+        return " (a page opened from a file or in a sandboxed frame: serve it from http://localhost instead)"
+    try:
+        matches = parse_origins([origin]) == (origin,)
+    except UsageError:
+        matches = False
+    return f" (`specchat serve --allow-origin {origin}` allows it)" if matches else ""

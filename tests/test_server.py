@@ -719,6 +719,18 @@ def test_the_javascript_clients_stream_helper_may_call_the_server(server):
     assert allowed.headers["access-control-allow-origin"] == "http://localhost:5173"
 
 
+def test_a_refused_origin_is_told_an_allow_origin_only_where_one_would_allow_it(server):
+    """A page opened from a file (or a sandboxed frame) sends Origin: null; the 403's line said
+    `--allow-origin null` allows it, which serve refuses as a usage error. An origin --allow-origin would
+    write otherwise (case, a default port) was suggested too, and would never have matched."""
+    for origin in ("null", "https://Upper.example", "https://chat.example.com:443"):  # the last two: not a browser
+        refused = httpx.get(f"{server.url}/v1/models", headers={"Origin": origin})
+        assert refused.status_code == 403
+        line = server.wait_for(rf"GET /v1/models 403 .*{re.escape(origin)}.*").group(0)
+        assert "--allow-origin" not in line, line  # it would not: null is a usage error, the others never match
+    assert "from a file" in server.wait_for(r"GET /v1/models 403 .* null .*").group(0)
+
+
 def test_allow_origin_lets_that_page_call_the_server_and_the_key_is_still_needed(guarded):
     """The preflight needs no key (browsers send none with it); the request itself still does."""
     origin = "https://chat.example.com"
