@@ -255,10 +255,11 @@ def test_threads_given_way_mid_reply_change_no_token(pipeline, prompts, referenc
     from specchat.cpuload import ThreadGovernor, usable_cpus
 
     engines = [e for e in (pipeline.target, pipeline.draft) if e is not None]
-    assert all(e._governor is not None and e.threads == usable_cpus() for e in engines)  # the default: governed
+    assert all(e._governor is not None and e.max_threads == usable_cpus() for e in engines)  # the default: governed
     monkeypatch.setattr("specchat.cpuload.WINDOW_S", 0.0)
-    for engine in engines:  # others use every CPU, all the time
-        busy = ThreadGovernor(engine.threads, counters=lambda: (time.monotonic() * 64, 0.0))
+    for engine in engines:  # others use every CPU, all the time (from the second call on)
+        engine.use_threads(engine.max_threads)  # a busy CI box may have made earlier tests' replies give way
+        busy = ThreadGovernor(engine.max_threads, counters=lambda: (time.monotonic() * 64, 0.0))
         monkeypatch.setattr(engine, "_governor", busy)
     for name in ("code-reverse", "prose-story"):
         for mode, k in (("target", 0), ("spec", 4), ("ngram", 8)):

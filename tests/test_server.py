@@ -542,7 +542,9 @@ def test_shutdown_mid_reply_ends_every_request_with_an_error_and_no_traceback(tm
             target=lambda: results.append(httpx.post(f"{running.url}/v1/completions", json=plain, timeout=60))
         )
         waiting.start()
-        time.sleep(0.2)  # queued behind the stream
+        deadline = time.monotonic() + 30  # queued behind the stream (a fixed sleep was too short on a busy CI box)
+        while httpx.get(f"{running.url}/health").json()["busy"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         running.process.terminate()
         last = [line for line in lines if line][-1]
         waiting.join(30)
