@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .errors import UsageError
+from .openai_api import ApiError
 
 LOCAL_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"  # web pages on this machine, any port: allowed
 # What a page may send: the key and JSON, and the headers the official JavaScript client adds (as Ollama allows):
@@ -86,9 +87,8 @@ class _Cors(CORSMiddleware):
             await super().__call__(scope, receive, send)
             return
         else:
-            message = f"requests from web pages at {origin} are not allowed"
-            error = {"message": message, "type": "invalid_request_error", "code": "origin_not_allowed"}
-            response, note = JSONResponse({"error": error}, status_code=403), message + unlock
+            refused = ApiError(403, f"requests from web pages at {origin} are not allowed", code="origin_not_allowed")
+            response, note = JSONResponse(refused.body(), status_code=refused.status), refused.message + unlock
         self.log(Request(scope), response.status_code, note=note)
         await response(scope, receive, send)
 
