@@ -77,18 +77,17 @@ class _Cors(CORSMiddleware):
             await super().__call__(scope, receive, send)
             return
         allowed = self.is_allowed_origin(origin)
-        unlock = _unlock(origin)
         if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
             response = self.preflight_response(request_headers=headers)
             note = f"preflight from {origin}"
             if response.status_code != 200:
-                note = f"{note}: {bytes(response.body).decode()}" + ("" if allowed else unlock)
+                note = f"{note}: {bytes(response.body).decode()}" + ("" if allowed else _unlock(origin))
         elif allowed:
             await super().__call__(scope, receive, send)
             return
         else:
             refused = ApiError(403, f"requests from web pages at {origin} are not allowed", code="origin_not_allowed")
-            response, note = JSONResponse(refused.body(), status_code=refused.status), refused.message + unlock
+            response, note = JSONResponse(refused.body(), status_code=refused.status), refused.message + _unlock(origin)
         self.log(Request(scope), response.status_code, note=note)
         await response(scope, receive, send)
 

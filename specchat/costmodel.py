@@ -26,9 +26,9 @@ EMA = 0.1  # weight of one new timing in the online scale
 LOOKUP_STEP = 5e-4  # a lookup-drafted token in target steps (a dictionary lookup next to a forward pass)
 DRIFT = 1.25  # the step time moved by more than this factor: the saved calibration is stale
 DRIFT_ROUNDS = 32  # ... judged over at least this many rounds
-# ... by the median of the latest this many: a shared VM runs whole spells of a dozen rounds 30-50% slow (and
-# some as fast), which a running average would read as drift, marking nearly every bench or chat session's
-# calibration stale, so that the next start spent seconds measuring the same costs again.
+# ... by the median of the latest this many: a running average (about ten rounds of memory) read a short
+# spell of slow rounds on a shared VM as drift, and the next start spent seconds measuring again. A slowdown
+# that lasts minutes still counts (docs/bench.md, 2026-12-03).
 DRIFT_WINDOW = 64
 # ... at most this far into the text: beyond, a step is slower because attention reads a longer cache
 # (on the Zen 4 a single step took 1.37x the calibrated one at 2,935 tokens, 1.03-1.12x at 290-450), which
