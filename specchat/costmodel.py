@@ -101,17 +101,33 @@ class Costs:
         expected = expected_tokens(rates)
         return [expected[k] / ((fixed + k * step_cost) * (k > 0) + self.v(k + 1)) for k in range(len(expected))]
 
-    def best_length(self, rates: Sequence[float], step_cost: float, fixed: float = 0.0) -> tuple[int, float]:
+    def best_length(
+        self, rates: Sequence[float], step_cost: float, fixed: float = 0.0, cautious: Sequence[float] | None = None
+    ) -> tuple[int, float]:
         """(k, S(k)) maximising the speedup over measured batch sizes; k = 0 (S = 1) always a candidate.
 
         Interpolated sizes are never chosen: batch costs are not smooth in n (on a CPU a batch that fills
         the kernel's tile can cost less than a smaller one), so an interpolated cost could pick a size
-        that is dearer than its neighbours."""
+        that is dearer than its neighbours.
+
+        With `cautious` rates (per position, at most `rates`) the best length must pay under those too.
+        Where it does not, the length that pays most under the cautious rates is taken instead, with
+        that cautious speedup (a fallback is judged cautiously throughout): on the Zen 4 a copy's 15
+        tokens pay only on the plain estimate while its 3 pay for sure, and the 3 are worth drafting."""
         best = (0, 1.0)
         for k, speed in enumerate(self.speedup(rates, step_cost, fixed)):
             if k and self.measured(k + 1) and speed > best[1]:
                 best = (k, speed)
-        return best
+        if cautious is None or not best[0]:
+            return best
+        floor = self.speedup(cautious, step_cost, fixed)
+        if floor[best[0]] > 1.0:
+            return best
+        fallback = (0, 1.0)
+        for k, speed in enumerate(floor):
+            if k and self.measured(k + 1) and speed > fallback[1]:
+                fallback = (k, speed)
+        return fallback
 
     def ceiling(self, step_cost: float) -> tuple[int, float]:
         """(batch, speedup) if every guess held: the most drafting can give on this machine, over the

@@ -209,6 +209,28 @@ def test_auto_drafts_only_where_the_cautious_estimate_promises_a_gain_too():
     assert AutoDrafter(GPU.costs(), [FixedOffer(sure)]).choose([1, 2, 3], 8).source == "ngram"
 
 
+# A 2-core Zen 4 as measured on 2026-12-03 (benchmarks/measure_regime.py): from 8 rows on llama.cpp's
+# tiled kernel makes a batch cost nearly as much as 16, so the curve is lumpy, not convex.
+ZEN4 = Machine(
+    {1: 1, 2: 1.79, 3: 2.69, 4: 3.03, 5: 3.65, 6: 4.45, 8: 7.06, 12: 8.77, 16: 9.66, 24: 13.6, 32: 13.5}, 0.62
+)
+
+
+def test_auto_takes_the_best_length_that_pays_for_sure_when_the_best_one_only_might():
+    """A copy that has held 13 tokens: the plain estimate ranks 15 more tokens first (1.33x), but that
+    batch of 16 pays only if the copy is as good as the mean says, while 3 tokens pay even on the
+    cautious estimate. auto drafts the 3, not nothing (it used to run the target alone, round after
+    round, until the match grew long enough for the 16 to be safe)."""
+    copy = Offer([0.92] * 15, [0.92] * 15, mean=[0.97] * 15)
+    costs = ZEN4.costs()
+    assert costs.best_length(copy.mean, 0.0) == (15, pytest.approx(1.33, abs=0.01))
+    assert costs.speedup(copy.rates, 0.0)[15] < 1.0 < costs.speedup(copy.rates, 0.0)[3]
+    choice = AutoDrafter(costs, [FixedOffer(copy)]).choose([1, 2, 3], 64)
+    assert (choice.source, choice.k) == ("ngram", 3)
+    # ... ranked against other drafters by what it promises for sure, not by the 16 it passed over.
+    assert choice.speedup == pytest.approx(costs.speedup(copy.rates, 0.0)[3], rel=1e-3)
+
+
 def test_auto_runs_the_target_alone_when_the_guard_needs_a_reference():
     auto = AutoDrafter(GPU.costs(), [FixedOffer(Offer([0.9] * 8, [0.9] * 8))])
     assert auto.choose([1, 2, 3], 8).source == "ngram"

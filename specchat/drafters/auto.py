@@ -179,10 +179,10 @@ class AutoDrafter:
                 continue
             fixed = self._catch_up_cost(drafter, offer.catch_up)
             candidates.append((drafter, offer, step, fixed))
-            # Ranked by the plain estimate, taken only where the cautious one promises a gain too.
-            k, speedup = self.costs.best_length(offer.mean or offer.rates, step, fixed)
-            safe = k and self.costs.speedup(offer.rates[:k], step, fixed)[k] > 1.0
-            if safe and speedup > best.speedup and self.guard.trusted(drafter.name):
+            # Ranked by the plain estimate, taken only where the cautious one promises a gain too (else the
+            # length that pays most on the cautious one, judged by that: Costs.best_length).
+            k, speedup = self.costs.best_length(offer.mean or offer.rates, step, fixed, cautious=offer.rates)
+            if k and speedup > best.speedup and self.guard.trusted(drafter.name):
                 best = Choice(
                     drafter.name, k, speedup, f"{drafter.name} pays", fixed, ahead=tuple(offer.mean or offer.rates)
                 )
