@@ -33,8 +33,15 @@ ORIGIN_HINT = "an origin is scheme://host[:port] as a browser sends it, no path:
 
 def parse_origins(values: Iterable[str], given_as: str = "--allow-origin") -> tuple[str, ...]:
     """--allow-origin's values (each may hold several, comma-separated, as SPECCHAT_ALLOW_ORIGINS does) as a
-    browser's Origin header has them: lower case, no default port; else they would never match."""
-    return tuple(_origin(part.strip(), given_as) for value in values for part in value.split(",") if part.strip())
+    browser's Origin header has them: lower case, no default port; else they would never match. A value that
+    names none (`--allow-origin "$ORIGIN"` with the variable unset) is an error, not a silent no-op."""
+    origins = []
+    for value in values:
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        if not parts:
+            raise UsageError(f"{given_as} {value!r} names no origin", hint=ORIGIN_HINT)
+        origins += [_origin(part, given_as) for part in parts]
+    return tuple(origins)
 
 
 def _origin(text: str, given_as: str) -> str:
@@ -81,7 +88,8 @@ class _Cors(CORSMiddleware):
             response = self.preflight_response(request_headers=headers)
             note = f"preflight from {origin}"
             if response.status_code != 200:
-                note = f"{note}: {bytes(response.body).decode()}" + ("" if allowed else _unlock(origin))
+                note = f"{note}: {bytes(response.body).decode()}{self._refused_headers(headers)}"
+                note += "" if allowed else _unlock(origin)
         elif allowed:
             await super().__call__(scope, receive, send)
             return
@@ -90,6 +98,12 @@ class _Cors(CORSMiddleware):
             response, note = JSONResponse(refused.body(), status_code=refused.status), refused.message + _unlock(origin)
         self.log(Request(scope), response.status_code, note=note)
         await response(scope, receive, send)
+
+    def _refused_headers(self, headers: Headers) -> str:
+        """Which of the headers a page asked to send are not allowed: Starlette's line says only "headers"."""
+        asked = headers.get("access-control-request-headers", "").split(",")
+        refused = [name.strip() for name in asked if name.strip() and name.strip().lower() not in self.allow_headers]
+        return f" ({', '.join(refused)})" if refused else ""
 
 
 def _unlock(origin: str) -> str:

@@ -600,10 +600,12 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
             target=lambda: results.append(httpx.post(f"{running.url}/v1/completions", json=body, timeout=60))
         )
         waiting.start()
-        time.sleep(0.5)  # generating
+        deadline = time.monotonic() + 30  # generating (a fixed sleep can be too short on a busy CI box)
+        while httpx.get(f"{running.url}/health").json()["busy"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         started = time.monotonic()
         running.process.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        time.sleep(0.3)  # two signals sent at once can reach Python as one
         running.process.send_signal(signal.SIGINT)
         waiting.join(30)
         assert running.process.wait(timeout=30) == 130 and time.monotonic() - started < 3  # not the 4 s grace
@@ -721,6 +723,16 @@ def test_the_javascript_clients_stream_helper_may_call_the_server(server):
     assert allowed.headers["access-control-allow-origin"] == "http://localhost:5173"
 
 
+def test_a_refused_preflight_names_the_headers_that_are_not_allowed(server):
+    """Starlette's reason reads "Disallowed CORS headers": which of the page's headers, the console did not say."""
+    headers = {"Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization, X-Custom-Trace, content-type, x-api-key"}  # fmt: skip
+    refused = httpx.options(f"{server.url}/v1/chat/completions", headers=headers)
+    assert refused.status_code == 400
+    line = server.wait_for(r"OPTIONS /v1/chat/completions 400 .*localhost:5173.*").group(0)
+    assert "Disallowed CORS headers (X-Custom-Trace, x-api-key)" in line, line
+
+
 def test_a_refused_origin_is_told_an_allow_origin_only_where_one_would_allow_it(server):
     """A page opened from a file (or a sandboxed frame) sends Origin: null; the 403's line said
     `--allow-origin null` allows it, which serve refuses as a usage error. An origin --allow-origin would
@@ -787,6 +799,16 @@ def test_an_origin_that_is_not_one_is_a_usage_error(origin):
     assert "hint:" in lines[0] and "https://chat.example.com" in lines[0].partition("hint:")[2]
     result = CliRunner().invoke(app, ["serve", "--port", "0"], env={"SPECCHAT_ALLOW_ORIGINS": origin})
     assert result.exit_code == 2 and "SPECCHAT_ALLOW_ORIGINS" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["", " ", ",", " , "])
+def test_an_allow_origin_that_names_none_is_a_usage_error(value, tmp_path):
+    """`--allow-origin "$ORIGIN"` with the variable unset added nothing, in silence: the page that was meant
+    to be allowed is then refused with a 403 that points at a flag the user believes they gave."""
+    missing = str(tmp_path / "missing.gguf")  # checked before any model: were it not, this would not serve
+    result = CliRunner().invoke(app, ["serve", "--allow-origin", value, "--port", "0", "--target", missing])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "names no origin" in lines[0], result.output
 
 
 def test_the_app_starts_and_stops_with_its_lifespan(fake_models):
