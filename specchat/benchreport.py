@@ -15,7 +15,7 @@ from rich.text import Text
 
 from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
-from .tableview import COLUMNS, bench_table, cost_table, row_cells
+from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
 from .view import note, stderr_console, stdout_console, write_stdout
 
 FORMATS = ("table", "md", "csv", "json", "jsonl")
@@ -173,7 +173,12 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
         console.print(speedup_chart(result))
     peak = peak_rss_mb()
     memory = f"peak memory {peak:.0f} MB; " if peak is not None else ""
-    console.print(f"{memory}tok/s excludes prefill; speedup = median of paired ratios", style="dim", highlight=False)
+    console.print(
+        f"{memory}tok/s excludes prefill; speedup = median of paired ratios, with its 95% interval (CI); "
+        "uncoloured where that interval holds 1.00x: this run cannot tell it from the target alone",
+        style="dim",
+        highlight=False,
+    )
 
 
 def speedup_chart(result, width: int = 40) -> Text:
@@ -190,7 +195,7 @@ def speedup_chart(result, width: int = 40) -> Text:
     for row in rows:
         filled = round(row.speedup * scale)
         chart.append(f"\n  {row.label + ' ' + row.variant:<{label_width}} ")
-        chart.append("█" * filled, style="green" if row.speedup >= 1.0 else "red")
+        chart.append("█" * filled, style=speedup_style(row) or "yellow")
         if filled < one:
             chart.append(" " * (one - filled - 1) + "│", style="dim")
         chart.append(f" {row.speedup:.2f}x")

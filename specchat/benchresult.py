@@ -3,6 +3,7 @@ turn and variant) and the whole BenchResult as the JSON report holds it. The mea
 
 from __future__ import annotations
 
+import math
 import platform
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -86,6 +87,8 @@ class Row:
     predicted_speedup: float | None  # S(k) from the acceptance rate (independent acceptances assumed)
     cost_model_speedup: float | None  # the same cost model with the MEASURED tokens per round
     turn: int | None = None  # set where a category's records have several turns: one row per turn
+    speedup_low: float | None = None  # the speedup's 95% interval (median_interval); None below 6 pairs
+    speedup_high: float | None = None
 
     @property
     def label(self) -> str:
@@ -126,6 +129,7 @@ class BenchResult:
             predicted = iid_expected(rate, k) / round_cost
             per_round = sum(s.generated for s in mine) / rounds if rounds else 1.0
             modelled = per_round / round_cost
+        low, high = median_interval(ratios) or (None, None)
         return Row(
             category,
             name,
@@ -141,6 +145,8 @@ class BenchResult:
             predicted,
             modelled,
             turn,
+            low,
+            high,
         )
 
     def speedup_series(self) -> dict[str, list[tuple[int, float]]]:
@@ -186,6 +192,8 @@ class BenchResult:
 DEFINITIONS = {
     "tokens_per_s": "generated tokens / decode time (prefill excluded), median over samples",
     "speedup": "median over (prompt, repetition) of variant tok/s / target-alone tok/s in the same repetition",
+    "speedup_low": "with speedup_high: a 95% confidence interval of that median from the order statistics of the "
+    "paired ratios (distribution-free; null below 6 pairs, where none exists)",
     "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
     "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
     "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did)",
@@ -194,6 +202,18 @@ DEFINITIONS = {
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
     "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption",
 }
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free confidence interval of the median: the j-th smallest and j-th largest value, with
+    the largest j for which fewer than j of n values fall below the median with probability at most
+    (1 - confidence) / 2 (a Binomial(n, 1/2) tail). No assumption about the noise, which on a shared VM is
+    anything but normal; None where even the whole range is not confident enough (n < 6 at 95%)."""
+    ordered, n = sorted(values), len(values)
+    j, below = 0, 0.0
+    while j < n and (below := below + math.comb(n, j) / 2**n) <= (1 - confidence) / 2:
+        j += 1
+    return (ordered[j - 1], ordered[n - j]) if j else None
 
 
 def _pooled_positions(samples: list[Sample]) -> list[float | None]:

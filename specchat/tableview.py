@@ -94,7 +94,20 @@ def models_table(rows: list[dict]) -> Table:
     return table
 
 
-COLUMNS = ["category", "variant", "n", "tok/s", "speedup", "S(k)", "S(t/r)", "accept", "acc/rnd", "draft%", "TTFT"]
+COLUMNS = [
+    "category",
+    "variant",
+    "n",
+    "tok/s",
+    "speedup",
+    "95% CI",
+    "S(k)",
+    "S(t/r)",
+    "accept",
+    "acc/rnd",
+    "draft%",
+    "TTFT",
+]
 
 
 def row_cells(row) -> list[str]:
@@ -109,6 +122,9 @@ def row_cells(row) -> list[str]:
         str(row.n),
         f"{row.tokens_per_s:.1f}",
         fmt(row.speedup, "{:.2f}x"),
+        f"{row.speedup_low:.2f}-{row.speedup_high:.2f}"
+        if row.speedup_low is not None and row.variant != "target"
+        else "-",
         fmt(row.predicted_speedup, "{:.2f}x"),
         fmt(row.cost_model_speedup, "{:.2f}x"),
         fmt(row.acceptance_rate, "{:.0%}"),
@@ -116,6 +132,16 @@ def row_cells(row) -> list[str]:
         fmt(row.draft_share, "{:.0%}"),
         f"{row.ttft_s:.2f}",
     ]
+
+
+def speedup_style(row) -> str | None:
+    """Green or red only where this run tells the variant apart from the target alone: its speedup's 95%
+    interval lies above or below 1.00x (with too few pairs for an interval, by the median alone)."""
+    if row.speedup is None or row.variant == "target":
+        return None
+    if row.speedup_low is None:
+        return "green" if row.speedup >= 1.0 else "red"
+    return "green" if row.speedup_low >= 1.0 else "red" if row.speedup_high < 1.0 else None
 
 
 def bench_table(result) -> Table:
@@ -130,8 +156,9 @@ def bench_table(result) -> Table:
     previous = None
     for row, texts in rows:
         cells = [Text(cell) for cell in texts]
-        if row.speedup is not None and row.variant != "target":
-            cells[4].stylize("green" if row.speedup >= 1.0 else "red")
+        style = speedup_style(row)
+        if style:
+            cells[4].stylize(style)
         if previous is not None and previous != row.label:
             table.add_section()
         previous = row.label

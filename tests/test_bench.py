@@ -14,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from specchat.benchreport import render, speedup_chart
-from specchat.benchresult import BenchResult, Sample
+from specchat.benchresult import BenchResult, Sample, median_interval
 from specchat.cli import app
 from specchat.costmodel import Costs, expected_tokens, iid_expected
+from specchat.tableview import speedup_style
 
 runner = CliRunner()
 
@@ -208,6 +209,40 @@ def test_prediction_from_costs():
     assert row.predicted_speedup == pytest.approx(iid_expected(0.8, 4) / (4 * 0.25 + 1.2))
     assert row.cost_model_speedup == pytest.approx(3.0 / (4 * 0.25 + 1.2))
     assert row.speedup == pytest.approx(1.5)
+
+
+def test_the_speedup_interval_is_the_medians_order_statistics():
+    """The 95% interval of a median of n paired ratios: from the j-th smallest to the j-th largest, j from the
+    Binomial(n, 1/2) tail (n = 16: the 4th and 13th; n = 100: 40th and 61st, as the published tables say);
+    none below 6 pairs, where even the whole range holds the median with less than 95% confidence."""
+    assert median_interval([float(i) for i in range(16, 0, -1)]) == (4.0, 13.0)
+    assert median_interval([float(i) for i in range(1, 101)]) == (40.0, 61.0)
+    assert median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == (1.0, 6.0)
+    assert median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None
+
+
+def _paired(ratios: list[float]) -> BenchResult:
+    result = BenchResult()
+    for rep, ratio in enumerate(ratios):
+        for variant, k, tps in (("target", 0, 20.0), ("auto", 64, 20.0 * ratio)):
+            result.samples.append(Sample("p", "code", variant, k, rep, tps, 30, 1.0, 0.1, 10, 0, 0, 0.1, 0.2, [], []))
+    return result
+
+
+def test_a_speedup_the_run_cannot_tell_from_one_is_not_coloured_as_a_win_or_a_loss():
+    """On a shared VM the target alone's own speed moves 10-20% from one reply to the next: a median of 1.03x
+    over 16 pairs spread 0.8-1.5x is not a win, and it was painted green as one."""
+    noisy = _paired([0.8, 0.85, 0.9, 0.95, 0.98, 1.0, 1.02, 1.03, 1.03, 1.05, 1.1, 1.2, 1.3, 1.4, 1.45, 1.5])
+    row = next(r for r in noisy.rows() if r.variant == "auto")
+    assert row.speedup == pytest.approx(1.03) and (row.speedup_low, row.speedup_high) == pytest.approx((0.95, 1.3))
+    assert speedup_style(row) is None
+    assert "0.95-1.30" in render(noisy, "md")
+    clear = next(r for r in _paired([1.1 + 0.01 * i for i in range(16)]).rows() if r.variant == "auto")
+    assert speedup_style(clear) == "green"
+    worse = next(r for r in _paired([0.8 + 0.01 * i for i in range(16)]).rows() if r.variant == "auto")
+    assert speedup_style(worse) == "red"
+    few = next(r for r in _paired([0.9, 1.2]).rows() if r.variant == "auto")
+    assert few.speedup_low is None and speedup_style(few) == "green"  # too few pairs: by the median, as before
 
 
 def test_text_formats_from_samples():

@@ -121,7 +121,7 @@ def test_turn_rows_in_the_text_reports(bench, tmp_path):
     result = BenchResult(samples=[Sample(**sample) for sample in data["samples"]])
     md = render(result, "md")
     assert "| revision turn 1 | k=1 |" in md and "| revision turn 2 | k=1 |" in md and "| chat | k=1 |" in md
-    assert render(result, "csv").splitlines()[0].endswith(",turn")
+    assert "turn" in render(result, "csv").splitlines()[0].split(",")
 
 
 @pytest.mark.parametrize(
