@@ -65,6 +65,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from specchat.benchresult import median_interval
 from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
 from specchat.engine import default_threads
 from specchat.paths import cache_dir
@@ -513,9 +514,11 @@ def report(samples: list[dict], args, interrupted: bool, commands: dict[str, lis
     if draftless:
         best = max(draftless, key=lambda p: statistics.median(r["tok_s"] for r in of(p)))
         ratios = paired(best, None)
+        interval = median_interval(ratios)
+        spread = f", 95% CI {interval[0]:.2f}-{interval[1]:.2f}" if interval else ""
         out.print(
             f"specchat {args.specchat_mode} / best draftless llama-server ({best}, by median tok/s): "
-            f"{statistics.median(ratios):.2f}x (median of {len(ratios)} paired ratios)",
+            f"{statistics.median(ratios):.2f}x (median of {len(ratios)} paired ratios{spread})",
             highlight=False,
         )
     if args.json:
