@@ -285,9 +285,10 @@ class Api:
             yield openai_api.sse(exc.body())
             return
         extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
-        yield openai_api.sse(
-            chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), extra)
-        )
+        # With include_usage the usage goes once, in its own chunk, as the API sends it: clients that add up
+        # the usage of every chunk (LangChain's stream_usage) counted it twice when the last one had it too.
+        last = {key: value for key, value in extra.items() if key != "usage"} if include_usage else extra
+        yield openai_api.sse(chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), last))
         if include_usage:
             yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra))
         yield openai_api.sse("[DONE]")

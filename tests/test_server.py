@@ -141,6 +141,9 @@ def test_stream_options_include_usage_adds_a_last_chunk_with_no_choices(server):
     *text_chunks, last = chunks
     assert last.choices == [] and last.usage.completion_tokens > 0
     assert text_chunks[-1].choices[0].finish_reason == "stop"
+    # The usage comes once: clients that add up every chunk's usage (LangChain) counted it twice
+    assert [c for c in chunks if c.usage is not None] == [last]
+    assert text_chunks[-1].model_extra["timings"] == last.model_extra["timings"]
     assert "".join(c.choices[0].delta.content or "" for c in text_chunks) == fake_backend.REPLY.format(prompt=PROMPT)
     assert all(c.choices for c in ask(server.client(), stream=True))
     body = {"messages": [{"role": "user", "content": "Hi"}], "stream_options": {"include_usage": True}}
