@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .engine import Engine
 from .errors import ContextFullError, SpecchatError
-from .template import RENDER_CHARS, Exhausted, bounded_render
+from .template import RENDER_CHARS, Exhausted, Refused, bounded_render
 
 REPLY_SHARE = 4  # a conversation may fill the context up to the last quarter, kept free for the reply
 MIN_REPLY = 64  # a message leaving less room than this for its reply is refused
@@ -23,6 +23,10 @@ _SENTINEL_RE = re.compile("\ue000specchat-(\\d+)\ue001")
 
 class TemplateError(SpecchatError):
     """The chat template is missing or failed to render."""
+
+
+class MessagesRefused(TemplateError):
+    """The chat template refused these messages by its own raise_exception (Gemma's "roles must alternate")."""
 
 
 @dataclass
@@ -122,6 +126,11 @@ def _render(engine: Engine, template: str, messages: list[dict]) -> str:
     limit = RENDER_CHARS + 4 * sum(len(m["content"]) for m in messages)
     try:
         return bounded_render(template, messages, special(engine.eos), special(engine.bos), limit)
+    except Refused as exc:  # the same words as any failure; a server answers it as the client's fault
+        raise MessagesRefused(
+            f"the chat template of {engine.path.name} failed to render: {exc}",
+            hint="use --no-template to send the prompt as plain text",
+        ) from None
     except Exhausted as exc:
         raise TemplateError(
             f"the chat template of {engine.path.name} {exc}",

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import cors, modes, openai_api
+from .chat import MessagesRefused
 from .errors import ContextFullError, SpecchatError, UsageError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -333,12 +334,15 @@ class Api:
 
 @contextlib.contextmanager
 def _as_api_errors() -> Iterator[None]:
-    """The library's failures of one request as error objects: a prompt longer than the context is the
-    client's (400); a template that fails or an engine error fails this request only (500)."""
+    """The library's failures of one request as error objects: a prompt longer than the context, or messages
+    the chat template refuses, are the client's (400); a template that fails or an engine error fails this
+    request only (500)."""
     try:
         yield
     except ContextFullError as exc:
         raise ApiError(400, exc.message, code="context_length_exceeded") from None
+    except MessagesRefused as exc:  # the client's messages, not a server fault (a 500 the client would retry)
+        raise ApiError(400, exc.message, code="invalid_message") from None
     except SpecchatError as exc:
         raise ApiError(500, exc.message, "server_error", "generation_failed") from None
 

@@ -28,7 +28,7 @@ def bounded_render(template: str, messages: list[dict], eos: str, bos: str, limi
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     def raise_exception(message: str):
-        raise ValueError(message)
+        raise Refused(message)
 
     env = _BoundedEnvironment(limit, RENDER_SECONDS)
     variables = {
@@ -57,6 +57,11 @@ RENDER_CHARS = 1_000_000  # far above any real prompt's template text
 MAX_INT_BITS = 100_000  # bigger numbers only come from loops of multiplications, each slower than the last
 MAX_JSON_INDENT = 64
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+class Refused(ValueError):
+    """The template's own raise_exception(): it refuses these messages (a system role, turns that do not
+    alternate), which is the messages' fault, not the template's."""
 
 
 class Exhausted(Exception):

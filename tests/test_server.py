@@ -386,6 +386,24 @@ def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, strea
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+def test_messages_the_chat_template_refuses_are_a_400_not_a_500(tmp_path):
+    """A template's own raise_exception (Gemma's "roles must alternate", "System role not supported") refuses
+    the client's messages: that was a 500 generation_failed, which the official client retried twice."""
+    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    running = Server(tmp_path, "--no-log", template=refusing + fake_backend.TEMPLATE)
+    try:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as refused:
+                running.client().chat.completions.create(
+                    model="target.fake.gguf", stream=stream,
+                    messages=[{"role": "system", "content": "Be brief"}, {"role": "user", "content": PROMPT}],
+                )  # fmt: skip
+            assert refused.value.code == "invalid_message" and "System role not supported" in refused.value.message
+        assert ask(running.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+    finally:
+        running.stop()
+
+
 def test_one_model_through_the_client(server):
     """models.retrieve(id) is GET /v1/models/{id}: the served model under any name it answers to, else a 404."""
     client = server.client()
