@@ -96,7 +96,8 @@ def _message(item, index: int) -> Message:
             raise ApiError(400, f"messages[{index}]: only text content parts are supported", code="invalid_message")
         if any(not isinstance(part.get("text"), str) for part in content):  # str() made null "None", 5 "5"
             raise ApiError(400, f"messages[{index}]: a text part's text must be a string", code="invalid_message")
-        content = "".join(part["text"] for part in content)
+        # One line each, as llama-server and vLLM join them: "".join glued "Here is the file:" to its code
+        content = "\n".join(part["text"] for part in content)
     if not isinstance(content, str):
         raise ApiError(400, f"messages[{index}].content must be a string", code="invalid_message")
     return Message(ROLES[item["role"]], content)

@@ -259,6 +259,16 @@ def test_bad_requests_get_error_objects(server, body, status, code):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+def test_text_content_parts_reach_the_model_one_per_line(server):
+    """Content as a list of text parts (as chat UIs send a message with an attachment) was joined with
+    nothing between the parts: "Name three" and "colours." reached the model as "Name threecolours."."""
+    parts = [{"type": "text", "text": "Name three"}, {"type": "text", "text": "colours."}]
+    reply = server.client().chat.completions.create(
+        model="target.fake.gguf", messages=[{"role": "user", "content": parts}], temperature=0
+    )
+    assert reply.choices[0].message.content == fake_backend.REPLY.format(prompt="Name three\ncolours.")
+
+
 def test_unknown_routes_and_methods_get_error_objects(server):
     for response, status in (
         (httpx.get(f"{server.url}/v1/nothing"), 404),
