@@ -147,11 +147,10 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
         raise ApiError(400, "'seed' must be an integer", code="invalid_seed")
     # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
     # A null one is not given (clients that serialise every field send it beside max_tokens).
-    asked = data.get("max_completion_tokens")
-    if asked is None:
-        asked = data.get("max_tokens")
-    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):
-        raise ApiError(400, "'max_tokens' must be a positive integer", code="invalid_max_tokens")
+    name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
+    asked = data.get(name)
+    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
+        raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens")
     stop = data.get("stop")
     stops = [stop] if isinstance(stop, str) else stop or []
     if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):

@@ -290,6 +290,17 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
 
 
+def test_a_bad_max_completion_tokens_is_named_as_sent():
+    """A max_completion_tokens of 0 was refused as "'max_tokens' must be...", a field the client never sent."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    for name in ("max_completion_tokens", "max_tokens"):
+        with pytest.raises(ApiError) as refused:
+            parse_chat({"messages": messages, name: 0}, 2048)
+        assert refused.value.message.startswith(f"'{name}'") and refused.value.code == "invalid_max_tokens"
+
+
 def test_a_request_without_a_seed_gets_one_drawn_that_the_log_can_record():
     """A request without a seed (or with a negative one) was logged with seed null (or -1): a sampled reply
     could not be repeated from the log. One is drawn for it; a seed given is kept."""
