@@ -105,7 +105,7 @@ def _message(item, index: int) -> Message:
 
 def _unsupported(data: dict) -> None:
     """Refuse what this server cannot do rather than answer as if it had: a client that asked for a tool
-    call, a JSON schema, log-probabilities, a logit bias or repeat penalties must not get plain text that
+    call, a JSON schema, log-probabilities, a logit bias, repeat penalties or audio must not get plain text that
     looks like a success. The values clients send by default (no tools, "text", false, {}, 0) pass, and
     so do tools listed with tool_choice "none" (agent frameworks list them on every request; "none" asks
     for plain text)."""
@@ -129,6 +129,9 @@ def _unsupported(data: dict) -> None:
         (bool(data.get("logit_bias")), "'logit_bias' is not supported"),
         (data.get("frequency_penalty") not in (None, 0), "'frequency_penalty' is not supported (only 0)"),
         (data.get("presence_penalty") not in (None, 0), "'presence_penalty' is not supported (only 0)"),
+        # a client asking for spoken output would get text alone, with nothing saying the audio is missing
+        (data.get("modalities") not in (None, ["text"]), "'modalities': only [\"text\"] is served"),
+        (data.get("audio") is not None, "'audio' output is not supported"),
     )
     for refused, message in refusals:
         if refused:

@@ -370,6 +370,8 @@ def test_what_the_server_cannot_do_is_refused_not_ignored(server):
         {"tool_choice": "required"},
         {"response_format": {"type": "json_object"}},
         {"logprobs": True, "top_logprobs": 2},
+        {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}},  # was text alone
+        {"audio": {"voice": "alloy", "format": "wav"}},
     ):
         with pytest.raises(openai.BadRequestError) as refused:
             ask(client, **extra)
@@ -377,7 +379,9 @@ def test_what_the_server_cannot_do_is_refused_not_ignored(server):
     for extra in ({"echo": True}, {"logprobs": 0}):  # a completion's logprobs is a count: 0 still asks
         with pytest.raises(openai.BadRequestError):
             client.completions.create(model="target.fake.gguf", prompt="a", **extra)
-    answered = ask(client, tools=[], tool_choice="none", response_format={"type": "text"}, logprobs=False)
+    answered = ask(
+        client, tools=[], tool_choice="none", response_format={"type": "text"}, logprobs=False, modalities=["text"]
+    )
     assert answered.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
     listed = ask(client, tools=[tool], tool_choice="none")  # agents list their tools on every request
     assert listed.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
