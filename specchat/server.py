@@ -99,13 +99,17 @@ class Api:
         self.aliases = {self.model, target.name, target.name.removesuffix(".gguf"), pipeline.resolved.pair_name}
 
     def app(self) -> Starlette:
+        # Also without /v1, as llama-server answers: a client given the base URL http://host:port finds them.
         routes = [
-            Route("/v1/chat/completions", self._wrap(self.chat), methods=["POST"]),
-            Route("/v1/completions", self._wrap(self.completions), methods=["POST"]),
-            Route("/v1/models", self._wrap(self.models), methods=["GET"]),
-            Route("/v1/models/{model:path}", self._wrap(self.model_info), methods=["GET"]),
-            Route("/health", self._wrap(self.health, auth=False), methods=["GET"]),
-        ]
+            route
+            for prefix in ("/v1", "")
+            for route in (
+                Route(f"{prefix}/chat/completions", self._wrap(self.chat), methods=["POST"]),
+                Route(f"{prefix}/completions", self._wrap(self.completions), methods=["POST"]),
+                Route(f"{prefix}/models", self._wrap(self.models), methods=["GET"]),
+                Route(f"{prefix}/models/{{model:path}}", self._wrap(self.model_info), methods=["GET"]),
+            )
+        ] + [Route("/health", self._wrap(self.health, auth=False), methods=["GET"])]
         return Starlette(
             routes=routes,
             middleware=[cors.middleware(self.config.allow_origins, self._log)],

@@ -279,6 +279,18 @@ def test_unknown_routes_and_methods_get_error_objects(server):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+def test_the_api_answers_without_the_v1_prefix_too(server, guarded):
+    """A client given the base URL http://host:port (no /v1), which llama-server answers, got 404s here."""
+    client = openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=60)
+    assert [model.id for model in client.models.list().data] == [m.id for m in server.client().models.list().data]
+    reply = client.chat.completions.create(
+        model="target.fake.gguf", messages=[{"role": "user", "content": "Hi"}], temperature=0, max_tokens=4
+    )
+    assert reply.choices[0].message.content
+    assert client.completions.create(model="target.fake.gguf", prompt="Hi", max_tokens=4).choices[0].text
+    assert httpx.get(f"{guarded.url}/models").status_code == 401  # the key is asked for there too
+
+
 def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     """Clients that send every field send "max_completion_tokens": null beside max_tokens: the null is not
     given, so max_tokens holds (it was read as absent, and the request got the server's whole --max-tokens)."""
