@@ -19,6 +19,8 @@ from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_styl
 from .view import note, stderr_console, stdout_console, write_stdout
 
 FORMATS = ("table", "md", "csv", "json", "jsonl")
+# -o with the table on stdout: the file in the format its name says (bench.json held Markdown), else Markdown.
+FILE_FORMATS = {".md": "md", ".csv": "csv", ".json": "json", ".jsonl": "jsonl"}
 
 
 def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, modes: str) -> tuple[list[int], list[str]]:
@@ -118,14 +120,15 @@ def render(result: BenchResult, fmt: str) -> str:
 
 
 def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None, ks: list[int]) -> None:
-    """The report to --output (md unless a text format is chosen), --plot, and stdout."""
+    """The report to --output (with the table on stdout: in the format of its name's suffix, else md), --plot,
+    and stdout."""
     err = stderr_console()
     if not result.samples:
         err.print("nothing was measured", style="yellow")
         return
     text = None if fmt == "table" else render(result, fmt)
     if output is not None:
-        body = text if text is not None else render(result, "md")
+        body = text if text is not None else render(result, FILE_FORMATS.get(output.suffix.lower(), "md"))
         try:
             _write_file(output, body)
         except SpecchatError:  # after minutes of measuring the report is not lost: it goes to stdout

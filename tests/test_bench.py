@@ -563,3 +563,14 @@ def test_a_category_called_all_is_refused(tmp_path):
     prompts.write_text('{"category": "chat", "turns": ["hi"]}\n{"category": "all", "turns": ["ho"]}\n')
     with pytest.raises(UsageError, match='line 2: "category" all is'):
         load_prompts_file(prompts)
+
+
+@pytest.mark.parametrize(
+    ("name", "starts"), [("bench.csv", "category,variant,k,"), ("bench.json", "{"), ("b.txt", "| category")]
+)
+def test_output_with_the_table_is_written_in_the_format_its_name_says(fake_pair, tmp_path, name, starts):
+    """-o bench.csv without -f wrote Markdown into it: the table goes to stdout, the file as its name ends."""
+    result = bench(fake_pair, "--ks", "1", "--modes", "spec", "-o", str(tmp_path / name))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / name).read_text().startswith(starts)
+    assert "specchat bench: target alone vs speculative" in result.stdout

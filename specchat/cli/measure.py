@@ -58,7 +58,14 @@ def bench(
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     fmt: Annotated[str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the report to this file (-f table: as its name ends, .csv/.json/.jsonl, else md).",
+        ),
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Save the draft model's speedup vs k as PNG or SVG (matplotlib).")
     ] = None,
