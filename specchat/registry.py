@@ -121,8 +121,11 @@ def load_registry(extra: Path | None = None) -> Registry:
             raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
         registry.sources.append(path)
     registry.models = {name: _model(name, body, path) for name, (path, body) in raw_models.items()}
-    _check_local_names(registry.models, {name: path for name, (path, _) in raw_models.items()})
-    registry.pairs = {name: _pair(name, body, path, registry.models) for name, (path, body) in raw_pairs.items()}
+    origin = {name: path for name, (path, _) in raw_models.items()}
+    _check_local_names(registry.models, origin, paths[0])
+    registry.pairs = {
+        name: _pair(name, body, path, registry.models, origin, paths[0]) for name, (path, body) in raw_pairs.items()
+    }
     if registry.default_pair not in registry.pairs:
         raise RegistryError(
             f"default_pair '{registry.default_pair}' is not a pair in {default_from}",
@@ -339,13 +342,15 @@ def _same_file(a: ModelSpec, b: ModelSpec) -> bool:
     return (a.repo, a.file, a.revision or "main") == (b.repo, b.file, b.revision or "main")
 
 
-def _check_local_names(models: dict[str, ModelSpec], origin: dict[str, Path]) -> None:
+def _check_local_names(models: dict[str, ModelSpec], origin: dict[str, Path], packaged: Path) -> None:
     """The models directory keeps a file by its name alone (a pull from the mirror, a file copied in): two
     different files of one name would pass for each other. Compared case-blind, as macOS and Windows do."""
     seen: dict[str, ModelSpec] = {}
     for model in models.values():
         first = seen.setdefault(model.local_name.casefold(), model)
         if not _same_file(first, model):
+            if origin[model.name] == packaged:  # an overlay entry replacing an earlier packaged one: blame it,
+                model, first = first, model  # the packaged file is not the user's to edit
             raise RegistryError(
                 f"{origin[model.name]}: [models.{model.name}] ({_hub_file(model)}) and [models.{first.name}] "
                 f"({_hub_file(first)}) are different files with one name in the models directory",
@@ -361,7 +366,8 @@ def _is_hex(text: str) -> bool:
     return all(ch in "0123456789abcdefABCDEF" for ch in text)
 
 
-def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSpec]) -> PairSpec:
+def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSpec], origin: dict[str, Path],
+          packaged: Path) -> PairSpec:  # fmt: skip
     where = f"pairs.{name}"
     _check_keys(body, PAIR_KEYS, path, f"[{where}]")
     roles = {}
@@ -371,8 +377,12 @@ def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSp
             raise RegistryError(f"{path}: [{where}] {role} '{ref}' is not a [models.*] entry", hint="define it")
         roles[role] = models[ref]
     if _same_file(roles["target"], roles["draft"]):  # it would run every token twice: never faster
+        blamed, by = path, ""
+        redefined = [ref for ref in (body["target"], body["draft"]) if origin[ref] != packaged]
+        if path == packaged and redefined:  # the overlay replaced a packaged pair's model: that entry is to fix
+            blamed, by = origin[redefined[0]], f" ([models.{redefined[0]}] here replaces the packaged entry)"
         raise RegistryError(
-            f"{path}: [{where}] draft '{body['draft']}' is the same file as its target '{body['target']}'",
+            f"{blamed}: [{where}] draft '{body['draft']}' is the same file as its target '{body['target']}'{by}",
             hint="a draft is a smaller model of the target's family",
         )
     return PairSpec(

@@ -187,3 +187,22 @@ def test_one_file_under_two_names_or_revisions_is_told_apart(tmp_path):
 def test_a_pair_whose_draft_is_its_target_is_refused(tmp_path, extra):
     """The target as its own draft runs every token twice: never faster than the target alone."""
     assert "[pairs.self] draft" in refusal(tmp_path, GOOD_MODEL + extra)
+
+
+def test_an_overlay_replacing_a_packaged_model_is_blamed_for_a_clash_of_file_names(tmp_path):
+    """The clash was reported against the packaged models.toml (not the user's to edit) and its entry."""
+    message = refusal(
+        tmp_path,
+        '[models."qwen2.5-coder-1.5b-instruct-q4_k_m"]\nrepo = "me/other"\nfile = "gemma-3-1b-it-Q4_K_M.gguf"\n',
+    )
+    assert message.startswith(f"{tmp_path / 'models.toml'}: [models.qwen2.5-coder-1.5b-instruct-q4_k_m] (me/other/")
+
+
+def test_an_overlay_making_a_packaged_pair_draft_with_its_target_is_blamed(tmp_path):
+    message = refusal(
+        tmp_path,
+        '[models."qwen2.5-coder-1.5b-instruct-q4_k_m"]\nrepo = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"\n'
+        'file = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"\n',
+    )
+    assert message.startswith(f"{tmp_path / 'models.toml'}: [pairs.qwen2.5-coder-1.5b] draft")
+    assert "[models.qwen2.5-coder-1.5b-instruct-q4_k_m] here replaces the packaged entry" in message
