@@ -20,6 +20,8 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
 
     registry = load_registry()
     rows, bad = [], []
+    # One draft serves several pairs: its file is hashed (gigabytes) and reported once, not once per pair.
+    checked_ok: dict[str, bool] = {}
     for pair in registry.pairs.values():
         for role, spec in (("target", pair.target), ("draft", pair.draft)):
             path = download.locate(spec)
@@ -30,7 +32,9 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row["checksum_ok"] = None  # not checked (no --verify, or no file): every row has the same keys
             # A file of the wrong size under the model's name is not present, and --verify says why.
             checked = (path or download.local_path(spec)) if verify else None
-            if checked is not None and checked.is_file():
+            if checked is not None and spec.name in checked_ok:
+                row["checksum_ok"] = checked_ok[spec.name]
+            elif checked is not None and checked.is_file():
                 try:
                     download.verify(spec, checked)
                     if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
@@ -41,6 +45,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
                 except SpecchatError as exc:
                     row["checksum_ok"] = False
                     bad.append(exc)
+                checked_ok[spec.name] = row["checksum_ok"]
             rows.append(row)
     return rows, bad
 

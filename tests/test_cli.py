@@ -604,6 +604,32 @@ def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     assert rows == {"target": True, "draft": False}
 
 
+def test_models_verify_checks_a_draft_shared_by_pairs_once(isolated, monkeypatch):
+    """The packaged Coder 0.5B drafts for four pairs: --verify hashed its file once per pair and printed a
+    bad one four times. It is read once, and a bad one is one error line."""
+    from specchat import download
+
+    models = isolated / "models"
+    models.mkdir()
+    for name in ("a.gguf", "b.gguf", "small.gguf"):
+        (models / name).write_bytes(b"hello")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.a]\nrepo = "nobody/a"\nfile = "a.gguf"\nsize = 5\n'
+        '[models.b]\nrepo = "nobody/b"\nfile = "b.gguf"\nsize = 5\n'
+        f'[models.small]\nrepo = "nobody/small"\nfile = "small.gguf"\nsha256 = "{"0" * 64}"\n'
+        '[pairs.pa]\ntarget = "a"\ndraft = "small"\n[pairs.pb]\ntarget = "b"\ndraft = "small"\n'
+    )
+    hashed = []
+    real = download.sha256_of
+    monkeypatch.setattr(download, "sha256_of", lambda path, advance=None: hashed.append(path) or real(path))
+    result = invoke("models", "--verify", "--json")
+    assert_one_line_error(result, 1, "small.gguf has sha256")
+    assert [path.name for path in hashed] == ["small.gguf"]
+    rows = {row["pair"]: row["checksum_ok"] for row in json.loads(result.stdout)["pairs"] if row["role"] == "draft"}
+    assert rows["pa"] is False and rows["pb"] is False
+
+
 def test_models_verify_of_an_unreadable_file_is_one_line(isolated, monkeypatch):
     """A present file that cannot be read (another user's, mode 600; an I/O error) made `models --verify`
     an internal error: it is that file's own error."""
