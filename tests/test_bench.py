@@ -523,6 +523,15 @@ def test_output_and_plot_on_one_file_is_refused(fake_pair, tmp_path):
     assert result.exit_code == 2 and "is the --plot file" in result.stderr, result.output
 
 
+def test_output_and_plot_on_one_new_file_is_refused(fake_pair, tmp_path):
+    """Not there yet, the file got the report and then the plot over it, and both were said written."""
+    result = bench(
+        fake_pair, "--modes", "spec", "--ks", "1", "-o", str(tmp_path / "b.svg"), "--plot", str(tmp_path / "b.svg")
+    )
+    assert result.exit_code == 2 and "is the --plot file" in result.stderr, result.output
+    assert not (tmp_path / "b.svg").exists()
+
+
 def test_the_plot_has_the_draft_model_alone(fake_pair):
     """speedup_series put prompt lookup (k=8) and auto (k=64) on the draft model's line of each category."""
     result = two_variant_result()
