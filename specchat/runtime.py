@@ -104,6 +104,9 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     require_model_files(target=options.target_path, draft=options.draft_path)
     want_draft = options.wants_draft
     if options.target_path is not None and (options.draft_path is not None or not want_draft):
+        if options.pair is not None:  # said, as export says it: a benchmark labelled by a pair it never loaded
+            what = "--target and --draft name the files" if options.draft_path is not None else "--target names it"
+            notify(f"pair {options.pair} is not used: {what}")
         _check_not_self(Path(options.target_path), _opt_path(options.draft_path), options)
         return Resolved(None, Path(options.target_path), _opt_path(options.draft_path))
     pair = load_registry().pair(options.pair)

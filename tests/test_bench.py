@@ -583,3 +583,10 @@ def test_output_with_the_table_is_written_in_the_format_its_name_says(fake_pair,
     assert result.exit_code == 0, result.output
     assert (tmp_path / name).read_text().startswith(starts)
     assert "specchat bench: target alone vs speculative" in result.stdout
+
+
+def test_a_pair_beside_target_and_draft_is_said_to_be_unused(fake_pair):
+    """--pair with --target and --draft was dropped without a word (export says so)."""
+    result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--pair", "qwen2.5-coder-7b", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert "pair qwen2.5-coder-7b is not used: --target and --draft name the files" in result.stderr
