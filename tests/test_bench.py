@@ -237,6 +237,8 @@ def test_a_speedup_the_run_cannot_tell_from_one_is_not_coloured_as_a_win_or_a_lo
     assert row.speedup == pytest.approx(1.03) and (row.speedup_low, row.speedup_high) == pytest.approx((0.95, 1.3))
     assert speedup_style(row) is None
     assert "0.95-1.30" in render(noisy, "md")
+    reference = next(r for r in noisy.rows() if r.variant == "target")  # its own ratios are all 1: no interval
+    assert reference.speedup_low is None and reference.speedup_high is None
     clear = next(r for r in _paired([1.1 + 0.01 * i for i in range(16)]).rows() if r.variant == "auto")
     assert speedup_style(clear) == "green"
     worse = next(r for r in _paired([0.8 + 0.01 * i for i in range(16)]).rows() if r.variant == "auto")
