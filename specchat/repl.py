@@ -15,7 +15,7 @@ from rich.text import Text
 from . import modes
 from .chat import Message, decimal_number, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
-from .lineinput import make_reader, read_message
+from .lineinput import make_reader, read_message, replace_bad_bytes
 from .logstore import Recorder
 from .outputs import LiveOutput, Request, reply
 from .paths import expand_home
@@ -340,6 +340,10 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
             continue
         if text is None:
             return 0
+        fixed = replace_bad_bytes(text)
+        if fixed != text:  # a paste is pasted again the same: replaced, as in piped stdin, not refused
+            console.print(Text("warning: that input was not valid UTF-8; bad bytes were replaced", style="yellow"))
+            text = fixed
         stripped = text.strip()
         if not stripped:
             continue

@@ -260,6 +260,19 @@ def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     assert repl.chat_loop(chat) == 0
 
 
+def test_bytes_that_are_not_utf8_are_replaced_not_a_crash(live_chat, monkeypatch):
+    """prompt_toolkit passes a stray byte (a Latin-1 paste) on as a lone surrogate, which the tokenizer
+    refused: an internal error that ended the chat. Now it is replaced, with a warning, as in piped stdin."""
+    from specchat import repl
+
+    chat, out = live_chat
+    lines = iter(["caf\udce9 au lait", "/bye"])
+    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    assert repl.chat_loop(chat) == 0
+    assert "not valid UTF-8; bad bytes were replaced" in out.getvalue()
+    assert chat.conversation.messages[0].content == "caf\ufffd au lait"
+
+
 class ScriptedConsole:
     is_terminal = False
 

@@ -117,6 +117,23 @@ def test_fake_chat_bracketed_paste_is_one_message(tmp_path):
     assert "Traceback" not in log and "WARNING" not in log
 
 
+def test_fake_chat_takes_bytes_that_are_not_utf8(tmp_path):
+    """A stray Latin-1 byte typed or pasted at the prompt is replaced with a warning; the chat goes on."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        os.write(child.child_fd, b"caf\xe9 au lait\r")  # the spawn encodes str as UTF-8: raw bytes go past it
+        child.expect_exact("bad bytes were replaced")
+        child.expect_exact("── ")
+        child.expect_exact(PROMPT)
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+
+
 def leave_with_bye(child) -> None:
     """/bye leaves the chat with exit 0 and the terminal's modes as they were."""
     child.sendline("/bye")
