@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         f"llama-cpp-python is not usable: {exc}", hint="pip install 'llama-cpp-python>=0.3.36,<0.4'"
     ) from None
 
-DEBUG_HINT = "--debug shows llama.cpp's log"
+DEBUG_HINT = "`specchat --debug COMMAND ...` shows llama.cpp's log"
 
 
 class _Backend:
@@ -165,7 +165,8 @@ class Engine:
         if not self.model:
             raise EngineError(
                 f"llama.cpp could not load {self.path}",
-                hint="check that it is a complete GGUF file (`specchat models --verify`); --debug shows why",
+                hint="check that it is a complete GGUF file (`specchat models --verify`); "
+                "`specchat --debug ...` shows why",
             )
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))

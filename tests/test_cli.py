@@ -472,6 +472,14 @@ def test_debug_shows_the_traceback_of_an_error(files):
     assert debug.exit_code == plain.exit_code == 1
 
 
+def test_debug_after_the_command_says_where_it_goes(files):
+    """Hints say "rerun with --debug", and people add it at the end: it is the root's option, so that was
+    "No such option: --debug". Now the hints, and that error, say where it goes."""
+    result = invoke("run", *files, "--mode", "target", "Hi", "--debug")
+    assert_one_line_error(result, 2, "--debug goes before the command")
+    assert "specchat --debug COMMAND" in result.stderr
+
+
 def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
     from specchat import outputs
 
@@ -481,7 +489,7 @@ def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
     monkeypatch.setattr(outputs, "reply", broken)
     result = invoke("run", *files, "--mode", "target", "Hi")
     assert_one_line_error(result, 1, "internal error: RuntimeError: boom")
-    assert "--debug" in result.stderr
+    assert "rerun as `specchat --debug COMMAND ...`" in result.stderr
     monkeypatch.setenv("SPECCHAT_DEBUG", "false")  # read as on, as any value but "" and "0" was
     assert "Traceback" not in invoke("run", *files, "--mode", "target", "Hi").stderr
     monkeypatch.setenv("SPECCHAT_DEBUG", "1")

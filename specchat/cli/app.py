@@ -20,6 +20,8 @@ from ..errors import SpecchatError
 from ..paths import env_flag
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
 
+DEBUG_USAGE = "`specchat --debug COMMAND ...`"  # a root option: `specchat run ... --debug` is no option of run's
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -83,12 +85,15 @@ class SpecchatGroup(TyperGroup):
         except typer.TyperException as exc:  # a bad option value: one line too, exit 2
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             command = f"specchat {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "specchat"
-            print_error(stderr_console(), message, f"see `{command} --help`")
+            hint = f"see `{command} --help`"
+            if getattr(exc, "option_name", None) == "--debug":  # where hints send people: the root's option
+                message, hint = "--debug goes before the command", f"{DEBUG_USAGE} (or SPECCHAT_DEBUG=1)"
+            print_error(stderr_console(), message, hint)
             ctx.exit(getattr(exc, "exit_code", 2))
         except Exception as exc:  # a bug: still one line, with the way to get the details
             if _debug(ctx):
                 traceback.print_exc()
-            hint = "this is a bug in specchat: rerun with --debug for the traceback and report it"
+            hint = f"this is a bug in specchat: rerun as {DEBUG_USAGE} for the traceback and report it"
             print_error(stderr_console(), f"internal error: {type(exc).__name__}: {exc}", hint)
             ctx.exit(1)
 
