@@ -282,7 +282,10 @@ def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = N
     if dash:
         argument, chat = None, False
     piped = _read_stream() if dash else _read_stdin()
-    text = "\n\n".join(part for part in (piped, argument) if part is not None and part.strip())
+    parts = [part for part in (piped, argument) if part is not None and part.strip()]
+    if len(parts) == 2:  # piped text ends with a newline (echo, git diff): one blank line between, not two
+        parts[0] = parts[0].rstrip("\r\n")
+    text = "\n\n".join(parts)
     if text.strip():
         return text
     if piped is None and argument is None:

@@ -171,6 +171,13 @@ def test_stdin_then_argument(files):
     assert "[spec k=4]" in result.stderr and "accepted" in result.stderr
 
 
+def test_stdin_that_ends_with_a_newline_is_one_blank_line_from_the_argument(files):
+    """`echo Context | specchat run Reply` sent "Context\n\n\nReply": echo's newline and then the blank
+    line, where the docs promise one blank line between them."""
+    result = invoke("run", *files, "--mode", "target", "Reply.", input="Context: the sky.\n")
+    assert result.stdout == reply_to("Context: the sky.\n\nReply.") + "\n"
+
+
 def test_a_dash_prompt_is_stdin_alone(files):
     """`cat notes | specchat run -` sent the notes plus a literal "-" (and `specchat run - </dev/null`
     answered the prompt "-"): a dash names stdin, as for cat."""

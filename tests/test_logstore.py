@@ -73,7 +73,7 @@ def test_cid_continues_that_conversation_and_a_new_run_starts_another(files):
 def test_piped_stdin_and_system_prompt_are_logged(files):
     ok(invoke("run", *files, "--system", "Be brief.", "Summarise", input="piped text\n"))
     row = logged()[0]
-    assert row["prompt"] == "piped text\n\n\nSummarise" and row["system"] == "Be brief."
+    assert row["prompt"] == "piped text\n\nSummarise" and row["system"] == "Be brief."
     assert "Be brief." in ok(invoke("run", *files, "-c", "again"))  # the logged system prompt is kept
 
 
