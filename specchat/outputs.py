@@ -45,6 +45,12 @@ def fancy_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
 
 
+def dumb_terminal() -> bool:
+    """A terminal on both ends that says it takes no escape codes (TERM=dumb: Emacs shell, some IDEs)."""
+    streams = (sys.stdin, sys.stdout)
+    return all(s is not None and s.isatty() for s in streams) and os.environ.get("TERM", "") == "dumb"
+
+
 def choose(fmt: str, *, as_json: bool = False, jsonl: bool = False, terminal: bool = False) -> str:
     """The one output format from --format and its aliases --json/--jsonl; two different ones: usage error."""
     if fmt not in FORMATS:

@@ -101,7 +101,10 @@ def run(
     terminal = outputs.fancy_terminal()
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
     why_no_chat = f"the chat needs the live view, not --format {fmt}: give a prompt, or drop the format"
-    text = read_prompt(prompt, chat=fmt == "live" and terminal, why_no_chat=why_no_chat if terminal else None)
+    dumb = outputs.dumb_terminal()  # a terminal all the same: "use a terminal" would send the user in circles
+    if dumb:
+        why_no_chat = "TERM=dumb has no live view, which the chat needs: give a prompt, or set TERM"
+    text = read_prompt(prompt, chat=fmt == "live" and terminal, why_no_chat=why_no_chat if terminal or dumb else None)
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
