@@ -13,6 +13,7 @@ from .paths import log_file
 from .view import note, stderr_console, stdout_console, visible, write_stdout
 
 PREVIEW_LINES = 6  # per prompt and reply, unless --full
+PREVIEW_CHARS = 1000  # the same: one pasted line of a megabyte (minified JSON, a log) is one line
 
 
 def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full: bool) -> None:
@@ -82,7 +83,11 @@ def _local(stamp: str) -> str:
 
 def _clip(text: str, full: bool) -> str:
     lines = visible(text).rstrip("\n").splitlines() or [""]
+    whole = "\n".join(lines)
+    head = "\n".join(lines[:PREVIEW_LINES])
+    if not full and len(head) > PREVIEW_CHARS:
+        return head[:PREVIEW_CHARS] + f"… {len(whole) - PREVIEW_CHARS:,} more characters (--full)"
     if full or len(lines) <= PREVIEW_LINES:
-        return "\n".join(lines)
+        return whole
     more = len(lines) - PREVIEW_LINES
     return "\n".join(lines[:PREVIEW_LINES]) + f"\n… {more} more lines (--full)"

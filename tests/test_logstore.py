@@ -230,6 +230,16 @@ def test_logs_preview_clips_long_replies(files):
     assert "line 19" in ok(invoke("logs", "--full"))
 
 
+def test_logs_preview_clips_one_long_line(files):
+    """The preview clipped by lines only: a pasted one-line text (minified JSON, a log) was printed whole,
+    twice here (the prompt, and the fake's reply that quotes it)."""
+    prompt = "word " * 500
+    ok(invoke("run", *files, "--mode", "target", prompt.strip()))
+    shown = ok(invoke("logs"))
+    assert "more characters (--full)" in shown and len(shown) < 3_000
+    assert prompt.strip() in ok(invoke("logs", "--full")).replace("\n", "")
+
+
 def test_a_reply_to_a_system_prompt_alone_shows_that_prompt(isolated):
     """A `serve` request with only a system message is logged without a user turn: `logs` printed an empty
     "you › " line, as if an empty prompt had been sent."""
