@@ -105,7 +105,7 @@ class Stats:
 
     def merge(self, other: Stats) -> None:
         """Add another generation's rounds (session totals, tuning over a suite)."""
-        for name in ("generated", "rounds", "drafted", "accepted", "draft_s", "verify_s"):
+        for name in ("generated", "rounds", "drafted", "accepted", "draft_s", "verify_s", "total_s", "prefill_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self._grow(len(other.drafted_at))
         for i, (drafted, accepted) in enumerate(zip(other.drafted_at, other.accepted_at, strict=True)):

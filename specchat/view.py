@@ -249,10 +249,10 @@ def summary_line(stats: Stats, label: str) -> Text:
 
 
 def session_lines(totals: Stats) -> list[str]:
-    """The chat's /stats: every reply of the session, merged."""
-    busy = totals.draft_s + totals.verify_s
-    speed = totals.generated / busy if busy else 0.0
-    lines = [f"session: {totals.generated} tokens in {totals.rounds} rounds, {speed:.1f} tok/s"]
+    """The chat's /stats: every reply of the session, merged. Its speed is the replies' own (generated tokens
+    over decode time, as under each reply), not tokens over draft + verify time, which leaves out the
+    sampling and the view and read faster than any reply had run."""
+    lines = [f"session: {totals.generated} tokens in {totals.rounds} rounds, {totals.tokens_per_s:.1f} tok/s (decode)"]
     if totals.drafted:
         share = _draft_share(totals)
         lines.append(

@@ -167,10 +167,23 @@ def test_stats_lines_name_sources_by_mode():
 
 def test_session_lines():
     totals = Stats(generated=20, rounds=8, drafted=12, accepted=9, draft_s=0.5, verify_s=1.5)
+    totals.total_s, totals.prefill_s = 3.0, 0.5
     lines = session_lines(totals)
-    assert lines[0] == "session: 20 tokens in 8 rounds, 10.0 tok/s"
+    assert lines[0] == "session: 20 tokens in 8 rounds, 8.0 tok/s (decode)"
     assert "accepted 9/12 drafts (75%)" in lines[1] and "25% draft / 75% verify" in lines[1]
-    assert session_lines(Stats()) == ["session: 0 tokens in 0 rounds, 0.0 tok/s"]
+    assert session_lines(Stats()) == ["session: 0 tokens in 0 rounds, 0.0 tok/s (decode)"]
+
+
+def test_the_sessions_speed_is_the_speed_its_replies_were_said_to_run():
+    """/stats divided by draft + verify time only (no sampling, no view), so with the replies' summary lines
+    saying 10 tok/s it said 20."""
+    totals = Stats()
+    for _ in range(2):
+        reply = Stats(generated=10, rounds=10, draft_s=0.0, verify_s=0.5)
+        reply.total_s, reply.prefill_s = 1.5, 0.5
+        assert summary_line(reply, "target alone").plain.startswith("── 10 tokens, 10.0 tok/s")
+        totals.merge(reply)
+    assert session_lines(totals)[0] == "session: 20 tokens in 20 rounds, 10.0 tok/s (decode)"
 
 
 def test_a_long_note_on_stderr_that_is_not_a_terminal_stays_one_line(monkeypatch):
