@@ -114,20 +114,19 @@ class Costs:
         Where it does not, the length that pays most under the cautious rates is taken instead, with
         that cautious speedup (a fallback is judged cautiously throughout): on the Zen 4 a copy's 15
         tokens pay only on the plain estimate while its 3 pay for sure, and the 3 are worth drafting."""
-        best = (0, 1.0)
-        for k, speed in enumerate(self.speedup(rates, step_cost, fixed)):
-            if k and self.measured(k + 1) and speed > best[1]:
-                best = (k, speed)
+        best = self._best_measured(self.speedup(rates, step_cost, fixed))
         if cautious is None or not best[0]:
             return best
         floor = self.speedup(cautious, step_cost, fixed)
-        if floor[best[0]] > 1.0:
-            return best
-        fallback = (0, 1.0)
-        for k, speed in enumerate(floor):
-            if k and self.measured(k + 1) and speed > fallback[1]:
-                fallback = (k, speed)
-        return fallback
+        return best if floor[best[0]] > 1.0 else self._best_measured(floor)
+
+    def _best_measured(self, speeds: Sequence[float]) -> tuple[int, float]:
+        """(k, speeds[k]) for the fastest k >= 1 whose batch (k + 1) was measured; (0, 1.0) if none beats 1."""
+        best = (0, 1.0)
+        for k, speed in enumerate(speeds):
+            if k and self.measured(k + 1) and speed > best[1]:
+                best = (k, speed)
+        return best
 
     def ceiling(self, step_cost: float) -> tuple[int, float]:
         """(batch, speedup) if every guess held: the most drafting can give on this machine, over the
