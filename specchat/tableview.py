@@ -127,9 +127,7 @@ def row_cells(row) -> list[str]:
         str(row.n),
         f"{row.tokens_per_s:.1f}",
         fmt(row.speedup, "{:.2f}x"),
-        f"{row.speedup_low:.2f}-{row.speedup_high:.2f}"
-        if row.speedup_low is not None and row.variant != "target"
-        else "-",
+        f"{row.speedup_low:.2f}-{row.speedup_high:.2f}" if row.speedup_low is not None else "-",
         fmt(row.predicted_speedup, "{:.2f}x"),
         fmt(row.cost_model_speedup, "{:.2f}x"),
         fmt(row.acceptance_rate, "{:.0%}"),
