@@ -84,10 +84,11 @@ def _local(stamp: str) -> str:
 def _clip(text: str, full: bool) -> str:
     lines = visible(text).rstrip("\n").splitlines() or [""]
     whole = "\n".join(lines)
-    head = "\n".join(lines[:PREVIEW_LINES])
-    if not full and len(head) > PREVIEW_CHARS:
-        return head[:PREVIEW_CHARS] + f"… {len(whole) - PREVIEW_CHARS:,} more characters (--full)"
-    if full or len(lines) <= PREVIEW_LINES:
+    if full:
         return whole
-    more = len(lines) - PREVIEW_LINES
-    return "\n".join(lines[:PREVIEW_LINES]) + f"\n… {more} more lines (--full)"
+    head = "\n".join(lines[:PREVIEW_LINES])
+    if len(head) > PREVIEW_CHARS:
+        return head[:PREVIEW_CHARS] + f"… {len(whole) - PREVIEW_CHARS:,} more characters (--full)"
+    if len(lines) <= PREVIEW_LINES:
+        return whole
+    return f"{head}\n… {len(lines) - PREVIEW_LINES} more lines (--full)"
