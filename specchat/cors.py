@@ -101,8 +101,8 @@ class _Cors(CORSMiddleware):
 
     def _refused_headers(self, headers: Headers) -> str:
         """Which of the headers a page asked to send are not allowed: Starlette's line says only "headers"."""
-        asked = headers.get("access-control-request-headers", "").split(",")
-        refused = [name.strip() for name in asked if name.strip() and name.strip().lower() not in self.allow_headers]
+        asked = (name.strip() for name in headers.get("access-control-request-headers", "").split(","))
+        refused = [name for name in asked if name and name.lower() not in self.allow_headers]
         return f" ({', '.join(refused)})" if refused else ""
 
 
