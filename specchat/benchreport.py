@@ -15,6 +15,7 @@ from rich.text import Text
 
 from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
+from .paths import same_file
 from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
 from .view import note, stderr_console, stdout_console, write_stdout
 
@@ -57,16 +58,9 @@ def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, 
     for option, written in (("--output", output), ("--plot", plot)):
         others = {**inputs, "--plot": plot} if option == "--output" else inputs
         for name, read in others.items():
-            if written is not None and read is not None and _same_file(written, read):
+            # -o and --plot may name one file that does not exist yet: the plot replaced the report, both "wrote"
+            if written is not None and read is not None and same_file(written, read):
                 raise UsageError(f"{option} {written} is the {name} file", hint="write the report elsewhere")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """One file under two names; -o and --plot may name one that does not exist yet (the plot replaced the
-    report written a moment before, both said "wrote")."""
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
-    return a.resolve() == b.resolve()
 
 
 def _check_writable(path: Path) -> None:

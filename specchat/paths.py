@@ -178,15 +178,22 @@ def require_model_files(**given: Path | None) -> None:
             raise ModelFileError(f"--{flag} {path} {problem}", hint="give the path of a .gguf file")
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """One file under two names (a link, a relative path); a name not created yet, by its resolved path.
+    False where either cannot be looked at."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop
+        return False
+
+
 def require_other_draft(target: Path, draft: Path) -> None:
     """A draft model that is the target's own file (by any path) runs every token twice: never faster."""
     from .errors import UsageError
 
-    try:
-        same = Path(target).samefile(draft)
-    except OSError:
-        same = False
-    if same:
+    if same_file(Path(target), Path(draft)):
         raise UsageError(
             f"the draft model {draft} is the target model itself: drafting with it cannot be faster",
             hint="give --draft a smaller model of the same family, or use --mode ngram (no draft model)",
