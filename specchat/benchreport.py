@@ -15,7 +15,7 @@ from rich.text import Text
 
 from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
-from .paths import same_file
+from .paths import resolve_link, same_file
 from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
 from .view import note, stderr_console, stdout_console, write_stdout
 
@@ -74,6 +74,10 @@ def _check_writable(path: Path) -> None:
         raise UsageError(f"{path}: the directory does not exist", hint="create it first; nothing was run")
     if path.is_dir():
         raise UsageError(f"{path} is a directory", hint="give a file name, e.g. bench.md; nothing was run")
+    try:
+        resolve_link(path)
+    except OSError as exc:  # a loop of symbolic links: found after the run, the report was lost
+        raise UsageError(f"cannot write {path}: {exc.strerror}", hint="check the path; nothing was run") from None
     if is_special(path):  # /dev/null, a FIFO: written into, so its own permission is what counts
         if not os.access(path, os.W_OK):
             raise UsageError(f"cannot write {path}: permission denied", hint="check the path; nothing was run")

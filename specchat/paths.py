@@ -140,7 +140,7 @@ def write_atomic(path: Path, text: str) -> None:
             out.write(text)
         return
     if path.is_symlink():
-        path = path.resolve()
+        path = resolve_link(path)
     mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o644  # new: an ordinary user file (not mkstemp's 0600)
     folder = path.parent if str(path.parent) else Path(".")
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
@@ -151,6 +151,15 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def resolve_link(path: Path) -> Path:
+    """Where a symbolic link leads; a loop of links is an OSError (ELOOP), as opening it would be, not
+    pathlib's RuntimeError, which no caller's OSError handling catches."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
 
 
 def read_json_object(path: Path, valid: Callable[[Any], bool]) -> dict[str, Any]:
@@ -184,8 +193,8 @@ def same_file(a: Path, b: Path) -> bool:
     try:
         if a.exists() and b.exists():
             return os.path.samefile(a, b)
-        return Path(a).resolve() == Path(b).resolve()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop
+        return resolve_link(Path(a)) == resolve_link(Path(b))
+    except OSError:
         return False
 
 

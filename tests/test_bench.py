@@ -352,6 +352,18 @@ def test_unwritable_output_is_refused_before_running(fake_pair, tmp_path, monkey
     assert result.exit_code == 2 and "is a directory" in result.stderr and "nothing was run" in result.stderr
 
 
+def test_output_through_a_loop_of_links_is_refused_before_running(fake_pair, tmp_path, monkeypatch):
+    """-o naming a loop of symbolic links ran the whole bench, then ended in an internal error (pathlib's
+    RuntimeError from resolve), and the report was lost."""
+    from specchat import bench as bench_module
+
+    monkeypatch.setattr(bench_module, "run_bench", lambda *_a, **_k: pytest.fail("the bench ran"))
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = bench(fake_pair, "-o", str(tmp_path / "a"))
+    assert result.exit_code == 2 and "nothing was run" in result.stderr and "internal error" not in result.stderr
+
+
 def test_output_into_a_fifo_or_device_is_written_into_not_replaced(fake_pair, tmp_path):
     """-o /dev/null (or a FIFO, or /dev/stdout on a pipe) went through a temporary file and a rename: as
     root that replaced /dev/null with a regular file; as anyone else it was refused."""

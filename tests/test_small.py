@@ -221,6 +221,17 @@ def test_models_fits_in_80_columns_and_cuts_no_name(tmp_path):
     assert "(default)" in cells
 
 
+def test_write_atomic_through_a_loop_of_links_is_an_oserror(tmp_path):
+    """Every caller handles OSError (/save, bench -o); pathlib's RuntimeError for a loop was an internal error."""
+    from specchat.paths import same_file, write_atomic
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        write_atomic(tmp_path / "a", "x")
+    assert not same_file(tmp_path / "a", tmp_path / "c")
+
+
 def test_write_atomic_writes_through_links_into_devices_and_keeps_permissions(tmp_path):
     """/save FILE and bench -o go through write_atomic: a rename put a regular file in place of a link (the
     link's target kept the old text), of /dev/null or a FIFO, and gave a private file mode 0644."""
