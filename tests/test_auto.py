@@ -16,7 +16,7 @@ from specchat import tuning
 from specchat.costmodel import Costs, measure
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
-from specchat.drafters.base import Offer
+from specchat.drafters.base import Draft, Offer, Outcome
 from specchat.models_api import CachedModel
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
@@ -177,6 +177,39 @@ def test_the_guard_sets_a_loser_aside_longer_each_time_and_judges_it_afresh_when
     assert not guard.allowed("ngram")
     wait(1)
     assert guard.allowed("ngram")
+
+
+def test_the_guard_leaves_a_lookup_on_whose_rounds_cost_what_the_model_said():
+    """A copy that breaks early costs its whole batch, and a few of those look like losing; but where each
+    round took what the cost model said, the costs held and the copies broke, which a lookup's odds learn
+    from every offer. Set aside, it sat out 16-32 rounds while the edit copied 39 tokens (trace n8 on
+    the Zen 4). Rounds slower than predicted, or a draft model's, are judged as before."""
+
+    def three_losses(source: str, seconds: float, lookup: bool) -> Guard:
+        guard = Guard()
+        guard.record("target", 1, 1.0, 1.0)
+        for _ in range(3):  # a batch of 16 predicted at 8 s gave 2 tokens: 4 s a token
+            guard.record(source, 2, seconds, 1.0, predicted=8.0, lookup=lookup)
+        return guard
+
+    assert three_losses("ngram", 8.0, lookup=True).allowed("ngram")
+    assert not three_losses("ngram", 8.0 * 1.5, lookup=True).allowed("ngram")  # the costs did not hold
+    assert not three_losses("spec", 8.0, lookup=False).allowed("spec")
+
+
+def test_auto_tells_the_guard_what_a_round_should_have_cost():
+    """AutoDrafter passes the cost model's prediction of each round, so the guard can tell a broken copy
+    (as predicted) from wrong costs (slower)."""
+    costs = Costs({1: 1.0, 2: 1.5, 4: 2.5}, None, 0.1, 0.1)
+    auto = AutoDrafter(costs, [NgramDrafter()], clock=lambda: 0.0)
+    seen = []
+    auto.guard.record = lambda *args, **kwargs: seen.append((args, kwargs))
+    draft = Draft([1, 2, 3], [None] * 3, source="ngram")
+    auto.learn(Outcome(at=10, draft=draft, accepted=0, produced=[9], verify_s=0.25))
+    (source, tokens, seconds, _step), extra = seen[0][0][:4], seen[0][0][4:]
+    assert (source, tokens, seconds) == ("ngram", 1, 0.25)
+    predicted, lookup = extra
+    assert predicted == pytest.approx(0.25) and lookup  # v(4) = 2.5 steps of 0.1 s
 
 
 def test_the_guard_asks_for_the_target_alone_every_32_rounds():
@@ -437,10 +470,7 @@ def test_a_round_verified_without_a_draft_is_the_target_alones():
         booked.clear(), proposals.clear()
         auto.reset()  # a new guard: watch its verdicts
         record = auto.guard.record
-        auto.guard.record = lambda source, tokens, seconds, step, record=record: (
-            booked.append(source),
-            record(source, tokens, seconds, step),
-        )
+        auto.guard.record = lambda source, *args, record=record: (booked.append(source), record(source, *args))
         _, stats = speculative_decode(
             CachedModel(target),
             auto,

@@ -10,7 +10,8 @@ losing by much on any machine:
   the reply's time, so trying cannot cost more than that;
 - a drafter whose rounds really ran slower than the target alone (measured time, not the model) is set
   aside for a while, longer each time, whatever its estimates say: costs can be wrong, clocks are not.
-  It is judged after a round that lost, never after one that won.
+  It is judged after a round that lost, never after one that won; a lookup whose rounds took what the
+  cost model said is not set aside (the costs held, its copies broke, and its odds learn that anyway).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ GUARD_DECAY = 0.9  # per round of that drafter: recent rounds decide
 GUARD_ROUNDS = 2.0  # rounds of evidence before realized speed can set a drafter aside
 GUARD_MARGIN = 0.97  # realized speed below this share of the target alone's: set aside
 SET_ASIDE_ROUNDS = 16  # ... for this many rounds, doubled each time it happens again
+# ... unless it learns from every offer (a lookup) and its rounds took no more than this share over what the
+# cost model said: then the costs held, its copies broke, and its odds already learned that.
+COST_SLACK = 1.25
 REFERENCE_EVERY = 32  # rounds: the target alone runs at least this often, so the guard measures it
 
 
@@ -53,11 +57,17 @@ class Realized:
     tokens: float = 0.0
     seconds: float = 0.0
     weight: float = 0.0
+    predicted: float = 0.0  # seconds the cost model said those rounds would take
 
-    def add(self, tokens: int, seconds: float) -> None:
+    def add(self, tokens: int, seconds: float, predicted: float = 0.0) -> None:
         self.tokens = self.tokens * GUARD_DECAY + tokens
         self.seconds = self.seconds * GUARD_DECAY + seconds
         self.weight = self.weight * GUARD_DECAY + 1
+        self.predicted = self.predicted * GUARD_DECAY + predicted
+
+    def as_predicted(self) -> bool:
+        """Took no longer than the cost model said, within COST_SLACK."""
+        return 0 < self.seconds <= COST_SLACK * self.predicted
 
     def step_s(self, evidence: float = GUARD_ROUNDS) -> float | None:
         """Seconds per token, once there is evidence."""
@@ -92,9 +102,13 @@ class Guard:
         """Time to run the target alone once: without it the guard would judge against a stale number."""
         return self.round - self.last_target_round >= REFERENCE_EVERY
 
-    def record(self, source: str, tokens: int, seconds: float, target_step_s: float) -> None:
+    def record(
+        self, source: str, tokens: int, seconds: float, target_step_s: float, predicted: float = 0.0, lookup=False
+    ) -> None:
+        """One round of `source`: `predicted` is what the cost model said it would take; `lookup`, that the
+        source learns from every offer, drafted or not (its losses teach its odds without a verdict)."""
         self.round += 1
-        self.realized.setdefault(source, Realized()).add(tokens, seconds)
+        self.realized.setdefault(source, Realized()).add(tokens, seconds, predicted)
         if source == "target":
             self.last_target_round = self.round
             return
@@ -105,6 +119,8 @@ class Guard:
             # that is winning again (a copy that broke twice, then holds for 16 tokens).
             return
         mine = self.realized[source].step_s()
+        if lookup and self.realized[source].as_predicted():
+            return
         if mine is not None and reference > 0 and reference / mine < GUARD_MARGIN:
             count = self.times_aside.get(source, 0)
             self.aside_until[source] = self.round + SET_ASIDE_ROUNDS * 2**count
@@ -257,6 +273,7 @@ class AutoDrafter:
 
     def learn(self, outcome: Outcome) -> None:
         draft = outcome.draft
+        predicted = (self.costs.v(len(draft) + 1) + self.last.fixed) * self.costs.step_s  # before observing
         self.costs.observe_verify(len(draft) + 1, outcome.verify_s, outcome.at)
         # A draft model that stopped before keeping any guess still drafted: its round is its own.
         source = draft.source if len(draft) else self._source
@@ -266,7 +283,8 @@ class AutoDrafter:
         for drafter in self.drafters:
             drafter.learn(outcome)
         seconds = self._draft_s + outcome.verify_s
-        self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s)
+        lookup = any(not d.uses_model and d.name == source for d in self.drafters)
+        self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s, predicted, lookup)
         steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
         if self._explore:
