@@ -64,7 +64,9 @@ class ChatSettings:
     @property
     def effective_k(self) -> int:
         mode = self.effective_mode
-        return 0 if mode == "target" else (self.k or modes.get(mode).default_k)
+        if mode == "target":
+            return 0
+        return min(self.k or modes.get(mode).default_k, modes.get(mode).max_k)  # spec drafts 16 at most
 
     @property
     def label(self) -> str:
@@ -185,7 +187,9 @@ class ChatSession:
             self._say(f"usage: /k N with N from 1 to {MAX_K}", "yellow")
             return
         self.settings.k = k
-        self._say(f"draft length k = {self.settings.k} ({self.settings.label})")
+        used = self.settings.effective_k
+        cap = f"; {self.settings.effective_mode} drafts at most {used}" if 0 < used < k else ""
+        self._say(f"draft length k = {k} ({self.settings.label}{cap})")
 
     def _cmd_max(self, arg: str) -> None:
         tokens = whole_number(arg)

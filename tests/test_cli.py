@@ -215,6 +215,8 @@ def test_no_spec_uses_target_alone(files):
         (["--no-spec", "-k", "5"], "-k 5 is not used: --no-spec drafts nothing"),
         (["--mode", "ngram", "--p-min", "0.5"], "--p-min 0.5 is not used: --mode ngram does not draft with the"),
         (["--mode", "spec", "-k", "5", "--p-min", "0.5"], None),
+        (["--mode", "spec", "-k", "32"], "-k 32 is more than --mode spec drafts: it uses 16"),
+        (["--mode", "ngram", "-k", "32"], None),
         (["--seed", "3", "--top-p", "0.5"], "--seed, --top-p are not used: temperature 0 is greedy"),
         (["--seed", "3", "--temperature", "0"], "--seed is not used: temperature 0 is greedy"),
         (["--seed", "3", "--temperature", "0.5"], None),

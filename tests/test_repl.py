@@ -34,6 +34,15 @@ def test_k_temp_spec_rejected_commands():
     assert chat.command("/rejected off") and not chat.settings.show_rejected
 
 
+def test_a_k_beyond_what_the_mode_drafts_is_capped_and_said():
+    """spec drafts at most 16 tokens a round (bench --ks, the mode table); /k 32 or -k 32 drafted 32 with
+    the draft model, each a step that could not pay. It is kept for a later /mode auto or ngram."""
+    chat, out = session()
+    assert chat.command("/k 32") and chat.settings.k == 32 and chat.settings.effective_k == 16
+    assert "spec k=16; spec drafts at most 16" in out.getvalue()
+    assert chat.command("/mode ngram") and chat.settings.effective_k == 32
+
+
 def test_digits_that_int_refuses_are_a_usage_line_not_a_crash():
     """'²'.isdigit() is True but int('²') raises: /k ², /max ² and /load ² ended the chat with an internal error."""
     chat, out = session()

@@ -885,3 +885,17 @@ def test_the_app_starts_and_stops_with_its_lifespan(fake_models):
         with TestClient(api.app()) as client:
             assert client.get("/health").json()["status"] == "ok"
         assert closed
+
+
+def test_serve_caps_k_at_what_the_mode_drafts(fake_models):
+    """`serve --mode spec -k 32` drafted 32 tokens with the draft model every round; spec drafts 16 at most."""
+    from rich.console import Console
+
+    from specchat.runtime import Options, open_pipeline
+    from specchat.server import Api, ServeConfig
+
+    with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
+        for mode, k in (("spec", 16), ("ngram", 32)):
+            api = Api(pipe, ServeConfig(mode=mode, k=32, no_log=True), Console(record=True))
+            assert api.k == k and api.label == f"{mode} k={k}"
+            api.engine.close()

@@ -144,7 +144,7 @@ MODE_HELP = (
     "spec: draft model; ngram: prompt lookup; suffix: what followed the same text in this or past "
     "conversations; target: no drafting."
 )
-K_HELP = "Draft length (auto: the most it may use). Default: spec 4, ngram 8, suffix 8, auto 64."
+K_HELP = "Draft length (auto: the most it may use; spec: at most 16). Default: spec 4, ngram 8, suffix 8, auto 64."
 NO_HISTORY_HELP = "Draft (auto, suffix) from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
 BENCH_HISTORY_HELP = (
     "What the suffix and auto variants draft from besides the measured conversation: none (the default, so results "

@@ -162,6 +162,8 @@ def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) 
     notes = []
     if draft_tokens is not None and mode == "target":
         notes.append(f"-k {draft_tokens} is not used: {given_mode} drafts nothing")
+    elif draft_tokens is not None and draft_tokens > MODES[mode].max_k:
+        notes.append(f"-k {draft_tokens} is more than {given_mode} drafts: it uses {MODES[mode].max_k}")
     if p_min > 0 and not MODES[mode].needs_draft_model:
         notes.append(f"--p-min {p_min:g} is not used: {given_mode} does not draft with the draft model")
     return notes
