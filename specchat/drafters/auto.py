@@ -11,7 +11,8 @@ losing by much on any machine:
 - a drafter whose rounds really ran slower than the target alone (measured time, not the model) is set
   aside for a while, longer each time, whatever its estimates say: costs can be wrong, clocks are not.
   It is judged after a round that lost, never after one that won; a lookup whose rounds took what the
-  cost model said is not set aside (the costs held, its copies broke, and its odds learn that anyway).
+  cost model said is set aside for 4 rounds only (the costs held, its copies broke, and its odds learn
+  that anyway).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ GUARD_DECAY = 0.9  # per round of that drafter: recent rounds decide
 GUARD_ROUNDS = 2.0  # rounds of evidence before realized speed can set a drafter aside
 GUARD_MARGIN = 0.97  # realized speed below this share of the target alone's: set aside
 SET_ASIDE_ROUNDS = 16  # ... for this many rounds, doubled each time it happens again
-# ... unless it learns from every offer (a lookup) and its rounds took no more than this share over what the
-# cost model said: then the costs held, its copies broke, and its odds already learned that.
+# ... but only for this many rounds, every time, where it learns from every offer (a lookup) and its rounds
+# took no more than COST_SLACK over what the cost model said: then the costs held and its copies broke,
+# which its odds learn anyway; the pause only stops a run of breaks (a rename that breaks every few tokens).
+LOOKUP_ASIDE_ROUNDS = 4
 COST_SLACK = 1.25
 REFERENCE_EVERY = 32  # rounds: the target alone runs at least this often, so the guard measures it
 
@@ -119,11 +122,10 @@ class Guard:
             # that is winning again (a copy that broke twice, then holds for 16 tokens).
             return
         mine = self.realized[source].step_s()
-        if lookup and self.realized[source].as_predicted():
-            return
         if mine is not None and reference > 0 and reference / mine < GUARD_MARGIN:
             count = self.times_aside.get(source, 0)
-            self.aside_until[source] = self.round + SET_ASIDE_ROUNDS * 2**count
+            held = lookup and self.realized[source].as_predicted()
+            self.aside_until[source] = self.round + (LOOKUP_ASIDE_ROUNDS if held else SET_ASIDE_ROUNDS * 2**count)
             self.times_aside[source] = count + 1
             self.realized[source] = Realized()  # judged afresh when it comes back
 
