@@ -314,7 +314,7 @@ def test_stats_say_which_drafter_auto_set_aside_in_the_reply(files, gpu_like, mo
     every drafting round's drafter aside (as where its rounds really ran slower than the target alone)."""
     from specchat.drafters import auto
 
-    def record(guard, source, tokens, seconds, target_step_s):
+    def record(guard, source, *_round):
         guard.round += 1
         if source != "target":
             guard.aside_until[source] = guard.round + 2
