@@ -27,20 +27,42 @@ PROMPT = "you › "
 MORE = "... "
 
 
+class UnfinishedMessage(EOFError):
+    """Ctrl-D (end of input) inside a \"\"\" block or after a `\\` line: what was typed, to be sent, not
+    dropped. An EOFError, so a caller that only knows EOFError still leaves."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
 def read_message(reader) -> str | None:
     """One user message from anything with input(prompt) (a Rich Console or a TerminalInput); EOFError
-    at end of input, KeyboardInterrupt for Ctrl-C: the caller handles both."""
+    at end of input (UnfinishedMessage inside a message), KeyboardInterrupt for Ctrl-C: the caller
+    handles them."""
     first = reader.input(Text(PROMPT, style="bold cyan"))
     if first.strip() == '"""':
         lines = []
-        while (line := reader.input(MORE)).strip() != '"""':
+        while (line := _more(reader, lines)).strip() != '"""':
             lines.append(line)
         return "\n".join(lines)
     lines = [first]
     while lines[-1].endswith("\\"):
         lines[-1] = lines[-1][:-1]
-        lines.append(reader.input(MORE))
+        lines.append(_more(reader, lines))
     return "\n".join(lines)
+
+
+def _more(reader, lines: list[str]) -> str:
+    """The next line of a message; at end of input the lines so far, unless they are blank (then a plain
+    EOFError: nothing typed is lost by leaving)."""
+    try:
+        return reader.input(MORE)
+    except EOFError:
+        text = "\n".join(lines)
+        if text.strip():
+            raise UnfinishedMessage(text) from None
+        raise
 
 
 def replace_bad_bytes(text: str) -> str:

@@ -15,7 +15,7 @@ from rich.text import Text
 from . import modes
 from .chat import Message, decimal_number, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
-from .lineinput import make_reader, read_message, replace_bad_bytes
+from .lineinput import UnfinishedMessage, make_reader, read_message, replace_bad_bytes
 from .logstore import Recorder
 from .outputs import LiveOutput, Request, reply
 from .paths import expand_home
@@ -336,6 +336,9 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
     while True:
         try:
             text = read_message(reader)
+        except UnfinishedMessage as unfinished:  # typed text is sent, not dropped; a second Ctrl-D leaves
+            console.print(Text("\n(Ctrl-D ended the unfinished message: it is sent)", style="dim"))
+            text = unfinished.text
         except EOFError:
             console.print()
             return 0

@@ -292,6 +292,16 @@ class ScriptedConsole:
         return next(self.lines)
 
 
+class EndingConsole(ScriptedConsole):
+    """Its lines, then end of input (Ctrl-D) for good."""
+
+    def input(self, _prompt):
+        try:
+            return next(self.lines)
+        except StopIteration:
+            raise EOFError from None
+
+
 def test_read_message_joins_continued_and_quoted_lines():
     from specchat.repl import read_message
 
@@ -447,3 +457,23 @@ def test_save_and_load_under_an_unknown_users_home_are_chat_lines_not_a_crash(tm
     assert chat.command("/save ~nosuchuser-specchat/c.md") and chat.command("/load ~nosuchuser-specchat/c.json")
     assert "could not save to ~nosuchuser-specchat/c.md: No such file or directory" in out.getvalue()
     assert "cannot read ~nosuchuser-specchat/c.json" in out.getvalue()
+
+
+def test_ctrl_d_inside_a_block_sends_what_was_typed(live_chat, monkeypatch):
+    """Ctrl-D inside a \"\"\" block (or after a `\\` line) left the chat and silently dropped the typed lines.
+    Now the lines are sent, with a note; the next Ctrl-D leaves. Ctrl-D on a blank block just leaves."""
+    from specchat import repl
+
+    chat, out = live_chat
+    monkeypatch.setattr(repl, "make_reader", lambda *_args: EndingConsole(['"""', "Hi.", "there"]))
+    assert repl.chat_loop(chat) == 0
+    assert "Ctrl-D ended the unfinished message: it is sent" in out.getvalue()
+    assert [m.content for m in chat.conversation.messages][:1] == ["Hi.\nthere"]
+    assert len(chat.conversation.messages) == 2
+
+    with pytest.raises(repl.UnfinishedMessage) as unfinished:
+        repl.read_message(EndingConsole(["one \\"]))
+    assert unfinished.value.text == "one "
+    with pytest.raises(EOFError) as ended:
+        repl.read_message(EndingConsole(['"""', " "]))
+    assert not isinstance(ended.value, repl.UnfinishedMessage)
