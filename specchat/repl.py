@@ -6,6 +6,7 @@ context, its oldest turns give way (chat.fit_conversation); the system prompt st
 
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -153,7 +154,12 @@ class ChatSession:
         if handler is None:
             self._say(f"unknown command /{name}: /help lists the commands", "yellow")
             return True
-        return handler(arg) is not False
+        if inspect.signature(handler).parameters:
+            return handler(arg) is not False
+        if arg:  # a command that takes none: `/bye now` or `/reset x` may be a slip, so it does not act
+            self._say(f"usage: /{name.lower()} (it takes no argument)", "yellow")
+            return True
+        return handler() is not False
 
     def _say(self, message: str, style: str = "cyan") -> None:
         self.console.print(Text(message, style=style))
@@ -162,19 +168,19 @@ class ChatSession:
         """The modes this session can switch to: a draft-model mode needs the draft loaded at the start."""
         return [name for name in modes.MODES if self.pipeline.available(name)]
 
-    def _cmd_help(self, _arg: str) -> None:
+    def _cmd_help(self) -> None:
         here = self._modes_here()
         names = [f"{name} ({MODE_WORDS[name]})" if name in MODE_WORDS else name for name in here]
         # The others need a model or a history this session did not load: /mode would refuse them.
         prefix = "" if len(here) == len(modes.MODES) else "in this session: "
         self.console.print(Text(HELP.format(modes=prefix + ", ".join(names))))
 
-    def _cmd_bye(self, _arg: str) -> bool:
+    def _cmd_bye(self) -> bool:
         return False
 
     _cmd_exit = _cmd_quit = _cmd_bye
 
-    def _cmd_stats(self, _arg: str) -> None:
+    def _cmd_stats(self) -> None:
         for line in session_lines(self.totals):
             self._say(line)
         if self.totals.drafted:
@@ -248,7 +254,7 @@ class ChatSession:
         self.conversation.system = arg or None
         self._say("system prompt " + ("set" if arg else "cleared (template default)"))
 
-    def _cmd_reset(self, _arg: str) -> None:
+    def _cmd_reset(self) -> None:
         self.conversation.messages.clear()
         self.log.restart()
         self._say("conversation cleared")

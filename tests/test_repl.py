@@ -109,6 +109,19 @@ def test_unknown_command_hint_and_bye():
     assert chat.command("/bye") is False
 
 
+def test_a_command_without_an_argument_given_one_is_a_usage_line_and_does_not_act():
+    """`/bye now` left the chat and `/reset x` cleared the conversation: the extra words were ignored."""
+    chat, out = session()
+    chat.conversation.messages.append(Message("user", "hi"))
+    for line in ("/bye now", "/exit x", "/reset x", "/stats all", "/help k"):
+        assert chat.command(line) is True
+    text = out.getvalue()
+    assert "usage: /bye (it takes no argument)" in text and "usage: /reset (it takes no argument)" in text
+    assert "usage: /stats" in text and "usage: /help" in text and "session:" not in text
+    assert chat.conversation.messages == [Message("user", "hi")]
+    assert chat.command("/stats") and "session:" in out.getvalue()
+
+
 def test_system_and_reset():
     chat, _ = session()
     chat.conversation.messages.append(Message("user", "hi"))
