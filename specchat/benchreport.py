@@ -108,8 +108,22 @@ def to_csv(result: BenchResult) -> str:
     fields = list(Row.__dataclass_fields__)
     writer.writerow(fields)
     for row in result.rows():
-        writer.writerow([json.dumps(v) if isinstance(v, list) else v for v in asdict(row).values()])
+        writer.writerow([_csv_cell(v) for v in asdict(row).values()])
     return buffer.getvalue()
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value):
+    """A CSV cell that a spreadsheet shows as it is: a --prompts file's category such as `=HYPERLINK(...)`
+    or `-2+3` would run as a formula, so text that starts like one gets a leading `'` (OWASP's advice).
+    Numbers are left alone: -0.5 stays a number."""
+    if isinstance(value, list):
+        return json.dumps(value)
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def to_jsonl(result: BenchResult) -> str:

@@ -261,6 +261,22 @@ def test_text_formats_from_samples():
     assert json.loads(lines[0])["type"] == "sample" and json.loads(lines[-1])["type"] == "summary"
 
 
+def test_csv_text_that_starts_like_a_formula_is_quoted_numbers_are_not():
+    """A --prompts category such as `=HYPERLINK(...)` went into the CSV as it was: a spreadsheet runs it."""
+    import csv
+
+    result = BenchResult()
+    for category in ("=1+2", "+3", "-2+3", "@SUM(A1)", "\tx", "\rx", "plain"):
+        for variant, k, tps in (("target", 0, -20.0), ("k=2", 2, 30.0)):  # a negative number stays a number
+            result.samples.append(
+                Sample("p", category, variant, k, 0, tps, 10, 0.5, 0.1, 4, 2 * k, k, 0.1, 0.2, [k] * k, [k] * k)
+            )
+    rows = list(csv.DictReader(io.StringIO(render(result, "csv"))))
+    categories = {row["category"] for row in rows}
+    assert categories == {"'=1+2", "'+3", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "plain", "all"}
+    assert {row["tokens_per_s"] for row in rows if row["variant"] == "target"} == {"-20.0"}
+
+
 @pytest.mark.parametrize("fmt", ["md", "csv", "jsonl"])
 def test_text_reports_to_files(fake_pair, tmp_path, fmt):
     out = tmp_path / f"bench.{fmt}"
