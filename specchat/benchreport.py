@@ -4,6 +4,7 @@ stdout). The Rich tables are in tableview.py; the measuring is in bench.py."""
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -86,8 +87,12 @@ def _check_writable(path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".specchat-probe-"):
             pass
     except OSError as exc:
+        # The folder exists (checked above): ENOENT there means a file system that takes no new files
+        # (/proc, /sys), and "No such file or directory" would not be true.
+        reason = f"{folder} takes no new files" if exc.errno == errno.ENOENT else exc.strerror or exc
         raise UsageError(
-            f"cannot write {path}: {exc.strerror or exc}", hint="check the path; nothing was run"
+            f"cannot write {path}: {reason}",
+            hint="it is written through a new file beside it: choose another directory; nothing was run",
         ) from None
 
 

@@ -357,6 +357,14 @@ def test_missing_output_directory_is_refused_before_running(fake_pair, tmp_path)
     assert result.exit_code == 2 and "the directory does not exist" in result.stderr
 
 
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc")
+def test_output_in_a_folder_that_takes_no_files_says_so(fake_pair):
+    """-o /proc/version said "No such file or directory" of a file that exists: /proc refuses new files."""
+    result = bench(fake_pair, "-o", "/proc/version")
+    assert result.exit_code == 2 and "cannot write /proc/version: /proc takes no new files" in result.stderr
+    assert "No such file" not in result.stderr and "nothing was run" in result.stderr
+
+
 def test_unwritable_output_is_refused_before_running(fake_pair, tmp_path, monkeypatch):
     from specchat import bench as bench_module
 
