@@ -77,6 +77,18 @@ def test_help_text_is_wrapped_to_the_terminal(command):
         assert all(len(line) > 60 for line in wrapped), paragraph
 
 
+def test_every_command_has_a_one_line_summary():
+    """`specchat --help` lists each command by its docstring's first paragraph: pull's and export's ran
+    over two or three lines of the list, the whole description where a summary belongs."""
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "120"}, terminal_width=120)
+    assert result.exit_code == 0
+    panel = result.stdout.split("Commands")[1]
+    rows = [line[2:].rstrip("│ ") for line in panel.splitlines()[1:] if line.startswith("│ ")]
+    names = [row.split()[0] for row in rows if row.strip() and not row.startswith(" ")]
+    assert {"run", "serve", "bench", "tune", "models", "pull", "logs", "export"} <= set(names)
+    assert len(rows) == len(names), rows  # no continuation lines
+
+
 def test_unknown_pair_is_one_line_error():
     assert_one_line_error(invoke("run", "--pair", "no-such-pair", "hi"), 1, "unknown pair 'no-such-pair'")
 

@@ -149,7 +149,7 @@ NO_HISTORY_HELP = "Draft (auto, suffix) from this conversation only, not past on
 BENCH_HISTORY_HELP = (
     "What the suffix and auto variants draft from besides the measured conversation: none (the default, so results "
     'never depend on your own log), or a JSONL FILE of past conversations, one {"messages": [...]} per line, '
-    "indexed for this run only (a temporary index, deleted after; your log and history are not read or written)."
+    "indexed for this run only (a temporary index, deleted afterwards; your log and history are not read or written)."
 )
 EARLIER_HELP = (
     "Longest earlier reply of a multi-turn record, written once by the target alone before the runs (0 = as -n). "

