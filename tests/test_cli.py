@@ -89,6 +89,16 @@ def test_every_command_has_a_one_line_summary():
     assert len(rows) == len(names), rows  # no continuation lines
 
 
+def test_run_help_names_the_default_context_cap():
+    """`--ctx 0` is the trained context only up to ctxsize.MAX_AUTO (32,768 for Qwen2.5-Coder, 8192 taken):
+    the help said "the model's trained one, as memory allows", as if it were the whole 32K."""
+    from specchat.ctxsize import MAX_AUTO
+
+    result = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}, terminal_width=200)
+    assert result.exit_code == 0
+    assert f"at most {MAX_AUTO}" in result.stdout
+
+
 def test_unknown_pair_is_one_line_error():
     assert_one_line_error(invoke("run", "--pair", "no-such-pair", "hi"), 1, "unknown pair 'no-such-pair'")
 

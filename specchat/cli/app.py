@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from .. import __version__
+from ..ctxsize import MAX_AUTO
 from ..errors import SpecchatError
 from ..paths import env_flag
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
@@ -138,7 +139,8 @@ GpuLayers = Annotated[int, typer.Option("--gpu-layers", help="Target layers on t
 DraftGpuLayers = Annotated[int, typer.Option("--draft-gpu-layers", help="Draft layers on the GPU (-1 = all).")]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")]
 ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help="Longest reply (0 = to its end or the context's).")]
-RunCtx = Annotated[int, Opt("--ctx", min=0, help="Context size (0 = the model's trained one, as memory allows).")]
+RUN_CTX_HELP = f"Context size (0 = the model's trained one, at most {MAX_AUTO}, as memory allows)."
+RunCtx = Annotated[int, Opt("--ctx", min=0, help=RUN_CTX_HELP)]
 MODE_HELP = (
     "auto: choose per round from measured costs (target alone when drafting cannot pay); "
     "spec: draft model; ngram: prompt lookup; suffix: what followed the same text in this or past "
