@@ -99,6 +99,15 @@ def test_run_help_names_the_default_context_cap():
     assert f"at most {MAX_AUTO}" in result.stdout
 
 
+def test_bench_help_names_the_categories_a_suite_may_be():
+    """--suite takes a category too; the help said "or one category" without naming one."""
+    from specchat.benchsuite import CATEGORIES
+
+    result = runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
+    assert result.exit_code == 0
+    assert ", ".join(CATEGORIES) in result.stdout
+
+
 def test_unknown_pair_is_one_line_error():
     assert_one_line_error(invoke("run", "--pair", "no-such-pair", "hi"), 1, "unknown pair 'no-such-pair'")
 

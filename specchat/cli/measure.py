@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..benchsuite import CATEGORIES
 from .app import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
@@ -27,6 +28,8 @@ from .app import (
     stderr_console,
 )
 
+SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
+
 
 @app.command(
     epilog="Examples:\n\n"
@@ -42,7 +45,7 @@ def bench(
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    suite: Annotated[str, typer.Option(help="Built-in suite: default, quick, tiny, or one category.")] = "default",
+    suite: Annotated[str, typer.Option(help=SUITE_HELP)] = "default",
     prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format).")] = None,
     turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
