@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 
 from .cpuload import cpu_counters, others_cpus, usable_cpus
 from .models_api import LanguageModel
+from .modes import SPEC
 
 EMA = 0.1  # weight of one new timing in the online scale
+SPEC_MAX_K = SPEC.max_k  # the draft model's longest draft, in auto as in --mode spec
 LOOKUP_STEP = 5e-4  # a lookup-drafted token in target steps (a dictionary lookup next to a forward pass)
 DRIFT = 1.25  # the step time moved by more than this factor: the saved calibration is stale
 DRIFT_ROUNDS = 32  # ... judged over at least this many rounds
@@ -128,17 +130,22 @@ class Costs:
                 best = (k, speed)
         return best
 
-    def ceiling(self, step_cost: float) -> tuple[int, float]:
+    def ceiling(self, step_cost: float, longest: int | None = None) -> tuple[int, float]:
         """(batch, speedup) if every guess held: the most drafting can give on this machine, over the
-        measured batch sizes. On a 2-core CPU, where a batch of 16 costs about 8 target steps, even perfect
-        guesses give about 2x; on a GPU, where it costs about one, over 10x."""
-        k, speedup = self.best_length([1.0] * (max(self.verify) - 1), step_cost)
+        measured batch sizes (drafts of at most `longest` tokens). On a 2-core CPU, where a batch of 16
+        costs about 8 target steps, even perfect guesses give about 2x; on a GPU, where it costs about
+        one, over 10x."""
+        most = max(self.verify) - 1
+        k, speedup = self.best_length([1.0] * min(most, longest or most), step_cost)
         return k + 1, speedup
 
     def ceilings(self) -> dict[str, tuple[int, float]]:
-        """ceiling() for prompt lookup and, where measured, the draft model."""
-        steps = {"lookup": LOOKUP_STEP, "draft model": self.draft_step}
-        return {name: self.ceiling(step) for name, step in steps.items() if step is not None}
+        """ceiling() for prompt lookup and, where measured, the draft model, which drafts at most
+        SPEC_MAX_K tokens a round (a batch of 64 it never drafts is no ceiling of its)."""
+        out = {"lookup": self.ceiling(LOOKUP_STEP)}
+        if self.draft_step is not None:
+            out["draft model"] = self.ceiling(self.draft_step, SPEC_MAX_K)
+        return out
 
     def draft_on(
         self, chances: Sequence[float], k: int, step_cost: float, fixed: float, ahead: Sequence[float]

@@ -132,6 +132,17 @@ def test_ceiling_is_the_speedup_of_perfect_guesses(verify, step, expected):
     assert (batch, speedup) == (expected[0], pytest.approx(expected[1]))
 
 
+def test_the_draft_models_ceiling_is_over_the_drafts_it_makes():
+    """The draft model drafts at most 16 tokens a round; its ceiling over a batch of 64 it never drafts read
+    "draft model at most 1.03x (batch of 64)" in tune where batches of 17 or fewer could not pay at all."""
+    costs = Costs({1: 1.0, 2: 1.9, 8: 7.0, 16: 9.5, 32: 13.5, 64: 22.0}, 0.6, 0.04, 0.04)
+    ceilings = costs.ceilings()
+    assert ceilings["lookup"][0] == 64
+    assert ceilings["draft model"] == (1, 1.0)  # 15 guesses at 0.6 steps + v(16) = 18.5 steps for 16 tokens
+    gpu = Costs({1: 1.0, 16: 1.05, 64: 1.6}, 0.1, 0.01, 0.01).ceilings()["draft model"]
+    assert gpu == (16, pytest.approx(16 / (15 * 0.1 + 1.05)))
+
+
 def test_expected_tokens_matches_the_closed_form():
     a, k = 0.7, 5
     assert expected_tokens([a] * k)[k] == pytest.approx((1 - a ** (k + 1)) / (1 - a))
