@@ -234,10 +234,13 @@ class ChatSession:
         self._say("speculation " + (f"on: {self.settings.label}" if value else "off: target alone"))
 
     def _cmd_mode(self, arg: str) -> None:
-        if arg not in modes.MODES:
-            case = " (lower case)" if arg.lower() in modes.MODES else ""
-            self._say(f"usage: /mode {'|'.join(self._modes_here())}{case}", "yellow")
+        if arg not in modes.MODES and arg.lower() in modes.MODES and self.pipeline.available(arg.lower()):
+            self._say(f"usage: /mode {'|'.join(self._modes_here())} (lower case)", "yellow")
             return
+        if arg not in modes.MODES and arg.lower() not in modes.MODES:
+            self._say(f"usage: /mode {'|'.join(self._modes_here())}", "yellow")
+            return
+        arg = arg if arg in modes.MODES else arg.lower()  # a mode not loaded here: say so, not "lower case"
         if not self.pipeline.available(arg):
             self._say(f"mode {arg} is not available in this session (start with --mode {arg})", "yellow")
             return

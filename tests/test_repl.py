@@ -34,6 +34,16 @@ def test_k_temp_spec_rejected_commands():
     assert chat.command("/rejected off") and not chat.settings.show_rejected
 
 
+def test_mode_in_capitals_says_lower_case_only_where_the_mode_is_there():
+    """`/mode Spec` in a session without the draft model said "(lower case)", and `/mode spec` then said it
+    is not available: the second is the answer."""
+    chat, out = session(drafter=False)
+    assert chat.command("/mode Spec") and "mode spec is not available in this session" in out.getvalue()
+    assert "lower case" not in out.getvalue()
+    assert chat.command("/mode NGRAM") and "usage: /mode auto|ngram|target (lower case)" in out.getvalue()
+    assert chat.settings.mode == "spec"  # neither switched
+
+
 def test_a_k_beyond_what_the_mode_drafts_is_capped_and_said():
     """spec drafts at most 16 tokens a round (bench --ks, the mode table); /k 32 or -k 32 drafted 32 with
     the draft model, each a step that could not pay. It is kept for a later /mode auto or ngram."""
@@ -436,8 +446,8 @@ def test_help_names_every_mode_a_session_can_switch_to():
     line = next(line for line in out.getvalue().splitlines() if line.startswith("/mode"))
     assert "in this session: auto, ngram (prompt lookup), target" in line, line
     assert "spec" not in line and "suffix" not in line
-    chat.command("/mode SPEC")
-    assert "usage: /mode auto|ngram|target (lower case)" in out.getvalue()
+    chat.command("/mode SPEC")  # not "(lower case)": spec in lower case is refused here too
+    assert "mode spec is not available in this session" in out.getvalue()
     chat.settings.mode = "target"
     chat.command("/spec on")
     assert "choose one with /mode auto|ngram" in out.getvalue()
