@@ -234,15 +234,16 @@ class ChatSession:
         self._say("speculation " + (f"on: {self.settings.label}" if value else "off: target alone"))
 
     def _cmd_mode(self, arg: str) -> None:
-        if arg not in modes.MODES and arg.lower() in modes.MODES and self.pipeline.available(arg.lower()):
-            self._say(f"usage: /mode {'|'.join(self._modes_here())} (lower case)", "yellow")
+        name = arg if arg in modes.MODES else arg.lower()
+        usage = f"usage: /mode {'|'.join(self._modes_here())}"
+        if name not in modes.MODES:
+            self._say(usage, "yellow")
             return
-        if arg not in modes.MODES and arg.lower() not in modes.MODES:
-            self._say(f"usage: /mode {'|'.join(self._modes_here())}", "yellow")
+        if not self.pipeline.available(name):  # said before "lower case": spec would be refused too
+            self._say(f"mode {name} is not available in this session (start with --mode {name})", "yellow")
             return
-        arg = arg if arg in modes.MODES else arg.lower()  # a mode not loaded here: say so, not "lower case"
-        if not self.pipeline.available(arg):
-            self._say(f"mode {arg} is not available in this session (start with --mode {arg})", "yellow")
+        if name != arg:
+            self._say(f"{usage} (lower case)", "yellow")
             return
         self.settings.mode, self.settings.spec = arg, True
         self._say(f"mode: {self.settings.label}")
