@@ -19,6 +19,10 @@ class Mode:
     needs_draft_model: bool
     help: str
 
+    def length(self, k: int | None) -> int:
+        """The draft length it uses when k is asked for (None: its default): at most max_k (the target's: 0)."""
+        return min(k or self.default_k, self.max_k)
+
     def describe(self, k: int) -> str:
         """The short header of a reply: "auto (k<=64)", "spec k=4", "target alone"."""
         if k <= 0 or self.name == "target":

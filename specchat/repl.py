@@ -64,10 +64,7 @@ class ChatSettings:
 
     @property
     def effective_k(self) -> int:
-        mode = self.effective_mode
-        if mode == "target":
-            return 0
-        return min(self.k or modes.get(mode).default_k, modes.get(mode).max_k)  # spec drafts 16 at most
+        return modes.get(self.effective_mode).length(self.k)
 
     @property
     def label(self) -> str:

@@ -90,8 +90,7 @@ class Api:
         self.history = ServerLog(pipeline, console, no_log=config.no_log)
         self.model = model_id(pipeline)
         self.mode = config.mode if pipeline.available(config.mode) else "target"
-        mode = modes.get(self.mode)
-        self.k = 0 if self.mode == "target" else min(config.k or mode.default_k, mode.max_k)
+        self.k = modes.get(self.mode).length(config.k)
         self.label = modes.get(self.mode).describe(self.k)
         self.jobs: set[Job] = set()  # admitted and not finished: what stop_all() stops
         self.closing = False  # set by stop_all(): a cancelled job was cut by the shutdown, not by its client
