@@ -279,13 +279,13 @@ class AutoDrafter:
         self.costs.observe_verify(len(draft) + 1, outcome.verify_s, outcome.at)
         # A draft model that stopped before keeping any guess still drafted: its round is its own.
         source = draft.source if len(draft) else self._source
-        model = next((d for d in self.drafters if d.uses_model and d.name == source), None)
-        if model is not None:
-            self.costs.observe_draft(getattr(model, "steps", len(draft)), self._draft_s - self._catch_up_s)
+        used = next((d for d in self.drafters if d.name == source), None)  # None: the target alone
+        if used is not None and used.uses_model:
+            self.costs.observe_draft(getattr(used, "steps", len(draft)), self._draft_s - self._catch_up_s)
         for drafter in self.drafters:
             drafter.learn(outcome)
         seconds = self._draft_s + outcome.verify_s
-        lookup = any(not d.uses_model and d.name == source for d in self.drafters)
+        lookup = used is not None and not used.uses_model
         self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s, predicted, lookup)
         steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
