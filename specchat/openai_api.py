@@ -23,12 +23,20 @@ MAX_STOPS = 4  # as the OpenAI API allows
 class ApiError(Exception):
     """A request the server refuses: an HTTP status and the OpenAI error object."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ):
         super().__init__(message)
-        self.status, self.message, self.kind, self.code = status, message, kind, code
+        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "code": self.code}}
+        # param: the request field at fault (null where none is), as the API's error object always has it
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
 @dataclass
@@ -66,7 +74,7 @@ def parse_json(body: bytes) -> dict:
 def parse_chat(data: dict, max_tokens_cap: int) -> ApiRequest:
     raw = data.get("messages")
     if not isinstance(raw, list) or not raw:
-        raise ApiError(400, "'messages' must be a non-empty list", code="missing_messages")
+        raise ApiError(400, "'messages' must be a non-empty list", code="missing_messages", param="messages")
     messages = [_message(item, i) for i, item in enumerate(raw)]
     return _common(data, max_tokens_cap, messages=messages, prompt="")
 
@@ -78,28 +86,50 @@ def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
     # The API's other prompt shapes, named as such ("must be a non-empty string" read as a malformed body)
     if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
         raise ApiError(400, f"'prompt': one prompt per request is served, not a batch of {len(prompt)}",
-                       code="unsupported_parameter")  # fmt: skip
+                       code="unsupported_parameter", param="prompt")  # fmt: skip
     if isinstance(prompt, list) and prompt and all(isinstance(p, int | list) for p in prompt):
-        raise ApiError(400, "'prompt': token ids are not supported, send the text", code="unsupported_parameter")
+        raise ApiError(
+            400, "'prompt': token ids are not supported, send the text", code="unsupported_parameter", param="prompt"
+        )
     if not isinstance(prompt, str) or not prompt:
-        raise ApiError(400, "'prompt' must be a non-empty string", code="missing_prompt")
+        raise ApiError(400, "'prompt' must be a non-empty string", code="missing_prompt", param="prompt")
     return _common(data, max_tokens_cap, messages=None, prompt=prompt)
 
 
 def _message(item, index: int) -> Message:
     # isinstance first: a list or object as the role is unhashable, and `in ROLES` would raise (a 500)
     if not isinstance(item, dict) or not isinstance(item.get("role"), str) or item["role"] not in ROLES:
-        raise ApiError(400, f"messages[{index}] needs a role among {', '.join(ROLES)}", code="invalid_message")
+        raise ApiError(
+            400,
+            f"messages[{index}] needs a role among {', '.join(ROLES)}",
+            code="invalid_message",
+            param=f"messages[{index}].role",
+        )
     content = item.get("content")
     if isinstance(content, list):  # content parts: only text parts can reach a text model
         if any(not isinstance(part, dict) or part.get("type") != "text" for part in content):
-            raise ApiError(400, f"messages[{index}]: only text content parts are supported", code="invalid_message")
+            raise ApiError(
+                400,
+                f"messages[{index}]: only text content parts are supported",
+                code="invalid_message",
+                param=f"messages[{index}].content",
+            )
         if any(not isinstance(part.get("text"), str) for part in content):  # str() made null "None", 5 "5"
-            raise ApiError(400, f"messages[{index}]: a text part's text must be a string", code="invalid_message")
+            raise ApiError(
+                400,
+                f"messages[{index}]: a text part's text must be a string",
+                code="invalid_message",
+                param=f"messages[{index}].content",
+            )
         # One line each, as llama-server and vLLM join them: "".join glued "Here is the file:" to its code
         content = "\n".join(part["text"] for part in content)
     if not isinstance(content, str):
-        raise ApiError(400, f"messages[{index}].content must be a string", code="invalid_message")
+        raise ApiError(
+            400,
+            f"messages[{index}].content must be a string",
+            code="invalid_message",
+            param=f"messages[{index}].content",
+        )
     return Message(ROLES[item["role"]], content)
 
 
@@ -134,53 +164,63 @@ def _unsupported(data: dict) -> None:
         (data.get("audio") is not None, "'audio' output is not supported"),
     )
     for refused, message in refusals:
-        if refused:
-            raise ApiError(400, message, code="unsupported_parameter")
+        if refused:  # each message starts with the field's name, quoted: the error's param
+            raise ApiError(400, message, code="unsupported_parameter", param=message.split("'")[1])
 
 
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     _unsupported(data)
     model = data.get("model")
     if model is not None and not isinstance(model, str):
-        raise ApiError(400, "'model' must be a string", code="invalid_model")
+        raise ApiError(400, "'model' must be a string", code="invalid_model", param="model")
     temperature = _number(data, "temperature", 1.0, 0.0, 2.0)  # the API's documented default
     top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
     seed = data.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ApiError(400, "'seed' must be an integer", code="invalid_seed")
+        raise ApiError(400, "'seed' must be an integer", code="invalid_seed", param="seed")
     # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
     # A null one is not given (clients that serialise every field send it beside max_tokens).
     name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
     asked = data.get(name)
     if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
-        raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens")
+        raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens", param=name)
     stop = data.get("stop")
     stops = [stop] if isinstance(stop, str) else stop or []
     if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
-        raise ApiError(400, f"'stop' must be a string or a list of up to {MAX_STOPS} strings", code="invalid_stop")
+        raise ApiError(
+            400, f"'stop' must be a string or a list of up to {MAX_STOPS} strings", code="invalid_stop", param="stop"
+        )
     choices = data.get("n")
     if choices is not None and (isinstance(choices, bool) or choices != 1):  # never fewer choices than asked
-        raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n")
+        raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n", param="n")
     # top_k and min_p are not in the OpenAI API but llama-server and vLLM read them (the client's extra_body):
     # honoured, not ignored; run's defaults (40, 0.05) without them. 0 (llama-server) or -1 (vLLM): off.
     top_k = data.get("top_k")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < -1):
-        raise ApiError(400, "'top_k' must be an integer, 0 or -1 for off", code="invalid_top_k")
+        raise ApiError(400, "'top_k' must be an integer, 0 or -1 for off", code="invalid_top_k", param="top_k")
     min_p = _number(data, "min_p", 0.05, 0.0, 1.0)
     params = SamplingParams(
         temperature=temperature, top_k=40 if top_k is None else max(top_k, 0), top_p=top_p, min_p=min_p, seed=seed
     ).seeded()  # without one (or a negative one): one drawn, which the log records
     stream = data.get("stream", False)
     if not isinstance(stream, bool | None):  # "false" is a string, and truthy
-        raise ApiError(400, "'stream' must be true or false", code="invalid_stream")
+        raise ApiError(400, "'stream' must be true or false", code="invalid_stream", param="stream")
     options = data.get("stream_options")
     if options is not None and (not stream or not isinstance(options, dict)):
         raise ApiError(
-            400, "'stream_options' is an object, and only for \"stream\": true", code="invalid_stream_options"
+            400,
+            "'stream_options' is an object, and only for \"stream\": true",
+            code="invalid_stream_options",
+            param="stream_options",
         )
     include_usage = (options or {}).get("include_usage", False)
     if not isinstance(include_usage, bool):
-        raise ApiError(400, "'stream_options.include_usage' must be true or false", code="invalid_stream_options")
+        raise ApiError(
+            400,
+            "'stream_options.include_usage' must be true or false",
+            code="invalid_stream_options",
+            param="stream_options.include_usage",
+        )
     return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage)
 
 
@@ -189,7 +229,7 @@ def _number(data: dict, name: str, default: float, low: float, high: float) -> f
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}", code=f"invalid_{name}")
+        raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}", code=f"invalid_{name}", param=name)
     return float(value)
 
 

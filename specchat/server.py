@@ -179,7 +179,7 @@ class Api:
         """A request may name the model by any of its aliases; another name is a 404."""
         if name not in self.aliases:
             raise ApiError(404, f"model '{name}' is not served here; this server has '{self.model}'",
-                           code="model_not_found")  # fmt: skip
+                           code="model_not_found", param="model")  # fmt: skip
 
     async def chat(self, request: Request) -> Response:
         parsed = openai_api.parse_chat(await self._body(request), self.config.max_tokens)
@@ -237,7 +237,7 @@ class Api:
     async def _measure(self, job: Job) -> None:
         """The prompt's tokens, checked against the context before the request waits for the engine or
         gets a status line (a streamed one's would already say 200 when the loop refused it)."""
-        with _as_api_errors():
+        with _as_api_errors("prompt" if job.messages is None else "messages"):
             await self.engine.measure(job)
 
     def _start(self, job: Job) -> asyncio.Task:
@@ -257,7 +257,7 @@ class Api:
 
     async def _run(self, job: Job) -> Outcome:
         """The generation, with the library's failures turned into error objects."""
-        with _as_api_errors():
+        with _as_api_errors("prompt" if job.messages is None else "messages"):
             return await self.engine.run(job)
 
     def _stream_response(self, request: Request, job: Job, chat: bool, include_usage: bool) -> Response:
@@ -337,16 +337,16 @@ class Api:
 
 
 @contextlib.contextmanager
-def _as_api_errors() -> Iterator[None]:
+def _as_api_errors(field: str) -> Iterator[None]:
     """The library's failures of one request as error objects: a prompt longer than the context, or messages
     the chat template refuses, are the client's (400); a template that fails or an engine error fails this
-    request only (500)."""
+    request only (500). field: where the prompt came from ("messages" or "prompt"), the error's param."""
     try:
         yield
     except ContextFullError as exc:
-        raise ApiError(400, exc.message, code="context_length_exceeded") from None
+        raise ApiError(400, exc.message, code="context_length_exceeded", param=field) from None
     except MessagesRefused as exc:  # the client's messages, not a server fault (a 500 the client would retry)
-        raise ApiError(400, exc.message, code="invalid_message") from None
+        raise ApiError(400, exc.message, code="invalid_message", param=field) from None
     except SpecchatError as exc:
         raise ApiError(500, exc.message, "server_error", "generation_failed") from None
 

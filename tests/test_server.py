@@ -269,6 +269,35 @@ def test_text_content_parts_reach_the_model_one_per_line(server):
     assert reply.choices[0].message.content == fake_backend.REPLY.format(prompt="Name three\ncolours.")
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/chat/completions", b"{not json", None),
+        ("/v1/chat/completions", b'{"model": "target.fake.gguf"}', "messages"),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "a"}], "temperature": 9}', "temperature"),
+        ("/v1/chat/completions", b'{"model": "gpt-4", "messages": [{"role": "user", "content": "a"}]}', "model"),
+        ("/v1/chat/completions", b'{"messages": [{"role": "tool", "content": "a"}]}', "messages[0].role"),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "a"}], "n": 2}', "n"),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "a"}], "tools": [{}]}', "tools"),
+        (
+            "/v1/chat/completions",
+            b'{"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 0}',
+            "max_completion_tokens",
+        ),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "' + b"a" * 9000 + b'"}]}', "messages"),
+        ("/v1/completions", b'{"prompt": ["a", "b"]}', "prompt"),
+        ("/v1/completions", b'{"prompt": "' + b"a" * 9000 + b'"}', "prompt"),
+    ],
+)
+def test_error_objects_name_the_field_at_fault(server, path, body, param):
+    """The error object had no `param`, which the OpenAI API always sends (null where no field is at fault) and
+    clients show beside the message: a client could not tell which field to fix."""
+    response = httpx.post(f"{server.url}{path}", content=body, timeout=30)
+    assert response.status_code in (400, 404)
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["param"] == param
+
+
 def test_unknown_routes_and_methods_get_error_objects(server):
     for response, status in (
         (httpx.get(f"{server.url}/v1/nothing"), 404),
