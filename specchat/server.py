@@ -333,7 +333,14 @@ class Api:
             )
         elif note:
             line += f"  {note}"
-        self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+        self.console.print(_one_line(line), highlight=False, markup=False, soft_wrap=True)
+
+
+def _one_line(text: str) -> str:
+    """The console line with what a client sent (a model name, a path) made harmless: a newline would start a
+    line that reads as another request's, an escape sequence would act on the terminal (clear it, recolour it).
+    Such characters are shown escaped, as Python writes them ("\\n", "\\x1b"); other text is kept."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 @contextlib.contextmanager

@@ -298,6 +298,18 @@ def test_error_objects_name_the_field_at_fault(server, path, body, param):
     assert set(error) == {"message", "type", "param", "code"} and error["param"] == param
 
 
+def test_what_a_client_sends_cannot_break_or_colour_the_console_line(server):
+    """A model name with a newline (or a path with %1b) went to the console as it was: the line broke in two, the
+    second reading as a line of its own, and an escape sequence acted on the terminal (cleared it)."""
+    body = {"model": "evil\nPOST /v1/chat/completions 200  fake\x1b[2J", "messages": [{"role": "user", "content": "a"}]}
+    assert httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30).status_code == 404
+    assert httpx.get(f"{server.url}/v1/x%1b%5B31mred%E2%80%A8", timeout=30).status_code == 404
+    line = server.wait_for(r"404  model 'evil.*")[0]
+    assert line.endswith("\\x1b[2J' is not served here; this server has 'target.fake.gguf'") and "\\n" in line
+    assert server.wait_for(r"GET /v1/x.* 404")[0] == "GET /v1/x\\x1b[31mred\\u2028 404"
+    assert "\x1b" not in server.console() and "\nPOST /v1/chat/completions 200  fake" not in server.console()
+
+
 def test_unknown_routes_and_methods_get_error_objects(server):
     for response, status in (
         (httpx.get(f"{server.url}/v1/nothing"), 404),
