@@ -147,7 +147,7 @@ def _unsupported(data: dict) -> None:
         (data.get("tool_choice") not in (None, "none", "auto"), "'tool_choice': tool calling is not supported"),
         (data.get("function_call") not in (None, "none", "auto"), "'function_call': function calling is not supported"),
         (
-            (data.get("response_format") or {"type": "text"}) != {"type": "text"},
+            not _plain_format(data.get("response_format")),
             '\'response_format\': only {"type": "text"} is supported (ask for JSON in the prompt)',
         ),
         # chat's logprobs is true/false; a completion's is a count, and 0 still asks for the chosen token's
@@ -166,6 +166,18 @@ def _unsupported(data: dict) -> None:
     for refused, message in refusals:
         if refused:  # each message starts with the field's name, quoted: the error's param
             raise ApiError(400, message, code="unsupported_parameter", param=message.split("'")[1])
+
+
+def _plain_format(response_format) -> bool:
+    """Plain text asked for, or nothing: {"type": "text"}, whose other fields, if sent, are null (clients that
+    serialise every field send "json_schema": null beside it)."""
+    if not response_format:  # null, or {} as some clients send for "not set"
+        return True
+    return (
+        isinstance(response_format, dict)
+        and response_format.get("type") == "text"
+        and all(value is None for key, value in response_format.items() if key != "type")
+    )
 
 
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
@@ -213,7 +225,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
             code="invalid_stream_options",
             param="stream_options",
         )
-    include_usage = (options or {}).get("include_usage", False)
+    include_usage = (options or {}).get("include_usage") or False  # a null one is not given, as elsewhere
     if not isinstance(include_usage, bool):
         raise ApiError(
             400,

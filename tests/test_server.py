@@ -343,6 +343,23 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
 
 
+def test_nulls_inside_stream_options_and_response_format_are_not_given():
+    """Clients that serialise every field send {"include_usage": null} and {"type": "text", "json_schema": null}:
+    both were refused (400 "must be true or false", 400 unsupported_parameter) though a null elsewhere is not
+    given; a real ask for JSON is still refused."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    streamed = parse_chat({"messages": messages, "stream": True, "stream_options": {"include_usage": None}}, 2048)
+    assert streamed.stream and streamed.include_usage is False
+    for plain in ({"type": "text", "json_schema": None}, {}, None):
+        assert parse_chat({"messages": messages, "response_format": plain}, 2048).max_tokens == 2048
+    for refused in ({"type": "text", "json_schema": {"name": "x"}}, {"type": "json_object"}, {"json_schema": None}):
+        with pytest.raises(ApiError) as error:
+            parse_chat({"messages": messages, "response_format": refused}, 2048)
+        assert error.value.code == "unsupported_parameter" and error.value.param == "response_format"
+
+
 def test_a_bad_max_completion_tokens_is_named_as_sent():
     """A max_completion_tokens of 0 was refused as "'max_tokens' must be...", a field the client never sent."""
     from specchat.openai_api import ApiError, parse_chat
