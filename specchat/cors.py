@@ -14,7 +14,7 @@ from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from .errors import UsageError
 from .openai_api import ApiError
@@ -88,8 +88,9 @@ class _Cors(CORSMiddleware):
             response = self.preflight_response(request_headers=headers)
             note = f"preflight from {origin}"
             if response.status_code != 200:
-                note = f"{note}: {bytes(response.body).decode()}{self._refused_headers(headers)}"
-                note += "" if allowed else _unlock(origin)
+                reason = f"{bytes(response.body).decode()}{self._refused_headers(headers)}"
+                note = f"{note}: {reason}" + ("" if allowed else _unlock(origin))
+                response = _as_error(response, reason)
         elif allowed:
             await super().__call__(scope, receive, send)
             return
@@ -104,6 +105,14 @@ class _Cors(CORSMiddleware):
         asked = (name.strip() for name in headers.get("access-control-request-headers", "").split(","))
         refused = [name for name in asked if name and name.lower() not in self.allow_headers]
         return f" ({', '.join(refused)})" if refused else ""
+
+
+def _as_error(refusal: Response, reason: str) -> JSONResponse:
+    """Starlette's refused preflight (plain text "Disallowed CORS origin") as an OpenAI error object, as every
+    other refusal is, with its CORS headers (Vary, the allowed methods and headers) kept."""
+    error = ApiError(refusal.status_code, f"CORS preflight refused: {reason}", code="cors_preflight_refused")
+    kept = {key: value for key, value in refusal.headers.items() if key not in ("content-length", "content-type")}
+    return JSONResponse(error.body(), status_code=refusal.status_code, headers=kept)
 
 
 def _unlock(origin: str) -> str:

@@ -803,6 +803,9 @@ def test_pages_on_this_machine_may_call_the_server_and_others_may_not(server):
     for origin in ("https://evil.example", "http://localhost.evil.example:3000", "http://127.0.0.1.evil.example"):
         refused = preflight(server, origin)
         assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers, origin
+        # was Starlette's plain text "Disallowed CORS origin": an error object, as every other refusal
+        error = refused.json()["error"]
+        assert error["code"] == "cors_preflight_refused" and "Disallowed CORS origin" in error["message"], origin
     server.wait_for(r"OPTIONS /v1/chat/completions 400 .*https://evil\.example.*--allow-origin")
     body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
     answered = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers={"Origin": "http://localhost:3000"})
