@@ -59,6 +59,14 @@ def check_host(host: str, api_key: str | None) -> None:
     """Refuse to listen beyond this machine without a key: the API runs arbitrary prompts on its CPU/GPU."""
     if not host.strip():  # the socket would take "" for every interface, and print http://:PORT/v1
         raise UsageError("--host is empty", hint="give 127.0.0.1 (this machine) or 0.0.0.0 (every interface)")
+    # `--api-key "$KEY"` with KEY unset asked for a key and served without one; spaces around a key are trimmed
+    # off the client's header (HTTP does), so no client could ever send it.
+    if api_key is not None and not api_key.strip():
+        hint = 'give a key (--api-key "$(openssl rand -hex 16)"), or leave it out for none'
+        raise UsageError("--api-key (or SPECCHAT_API_KEY) is empty", hint=hint)
+    if api_key is not None and api_key != api_key.strip():
+        raise UsageError("--api-key (or SPECCHAT_API_KEY) starts or ends with a space, which no client can send",
+                         hint="give the key without them")  # fmt: skip
     if api_key or _is_loopback(host):
         return
     raise UsageError(

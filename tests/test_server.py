@@ -617,6 +617,23 @@ def test_an_empty_host_is_refused():
     assert result.exit_code == 2 and len(lines) == 1 and "--host is empty" in lines[0] and "0.0.0.0" in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (["--api-key", ""], {}, "is empty"),
+        ([], {"SPECCHAT_API_KEY": " "}, "is empty"),
+        (["--api-key", " key", "--host", "0.0.0.0"], {}, "starts or ends with a space"),
+    ],
+)
+def test_an_empty_api_key_is_refused(args, env, said):
+    """`--api-key "$KEY"` with KEY unset served with no key at all (on 127.0.0.1: not a word said), and a key
+    with a space around it was one no client could send (HTTP trims header values)."""
+    missing = ["--target", "/nonexistent/target.gguf"]  # were the key taken, this would fail at once (no download)
+    result = CliRunner().invoke(app, ["serve", *args, *missing, "--port", "0"], env=env)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and said in lines[0] and "--api-key" in lines[0], result.stderr
+
+
 def test_taken_port_is_one_line(server):
     port = server.url.rsplit(":", 1)[1]
     result = CliRunner().invoke(app, ["serve", "--port", port])
