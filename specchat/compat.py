@@ -54,13 +54,16 @@ def check_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
     return PairReport(True)
 
 
-def require_compatible(target: Vocabulary, draft: Vocabulary, *, force: bool = False) -> PairReport:
+def require_compatible(target: Vocabulary, draft: Vocabulary, *, force: bool | None = False) -> PairReport:
+    """force None: the command has no --force-pair (only `run` has), so the hint names `run`'s."""
     report = check_pair(target, draft)
     if report.compatible:
         return report
     if force and report.forceable:
         return report
     hint = "use a draft of the same model family"
-    if report.forceable:
+    if report.forceable and force is not None:
         hint += ", or --force-pair to try anyway (output stays lossless, acceptance will be low)"
+    elif report.forceable:
+        hint += " (`specchat run --force-pair` tries this one anyway; this command has no such option)"
     raise PairError(f"incompatible pair: {report.reason}", hint=hint)

@@ -42,7 +42,7 @@ class Options:
     threads: int = 0
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
-    force_pair: bool = False
+    force_pair: bool | None = None  # None: the command has no --force-pair (bench, tune, serve)
     use_tuning: bool = True  # False: ignore saved tuning, measure afresh
     p_min: float = 0.0  # the draft model's confidence stop
     keep_draft: bool = False  # load the draft model even where auto would not use it (bench, tune)

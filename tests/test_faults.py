@@ -514,6 +514,17 @@ def test_fake_mismatched_pair_and_force_pair(fake_models, tmp_path):
     assert stats["drafted"] > 0 and stats["accepted"] > 0  # the draft really speculated
 
 
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_mismatched_pair_hint_names_only_options_the_command_has(fake_models, tmp_path, command):
+    """bench and tune have no --force-pair: their hint must not tell the user to add it."""
+    target, _draft = fake_models
+    draft = fake_file(tmp_path, "odd", role="draft", agree=0.9, token_text={"100": "\x7f"})
+    extra = ["--suite", "tiny", "-r", "1", "-n", "8"] if command == "bench" else ["-n", "8"]
+    result = invoke(command, "--target", str(target), "--draft", str(draft), *extra)
+    assert_one_line_error(result, 1, "draft vocabulary differs at token 100")
+    assert "specchat run --force-pair" in result.stderr and "or --force-pair" not in result.stderr
+
+
 def test_fake_pair_that_cannot_be_forced(fake_models, tmp_path):
     target, _draft = fake_models
     draft = fake_file(tmp_path, "big", role="draft", n_vocab=1000)
