@@ -96,9 +96,14 @@ def _check_writable(path: Path) -> None:
         ) from None
 
 
+INTERRUPTED = "interrupted (Ctrl-C): this report holds only what was measured before it"
+
+
 def to_markdown(result: BenchResult) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(map(_md_cell, row_cells(row))) + " |" for row in result.rows()]
+    if result.interrupted:  # a partial file must not pass for a whole one (json and jsonl say "interrupted")
+        lines += ["", f"*{INTERRUPTED}*"]
     return "\n".join(lines) + "\n"
 
 
@@ -185,6 +190,8 @@ def _write_file(path: Path, body: str) -> None:
 def print_bench(console: Console, result, ks: list[int]) -> None:
     """The bench report on a console: the table, the cost model, the lossless check, a plot."""
     console.print(bench_table(result))
+    if result.interrupted:
+        console.print(INTERRUPTED, style="yellow", highlight=False)
     if result.cost is not None:
         console.print(cost_table(result.cost, ks))
     lossless = result.lossless_summary()

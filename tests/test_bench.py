@@ -339,6 +339,10 @@ def test_interrupted_bench_keeps_what_was_measured(fake_pair, tmp_path, monkeypa
     assert result.exit_code == 130
     data = json.loads(out.read_text())
     assert data["interrupted"] is True and len(data["samples"]) == 3
+    calls.clear()  # the table and a Markdown file say so too: a partial report never passes for a whole one
+    result = bench(fake_pair, "--ks", "1", "--modes", "spec,ngram", "-o", str(tmp_path / "partial.md"))
+    assert result.exit_code == 130
+    assert "interrupted (Ctrl-C)" in result.stdout and "interrupted (Ctrl-C)" in (tmp_path / "partial.md").read_text()
 
 
 def test_interrupted_before_any_sample(fake_pair, monkeypatch):
