@@ -68,7 +68,7 @@ def _messages(line: str, where: str) -> list[str]:
                 f'{where}: "messages" item {bad} is not {{"role": ..., "content": "..."}}',
                 hint='every message has a "role" (user, assistant, system) and a string "content"',
             )
-        return [m["content"] for m in messages if m["role"] in ROLES and m["content"]]
+        return [text for m in messages if m["role"] in ROLES and (text := _text(m["content"]))]
     if isinstance(record, dict) and isinstance(record.get("turns"), list):  # Spec-Bench: the user's turns
         if not all(isinstance(turn, str) for turn in record["turns"]):
             raise UsageError(f'{where}: "turns" must be a list of strings', hint='"turns": ["...", "..."]')
@@ -77,9 +77,22 @@ def _messages(line: str, where: str) -> list[str]:
 
 
 def _is_message(message: object) -> bool:
-    return (
-        isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)
-    )
+    """OpenAI's chat format: "content" is a string, null (an assistant turn that only calls tools), or a
+    list of parts (the text ones are the message's text)."""
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:
+        return False
+    content = message.get("content")
+    return content is None or isinstance(content, str) or (isinstance(content, list) and all(map(_is_part, content)))
+
+
+def _is_part(part: object) -> bool:
+    return isinstance(part, dict) and (part.get("type") != "text" or isinstance(part.get("text"), str))
+
+
+def _text(content: str | list | None) -> str:
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content if part.get("type") == "text")
+    return content or ""
 
 
 class Frozen:

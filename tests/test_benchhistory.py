@@ -107,6 +107,7 @@ def test_default_modes_leave_suffix_out(bench):
         ("{not json}\n", "line 1: not valid JSON"),
         ('{"messages": []}\n\n[1]\n', 'line 3: expected an object with "messages"'),
         ('{"messages": [{"role": "user"}]}\n', '"messages" item 1 is not'),
+        ('{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}\n', '"messages" item 1 is not'),
         ('{"turns": ["a", 2]}\n', '"turns" must be a list of strings'),
     ],
 )
@@ -152,6 +153,28 @@ def test_spec_bench_turns_are_user_messages(tmp_path):
         {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]},
     )
     assert benchhistory.load(path, ["suffix"]).texts == ["first", "second", "u"]
+
+
+def test_openai_chat_format_messages(tmp_path):
+    """Exported OpenAI-format chats: an assistant turn that only calls tools has "content": null, and a
+    message's content may be a list of parts; the text parts are its text, the rest is skipped."""
+    parts = [
+        {"type": "text", "text": "look at "},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": "this"},
+    ]
+    path = past_file(
+        tmp_path,
+        {
+            "messages": [
+                {"role": "user", "content": parts},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "1", "type": "function"}]},
+                {"role": "tool", "content": "42", "tool_call_id": "1"},
+                {"role": "assistant", "content": "It is 42."},
+            ]
+        },
+    )
+    assert benchhistory.load(path, ["suffix"]).texts == ["look at this", "It is 42."]
 
 
 def test_the_history_notice_counts_one_message_as_one(fake_models, seed_tuning, tmp_path):
