@@ -79,7 +79,14 @@ def read_jsonl(path: Path, kind: str, shape: str) -> str:
             raise UsageError(
                 f"{kind} file {path} is over {MAX_JSONL_BYTES >> 20} MiB", hint=f"{again}, in a smaller file"
             )
-        return data.decode("utf-8-sig")  # a BOM: Windows editors write one
+        if data.startswith(b"\x1f\x8b"):  # Spec-Bench and MT-Bench files are passed around compressed
+            raise UsageError(f"{kind} file {path} is gzip-compressed", hint=f"decompress it first (gunzip); {again}")
+        text = data.decode("utf-8-sig")  # a BOM: Windows editors write one
+        if text.lstrip().startswith("["):  # no line of either file is an array: the whole file is one
+            lines = path.stem + (".jsonl" if path.suffix != ".jsonl" else "-lines.jsonl")  # never onto itself
+            hint = f"{again}, e.g. jq -c '.[]' {path} > {lines}"
+            raise UsageError(f"{kind} file {path} is a JSON array, not JSONL", hint=hint)
+        return text
     except FileNotFoundError:
         raise UsageError(f"{kind} file not found: {path}", hint=again) from None
     except IsADirectoryError:

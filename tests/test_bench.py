@@ -122,7 +122,8 @@ def test_bad_options(args, needle):
         ('{"category": "chat", "turns": ["hi"]}\n{not json}\n', "line 2: not valid JSON"),
         ('{"category": "chat", "turns": ["hi"]}\n\n{"turns": ["x"]}\n', 'line 3: missing "category"'),
         ('{"category": "chat", "turns": []}\n', 'line 1: "turns" must be a list'),
-        ("[1, 2]\n", "line 1: expected a JSON object"),
+        ("[1, 2]\n", "is a JSON array, not JSONL"),
+        ('{"category": "chat", "turns": ["Hi"]}\n42\n', "line 2: expected a JSON object"),
         ('{"category": "c", "turns": ["hi"], "question_id": ""}\n', 'line 1: "question_id" must be a number or'),
         ('{"category": "c", "turns": ["hi"], "question_id": [1]}\n', 'line 1: "question_id" must be a number or'),
         ('{"category": "c", "turns": ["hi"], "question_id": true}\n', 'line 1: "question_id" must be a number or'),
@@ -189,6 +190,24 @@ def test_prompts_file_that_is_a_directory_or_not_utf8(tmp_path):
     latin.write_bytes(b'{"category": "chat", "turns": ["caf\xe9"]}\n')
     result = runner.invoke(app, ["bench", "--prompts", str(latin)])
     assert result.exit_code == 2 and "is not UTF-8 (byte 35)" in result.stderr and "save it as UTF-8" in result.stderr
+
+
+def test_prompts_file_that_is_gzip_or_a_json_array(tmp_path):
+    """Files as they are passed around: compressed, or a JSON array (a file of lines would be refused at
+    line 1 for the wrong reason: "not UTF-8 (byte 1)" / "expected a JSON object")."""
+    import gzip
+
+    record = {"category": "chat", "turns": ["Hi"]}
+    packed = tmp_path / "question.jsonl.gz"
+    packed.write_bytes(gzip.compress((json.dumps(record) + "\n").encode()))
+    result = runner.invoke(app, ["bench", "--prompts", str(packed)])
+    assert result.exit_code == 2 and "is gzip-compressed" in result.stderr and "gunzip" in result.stderr
+    for name in ("question.json", "question.jsonl"):
+        array = tmp_path / name
+        array.write_text(json.dumps([record, record], indent=2))
+        result = runner.invoke(app, ["bench", "--prompts", str(array)])
+        assert result.exit_code == 2 and "is a JSON array, not JSONL" in result.stderr, result.output
+        assert not result.stderr.rstrip().endswith(f"> {name}")  # the suggested jq never overwrites its input
 
 
 def test_prediction_from_costs():
