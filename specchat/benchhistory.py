@@ -91,7 +91,8 @@ def _is_part(part: object) -> bool:
 
 def _text(content: str | list | None) -> str:
     if isinstance(content, list):
-        return "".join(part["text"] for part in content if part.get("type") == "text")
+        # one line each, as the server reads them (openai_api._message) and llama-server and vLLM join them
+        return "\n".join(part["text"] for part in content if part.get("type") == "text")
     return content or ""
 
 

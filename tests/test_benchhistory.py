@@ -157,9 +157,10 @@ def test_spec_bench_turns_are_user_messages(tmp_path):
 
 def test_openai_chat_format_messages(tmp_path):
     """Exported OpenAI-format chats: an assistant turn that only calls tools has "content": null, and a
-    message's content may be a list of parts; the text parts are its text, the rest is skipped."""
+    message's content may be a list of parts; the text parts are its text, one per line as the server reads
+    them, the rest is skipped."""
     parts = [
-        {"type": "text", "text": "look at "},
+        {"type": "text", "text": "look at"},
         {"type": "image_url", "image_url": {"url": "x"}},
         {"type": "text", "text": "this"},
     ]
@@ -174,7 +175,7 @@ def test_openai_chat_format_messages(tmp_path):
             ]
         },
     )
-    assert benchhistory.load(path, ["suffix"]).texts == ["look at this", "It is 42."]
+    assert benchhistory.load(path, ["suffix"]).texts == ["look at\nthis", "It is 42."]
 
 
 def test_the_history_notice_counts_one_message_as_one(fake_models, seed_tuning, tmp_path):
