@@ -279,7 +279,7 @@ class Api:
         # A stream that ends short of its own line (its client left, mid-reply or just before [DONE]) gets
         # it once the generation is over; the events are left suspended then, never to run on to theirs.
         on_end = functools.partial(task.add_done_callback, functools.partial(self._log_left, line))
-        return _Stream(events, job, on_end, media_type="text/event-stream")
+        return _Stream(events, job, on_end, media_type="text/event-stream", headers=STREAM_HEADERS)
 
     async def _events(self, line: _Once, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, include_usage: bool):
         """Server-sent events: a chunk per piece of text, the statistics in the last one (and with
@@ -384,6 +384,11 @@ class _Once:
         write, self.write = self.write, None
         if write is not None:
             write(*args, **kwargs)
+
+
+# A reverse proxy in front (nginx, as docs/serve.md suggests for TLS) buffers a response by default, and the
+# client would see the whole reply at its end: these ask every cache and proxy on the way to pass it on as sent.
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class _Stream(StreamingResponse):

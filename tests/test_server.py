@@ -156,6 +156,8 @@ def test_raw_stream_ends_with_done(server):
     with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as response:
         lines = [line for line in response.iter_lines() if line]
     assert response.headers["content-type"].startswith("text/event-stream")
+    # nginx, in front for TLS, would hold the stream back without these
+    assert response.headers["cache-control"] == "no-cache" and response.headers["x-accel-buffering"] == "no"
     assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
     assert "usage" in json.loads(lines[-2].removeprefix("data: "))
 
