@@ -97,39 +97,22 @@ def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
 
 
 def _message(item, index: int) -> Message:
+    def refused(field: str, message: str) -> ApiError:  # every message's fault is named by its field
+        return ApiError(400, f"messages[{index}]{message}", code="invalid_message", param=f"messages[{index}].{field}")
+
     # isinstance first: a list or object as the role is unhashable, and `in ROLES` would raise (a 500)
     if not isinstance(item, dict) or not isinstance(item.get("role"), str) or item["role"] not in ROLES:
-        raise ApiError(
-            400,
-            f"messages[{index}] needs a role among {', '.join(ROLES)}",
-            code="invalid_message",
-            param=f"messages[{index}].role",
-        )
+        raise refused("role", f" needs a role among {', '.join(ROLES)}")
     content = item.get("content")
     if isinstance(content, list):  # content parts: only text parts can reach a text model
         if any(not isinstance(part, dict) or part.get("type") != "text" for part in content):
-            raise ApiError(
-                400,
-                f"messages[{index}]: only text content parts are supported",
-                code="invalid_message",
-                param=f"messages[{index}].content",
-            )
+            raise refused("content", ": only text content parts are supported")
         if any(not isinstance(part.get("text"), str) for part in content):  # str() made null "None", 5 "5"
-            raise ApiError(
-                400,
-                f"messages[{index}]: a text part's text must be a string",
-                code="invalid_message",
-                param=f"messages[{index}].content",
-            )
+            raise refused("content", ": a text part's text must be a string")
         # One line each, as llama-server and vLLM join them: "".join glued "Here is the file:" to its code
         content = "\n".join(part["text"] for part in content)
     if not isinstance(content, str):
-        raise ApiError(
-            400,
-            f"messages[{index}].content must be a string",
-            code="invalid_message",
-            param=f"messages[{index}].content",
-        )
+        raise refused("content", ".content must be a string")
     return Message(ROLES[item["role"]], content)
 
 
