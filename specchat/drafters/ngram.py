@@ -22,6 +22,7 @@ from .copyodds import (
     CopyOdds,
     book,
 )
+from .rewrite import Codec, Rewriter
 
 CANDIDATES = 16  # earlier occurrences of the longest n-gram compared by how far back they match
 MAX_COPY = 63  # longest copy (a batch of 64): long batches cost far less per token than short ones
@@ -116,6 +117,7 @@ class _Copy:
     begin: int = -1  # index of its first token in the text
     rejoined: bool = False  # where the reply rejoins a copy of its input that broke (_rejoin)
     aligned: tuple[bool, ...] | None = None  # per token: does its match go on past a line break (None: unknown)
+    rewritten: bool = False  # copied from the input as rewritten by the changes learned (rewrite.py)
 
     @property
     def kind(self) -> str:
@@ -135,6 +137,7 @@ class NgramDrafter:
         min_n: int = 1,
         ends_copy: Callable[[int], bool] | None = None,
         line_role: Callable[[int], str] | None = None,
+        codec: Codec | None = None,
     ) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError("need 1 <= min_n <= max_n")
@@ -144,6 +147,8 @@ class NgramDrafter:
         # offered the chat template's markup that follows it in the prompt.
         self.ends_copy = ends_copy or (lambda _token: False)
         self.line_role = line_role  # "break" (its text holds a line break), "space" or "text"; None: not known
+        # With the model's tokenizer, changes that repeat are learned and copied through (rewrite.py).
+        self.rewriter = Rewriter(codec, self.ends_copy, max_n) if codec is not None else None
         self.reset()
 
     def reset(self) -> None:
@@ -171,11 +176,15 @@ class NgramDrafter:
         self._copy: _Copy | None = None
         self.runs = CopyRuns()
         self._break: tuple[int, int] | None = None  # (index in the input where a copy broke, text length then)
+        if self.rewriter is not None:
+            self.rewriter.start([])
 
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
         self._start_reply()
         self._reply_start = len(context) + 1  # the prompt's last token is evaluated by the first round
+        if self.rewriter is not None:
+            self.rewriter.start(context)  # the input a reply may change
 
     def _odds(self, copy: _Copy, i: int) -> CopyOdds:
         """The odds that judge the copy's token i."""
@@ -260,15 +269,21 @@ class NgramDrafter:
         rejoin = self._rejoin() if n < REJOIN_BELOW else None
         if rejoin is not None:
             n, begin = rejoin
+        on, rejoined = False, rejoin is not None  # on: in the rewritten input
+        rewritten = self.rewriter.match(context, 128, CANDIDATES) if self.rewriter is not None else None
+        if rewritten is not None and rewritten[0] >= n:  # as far back or further: it knows the changes ahead
+            (n, begin), on, rejoined = rewritten, True, False
         if begin is None:
             return None
         # One token more than can be drafted: the round's own token is checked against it too.
-        tokens = self.index.tokens[begin : begin + MAX_COPY + 1]
-        tokens = tokens[: next((i for i, token in enumerate(tokens) if self.ends_copy(token)), len(tokens))]
-        from_reply = self._reply_start is not None and begin >= self._reply_start
+        tokens = self._cut((self.rewriter.tokens if on else self.index.tokens)[begin : begin + MAX_COPY + 1])
+        from_reply = not on and self._reply_start is not None and begin >= self._reply_start
         aligned = self._aligned(context, n, tokens)
-        self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoin is not None, aligned)
+        self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoined, aligned, on)
         return self._copy
+
+    def _cut(self, tokens: list[int]) -> list[int]:
+        return tokens[: next((i for i, token in enumerate(tokens) if self.ends_copy(token)), len(tokens))]
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         copy = self._copy_at(context) if k_max > 0 else None
@@ -291,7 +306,12 @@ class NgramDrafter:
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
             held = book(lambda i: self._odds(copy, i), copy.tokens, copy.matched, outcome.produced)
-            self._note_break(copy, held, len(outcome.produced))
+            if copy.rewritten:
+                self.rewriter.judge(copy.begin, held, outcome.produced if held < len(copy.tokens) else [])
+            else:  # rejoining is looked for in the input only (in the rewritten one too: no better, replayed)
+                self._note_break(copy, held, len(outcome.produced))
+        if self.rewriter is not None:
+            self.rewriter.observe(outcome.produced)
         self.runs.learn(self.name, outcome)
 
     def _note_break(self, copy: _Copy, held: int, produced: int) -> None:

@@ -1,0 +1,161 @@
+"""Prompt lookup's rewriter (drafters/rewrite.py): changes a reply makes to lines of its input are
+learned as rules on words and applied to the rest of the input, so a copy goes on through them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specchat.drafters import rewrite
+from specchat.drafters.base import Draft, Outcome
+from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters.rewrite import Rewriter
+from specchat.sampling import Sampler, SamplingParams
+
+GREEDY = Sampler(SamplingParams(temperature=0.0))
+CONTROL = 0  # a control token (as <|im_end|>): the codec gives it no text
+
+
+class WordCodec:
+    """A tokenizer of whole words with the blanks before them, single marks and line breaks. Like a
+    real one, it spells `_id` apart from `account`, so `account_id` is several tokens."""
+
+    def __init__(self) -> None:
+        self.texts = ["<control>"]
+        self.ids: dict[str, int] = {}
+
+    def tokenize(self, text: str) -> list[int]:
+        return [self.id(part) for part in re.findall(r"\n|[ \t]*[A-Za-z0-9]+|[ \t]*[^A-Za-z0-9\s]|[ \t]+", text)]
+
+    def id(self, part: str) -> int:
+        if part not in self.ids:
+            self.ids[part] = len(self.texts)
+            self.texts.append(part)
+        return self.ids[part]
+
+    def piece(self, token: int) -> bytes:
+        return b"" if token == CONTROL else self.texts[token].encode()
+
+
+INPUT = """CREATE TABLE accounts (
+    accountId INTEGER PRIMARY KEY,
+    ownerName TEXT
+);
+SELECT accountId, ownerName FROM accounts;
+SELECT accountIdx FROM accounts WHERE accountId > 3;
+"""
+
+
+def rewriter_on(text: str = INPUT) -> tuple[Rewriter, WordCodec]:
+    codec = WordCodec()
+    rewriter = Rewriter(codec, lambda token: token == CONTROL, max_n=4)
+    rewriter.start([CONTROL, *codec.tokenize(text), CONTROL])
+    return rewriter, codec
+
+
+def rewritten_text(rewriter: Rewriter) -> str:
+    return rewriter.text(rewriter.tokens)
+
+
+def test_a_renamed_word_is_learned_from_a_changed_line_and_applied_to_the_rest_of_the_input():
+    rewriter, codec = rewriter_on()
+    rewriter.observe(codec.tokenize("CREATE TABLE accounts (\n    account_id INTEGER PRIMARY KEY,\n"))
+    assert [(rule.old, rule.new) for rule in rewriter.rules] == [("accountId", "account_id")]
+    # Whole words only: accountIdx is another name.
+    assert rewritten_text(rewriter) == INPUT.replace("accountId ", "account_id ").replace("accountId,", "account_id,")
+    assert "accountIdx" in rewritten_text(rewriter)
+    assert rewriter.tokens[0] == CONTROL and rewriter.tokens[-1] == CONTROL  # control tokens stay
+
+
+def test_lines_the_input_holds_or_that_are_unlike_every_input_line_teach_nothing():
+    rewriter, codec = rewriter_on()
+    rewriter.observe(codec.tokenize("CREATE TABLE accounts (\n"))  # a line of the input
+    rewriter.observe(codec.tokenize("Here is the script with every name changed as asked:\n"))
+    rewriter.observe(codec.tokenize("    ownerName TEXT"))  # not a whole line yet
+    assert rewriter.rules == [] and not rewriter.active
+
+
+def test_a_line_longer_than_max_line_is_not_compared(monkeypatch):
+    monkeypatch.setattr(rewrite, "MAX_LINE", 30)
+    rewriter, codec = rewriter_on()
+    line = "    account_id INTEGER PRIMARY KEY,"  # 35 characters, in pieces as a reply writes it
+    for token in codec.tokenize(line):
+        rewriter.observe([token])
+    rewriter.observe(codec.tokenize("\n"))
+    assert rewriter.rules == []
+
+
+def rename_learned() -> tuple[Rewriter, WordCodec]:
+    rewriter, codec = rewriter_on()
+    rewriter.observe(codec.tokenize("    account_id INTEGER PRIMARY KEY,\n"))
+    return rewriter, codec
+
+
+def span_of(rewriter: Rewriter, nth: int) -> tuple[int, int]:
+    start, end, _ = rewriter.spans[nth]
+    return start, end
+
+
+def test_a_rule_is_dropped_where_the_reply_kept_what_it_replaced():
+    rewriter, codec = rename_learned()
+    start, _ = span_of(rewriter, 1)  # the SELECT line's account_id
+    kept_old = codec.tokenize(" accountId")
+    assert rewriter.judge(start - 1, 1, [rewriter.tokens[start - 1], *kept_old]) is True
+    assert rewriter.rules == [] and not rewriter.active
+
+
+def test_a_copy_that_broke_for_another_reason_inside_a_rule_says_nothing_of_the_rule():
+    """A copy taken from the wrong place (another table's line) breaks inside a rule's text too."""
+    rewriter, codec = rename_learned()
+    start, _ = span_of(rewriter, 1)
+    assert rewriter.judge(start - 1, 1, [rewriter.tokens[start - 1], *codec.tokenize(" balance")]) is False
+    assert [rule.misses for rule in rewriter.rules] == [0]
+
+
+def test_a_rule_that_carried_a_copy_survives_one_miss():
+    rewriter, codec = rename_learned()
+    start, end = span_of(rewriter, 0)
+    rewriter.judge(start, end - start + 1, rewriter.tokens[start : end + 1])  # carried through
+    later, _ = span_of(rewriter, 2)
+    assert rewriter.judge(later, 0, codec.tokenize(" accountId")) is False
+    assert [(rule.hits, rule.misses) for rule in rewriter.rules] == [(1, 1)]
+
+
+def follow(ngram: NgramDrafter, prompt: list[int], reply: list[int]) -> list[int]:
+    """The reply produced one token per round (the target alone), every copy on offer booked."""
+    ngram.prefill(prompt[:-1])
+    context = list(prompt)
+    for token in reply:
+        ngram.offer(context, 16)
+        ngram.learn(Outcome(len(context), Draft(), 0, [token], 0.0))
+        context.append(token)
+    return context
+
+
+@pytest.mark.parametrize("rewriting", [True, False])
+def test_prompt_lookup_copies_through_a_rename_it_has_seen_once(rewriting):
+    """The reply renamed accountId on the second line; at the SELECT line the copy it offers has the new
+    name where the input has the old one. Without a tokenizer, the copy is the input's."""
+    codec = WordCodec()
+    prompt = [CONTROL, *codec.tokenize(INPUT), CONTROL, *codec.tokenize("assistant\n")]
+    ngram = NgramDrafter(ends_copy=lambda token: token == CONTROL, codec=codec if rewriting else None)
+    reply = codec.tokenize(
+        "CREATE TABLE accounts (\n    account_id INTEGER PRIMARY KEY,\n    ownerName TEXT\n);\nSELECT"
+    )
+    context = follow(ngram, prompt, reply)
+    draft = ngram.propose(context, 6, GREEDY)
+    expected = " account_id, ownerName FROM" if rewriting else " accountId, ownerName FROM accounts;"
+    assert codec.tokenize(expected) == draft.tokens
+
+
+def test_without_any_change_prompt_lookup_copies_the_input_as_before():
+    codec = WordCodec()
+    prompt = [CONTROL, *codec.tokenize(INPUT), CONTROL, *codec.tokenize("assistant\n")]
+    reply = codec.tokenize("CREATE TABLE accounts (\n    accountId INTEGER PRIMARY KEY,\n    ownerName")
+    expected = codec.tokenize(" TEXT\n);\nSELECT accountId")
+    drafts = []
+    for with_codec in (codec, None):
+        ngram = NgramDrafter(ends_copy=lambda token: token == CONTROL, codec=with_codec)
+        drafts.append(ngram.propose(follow(ngram, prompt, reply), len(expected), GREEDY).tokens)
+    assert drafts[0] == drafts[1] == expected
