@@ -357,7 +357,9 @@ def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
         drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
     target = pipeline.target
     drafters["ngram"] = NgramDrafter(
-        ends_copy=getattr(target, "is_control", None), line_role=getattr(target, "line_role", None)
+        ends_copy=getattr(target, "is_control", None),
+        line_role=getattr(target, "line_role", None),
+        codec=target if hasattr(target, "piece") and hasattr(target, "tokenize") else None,  # rewrite.py
     )
     past = _user_history(pipeline, notify) if options.mode in ("suffix", "auto") else None
     if options.mode == "suffix" or past is not None:  # for auto, only with a history: else it is prompt lookup

@@ -270,3 +270,22 @@ def test_threads_given_way_mid_reply_change_no_token(pipeline, prompts, referenc
     monkeypatch.undo()
     for engine in engines:  # every CPU again for the tests after this one
         engine.use_threads(usable_cpus())
+
+
+RENAME = (
+    "Rename `userId` to `user_id` everywhere in this SQL and output the whole script:\n```sql\n"
+    "SELECT userId FROM events WHERE userId > 3;\nUPDATE events SET userId = userId + 1;\n"
+    "DELETE FROM events WHERE userId = 0;\n```"
+)
+
+
+def test_greedy_copies_through_learned_renames_equal_target_alone(pipeline):
+    """Prompt lookup learns the rename from the reply's first changed line with the real tokenizer
+    (drafters/rewrite.py) and copies the rewritten input after it; the output stays the target's own."""
+    prompt = pipeline.prompt([Message("user", RENAME)])
+    expected = generate(pipeline, prompt, "target", 0).tokens
+    assert "user_id" in pipeline.target.detokenize(expected)
+    for mode in ("ngram", "auto"):
+        assert_lossless(pipeline, prompt, expected, generate(pipeline, prompt, mode, 16).tokens)
+        rewriter = pipeline.drafters["ngram"].rewriter
+        assert ("userId", "user_id") in [(rule.old, rule.new) for rule in rewriter.rules]
