@@ -31,6 +31,7 @@ llama-server on.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import math
@@ -44,7 +45,9 @@ import numpy as np
 from specchat.costmodel import Costs
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import AutoDrafter
+from specchat.engine import Vocab
 from specchat.modes import MODES
+from specchat.paths import models_dir
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import Stats, speculative_decode
 from specchat.tuning import QUICK_BATCHES, Tuning
@@ -169,6 +172,8 @@ class Trace:
     breaks: frozenset[int] | None = None  # ids whose text holds a line break (None: not recorded)
     blanks: frozenset[int] = frozenset()  # ids whose text is only spaces or tabs
     conf: list[list[float]] | None = None  # parallel to guesses: the draft's probability of each (None: not recorded)
+    ids: tuple[int, ...] = ()  # the real token id of each compact id (for the tokenizer)
+    target_file: str = ""  # the target GGUF the trace was recorded with (its tokenizer, where present)
 
     @property
     def filler(self) -> int:
@@ -200,6 +205,8 @@ def compact(record: dict) -> Trace:
         frozenset(ids(record["breaks"])) if "breaks" in record else None,
         frozenset(ids(record.get("blanks", ()))),
         record.get("conf"),
+        tuple(sorted(seen)),
+        str(record.get("meta", {}).get("target", {}).get("file", "")),
     )
 
 
@@ -228,6 +235,36 @@ class OffTrace(RuntimeError):
     """The replay asked the draft for a context the recording does not cover: it would not be exact."""
 
 
+class TraceCodec:
+    """The target's tokenizer on a trace's compact ids, for prompt lookup's rewriter (rewrite.py): text of
+    an id is its real token's text; a token the trace never holds becomes the filler (never accepted)."""
+
+    def __init__(self, trace: Trace, vocab) -> None:
+        self.trace, self.vocab = trace, vocab
+        self.index = {real: i for i, real in enumerate(trace.ids)}
+        self.pieces: dict[int, bytes] = {}
+
+    def piece(self, token: int) -> bytes:
+        if token not in self.pieces:
+            self.pieces[token] = self.vocab.piece(self.trace.ids[token]) if token < len(self.trace.ids) else b""
+        return self.pieces[token]
+
+    def tokenize(self, text: str) -> list[int]:
+        return [self.index.get(real, self.trace.filler) for real in self.vocab.tokenize(text)]
+
+
+@functools.cache
+def vocab(file: str):
+    """The tokenizer of a pulled model file, or None where it is not in the models folder."""
+    path = models_dir() / file
+    return Vocab(path) if file and path.is_file() else None
+
+
+def codec_for(trace: Trace) -> TraceCodec | None:
+    found = vocab(trace.target_file)
+    return TraceCodec(trace, found) if found is not None else None
+
+
 class TraceModel:
     """A LanguageModel whose cache is a token list and whose arg-max comes from a trace. It tracks how
     much of the cache follows prompt + target (`on_line`), which locates any context in the trace."""
@@ -241,6 +278,7 @@ class TraceModel:
         self.line = trace.prompt + trace.target
         self.kv: list[int] = []
         self.on_line = 0
+        self.codec: TraceCodec | None = None  # the target's tokenizer (replay sets it where one is pulled)
 
     @property
     def n_past(self) -> int:
@@ -344,9 +382,9 @@ def make_drafter(name: str, target: TraceModel, draft: TraceModel, costs: Costs,
     if kind == "spec":
         return DraftModelDrafter(draft), int(k)
     if kind == "ngram":
-        return NgramDrafter(ends_copy=target.is_control, line_role=target.line_role), int(k)
+        return NgramDrafter(ends_copy=target.is_control, line_role=target.line_role, codec=target.codec), int(k)
     if kind == "auto":
-        arms = [NgramDrafter(ends_copy=target.is_control, line_role=target.line_role)]
+        arms = [NgramDrafter(ends_copy=target.is_control, line_role=target.line_role, codec=target.codec)]
         if Tuning("simulated", costs).draft_model_can_pay():
             arms.insert(0, DraftModelDrafter(draft))
         return AutoDrafter(replace(costs, verify=dict(costs.verify)), arms, clock=clock), MODES["auto"].default_k
@@ -357,6 +395,7 @@ def replay(trace: Trace, regime: Regime, strategy: str, costs: Costs | None = No
     """One reply on the virtual clock; raises if the tokens differ from the trace (not lossless)."""
     clock = Clock()
     target = TraceTarget(trace, clock, lambda n: regime.v(n) * regime.step_s)
+    target.codec = codec_for(trace)
     draft = TraceDraft(trace, clock, lambda n: regime.c * regime.v(n) * regime.step_s)
     drafter, k = make_drafter(strategy, target, draft, costs or regime.costs(), clock)
     max_tokens = trace.max_tokens if trace.end is not None else len(trace.target)
@@ -551,6 +590,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     traces = load_traces(args.traces)
     if not traces:
         raise SystemExit(f"no traces in {args.traces}: run benchmarks/record_traces.py first")
+    missing = sorted({t.target_file for t in traces if codec_for(t) is None})
+    if missing:  # prompt lookup then replays without the changes it learns (rewrite.py): a lower bound
+        print(
+            f"note: {', '.join(missing) or 'the target'} not in {models_dir()}: replayed without rewriting",
+            file=sys.stderr,
+        )
     measured = {r.name: r for r in map(load_regime, sorted((HERE / "regimes").glob("*.json")))}
     known = REGIMES | measured
     names = list(REGIMES) if args.regimes is None else [name for name in args.regimes.split(",") if name]

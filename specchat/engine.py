@@ -380,6 +380,29 @@ class Engine:
             self.close()
 
 
+class Vocab:
+    """A model's tokenizer alone (llama.cpp reads no weights), for tools that replay recorded token ids
+    through drafters that need text (benchmarks/simulate.py)."""
+
+    def __init__(self, path: Path) -> None:
+        _Backend.start()
+        params = lib.llama_model_default_params()
+        params.vocab_only = True
+        self.model = lib.llama_model_load_from_file(str(path).encode(), params)
+        if not self.model:
+            raise EngineError(f"llama.cpp could not read the vocabulary of {path}", hint=DEBUG_HINT)
+        self.vocab = lib.llama_model_get_vocab(self.model)
+
+    # The same calls as the Engine's: they read only the vocabulary.
+    tokenize = Engine.tokenize
+    piece = Engine.piece
+
+    def close(self) -> None:
+        if self.model:
+            lib.llama_model_free(self.model)
+            self.model = None
+
+
 class TextStream:
     """Token ids to text without splitting multi-byte UTF-8 characters across tokens."""
 

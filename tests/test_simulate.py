@@ -232,6 +232,36 @@ def test_line_roles_replay_where_the_trace_recorded_them(sim):
     assert [role(t) for t in prompt] == ["text", "break", "text"] and [role(t) for t in target] == ["text", "space"]
 
 
+class RealVocab:
+    """A tokenizer on real ids: one id per character (its code point)."""
+
+    def piece(self, token: int) -> bytes:
+        return chr(token).encode()
+
+    def tokenize(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+
+def test_the_target_tokenizer_works_on_a_traces_own_ids(sim):
+    """Prompt lookup's rewriter gets text for a trace's remapped ids and ids for text, through the
+    target's tokenizer on the real ids; a token the trace never holds becomes the filler, which the
+    replayed target never produces."""
+    record = {"id": "r", "category": "code", "prompt": [ord("a"), ord("b")], "target": [ord("c")], "guesses": [[], []]}
+    record |= {"end": None, "control": [], "eog": [], "max_tokens": 1, "meta": {"target": {"file": "t.gguf"}}}
+    trace = sim.compact(record)
+    assert trace.target_file == "t.gguf"
+    codec = sim.TraceCodec(trace, RealVocab())
+    assert b"".join(codec.piece(t) for t in trace.prompt + trace.target) == b"abc"
+    assert codec.tokenize("cab") == [*trace.target, *trace.prompt]
+    assert codec.tokenize("z") == [trace.filler]
+
+
+def test_without_the_pulled_target_a_trace_replays_without_the_tokenizer(sim, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path))
+    assert sim.codec_for(tiny_trace(sim)) is None
+    assert sim.replay(tiny_trace(sim), unit_regime(sim), "auto").generated == len(TARGET)
+
+
 def test_the_draft_replays_its_recorded_confidence_where_the_trace_has_it(sim):
     """With `conf` the draft's row gives its guess the recorded probability (and keeps it the arg-max,
     even below one half); past a wrong guess, where nothing was recorded, full confidence, so that a
