@@ -130,14 +130,18 @@ class Rewriter:
         """(index, matcher) of the input line most like these words, if any is MIN_LIKENESS alike; among
         equals the nearest after the last one matched, since an edit goes through its input in order
         (each `CREATE TABLE x (` is as like the others)."""
+        matcher = difflib.SequenceMatcher(None, [], words, autojunk=False)  # indexes the reply's line once
         best, best_key = None, (MIN_LIKENESS, -math.inf)
         for at, (_, other) in enumerate(self._lines or []):
-            matcher = difflib.SequenceMatcher(None, other, words, autojunk=False)
+            matcher.set_seq1(other)
             if matcher.real_quick_ratio() >= best_key[0] and matcher.quick_ratio() >= best_key[0]:
                 key = (matcher.ratio(), -abs(at - self._line_at - 1))
                 if key > best_key:
-                    best, best_key = (at, matcher), key
-        return best
+                    best, best_key = at, key
+        if best is None:
+            return None
+        matcher.set_seq1(self._lines[best][1])
+        return best, matcher
 
     def _add(self, old: str, new: str) -> bool:
         """A rule old -> new, unless one is known or it is not worth applying; True if added."""
