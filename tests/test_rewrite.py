@@ -3,9 +3,12 @@ learned as rules on words and applied to the rest of the input, so a copy goes o
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from specchat.drafters import rewrite
 from specchat.drafters.base import Draft, Outcome
@@ -159,3 +162,64 @@ def test_without_any_change_prompt_lookup_copies_the_input_as_before():
         ngram = NgramDrafter(ends_copy=lambda token: token == CONTROL, codec=with_codec)
         drafts.append(ngram.propose(follow(ngram, prompt, reply), len(expected), GREEDY).tokens)
     assert drafts[0] == drafts[1] == expected
+
+
+class ByteCodec:
+    """One token per byte: pieces split multi-byte characters, as a byte-level tokenizer's can."""
+
+    def tokenize(self, text: str) -> list[int]:
+        return [b + 1 for b in text.encode()]
+
+    def piece(self, token: int) -> bytes:
+        return b"" if token == CONTROL else bytes([token - 1])
+
+
+WORD = st.text(alphabet="abcXYZé中_", min_size=1, max_size=6)
+MARK = st.sampled_from([" ", "(", ", ", " = ", "\t", ")"])
+
+
+@st.composite
+def edits(draw) -> tuple[str, str]:
+    """(input, reply): lines of a few words, the same lines with some words renamed, then new lines."""
+    pool = draw(st.lists(WORD, min_size=2, max_size=5, unique=True))
+    line = st.lists(st.tuples(st.sampled_from(pool), MARK), min_size=1, max_size=6)
+    lines = draw(st.lists(line, min_size=1, max_size=10))
+    renames = draw(st.dictionaries(st.sampled_from(pool), WORD, max_size=2))
+    source = ["".join(word + mark for word, mark in parts) for parts in lines]
+    changed = ["".join(renames.get(word, word) + mark for word, mark in parts) for parts in lines]
+    return "\n".join(source), "\n".join(changed + draw(st.lists(WORD, max_size=3)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    edit=edits(),
+    chunks=st.lists(st.integers(1, 7), min_size=1, max_size=8),
+    byte_level=st.booleans(),
+    judged=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 30)), max_size=6),
+)
+def test_any_text_in_any_pieces_rewrites_without_error(edit, chunks, byte_level, judged):
+    """Whatever the text (blanks, marks, non-ASCII letters split across byte tokens) and however the
+    reply arrives, the rewriter learns without error, keeps the control tokens where they were, and
+    knows which of its tokens each rule wrote."""
+    source, reply = edit
+    codec = ByteCodec() if byte_level else WordCodec()
+    rewriter = Rewriter(codec, lambda token: token == CONTROL, max_n=4)
+    rewriter.start([CONTROL, *codec.tokenize(source), CONTROL])
+    tokens = codec.tokenize(reply + "\n")
+    at = 0
+    for size in itertools.cycle(chunks):
+        if at >= len(tokens):
+            break
+        rewriter.observe(tokens[at : at + size])
+        at += size
+        for begin, held in judged:
+            if rewriter.active and begin < len(rewriter.tokens):
+                rewriter.judge(begin, held, tokens[: held + 1])
+    event(f"rules learned: {min(len(rewriter.rules), 2)}+")
+    if rewriter.active:
+        assert rewriter.tokens[0] == CONTROL and rewriter.tokens[-1] == CONTROL
+        assert all(0 <= start < end <= len(rewriter.tokens) for start, end, _ in rewriter.spans)
+        text = rewriter.text(rewriter.tokens)
+        assert all(rule.new in text for rule in rewriter.rules if rule.old in source)
+        found = rewriter.match(tokens, 128, 16)
+        assert found is None or (found[0] >= 4 and found[1] <= len(rewriter.tokens))
