@@ -9,6 +9,7 @@ directory. prompt_toolkit serves Windows consoles too (not tested here). The `\\
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -130,8 +131,9 @@ class SlashCompleter(Completer):
 
 
 def make_reader(console: Console, commands: Iterable[str], history: Path | None):
-    """prompt_toolkit when both ends are a terminal; otherwise the console's plain line reading."""
+    """prompt_toolkit when both ends are a terminal that takes escape codes; otherwise (pipes, TERM=dumb:
+    Emacs shell, where Emacs edits the line) the console's plain line reading."""
     streams = (sys.stdin, sys.stdout)
-    if all(stream is not None and stream.isatty() for stream in streams):
+    if all(stream is not None and stream.isatty() for stream in streams) and os.environ.get("TERM") != "dumb":
         return TerminalInput(commands, history)
     return console

@@ -18,13 +18,13 @@ from .chat import Message, decimal_number, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
 from .lineinput import UnfinishedMessage, make_reader, read_message, replace_bad_bytes
 from .logstore import Recorder
-from .outputs import LiveOutput, Request, reply
+from .outputs import LiveOutput, Output, Request, TextOutput, reply
 from .paths import expand_home
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 from .transcript import save_conversation
-from .view import position_bars, session_lines, stderr_console
+from .view import position_bars, session_lines, stderr_console, summary_line
 
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
 MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
@@ -96,8 +96,10 @@ class ChatSession:
         console: Console,
         system: str | None,
         log: Recorder | None = None,
+        plain: bool = False,
     ) -> None:
         self.pipeline = pipeline
+        self.plain = plain  # replies as plain text (TERM=dumb), not in the live view
         self.settings = settings
         self.console = console
         self.log = log or Recorder()  # the default logs nothing (tests, embedding)
@@ -121,17 +123,23 @@ class ChatSession:
         return self.answer(prompt)
 
     def answer(self, prompt: list[int]) -> Generation:
-        """Generate the assistant's turn for prompt ids built from the conversation, in the live view."""
+        """Generate the assistant's turn for prompt ids built from the conversation, in the live view (or
+        as plain text and a summary line)."""
         request = self.settings.request()
-        output = LiveOutput(
-            self.console,
-            request,
-            show_rejected=self.settings.show_rejected,
-            verbose=self.settings.verbose,
-            legend=not self.shown_legend,
-        )
-        self.shown_legend = self.shown_legend or output.legend
+        if self.plain:
+            output: Output = TextOutput()
+        else:
+            output = LiveOutput(
+                self.console,
+                request,
+                show_rejected=self.settings.show_rejected,
+                verbose=self.settings.verbose,
+                legend=not self.shown_legend,
+            )
+            self.shown_legend = self.shown_legend or output.legend
         generation = reply(self.pipeline, prompt, request, output)
+        if self.plain:  # the live view's summary line, as text
+            self.console.print(summary_line(generation.stats, request.label))
         self.totals.merge(generation.stats)
         self.log.record_reply(self.conversation, generation, self.pipeline, request)
         return generation

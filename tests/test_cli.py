@@ -554,16 +554,17 @@ def test_no_prompt_on_a_terminal_with_a_format_that_has_no_chat(monkeypatch):
     assert "the chat needs the live view, not --format json" in result.stderr and "use a terminal" not in result.stderr
 
 
-def test_no_prompt_on_a_dumb_terminal_says_why_there_is_no_chat(monkeypatch):
-    """TERM=dumb on a terminal (Emacs shell): the hint said "or use a terminal", which the user is on."""
+def test_no_prompt_on_a_dumb_terminal_with_a_format_says_why_there_is_no_chat(monkeypatch):
+    """TERM=dumb on a terminal (Emacs shell) chats in plain text (test_terminal.py), but not in JSON; the
+    hint must not say "or use a terminal", which the user is on."""
     from specchat import outputs, repl
 
     monkeypatch.setattr(repl, "_read_stdin", lambda: None)
     monkeypatch.setattr(outputs, "fancy_terminal", lambda: False)
     monkeypatch.setattr(outputs, "dumb_terminal", lambda: True, raising=False)
-    result = invoke("run")
+    result = invoke("run", "--json")
     assert_one_line_error(result, 2, "no prompt given")
-    assert "TERM=dumb" in result.stderr and "use a terminal" not in result.stderr
+    assert "TERM=dumb" in result.stderr and "--format json" in result.stderr and "use a terminal" not in result.stderr
 
 
 def test_debug_is_a_setting_not_an_environment_variable(files, monkeypatch):

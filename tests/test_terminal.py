@@ -134,6 +134,28 @@ def test_fake_chat_takes_bytes_that_are_not_utf8(tmp_path):
         child.close(force=True)
 
 
+def test_fake_chat_on_a_dumb_terminal_is_plain_text(tmp_path):
+    """TERM=dumb (Emacs shell, some IDE terminals): the chat runs with plain line reading and replies as
+    plain text, no escape code at all, and /bye leaves with exit 0."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, {**fake_env(tmp_path), "TERM": "dumb"})
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Name three colours.")
+        child.expect_exact(fake_backend.REPLY.format(prompt="Name three colours.").splitlines()[-1])
+        child.expect_exact("── ")  # the summary line, as text
+        child.expect_exact(PROMPT)
+        child.sendline("/stats")
+        child.expect_exact("session: ")
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
+    assert "\x1b" not in log, "an escape code on a terminal that takes none"
+
+
 def leave_with_bye(child) -> None:
     """/bye leaves the chat with exit 0 and the terminal's modes as they were."""
     child.sendline("/bye")

@@ -102,9 +102,11 @@ def run(
     fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
     why_no_chat = f"the chat needs the live view, not --format {fmt}: give a prompt, or drop the format"
     dumb = outputs.dumb_terminal()  # a terminal all the same: "use a terminal" would send the user in circles
+    plain_chat = dumb and fmt == "text"  # TERM=dumb (Emacs shell, some IDEs): the chat in plain text
     if dumb:
-        why_no_chat = "TERM=dumb has no live view, which the chat needs: give a prompt, or set TERM"
-    text = read_prompt(prompt, chat=fmt == "live" and terminal, why_no_chat=why_no_chat if terminal or dumb else None)
+        why_no_chat = f"on TERM=dumb the chat is plain text, not --format {fmt}: give a prompt, or drop the format"
+    chat = (fmt == "live" and terminal) or plain_chat
+    text = read_prompt(prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb else None)
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
@@ -126,7 +128,8 @@ def run(
     with load_pipeline(options) as pipeline:
         console = stdout_console(no_color)
         if text is None:
-            raise typer.Exit(chat_loop(ChatSession(pipeline, settings, console, system, log), history=True))
+            session = ChatSession(pipeline, settings, console, system, log, plain=plain_chat)
+            raise typer.Exit(chat_loop(session, history=True))
         request = settings.request()
         conversation = log.conversation(system)
         conversation.messages.append(Message("user", text))
