@@ -84,13 +84,19 @@ class TerminalInput:
             completer=SlashCompleter(commands),
             complete_while_typing=False,  # Tab completes: a menu popping up while typing gets in the way
             key_bindings=_bindings(),
-            prompt_continuation=lambda width, _line, _soft: " " * max(width - len(MORE), 0) + MORE,
+            prompt_continuation=_continuation,
         )
 
     def input(self, prompt: str | Text) -> str:
         if isinstance(prompt, Text):
             return self.session.prompt(FormattedText([("bold ansicyan", prompt.plain)]))
         return self.session.prompt(prompt)
+
+
+def _continuation(width: int, _line: int, soft_wrap: bool) -> str:
+    """The margin of a message's next line: `... ` under the prompt for a line of its own (Alt-Enter, a
+    paste), nothing where a long line only wraps, so a pasted long line does not read as several."""
+    return "" if soft_wrap else " " * max(width - len(MORE), 0) + MORE
 
 
 def _file_history(path: Path | None) -> FileHistory | None:

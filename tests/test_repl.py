@@ -346,6 +346,14 @@ def test_terminal_input_keeps_history_in_a_file(tmp_path):
     assert list(FileHistory(str(path)).load_history_strings()) == ["first line\nsecond line"]
 
 
+def test_a_long_line_that_only_wraps_gets_no_continuation_marker(tmp_path):
+    from specchat.lineinput import MORE, TerminalInput
+
+    continuation = TerminalInput(["/help"], None).session.prompt_continuation
+    assert continuation(6, 1, True) == ""  # a soft wrap of one long line
+    assert continuation(6, 1, False) == "  " + MORE  # a line of its own, under the 6-wide prompt
+
+
 def test_slash_commands_complete():
     from prompt_toolkit.document import Document
 
