@@ -31,6 +31,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
             row["checksum_ok"] = None  # not checked (no --verify, or no file): every row has the same keys
             blocked = download.directory_in_place(spec) if path is None else None
+            row["problem"] = blocked.message if blocked is not None else None  # --json says what the warning says
             if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once
                 bad.append(blocked)
             # A file of the wrong size under the model's name is not present, and --verify says why.

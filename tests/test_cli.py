@@ -657,6 +657,10 @@ def test_models_names_a_directory_in_a_files_place(isolated):
     warnings = [line for line in listed.stderr.splitlines() if line.strip()]
     assert listed.exit_code == 0 and len(warnings) == 1 and needle in warnings[0] and "remove it" in warnings[0]
     assert_one_line_error(invoke("models", "--verify"), 1, needle)
+    rows = json.loads(invoke("models", "--json").stdout)["pairs"]
+    problems = {(row["pair"], row["role"]): row["problem"] for row in rows}
+    assert problems[("pa", "target")] is None
+    assert needle in problems[("pa", "draft")] and needle in problems[("pb", "draft")]
 
 
 def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
