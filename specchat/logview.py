@@ -59,7 +59,8 @@ def _said_before(row: dict) -> tuple[str, str] | None:
 
 def _header(row: dict) -> Text:
     header = Text(f"conversation {row['conversation_id']}", style="bold")
-    header.append(f"  reply {row['id']}  {_local(row['created'])}", style="bold dim")
+    # The reply's number in its conversation (1, 2, ...), not the message's row id (2, 4, ... and beyond).
+    header.append(f"  reply {row['turn']}  {_local(row['created'])}", style="bold dim")
     return header
 
 

@@ -217,6 +217,7 @@ def test_logs_search_filter_and_text_view(files):
     assert prompts("-n", "1") == ["and semaphores"]
     text = ok(invoke("logs", "-n", "2"))
     assert "you › about 100% of it" in text and "conversation 1" in text and "target alone" in text
+    assert "conversation 1  reply 2 " in text and "conversation 2  reply 1 " in text  # its number there, not a row id
     assert "you › about mutexes" not in text
     empty = invoke("logs", "-q", "nowhere")
     assert empty.exit_code == 0 and empty.stdout == "" and "no logged reply matches" in empty.stderr
@@ -338,6 +339,7 @@ def test_chat_logs_turns_and_load_id_continues_them(chat):
     first.ask(ADA)
     first.ask("Second turn")
     assert [row["prompt"] for row in logstore.replies(log_file(), limit=10)] == [ADA, "Second turn"]
+    assert [row["turn"] for row in logstore.replies(log_file(), limit=10)] == [1, 2]
     later = chat()
     later.command("/load 1")
     assert "loaded conversation 1: 4 messages" in said(later)
