@@ -39,6 +39,11 @@ BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default
 GRACEFUL_S = 5  # on Ctrl-C uvicorn waits this long for running requests, then cancels them (a traceback each)
 STOP_AFTER_S = 4  # ...so requests still running by then are stopped at the next round, and end by themselves
 CLIENT_CLOSED = 499  # the console's status for a request whose client left before its reply was out (as nginx logs it)
+# A 503's Retry-After, in seconds. A queue place frees when the running reply ends, seconds to a minute on a CPU:
+# the official `openai` client waits this long before each of its two retries, which it made after about 0.5 s and 1 s
+# without it, into the same full queue. Small, as it is a guess: a server restarted after a shutdown's 503 is back
+# once its models are loaded, and a client that waits longer than it needs to is slower for nothing.
+RETRY_AFTER_S = 5
 
 
 @dataclass(frozen=True)
@@ -150,11 +155,11 @@ class Api:
                 return await handler(request)
             except ApiError as exc:
                 self._log(request, exc.status, note=exc.message)
-                return JSONResponse(exc.body(), status_code=exc.status)
+                return _error_response(exc)
             except Exception as exc:  # a bug: this request fails with an error object, the server goes on
                 error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
                 self._log(request, 500, note=error.message)
-                return JSONResponse(error.body(), status_code=500)
+                return _error_response(error)
 
         return endpoint
 
@@ -349,6 +354,13 @@ def _one_line(text: str) -> str:
     line that reads as another request's, an escape sequence would act on the terminal (clear it, recolour it).
     Such characters are shown escaped, as Python writes them ("\\n", "\\x1b"); other text is kept."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _error_response(error: ApiError) -> JSONResponse:
+    """The error object as a response; a 503 (a full queue, a shutdown) says when to come back. (A stream cut
+    by a shutdown has had its 200 and headers: its shutting_down error goes as the last event, without one.)"""
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if error.status == 503 else None
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
 @contextlib.contextmanager

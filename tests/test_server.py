@@ -522,6 +522,8 @@ def test_api_key_is_required(guarded):
 
 
 def test_full_queue_is_503(guarded):
+    """The 503 says when to come back (Retry-After): without it the official client retried after about 0.5 s
+    and 1 s, into the same full queue."""
     body = {"prompt": "Go on forever", "max_tokens": 2000, "stream": True}
     headers = {"Authorization": f"Bearer {KEY}"}
     with httpx.stream("POST", f"{guarded.url}/v1/completions", json=body, headers=headers, timeout=60) as response:
@@ -530,6 +532,7 @@ def test_full_queue_is_503(guarded):
         with pytest.raises(openai.InternalServerError) as caught:
             ask(guarded.client(KEY))
         assert caught.value.status_code == 503 and caught.value.body["code"] == "queue_full"
+        assert 0 < int(caught.value.response.headers["retry-after"]) <= 60  # seconds, a short wait
     guarded.wait_for(r"POST /v1/completions 499 .*cancelled")
     assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
 
@@ -686,6 +689,7 @@ def test_shutdown_mid_reply_ends_every_request_with_an_error_and_no_traceback(tm
     running.process.wait(timeout=30)
     assert json.loads(last.removeprefix("data: "))["error"]["code"] == "shutting_down"
     assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
+    assert int(results[0].headers["retry-after"]) > 0  # every 503 says when to come back
     assert "Traceback" not in running.console() and "Exception" not in running.console(), running.console()
 
 
