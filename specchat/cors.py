@@ -28,6 +28,8 @@ CORS_HEADERS = ["Authorization", "Content-Type", "User-Agent"] + [
         "Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Retry-Count", "Timeout", "Helper-Method"
     )
 ]  # fmt: skip
+# What a page may read beside CORS's simple response headers: a 503's Retry-After, which says when to come back.
+EXPOSE_HEADERS = ["Retry-After"]
 ORIGIN_HINT = "an origin is scheme://host[:port] as a browser sends it, no path: https://chat.example.com; * for any"
 
 
@@ -64,7 +66,8 @@ def _origin(text: str, given_as: str) -> str:
 def middleware(allow_origins: tuple[str, ...], log: Callable[..., None]) -> Middleware:
     return Middleware(
         _Cors, log=log, allow_origins=allow_origins, allow_origin_regex=LOCAL_ORIGINS,
-        allow_methods=["GET", "POST", "OPTIONS"], allow_headers=CORS_HEADERS, allow_private_network=True,
+        allow_methods=["GET", "POST", "OPTIONS"], allow_headers=CORS_HEADERS, expose_headers=EXPOSE_HEADERS,
+        allow_private_network=True,
     )  # fmt: skip
 
 

@@ -533,6 +533,11 @@ def test_full_queue_is_503(guarded):
             ask(guarded.client(KEY))
         assert caught.value.status_code == 503 and caught.value.body["code"] == "queue_full"
         assert 0 < int(caught.value.response.headers["retry-after"]) <= 60  # seconds, a short wait
+        # A web page may read it too: a header beyond CORS's few simple ones is hidden from it unless exposed
+        page = {**headers, "Origin": "http://localhost:3000"}
+        refused = httpx.post(f"{guarded.url}/v1/completions", json={"prompt": "Hi"}, headers=page, timeout=60)
+        assert refused.status_code == 503 and "retry-after" in refused.headers
+        assert "Retry-After" in refused.headers["access-control-expose-headers"].split(", ")
     guarded.wait_for(r"POST /v1/completions 499 .*cancelled")
     assert ask(guarded.client(KEY)).choices[0].finish_reason == "stop"
 
