@@ -1,9 +1,9 @@
 """`specchat serve`: the loaded pipeline behind an OpenAI-compatible HTTP API (Starlette on uvicorn).
 
 Routes: POST /v1/chat/completions and /v1/completions (plain or streamed as server-sent events),
-GET /v1/models and /v1/models/{id}, GET /health. Every failure a client causes is an OpenAI error
-object with a status; the server itself stays up. The console shows one line per request. Web pages
-may call it from this machine's origins and from --allow-origin's (CORS).
+GET /v1/models and /v1/models/{id}, GET /health, each with a trailing slash too. Every failure a client
+causes is an OpenAI error object with a status; the server itself stays up. The console shows one line
+per request. Web pages may call it from this machine's origins and from --allow-origin's (CORS).
 """
 
 from __future__ import annotations
@@ -117,18 +117,22 @@ class Api:
             route
             for prefix in ("/v1", "")
             for route in (
-                Route(f"{prefix}/chat/completions", self._wrap(self.chat), methods=["POST"]),
-                Route(f"{prefix}/completions", self._wrap(self.completions), methods=["POST"]),
-                Route(f"{prefix}/models", self._wrap(self.models), methods=["GET"]),
+                *_slashed(f"{prefix}/chat/completions", self._wrap(self.chat), "POST"),
+                *_slashed(f"{prefix}/completions", self._wrap(self.completions), "POST"),
+                *_slashed(f"{prefix}/models", self._wrap(self.models), "GET"),
+                # After /models/, which it would take as the model "": a path matches anything, a trailing slash
+                # too (model_info drops it).
                 Route(f"{prefix}/models/{{model:path}}", self._wrap(self.model_info), methods=["GET"]),
             )
-        ] + [Route("/health", self._wrap(self.health, auth=False), methods=["GET"])]
-        return Starlette(
+        ] + _slashed("/health", self._wrap(self.health, auth=False), "GET")
+        app = Starlette(
             routes=routes,
             middleware=[cors.middleware(self.config.allow_origins, self._log)],
             lifespan=self._lifespan,
             exception_handlers={HTTPException: self._http_error},
         )
+        app.router.redirect_slashes = False  # a route is served, or it is a 404 error object: never a redirect
+        return app
 
     async def _http_error(self, request: Request, exc: HTTPException) -> Response:
         """Starlette's own refusals (an unknown route 404, a wrong method 405) as OpenAI error objects too."""
@@ -181,7 +185,7 @@ class Api:
 
     async def model_info(self, request: Request) -> Response:
         """GET /v1/models/{id}: what the official client's `models.retrieve(id)` asks for."""
-        self._check_model(request.path_params["model"])
+        self._check_model(request.path_params["model"].removesuffix("/"))  # /v1/models/ID/ is /v1/models/ID
         self._log(request, 200)
         return JSONResponse(self._model_entry())
 
@@ -354,6 +358,12 @@ def _one_line(text: str) -> str:
     line that reads as another request's, an escape sequence would act on the terminal (clear it, recolour it).
     Such characters are shown escaped, as Python writes them ("\\n", "\\x1b"); other text is kept."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _slashed(path: str, endpoint: Callable[[Request], Awaitable[Response]], method: str) -> list[Route]:
+    """The route at its path and with a trailing slash: Starlette answered that one with a 307 redirect, which
+    many clients do not follow for a POST (and which got no console line)."""
+    return [Route(path, endpoint, methods=[method]), Route(f"{path}/", endpoint, methods=[method])]
 
 
 def _error_response(error: ApiError) -> JSONResponse:

@@ -334,6 +334,24 @@ def test_the_api_answers_without_the_v1_prefix_too(server, guarded):
     assert httpx.get(f"{guarded.url}/models").status_code == 401  # the key is asked for there too
 
 
+def test_a_trailing_slash_is_the_same_endpoint_not_a_redirect(server, guarded):
+    """POST /v1/chat/completions/ was a 307 redirect (with no console line), which many clients do not follow
+    for a POST; GET /v1/models/ was a 404 for a model named ''. Every route now answers with the slash too."""
+    for prefix in ("/v1", ""):
+        body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+        chat = httpx.post(f"{server.url}{prefix}/chat/completions/", json=body, timeout=60)
+        assert chat.status_code == 200 and chat.json()["object"] == "chat.completion", chat.text
+        text = httpx.post(f"{server.url}{prefix}/completions/", json={"prompt": "Hi", "max_tokens": 4}, timeout=60)
+        assert text.status_code == 200 and text.json()["object"] == "text_completion", text.text
+        assert httpx.get(f"{server.url}{prefix}/models/").json()["data"][0]["id"] == "target.fake.gguf"
+        assert httpx.get(f"{server.url}{prefix}/models/target.fake/").json()["id"] == "target.fake.gguf"
+        assert httpx.get(f"{server.url}{prefix}/completions/").status_code == 405  # a wrong method, not a redirect
+    assert httpx.get(f"{server.url}/health/").json()["status"] == "ok"
+    assert httpx.get(f"{server.url}/v1/nothing/").json()["error"]["code"] == "not_found"
+    server.wait_for(r"POST /v1/chat/completions/ 200 ")  # its line shows the path as it came
+    assert httpx.get(f"{guarded.url}/v1/models/").status_code == 401  # the key is asked for there too
+
+
 def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     """Clients that send every field send "max_completion_tokens": null beside max_tokens: the null is not
     given, so max_tokens holds (it was read as absent, and the request got the server's whole --max-tokens)."""
