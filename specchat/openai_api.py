@@ -168,6 +168,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "'model' must be a string", code="invalid_model", param="model")
+    model = model or None  # "" is not given (a client with no model set may send it): the served model, as llama-server
     temperature = _number(data, "temperature", 1.0, 0.0, 2.0)  # the API's documented default
     top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
     seed = data.get("seed")

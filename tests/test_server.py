@@ -450,6 +450,20 @@ def test_unknown_model_through_the_client(server):
         server.client().chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "a"}])
 
 
+def test_an_empty_model_name_is_the_served_model(server):
+    """A request's "model": "" (as a client with no model set may send) was a 404 model_not_found: it is not
+    given, and the served model answers, as llama-server's does. A name that is not empty and not served is
+    still a 404."""
+    client = server.client()
+    reply = client.chat.completions.create(model="", messages=[{"role": "user", "content": PROMPT}], temperature=0)
+    assert reply.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+    assert reply.model == "target.fake.gguf"
+    assert client.completions.create(model="", prompt="Hi", max_tokens=4).choices[0].text
+    for name in (" ", "gpt-4"):
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model=name, messages=[{"role": "user", "content": "a"}])
+
+
 def test_what_the_server_cannot_do_is_refused_not_ignored(server):
     """Tools, a JSON response format or log-probabilities are a 400 unsupported_parameter through the official
     client, not plain text that looks like a success; the values clients send by default still answer."""
