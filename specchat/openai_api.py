@@ -182,10 +182,11 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
         raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens", param=name)
     stop = data.get("stop")
     stops = [stop] if isinstance(stop, str) else stop or []
-    if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
+    if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) for s in stops):
         raise ApiError(
             400, f"'stop' must be a string or a list of up to {MAX_STOPS} strings", code="invalid_stop", param="stop"
         )
+    stops = [s for s in stops if s]  # "" would be found at once, before any text: not given (only "": no stop)
     choices = data.get("n")
     if choices is not None and (isinstance(choices, bool) or choices != 1):  # never fewer choices than asked
         raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n", param="n")

@@ -171,6 +171,28 @@ def test_stop_string_and_max_tokens(server):
     assert streamed == "Here is your text "
 
 
+def test_an_empty_stop_string_is_ignored(server):
+    """A request's "stop": "" (or "" in a list) was a 400 invalid_stop: an empty stop string would be found at
+    once, before any text, so it is ignored; a list of empty strings alone means no stop."""
+    client, whole = server.client(), fake_backend.REPLY.format(prompt=PROMPT)
+    assert ask(client, stop="").choices[0].message.content == whole
+    assert ask(client, stop=["", ""]).choices[0].message.content == whole
+    assert ask(client, stop=["", "text"]).choices[0].message.content == "Here is your "
+    streamed = "".join(c.choices[0].delta.content or "" for c in ask(client, stream=True, stop=["", "again"]))
+    assert streamed == "Here is your text "
+
+
+def test_empty_stop_strings_are_dropped_and_a_stop_that_is_not_strings_is_refused():
+    from specchat.openai_api import ApiError, parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    assert parse_chat({"messages": messages, "stop": ["", "x", ""]}, 2048).stop == ["x"]
+    for bad in (5, ["a", 5], ["a", None], ["a", "b", "c", "d", "e"], {"a": 1}):
+        with pytest.raises(ApiError) as refused:
+            parse_chat({"messages": messages, "stop": bad}, 2048)
+        assert refused.value.code == "invalid_stop" and refused.value.param == "stop"
+
+
 def test_completions(server):
     reply = server.client().completions.create(model="target.fake.gguf", prompt="Hello", max_tokens=5, temperature=0)
     assert len(reply.choices[0].text) == 5 and reply.choices[0].finish_reason == "length"
