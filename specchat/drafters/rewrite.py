@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .haystack import Haystack
+
 MAX_OLD = 48  # longest text a rule replaces (characters): a rename, a call, a keyword and its neighbour
 MAX_NEW = 96
 MAX_RULES = 32  # per reply: each new rule re-tokenizes the input once
@@ -77,7 +79,7 @@ class Rewriter:
         self.rules: list[Rule] = []
         self.tokens: list[int] = []  # the rewritten input; empty while there is no rule
         self.spans: list[tuple[int, int, Rule]] = []  # rewritten tokens [start, end) that a rule wrote
-        self.followers: dict[tuple[int, ...], list[int]] = {}  # n-gram -> index of every token after it
+        self.haystack = Haystack([], max(1, self.max_n))  # the rewritten input's n-grams
         self._pending = b""  # the reply's text since its last line break
         self._overflow = False  # the line being written is longer than MAX_LINE: not compared
         self._bytes: bytes | None = None  # the input's text (control tokens: none) ...
@@ -187,7 +189,7 @@ class Rewriter:
     def _rebuild(self) -> None:
         """Apply every rule to the input. Only the tokens around each change are tokenized again (the
         few that hold its bytes), so a rule costs little even with a long input."""
-        self.tokens, self.spans, self.followers = [], [], {}
+        self.tokens, self.spans = [], []
         if not self.rules:
             return
         text = self._input_text()
@@ -208,24 +210,11 @@ class Rewriter:
             self.spans.append((start, len(self.tokens), rule))
             done = last + 1
         self.tokens += self.source[done:]
-        for end in range(self.max_n, len(self.tokens)):
-            self.followers.setdefault(tuple(self.tokens[end - self.max_n : end]), []).append(end)
+        self.haystack = Haystack(self.tokens, self.max_n)
 
     def match(self, context: Sequence[int], longest: int, candidates: int) -> tuple[int, int] | None:
-        """(match length, start of the continuation) of the reply's end in the rewritten input: among
-        the latest `candidates` places its last max_n tokens occur, the one that matches furthest back."""
-        if not self.tokens or len(context) < self.max_n:
-            return None
-        best = None
-        for start in reversed(self.followers.get(tuple(context[-self.max_n :]), [])[-candidates:]):
-            length = self.max_n
-            while (
-                length < min(longest, start, len(context)) and self.tokens[start - 1 - length] == context[-1 - length]
-            ):
-                length += 1
-            if best is None or length > best[0]:
-                best = (length, start)
-        return best
+        """(match length, start of the continuation) of the reply's end in the rewritten input (Haystack)."""
+        return self.haystack.match(context, longest, candidates) if self.tokens else None
 
 
 def _words(line: str) -> list[tuple[str, int, int]]:
