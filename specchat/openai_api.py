@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .chat import Message
@@ -51,6 +52,7 @@ class ApiRequest:
     stop: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a last chunk with no choices and the usage
+    prediction: str | None = None  # the text the reply is expected to hold (Predicted Outputs), for drafting
 
 
 def parse_json(body: bytes) -> dict:
@@ -103,17 +105,36 @@ def _message(item, index: int) -> Message:
     # isinstance first: a list or object as the role is unhashable, and `in ROLES` would raise (a 500)
     if not isinstance(item, dict) or not isinstance(item.get("role"), str) or item["role"] not in ROLES:
         raise refused("role", f" needs a role among {', '.join(ROLES)}")
-    content = item.get("content")
+    return Message(ROLES[item["role"]], _text(item.get("content"), lambda message: refused("content", message)))
+
+
+def _text(content, refused: Callable[[str], ApiError]) -> str:
+    """A content: a string, or text parts joined one per line."""
     if isinstance(content, list):  # content parts: only text parts can reach a text model
         if any(not isinstance(part, dict) or part.get("type") != "text" for part in content):
-            raise refused("content", ": only text content parts are supported")
+            raise refused(": only text content parts are supported")
         if any(not isinstance(part.get("text"), str) for part in content):  # str() made null "None", 5 "5"
-            raise refused("content", ": a text part's text must be a string")
+            raise refused(": a text part's text must be a string")
         # One line each, as llama-server and vLLM join them: "".join glued "Here is the file:" to its code
         content = "\n".join(part["text"] for part in content)
     if not isinstance(content, str):
-        raise refused("content", ".content must be a string")
-    return Message(ROLES[item["role"]], content)
+        raise refused(".content must be a string")
+    return content
+
+
+def _prediction(value) -> str | None:
+    """Predicted Outputs: {"type": "content", "content": text or text parts}, the text the reply is
+    expected to hold (the file an edit returns). Prompt lookup copies from it as from the messages."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "content":
+        message = '\'prediction\' must be {"type": "content", "content": TEXT}'
+        raise ApiError(400, message, code="invalid_prediction", param="prediction")
+
+    def refused(message: str) -> ApiError:
+        return ApiError(400, f"prediction{message}", code="invalid_prediction", param="prediction.content")
+
+    return _text(value.get("content"), refused)
 
 
 def _unsupported(data: dict) -> None:
@@ -218,7 +239,10 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
             code="invalid_stream_options",
             param="stream_options.include_usage",
         )
-    return ApiRequest(model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage)
+    prediction = _prediction(data.get("prediction"))
+    return ApiRequest(
+        model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
+    )
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:

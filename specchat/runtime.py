@@ -8,7 +8,7 @@ costs. The CLI, the bench, tune and the tests use the object it returns as it is
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -203,10 +203,12 @@ class Pipeline:
         max_tokens: int,
         on_update: Callable[[Update], None] | None = None,
         cancel: threading.Event | None = None,
+        expected: Sequence[int] = (),
     ) -> Generation:
         """Run the loop; on_update streams each round as styled text segments with the stats so far.
         The last update has round None: it flushes bytes held back to keep a UTF-8 character whole.
-        cancel (the server's): once set, the loop stops as on Ctrl-C; whoever sets it sets the interrupt too."""
+        cancel (the server's): once set, the loop stops as on Ctrl-C; whoever sets it sets the interrupt too.
+        expected: tokens the reply is expected to hold (an API client's `prediction`), for prompt lookup."""
         stream = TextStream(self.target)
         pieces: list[str] = []
 
@@ -228,9 +230,16 @@ class Pipeline:
         with self.interrupt.armed():
             if cancel is not None and cancel.is_set():  # set before armed() forgot the interrupt it raised
                 self.interrupt.requested = True
-            tokens, stats = speculative_decode(
-                self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_round
-            )
+            lookup = self.drafters.get("ngram")
+            if lookup is not None and expected:
+                lookup.expect(expected)
+            try:
+                tokens, stats = speculative_decode(
+                    self.target_cache, drafter, prompt, Sampler(params), k=k, max_tokens=max_tokens, on_round=on_round
+                )
+            finally:  # for this reply only
+                if lookup is not None and expected:
+                    lookup.expect(())
         tail = stream.flush()
         if tail:
             pieces.append(tail)

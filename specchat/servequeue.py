@@ -67,14 +67,23 @@ class StopScanner:
 class Job:
     """One request's generation: its inputs, a cancel flag, and (streamed) the pieces of text as they come."""
 
-    def __init__(self, messages: list[Message] | None, prompt: str, request: Request, stops: list[str]) -> None:
+    def __init__(
+        self,
+        messages: list[Message] | None,
+        prompt: str,
+        request: Request,
+        stops: list[str],
+        prediction: str | None = None,
+    ) -> None:
         self.messages = messages
         self.prompt = prompt
+        self.prediction = prediction  # the text the reply is expected to hold (Predicted Outputs)
         self.request = request
         self.scanner = StopScanner(stops)
         self.cancelled = threading.Event()
         self.on_text: Callable[[str], None] | None = None  # set by streaming requests; called on the worker
         self.ids: list[int] = []  # the prompt's tokens, set by Engine.measure before it runs
+        self.expected: list[int] = []  # the prediction's tokens, set with them
         self.abort: Callable[[], None] | None = None  # set by the engine while this job runs
         self.lock = threading.Lock()  # abort is set on the worker, read on the event loop
 
@@ -111,6 +120,9 @@ class Engine:
         request is answered with a status line. On its own thread, beside a generation: it reads only the
         vocabulary and the template (llama-server tokenizes in its HTTP threads too)."""
         job.ids = await asyncio.get_running_loop().run_in_executor(self.tokenizer, self._prompt_ids, job)
+        if job.prediction:
+            tokenize = self.pipeline.target.tokenize
+            job.expected = await asyncio.get_running_loop().run_in_executor(self.tokenizer, tokenize, job.prediction)
         check_fits(len(job.ids), self.pipeline.target.n_ctx)
 
     def _prompt_ids(self, job: Job) -> list[int]:
@@ -148,7 +160,7 @@ class Engine:
                 with self._abortable(job):
                     generation = pipeline.generate(
                         ids, request.params, mode=request.mode, k=request.k, max_tokens=request.max_tokens,
-                        on_update=on_update, cancel=job.cancelled,
+                        on_update=on_update, cancel=job.cancelled, expected=job.expected,
                     )  # fmt: skip
             except _Stop:
                 # The loop did not get to close its stats: the wall time so far stands in for its total.

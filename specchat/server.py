@@ -226,7 +226,8 @@ class Api:
         except QueueFull:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
-        job = Job(parsed.messages, parsed.prompt, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
+        ask = Ask(self.mode, self.k, parsed.params, parsed.max_tokens)
+        job = Job(parsed.messages, parsed.prompt, ask, parsed.stop, parsed.prediction)
         try:  # before any status line: a prompt longer than the context is a 400, streamed or not
             await self._measure(job)
         except BaseException:

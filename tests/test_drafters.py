@@ -697,3 +697,17 @@ def test_a_stop_that_keeps_nothing_is_imputed_not_counted_as_a_miss():
     empty = strict.propose([1, 1, 1, 1], 4, Sampler(SamplingParams()))
     strict.learn(Outcome(4, empty, 0, [6], 0.0))
     assert strict.acceptance.tried == [1.0] and strict.acceptance.held == [0.0]
+
+
+def test_prompt_lookup_copies_from_the_text_a_client_expects_until_it_is_forgotten():
+    """An API client's `prediction` (the file an edit returns) is copied from where it matches the reply,
+    as the input is; an empty one forgets it."""
+    prompt = [*range(100, 110)]
+    expected = [*range(300, 340)]
+    ngram = NgramDrafter()
+    ngram.expect(expected)
+    context = follow(ngram, prompt, expected[:6])
+    assert ngram.propose(context, 4, GREEDY).tokens == [306, 307, 308, 309]
+    ngram.expect(())
+    ngram.prefill(context[:-1])
+    assert ngram.propose(context, 4, GREEDY).tokens == []

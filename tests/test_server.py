@@ -486,6 +486,29 @@ def test_an_empty_model_name_is_the_served_model(server):
             client.chat.completions.create(model=name, messages=[{"role": "user", "content": "a"}])
 
 
+def test_a_prediction_is_drafted_from_and_changes_no_token(tmp_path):
+    """Predicted Outputs: the text the reply is expected to hold is copied by prompt lookup (here the fake's
+    "Here is your text again:" and "That is all.", which the prompt does not hold), so more drafts are
+    accepted; the reply is the same. A prediction that is not {"type": "content", ...} is a 400."""
+    running = Server(tmp_path / "ngram", "--mode", "ngram")
+    try:
+        client, expected = running.client(), fake_backend.REPLY.format(prompt=PROMPT)
+        plain = ask(client)
+        predicted = ask(client, prediction={"type": "content", "content": [{"type": "text", "text": expected}]})
+        assert predicted.choices[0].message.content == plain.choices[0].message.content == expected
+        accepted = [reply.model_extra["timings"]["draft_n_accepted"] for reply in (plain, predicted)]
+        assert accepted[1] > accepted[0]
+        for bad, param in (
+            ({"type": "text", "content": "x"}, "prediction"),
+            ({"type": "content"}, "prediction.content"),
+        ):
+            with pytest.raises(openai.BadRequestError) as refused:
+                ask(client, prediction=bad)
+            assert refused.value.body["code"] == "invalid_prediction" and refused.value.body["param"] == param
+    finally:
+        running.stop()
+
+
 def test_what_the_server_cannot_do_is_refused_not_ignored(server):
     """Tools, a JSON response format or log-probabilities are a 400 unsupported_parameter through the official
     client, not plain text that looks like a success; the values clients send by default still answer."""

@@ -22,6 +22,7 @@ from .copyodds import (
     CopyOdds,
     book,
 )
+from .haystack import Haystack
 from .rewrite import Codec, Rewriter
 
 CANDIDATES = 16  # earlier occurrences of the longest n-gram compared by how far back they match
@@ -118,6 +119,7 @@ class _Copy:
     rejoined: bool = False  # where the reply rejoins a copy of its input that broke (_rejoin)
     aligned: tuple[bool, ...] | None = None  # per token: does its match go on past a line break (None: unknown)
     rewritten: bool = False  # copied from the input as rewritten by the changes learned (rewrite.py)
+    predicted: bool = False  # copied from the text the reply is expected to hold (expect)
 
     @property
     def kind(self) -> str:
@@ -149,6 +151,7 @@ class NgramDrafter:
         self.line_role = line_role  # "break" (its text holds a line break), "space" or "text"; None: not known
         # With the model's tokenizer, changes that repeat are learned and copied through (rewrite.py).
         self.rewriter = Rewriter(codec, self.ends_copy, max_n) if codec is not None else None
+        self.expected: Haystack | None = None  # what an API client said the reply will hold (expect)
         self.reset()
 
     def reset(self) -> None:
@@ -178,6 +181,12 @@ class NgramDrafter:
         self._break: tuple[int, int] | None = None  # (index in the input where a copy broke, text length then)
         if self.rewriter is not None:
             self.rewriter.start([])
+
+    def expect(self, tokens: Sequence[int]) -> None:
+        """Text the next replies are expected to hold (the OpenAI API's `prediction`: the file an edit
+        returns), copied from as from the input wherever it matches the reply as far back; an empty one
+        forgets it. Only a guess: the target checks every token."""
+        self.expected = Haystack(tokens, self.index.max_n) if tokens else None
 
     def prefill(self, context: Sequence[int]) -> None:
         self.index.sync(context)
@@ -269,17 +278,22 @@ class NgramDrafter:
         rejoin = self._rejoin() if n < REJOIN_BELOW else None
         if rejoin is not None:
             n, begin = rejoin
-        on, rejoined = False, rejoin is not None  # on: in the rewritten input
-        rewritten = self.rewriter.match(context, 128, CANDIDATES) if self.rewriter is not None else None
-        if rewritten is not None and rewritten[0] >= n:  # as far back or further: it knows the changes ahead
-            (n, begin), on, rejoined = rewritten, True, False
+        origin = "rejoin" if rejoin is not None else "text"
+        # Other token lists where they match as far back or further: the input rewritten by the changes
+        # learned (they know the changes ahead), then the client's word for what follows.
+        for name, other in (("rewritten", self.rewriter), ("predicted", self.expected)):
+            found = other.match(context, 128, CANDIDATES) if other is not None else None
+            if found is not None and found[0] >= n:
+                (n, begin), origin = found, name
         if begin is None:
             return None
+        source = {"rewritten": self.rewriter, "predicted": self.expected}.get(origin)
         # One token more than can be drafted: the round's own token is checked against it too.
-        tokens = self._cut((self.rewriter.tokens if on else self.index.tokens)[begin : begin + MAX_COPY + 1])
-        from_reply = not on and self._reply_start is not None and begin >= self._reply_start
+        tokens = self._cut((source.tokens if source is not None else self.index.tokens)[begin : begin + MAX_COPY + 1])
+        from_reply = source is None and self._reply_start is not None and begin >= self._reply_start
         aligned = self._aligned(context, n, tokens)
-        self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoined, aligned, on)
+        rejoined, rewritten, predicted = (origin == name for name in ("rejoin", "rewritten", "predicted"))
+        self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoined, aligned, rewritten, predicted)
         return self._copy
 
     def _cut(self, tokens: list[int]) -> list[int]:
@@ -308,7 +322,9 @@ class NgramDrafter:
             held = book(lambda i: self._odds(copy, i), copy.tokens, copy.matched, outcome.produced)
             if copy.rewritten:
                 self.rewriter.judge(copy.begin, held, outcome.produced if held < len(copy.tokens) else [])
-            else:  # rejoining is looked for in the input only (in the rewritten one too: no better, replayed)
+            elif (
+                not copy.predicted
+            ):  # rejoining is looked for in the input only (in the rewritten one too: no better, replayed)
                 self._note_break(copy, held, len(outcome.produced))
         if self.rewriter is not None:
             self.rewriter.observe(outcome.produced)
