@@ -37,13 +37,23 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
         k_list = sorted({int(part) for part in ks.split(",") if part.strip()})
     except ValueError:
         raise UsageError(f"--ks '{ks}' is not a list of integers", hint="e.g. --ks 1,2,4,8") from None
-    if not k_list or any(not 1 <= k <= 16 for k in k_list):
+    if not k_list:  # `--ks ""` (an unset variable): said as "every k must be 1..16", which it broke nowhere
+        raise UsageError(
+            f"--ks '{ks}' names no draft length: it takes the draft model's lengths, comma-separated",
+            hint="e.g. --ks 1,2,4,8 (each 1..16); to measure no draft model, leave spec out of --modes",
+        )
+    if any(not 1 <= k <= 16 for k in k_list):
         raise UsageError(f"--ks '{ks}': every k must be 1..16", hint="k = 0 is the target alone, always included")
     mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))  # each once, in order
+    subset = f"a comma-separated subset of {', '.join(BENCH_MODES)}"
+    if not mode_list:
+        raise UsageError(
+            f"--modes '{modes}' names no mode: it takes the modes to compare with the target alone",
+            hint=f"{subset}, e.g. --modes spec,ngram,auto (the target alone is always measured)",
+        )
     unknown = [m for m in mode_list if m not in BENCH_MODES]
-    if not mode_list or unknown:
-        what = f"unknown mode '{unknown[0]}'" if unknown else "no mode"
-        raise UsageError(f"--modes '{modes}': {what}", hint=f"a comma-separated subset of {', '.join(BENCH_MODES)}")
+    if unknown:
+        raise UsageError(f"--modes '{modes}': unknown mode '{unknown[0]}'", hint=subset)
     for path in (output, plot):
         if path is not None:
             _check_writable(path)

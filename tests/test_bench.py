@@ -433,7 +433,24 @@ def test_bad_modes(fake_pair):
     result = bench(fake_pair, "--modes", "spec,turbo")
     assert result.exit_code == 2 and "--modes 'spec,turbo': unknown mode 'turbo'" in result.stderr
     result = bench(fake_pair, "--modes", " , ")
-    assert result.exit_code == 2 and "--modes ' , ': no mode" in result.stderr
+    assert result.exit_code == 2 and "--modes ' , ' names no mode" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle", "hint"),
+    [
+        (["--ks", ""], "--ks '' names no draft length", "e.g. --ks 1,2,4,8"),
+        (["--ks", " , "], "--ks ' , ' names no draft length", "leave spec out of --modes"),
+        (["--modes", ""], "--modes '' names no mode", "e.g. --modes spec,ngram,auto"),
+    ],
+)
+def test_an_empty_list_is_named_as_empty(args, needle, hint):
+    """`--ks ''` (an unset variable) said "every k must be 1..16", and `--modes ''` "no mode": neither said
+    that the list was empty nor what the flag takes."""
+    result = runner.invoke(app, ["bench", *args])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and hint in lines[0], result.stderr
 
 
 @pytest.mark.parametrize("modes", ["ngram", "auto", "ngram,suffix"])
