@@ -133,6 +133,25 @@ def test_bad_k_is_usage_error():
     assert result.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["run", "hi"], ["serve", "--port", "0"], ["bench"], ["tune"], ["export", "--to", "llama-server"]],
+    ids=lambda command: command[0],
+)
+@pytest.mark.parametrize("flag", ["--gpu-layers", "--draft-gpu-layers"])
+def test_a_negative_layer_count_other_than_all_is_usage_error(isolated, monkeypatch, command, flag):
+    """-5 was taken as all (-1) when loading, yet saved and looked up as another tuning, and left out by export."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # accepted, it would fail on the pull, not wait for one
+    assert_one_line_error(invoke(*command, flag, "-5"), 2, f"{flag} -5 is not a layer count")
+    assert "-1 puts every layer on the GPU" in invoke(*command, flag, "-2").stderr
+
+
+@pytest.mark.parametrize("layers", ["-1", "0"])
+def test_all_layers_or_none_are_layer_counts(files, layers):
+    result = invoke("run", *files, "--mode", "spec", "--gpu-layers", layers, "--draft-gpu-layers", layers, "Hi")
+    assert result.exit_code == 0 and result.stdout == reply_to("Hi") + "\n", result.output
+
+
 def test_huge_stdin_is_refused():
     result = invoke("run", input="x" * 1_000_001)
     assert_one_line_error(result, 2, "larger than")

@@ -242,13 +242,16 @@ def _wait_listening(process: subprocess.Popen, log: Path, timeout: float) -> int
     raise AssertionError(f"llama-server did not listen within {timeout:.0f} s: {log.read_bytes()[-3000:]!r}")
 
 
-def test_any_negative_gpu_layer_count_is_all_as_specchat_reads_it(fake_models):
-    """specchat loads every layer for any negative --gpu-layers (engine.py); export passed -ngl -5 on, a
-    value llama-server reads its own way (-2 is its 'all', -5 nothing it documents)."""
+def test_all_gpu_layers_is_left_to_llama_server_and_other_negatives_are_refused(fake_models):
+    """export passed -ngl -5 on, a value llama-server reads its own way (-2 is its 'all', -5 nothing it
+    documents); -1 (all) is left to llama-server's default, and any other negative is a usage error."""
     target, draft = fake_models
     args = ["--to", "llama-server", "--target", str(target), "--draft", str(draft), "--mode", "spec"]
-    negative = shlex.split(run_export(*args, "--gpu-layers", "-5", "--draft-gpu-layers", "-2").stdout)
-    assert "-ngl" not in negative and "-ngld" not in negative and "-5" not in negative
+    every = shlex.split(run_export(*args, "--gpu-layers", "-1", "--draft-gpu-layers", "-1").stdout)
+    assert "-ngl" not in every and "-ngld" not in every
+    for flag in ("--gpu-layers", "--draft-gpu-layers"):
+        refused = run_export(*args, flag, "-5")
+        assert refused.exit_code == 2 and f"{flag} -5 is not a layer count" in refused.stderr
     counted = shlex.split(run_export(*args, "--gpu-layers", "0", "--draft-gpu-layers", "7").stdout)
     assert value(counted, "-ngl") == "0" and value(counted, "-ngld") == "7"
 

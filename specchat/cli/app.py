@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..ctxsize import MAX_AUTO
-from ..errors import SpecchatError
+from ..errors import SpecchatError, UsageError
 from ..paths import env_flag
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
 
@@ -135,8 +135,25 @@ Draft = Annotated[Path | None, typer.Option("--draft", help="Local draft GGUF (o
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
 THREADS_HELP = "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number is kept to)."
 Threads = Annotated[int, typer.Option("--threads", min=0, help=THREADS_HELP)]
-GpuLayers = Annotated[int, typer.Option("--gpu-layers", help="Target layers on the GPU (-1 = all, when it can).")]
-DraftGpuLayers = Annotated[int, typer.Option("--draft-gpu-layers", help="Draft layers on the GPU (-1 = all).")]
+
+
+def layer_count(param: typer.CallbackParam, value: int) -> int:
+    """--gpu-layers, --draft-gpu-layers: -1 (all) or a count. Another negative was taken as all by the
+    engine, keyed apart from -1 by the tuning and left out by export: a typo that changed three things."""
+    if value < -1:
+        raise UsageError(
+            f"{param.opts[0]} {value} is not a layer count",
+            hint="-1 puts every layer on the GPU (the default), 0 none (CPU only), N that many",
+        )
+    return value
+
+
+GpuLayers = Annotated[
+    int, Opt("--gpu-layers", callback=layer_count, help="Target layers on the GPU (-1 = all, when it can).")
+]
+DraftGpuLayers = Annotated[
+    int, Opt("--draft-gpu-layers", callback=layer_count, help="Draft layers on the GPU (-1 = all).")
+]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")]
 ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help="Longest reply (0 = to its end or the context's).")]
 RUN_CTX_HELP = f"Context size (0 = the model's trained one, at most {MAX_AUTO}, as memory allows)."
