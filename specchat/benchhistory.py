@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .benchsuite import read_jsonl
+from .benchsuite import read_jsonl, shown
 from .errors import UsageError
 
 NONE = "none"
@@ -49,9 +49,9 @@ def load(value: str, modes: list[str]) -> Past | None:
     texts = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            texts += _messages(line, f"{path}, line {number}")
+            texts += _messages(line, f"{shown(path)}, line {number}")
     if not texts:
-        raise UsageError(f"{path} has no user or assistant messages", hint=f"one conversation per line: {SHAPE}")
+        raise UsageError(f"{shown(path)} has no user or assistant messages", hint=f"one conversation per line: {SHAPE}")
     return Past(path, texts)
 
 
@@ -129,7 +129,7 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
         n_tokens = len(tokens) - len(past.texts)  # the separators between messages are not text
         kept = f", the newest {DEFAULT_CAPACITY} kept, as run's index would" if len(tokens) > DEFAULT_CAPACITY else ""
         messages = f"{len(past.texts)} message" + ("" if len(past.texts) == 1 else "s")
-        notify(f"suffix drafts from {past.path} too: {messages}, {n_tokens} tokens{kept}")
+        notify(f"suffix drafts from {shown(past.path)} too: {messages}, {n_tokens} tokens{kept}")
         pipeline.add_suffix(Frozen(index.chains))
         try:
             yield {"path": str(past.path), "messages": len(past.texts), "tokens": n_tokens}

@@ -66,11 +66,15 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
 
 def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, Path | None]) -> None:
     """-o or --plot naming the --prompts or --history file (or each other) would overwrite it at the end."""
+    from .benchsuite import is_stdin
+
     for option, written in (("--output", output), ("--plot", plot)):
         others = {**inputs, "--plot": plot} if option == "--output" else inputs
         for name, read in others.items():
+            if read is None or is_stdin(read):  # `--prompts -` reads stdin, not a file `-`
+                continue
             # -o and --plot may name one file that does not exist yet: the plot replaced the report, both "wrote"
-            if written is not None and read is not None and same_file(written, read):
+            if written is not None and same_file(written, read):
                 raise UsageError(f"{option} {written} is the {name} file", hint="write the report elsewhere")
 
 

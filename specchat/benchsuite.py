@@ -7,6 +7,7 @@ messages: the bench replays every turn, see benchturns.py), and optionally "ques
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -67,43 +68,71 @@ def load_suite(name: str) -> list[Prompt]:
 
 
 MAX_JSONL_BYTES = 256 << 20  # a --prompts or --history file; 10M tokens of history are about 40 MiB of text
+# `--prompts -`, `--history -`: the file is read from stdin, as `-` means for cat and most tools. A file named
+# `-` is given by its full path (Typer makes `./-` a Path equal to this one).
+STDIN = Path("-")
+
+
+def is_stdin(path: Path | str) -> bool:
+    return Path(path) == STDIN
+
+
+def shown(path: Path) -> str:
+    """The file's name in messages: stdin for `-` ("-, line 3" reads as a typo)."""
+    return "stdin" if is_stdin(path) else str(path)
 
 
 def read_jsonl(path: Path, kind: str, shape: str) -> str:
-    """The text of a --prompts or --history file, or one usage error saying why it cannot be read."""
+    """The text of a --prompts or --history file (or stdin), or one usage error saying why it cannot be read."""
     again = f"give a JSONL file, one {shape} per line"
+    what = f"stdin (--{kind} -)" if is_stdin(path) else f"{kind} file {path}"
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_JSONL_BYTES + 1)  # bounded: /dev/zero or an endless pipe read until memory ran out
+        data = _read_bounded(path, kind)
         if len(data) > MAX_JSONL_BYTES:
-            raise UsageError(
-                f"{kind} file {path} is over {MAX_JSONL_BYTES >> 20} MiB", hint=f"{again}, in a smaller file"
-            )
+            raise UsageError(f"{what} is over {MAX_JSONL_BYTES >> 20} MiB", hint=f"{again}, in a smaller file")
         if data.startswith(b"\x1f\x8b"):  # Spec-Bench and MT-Bench files are passed around compressed
-            raise UsageError(f"{kind} file {path} is gzip-compressed", hint=f"decompress it first (gunzip); {again}")
+            raise UsageError(f"{what} is gzip-compressed", hint=f"decompress it first (gunzip); {again}")
         text = data.decode("utf-8-sig")  # a BOM: Windows editors write one
         if text.lstrip().startswith("["):  # no line of either file is an array: the whole file is one
-            lines = path.stem + (".jsonl" if path.suffix != ".jsonl" else "-lines.jsonl")  # never onto itself
-            hint = f"{again}, e.g. jq -c '.[]' {path} > {lines}"
-            raise UsageError(f"{kind} file {path} is a JSON array, not JSONL", hint=hint)
+            raise UsageError(f"{what} is a JSON array, not JSONL", hint=f"{again}, e.g. {_jq(path, kind)}")
         return text
     except FileNotFoundError:
         raise UsageError(f"{kind} file not found: {path}", hint=again) from None
     except IsADirectoryError:
-        raise UsageError(f"{kind} file {path} is a directory", hint=again) from None
+        raise UsageError(f"{what} is a directory", hint=again) from None
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{kind} file {path} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8") from None
+        raise UsageError(f"{what} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise UsageError(
-            f"cannot read {path}: {exc.strerror or exc}", hint="check the path and its permissions"
+            f"cannot read {shown(path)}: {exc.strerror or exc}", hint="check the path and its permissions"
         ) from None
+
+
+def _read_bounded(path: Path, kind: str) -> bytes:
+    """At most one byte more than MAX_JSONL_BYTES: /dev/zero or an endless pipe was read until memory ran out."""
+    if not is_stdin(path):
+        with path.open("rb") as handle:
+            return handle.read(MAX_JSONL_BYTES + 1)
+    if sys.stdin is None:  # closed (`<&-`): Python has no stdin at all
+        raise UsageError(f"--{kind} - reads stdin, which is closed", hint=f"e.g. specchat bench --{kind} - < FILE")
+    return sys.stdin.buffer.read(MAX_JSONL_BYTES + 1)
+
+
+def _jq(path: Path, kind: str) -> str:
+    """How to turn a JSON array into JSONL, never written onto the file it reads."""
+    if is_stdin(path):
+        return f"... | jq -c '.[]' | specchat bench --{kind} -"
+    lines = path.stem + (".jsonl" if path.suffix != ".jsonl" else "-lines.jsonl")
+    return f"jq -c '.[]' {path} > {lines}"
 
 
 def load_prompts_file(path: Path) -> list[Prompt]:
     text = read_jsonl(path, "prompts", "prompt")
-    prompts = _parse(text, str(path))
+    prompts = _parse(text, shown(path))
     if not prompts:
-        raise UsageError(f"{path} has no prompts", hint='one JSON object per line: {"category": ..., "turns": [...]}')
+        raise UsageError(
+            f"{shown(path)} has no prompts", hint='one JSON object per line: {"category": ..., "turns": [...]}'
+        )
     return prompts
 
 

@@ -170,6 +170,55 @@ def test_suite_beside_prompts_is_named_as_not_used(fake_pair, tmp_path):
     assert {s["prompt_id"] for s in json.loads(result.stdout)["samples"]} == {"1"}
 
 
+def test_prompts_from_stdin(fake_pair):
+    """`--prompts -` read a file called `-` ("prompts file not found: -"): `-` is stdin, as for most tools."""
+    _folder, files = fake_pair
+    record = {"question_id": "piped", "category": "from-stdin", "turns": ["Name three colours."]}
+    args = ["bench", *files, "--prompts", "-", "--modes", "ngram", "-r", "1", "-n", "8", "-f", "json"]
+    result = runner.invoke(app, args, input=json.dumps(record) + "\n")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert {(s["prompt_id"], s["category"]) for s in data["samples"]} == {("piped", "from-stdin")}
+    assert data["meta"]["settings"]["prompts"] == "-"
+
+
+def test_history_from_stdin(fake_pair, tmp_path):
+    _folder, files = fake_pair
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"category": "c", "turns": ["a"]}\n')
+    past = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})
+    args = ["bench", *files, "--prompts", str(prompts), "--modes", "suffix", "--history", "-", "-r", "1", "-n", "8"]
+    result = runner.invoke(app, [*args, "-f", "json"], input=past + "\n")
+    assert result.exit_code == 0, result.output
+    assert "suffix drafts from stdin too: 2 messages" in result.stderr
+    assert json.loads(result.stdout)["meta"]["settings"]["history"]["messages"] == 2
+
+
+def test_prompts_and_history_cannot_both_be_stdin(fake_pair):
+    _folder, files = fake_pair
+    result = runner.invoke(app, ["bench", *files, "--prompts", "-", "--modes", "suffix", "--history", "-"], input="")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert (
+        "--prompts - and --history - both read stdin" in result.stderr and "give one of them as a file" in result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "content", "needle"),
+    [
+        ("--prompts", "", "stdin has no prompts"),
+        ("--prompts", '{"category": "chat", "turns": ["hi"]}\n{not json}\n', "stdin, line 2: not valid JSON"),
+        ("--prompts", '[{"category": "chat", "turns": ["hi"]}]', "stdin (--prompts -) is a JSON array, not JSONL"),
+        ("--history", "{not json}\n", "stdin, line 1: not valid JSON"),
+        ("--history", "\n", "stdin has no user or assistant messages"),
+    ],
+)
+def test_bad_jsonl_on_stdin_is_named_as_stdin(option, content, needle):
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, "-"], input=content)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert needle in result.stderr, result.stderr
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_an_endless_prompts_or_history_file_is_refused(monkeypatch):
     """`--prompts /dev/zero` (or `--history`) read until memory ran out: a MemoryError, or no end."""

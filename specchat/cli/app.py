@@ -167,8 +167,9 @@ K_HELP = "Draft length (auto: the most it may use; spec: at most 16). Default: s
 NO_HISTORY_HELP = "Draft (auto, suffix) from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
 BENCH_HISTORY_HELP = (
     "What the suffix and auto variants draft from besides the measured conversation: none (the default, so results "
-    'never depend on your own log), or a JSONL FILE of past conversations, one {"messages": [...]} per line, '
-    "indexed for this run only (a temporary index, deleted afterwards; your log and history are not read or written)."
+    'never depend on your own log), or a JSONL FILE (- : stdin) of past conversations, one {"messages": [...]} per '
+    "line, indexed for this run only (a temporary index, deleted afterwards; your log and history are not read or "
+    "written)."
 )
 EARLIER_HELP = (
     "Longest earlier reply of a multi-turn record, written once by the target alone before the runs (0 = as -n). "

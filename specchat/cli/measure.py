@@ -46,7 +46,7 @@ def bench(
     target: Target = None,
     draft: Draft = None,
     suite: Annotated[str, typer.Option(help=SUITE_HELP)] = "default",
-    prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format).")] = None,
+    prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format; - reads stdin).")] = None,
     turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.")] = "spec,ngram,auto",
@@ -83,13 +83,16 @@ def bench(
     """
     from .. import bench as measure
     from .. import benchhistory, benchreport
-    from ..benchsuite import load_prompts_file, load_suite, select_turns
+    from ..benchsuite import is_stdin, load_prompts_file, load_suite, select_turns
+    from ..errors import UsageError
     from ..sampling import SamplingParams
     from ..view import bench_progress, note
 
     if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
         note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
+    if prompts is not None and is_stdin(prompts) and is_stdin(history):  # one stdin: the first would read it all
+        raise UsageError("--prompts - and --history - both read stdin", hint="give one of them as a file")
     if "spec" not in mode_list:  # the report recorded lengths nothing was measured at
         if given(ctx, "ks"):
             note(stderr_console(), f"--ks {ks} is not used: it sets the draft model's lengths; spec is not in --modes")
