@@ -18,7 +18,7 @@ from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
 from .paths import resolve_link, same_file
 from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
-from .view import note, stderr_console, stdout_console, write_stdout
+from .view import note, one_line, stderr_console, stdout_console, write_stdout
 
 FORMATS = ("table", "md", "csv", "json", "jsonl")
 # -o with the table on stdout: the file in the format its name says (bench.json held Markdown), else Markdown.
@@ -240,10 +240,11 @@ def speedup_chart(result, width: int = 40) -> Text:
         return chart
     scale = width / max(1.0, *(row.speedup for row in rows))
     one = round(scale)
-    label_width = max(len(f"{row.label} {row.variant}") for row in rows)
-    for row in rows:
+    labels = [one_line(f"{row.label} {row.variant}") for row in rows]  # a --prompts category, as in the table
+    label_width = max(map(len, labels))
+    for row, label in zip(rows, labels, strict=True):
         filled = round(row.speedup * scale)
-        chart.append(f"\n  {row.label + ' ' + row.variant:<{label_width}} ")
+        chart.append(f"\n  {label:<{label_width}} ")
         chart.append("█" * filled, style=speedup_style(row) or "yellow")
         if filled < one:
             chart.append(" " * (one - filled - 1) + "│", style="dim")

@@ -34,6 +34,7 @@ from .outputs import Request as Ask
 from .runtime import Pipeline
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
+from .view import one_line
 
 BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
 GRACEFUL_S = 5  # on Ctrl-C uvicorn waits this long for running requests, then cancels them (a traceback each)
@@ -351,14 +352,9 @@ class Api:
             )
         elif note:
             line += f"  {note}"
-        self.console.print(_one_line(line), highlight=False, markup=False, soft_wrap=True)
-
-
-def _one_line(text: str) -> str:
-    """The console line with what a client sent (a model name, a path) made harmless: a newline would start a
-    line that reads as another request's, an escape sequence would act on the terminal (clear it, recolour it).
-    Such characters are shown escaped, as Python writes them ("\\n", "\\x1b"); other text is kept."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+        # what a client sent (a model name, a path) made harmless: a newline would start a line that reads as
+        # another request's, an escape sequence would act on the terminal
+        self.console.print(one_line(line), highlight=False, markup=False, soft_wrap=True)
 
 
 def _slashed(path: str, endpoint: Callable[[Request], Awaitable[Response]], method: str) -> list[Route]:

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import SpecchatError
-from .view import stderr_console, stdout_console, write_stdout
+from .view import one_line, stderr_console, stdout_console, write_stdout
 
 
 def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
@@ -157,7 +157,8 @@ def speedup_style(row) -> str | None:
 
 def bench_table(result) -> Table:
     table = Table(title="specchat bench: target alone vs speculative (same run, interleaved)", title_justify="left")
-    rows = [(row, row_cells(row)) for row in result.rows()]
+    # one_line: a --prompts category is the user's text; ESC in it would act on the terminal, a newline split the row
+    rows = [(row, [one_line(cell) for cell in row_cells(row)]) for row in result.rows()]
     for i, column in enumerate(COLUMNS):
         left = column in ("category", "variant")
         # As wide as its widest cell: narrower than the table (a pipe, 80 columns) lines wrap, but no cell

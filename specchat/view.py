@@ -137,6 +137,14 @@ def visible(text: str) -> str:
     return text.translate(_CONTROLS)
 
 
+def one_line(text: str) -> str:
+    """Text someone else wrote (a client's model name, a --prompts category) as one harmless line for the
+    terminal: a newline would start a line that reads as another's, an escape sequence would act on the
+    terminal (clear it, recolour it). Such characters are shown escaped, as Python writes them ("\\n",
+    "\\x1b"); other text is kept."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def print_error(console: Console, message: str, hint: str | None) -> None:
     # visible(): errors and notes quote what the user gave (file names, prompts), control characters too
     line = Text("error: ", style="bold red")
@@ -178,7 +186,7 @@ def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int]
     progress = Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
     task = progress.add_task("warming up", total=total)
     with progress:
-        yield lambda description, done: progress.update(task, description=description, completed=done)
+        yield lambda description, done: progress.update(task, description=one_line(description), completed=done)
 
 
 # -- stats: every line that describes a reply or a session ---------------------------------------------

@@ -546,6 +546,38 @@ def test_a_category_with_a_pipe_stays_in_its_markdown_column(fake_pair, tmp_path
     assert any(row.startswith("| a\\|b | k=1 |") for row in rows) and any(row.startswith("| x y |") for row in rows)
 
 
+ESCAPE = "\x1b[2J\x07x\ny"  # clear the screen, ring the bell, and a second line
+
+
+def test_control_characters_in_a_category_are_shown_not_obeyed(fake_pair, tmp_path):
+    """A --prompts category with ESC in it cleared the terminal when the table was printed (Rich drops the BEL,
+    keeps the ESC), and a newline split its rows; it is shown as Python writes it, as serve shows a client's."""
+    prompts = tmp_path / "escape.jsonl"
+    prompts.write_text(json.dumps({"category": ESCAPE, "turns": ["hi"]}) + "\n")
+    result = bench(fake_pair, "--prompts", str(prompts), "--modes", "ngram")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    rows = [line for line in result.stdout.splitlines() if "\\x1b[2J\\x07x\\ny" in line]
+    assert len(rows) == 2 and "target" in rows[0] and "ngram k=8" in rows[1], result.stdout
+
+
+def test_control_characters_in_a_category_stay_out_of_the_chart_and_the_progress_line():
+    from rich.console import Console
+
+    from specchat.view import bench_progress
+
+    result = two_variant_result()
+    for sample in result.samples:
+        sample.category = ESCAPE
+    chart = speedup_chart(result).plain.splitlines()
+    assert len(chart) == 2 and chart[1].startswith("  \\x1b[2J\\x07x\\ny k=2 "), chart
+    out = io.StringIO()
+    with bench_progress(Console(file=out, force_terminal=True, width=100), 1) as advance:
+        advance(f"rep 1/1 · {ESCAPE} · target", 0)
+    assert "\x1b[2J" not in out.getvalue() and "\x07" not in out.getvalue()
+    assert "\\x1b[2J\\x07x\\ny" in out.getvalue()
+
+
 def test_a_mode_given_twice_is_benched_once():
     from specchat.benchreport import check_options
 
