@@ -196,7 +196,8 @@ DEFINITIONS = {
     "paired ratios (distribution-free; null below 6 pairs, where none exists)",
     "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
     "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
-    "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did)",
+    "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did), "
+    "up to the last position any round drafted",
     "draft_share": "draft time / (draft + verify time)",
     "ttft_s": "time to first token (prefill of both models + first round), median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
@@ -217,10 +218,15 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
 
 
 def _pooled_positions(samples: list[Sample]) -> list[float | None]:
-    """Per draft position, accepted / drafted over the samples; None where none drafted it."""
+    """Per draft position, accepted / drafted over the samples; None where none drafted it. Up to the last
+    position drafted: auto may draft 64 and mostly drafts a few, and its row held 64 entries, most of them
+    null. A None before that stays, so that entry i is still position i + 1."""
     width = max((len(s.drafted_at) for s in samples), default=0)
     drafted = [sum(s.drafted_at[i] for s in samples if i < len(s.drafted_at)) for i in range(width)]
     accepted = [sum(s.accepted_at[i] for s in samples if i < len(s.accepted_at)) for i in range(width)]
+    while drafted and not drafted[-1]:
+        drafted.pop()
+        accepted.pop()
     return [round(a / d, 4) if d else None for a, d in zip(accepted, drafted, strict=True)]
 
 

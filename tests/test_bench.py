@@ -72,6 +72,8 @@ def test_bench_json_has_every_field(bench_run):
         if row["variant"] in ("k=1", "k=3"):
             assert 0 <= row["acceptance_rate"] <= 1 and len(row["position_acceptance"]) == row["k"]
             assert row["predicted_speedup"] > 0 and row["cost_model_speedup"] > 0
+        positions = row["position_acceptance"]  # up to the last position drafted: auto's held 64, mostly null
+        assert not positions or positions[-1] is not None, (row["variant"], positions)
     sources = {source for sample in data["samples"] for source in sample["rounds_by_source"]}
     assert sources <= {"target", "spec", "ngram"} and "spec" in sources  # mode names, never labels
     assert plot.read_text().lstrip().startswith(("<?xml", "<svg"))
@@ -313,6 +315,31 @@ def test_a_speedup_the_run_cannot_tell_from_one_is_not_coloured_as_a_win_or_a_lo
     assert speedup_style(worse) == "red"
     few = next(r for r in _paired([0.9, 1.2]).rows() if r.variant == "auto")
     assert few.speedup_low is None and speedup_style(few) == "green"  # too few pairs: by the median, as before
+
+
+def test_position_acceptance_ends_at_the_last_position_drafted():
+    """auto may draft up to 64 tokens a round: its row's position_acceptance had 64 entries, most of them null.
+    Trailing nulls go; one between drafted positions stays, so that entry i is still position i + 1."""
+    result = BenchResult()
+    sixty_four = [0] * 64
+    for variant, k, drafted_at, accepted_at in (
+        ("target", 0, [], []),
+        ("auto", 64, [4, 0, 2, 1, *sixty_four[4:]], [2, 0, 1, 0, *sixty_four[4:]]),
+    ):
+        result.samples.append(Sample("p1", "code", variant, k, 0, 20.0, 10, 0.5, 0.1, 4, 7, 3, 0.1, 0.2, drafted_at,
+                                     accepted_at, mode="auto" if k else "target"))  # fmt: skip
+    rows = {row.variant: row for row in result.rows() if row.category == "code"}
+    assert rows["auto"].position_acceptance == [0.5, None, 0.5, 0.0]
+    assert rows["target"].position_acceptance == []
+    never = BenchResult(samples=[Sample("p1", "code", "auto", 64, 0, 20.0, 10, 0.5, 0.1, 4, 0, 0, 0, 0.2,
+                                        list(sixty_four), list(sixty_four), mode="auto")])  # fmt: skip
+    assert never.rows()[0].position_acceptance == []  # nothing drafted: nothing measured
+    csv_rows = render(result, "csv").splitlines()
+    assert csv_rows[0].split(",").count("position_acceptance") == 1
+    assert '"[0.5, null, 0.5, 0.0]"' in render(result, "csv")
+    assert "| code | auto |" in render(result, "md")
+    summary = json.loads(render(result, "json"))["summary"]
+    assert [0.5, None, 0.5, 0.0] in [row["position_acceptance"] for row in summary]
 
 
 def test_text_formats_from_samples():
