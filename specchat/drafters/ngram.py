@@ -320,11 +320,10 @@ class NgramDrafter:
         copy, self._copy = self._copy, None
         if copy is not None and copy.at == outcome.at:
             held = book(lambda i: self._odds(copy, i), copy.tokens, copy.matched, outcome.produced)
+            # A break is rejoined in the input only (in the rewritten input too was no better, replayed).
             if copy.rewritten:
                 self.rewriter.judge(copy.begin, held, outcome.produced if held < len(copy.tokens) else [])
-            elif (
-                not copy.predicted
-            ):  # rejoining is looked for in the input only (in the rewritten one too: no better, replayed)
+            elif not copy.predicted:
                 self._note_break(copy, held, len(outcome.produced))
         if self.rewriter is not None:
             self.rewriter.observe(outcome.produced)
