@@ -9,9 +9,9 @@ import re
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from test_drafters import follow  # the reply one token per round, every copy on offer booked
 
 from specchat.drafters import rewrite
-from specchat.drafters.base import Draft, Outcome
 from specchat.drafters.ngram import NgramDrafter
 from specchat.drafters.rewrite import Rewriter
 from specchat.sampling import Sampler, SamplingParams
@@ -123,17 +123,6 @@ def test_a_rule_that_carried_a_copy_survives_one_miss():
     later, _ = span_of(rewriter, 2)
     assert rewriter.judge(later, 0, codec.tokenize(" accountId")) is False
     assert [(rule.hits, rule.misses) for rule in rewriter.rules] == [(1, 1)]
-
-
-def follow(ngram: NgramDrafter, prompt: list[int], reply: list[int]) -> list[int]:
-    """The reply produced one token per round (the target alone), every copy on offer booked."""
-    ngram.prefill(prompt[:-1])
-    context = list(prompt)
-    for token in reply:
-        ngram.offer(context, 16)
-        ngram.learn(Outcome(len(context), Draft(), 0, [token], 0.0))
-        context.append(token)
-    return context
 
 
 @pytest.mark.parametrize("rewriting", [True, False])
