@@ -53,10 +53,11 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
         )
     unknown = [m for m in mode_list if m not in BENCH_MODES]
     if unknown:
-        raise UsageError(f"--modes '{modes}': unknown mode '{unknown[0]}'", hint=subset)
-    for path in (output, plot):
+        always = " (the target alone is always measured, as the baseline)" if unknown[0] == "target" else ""
+        raise UsageError(f"--modes '{modes}': unknown mode '{unknown[0]}'{always}", hint=subset)
+    for option, path in (("-o", output), ("--plot", plot)):
         if path is not None:
-            _check_writable(path)
+            _check_writable(path, option)
     if plot is not None and "spec" not in mode_list:
         raise UsageError(f"--plot {plot}: it draws the draft model's speedup vs k", hint="add spec to --modes")
     if plot is not None:
@@ -78,11 +79,15 @@ def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, 
                 raise UsageError(f"{option} {written} is the {name} file", hint="write the report elsewhere")
 
 
-def _check_writable(path: Path) -> None:
+def _check_writable(path: Path, option: str) -> None:
     """A report path that cannot be written fails now, not after a run of many minutes whose report it loses."""
     import tempfile
 
     from .paths import is_special
+
+    if str(path) == "-":  # a file named `-` was written, where `-` means stdout to most tools
+        hint = "give a file name; the report goes to stdout with -f json, md or csv and no -o"
+        raise UsageError(f"{option} - would write a file named -", hint=hint)
 
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():

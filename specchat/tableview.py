@@ -204,7 +204,7 @@ def ceiling(batch: int, speedup: float) -> str:
 
 
 def tune_table(title: str, estimates) -> Table:
-    table = Table(title=Text(f"specchat tune: {title}"), title_justify="left")  # a file name is no markup
+    table = Table(title=Text(f"specchat tune: {one_line(title)}"), title_justify="left")  # a file name: no markup
     for column in ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     for e in estimates:

@@ -510,6 +510,15 @@ def test_bad_modes(fake_pair):
     assert result.exit_code == 2 and "--modes 'spec,turbo': unknown mode 'turbo'" in result.stderr
     result = bench(fake_pair, "--modes", " , ")
     assert result.exit_code == 2 and "--modes ' , ' names no mode" in result.stderr
+    result = bench(fake_pair, "--modes", "target,ngram")  # the baseline is no mode to ask for
+    assert result.exit_code == 2 and "the target alone is always measured" in result.stderr
+
+
+def test_a_dash_for_the_report_is_refused_not_a_file_named_dash(fake_pair, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = bench(fake_pair, "-o", "-")
+    assert result.exit_code == 2 and "-o - would write a file named -" in result.stderr
+    assert not (tmp_path / "-").exists()
 
 
 @pytest.mark.parametrize(

@@ -261,3 +261,14 @@ def test_a_context_too_small_for_what_tune_measures_is_refused_before_measuring(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: a context of 64 tokens cannot hold what tune measures"), result.stderr
     assert "--ctx 1024" in lines[-1] and not measured and "Traceback" not in result.output
+
+
+def test_the_tune_table_shows_a_file_names_control_characters_rather_than_sending_them():
+    from rich.console import Console
+
+    from specchat.tableview import tune_table
+
+    console = Console(record=True, width=100, color_system=None)
+    console.print(tune_table("evil\x1b[2J.gguf", []))
+    text = console.export_text()
+    assert "\x1b" not in text and "\\x1b[2J" in text
