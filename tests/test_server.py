@@ -826,10 +826,7 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
             time.sleep(0.02)
         started = time.monotonic()
         running.process.send_signal(signal.SIGINT)
-        # Two signals that arrive before Python runs its handler are one Ctrl-C (a busy CI box did not run it
-        # within 0.3 s): the second is sent once the server shows it took the first, by no longer accepting.
-        while time.monotonic() < deadline and accepting(running):
-            time.sleep(0.05)
+        time.sleep(0.3)  # two signals sent at once can reach Python as one
         running.process.send_signal(signal.SIGINT)
         waiting.join(30)
         assert running.process.wait(timeout=30) == 130 and time.monotonic() - started < 3  # not the 4 s grace
@@ -838,14 +835,6 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
     finally:
         running.process.kill()
         running.process.wait(timeout=30)
-
-
-def accepting(server: Server) -> bool:
-    try:
-        httpx.get(f"{server.url}/health", timeout=1)
-    except httpx.HTTPError:
-        return False
-    return True
 
 
 def _asgi_stream_whose_client_leaves_at(app, body: dict, leave_at: bytes) -> list[bytes]:
