@@ -23,6 +23,7 @@ import fake_backend
 import httpx
 import openai
 import pytest
+from sighelp import default_signals
 from typer.testing import CliRunner
 
 from specchat import logstore
@@ -51,7 +52,11 @@ class Server:
         self.log = folder / "console.txt"
         command = [sys.executable, "-m", "specchat", "serve", *self.files, "--mode", "spec", "--port", "0", *args]
         with open(self.log, "w") as sink:
-            self.process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env, cwd=folder)
+            # default_signals: a runner started in the background (`.ci/run &`) passes SIGINT on as ignored,
+            # which specchat rightly leaves alone; the tests that send Ctrl-C need it as a terminal sends it.
+            self.process = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, env=self.env, cwd=folder, preexec_fn=default_signals
+            )
         found = self.wait_for(r"on (http://127\.0\.0\.1:\d+)/v1")
         self.url = found.group(1)
 
