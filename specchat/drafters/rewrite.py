@@ -10,7 +10,7 @@ that breaks a copy where the reply kept the old text, more often than it carried
 dropped.
 
 On text, not tokens: the tokenizer spells a name differently after a space, a dot or a quote, so a
-rule learned on tokens rarely met the same tokens again (tried on 2026-11-30, docs/bench.md).
+rule learned on tokens rarely met the same tokens again (tried on 2026-12-01, docs/bench.md).
 """
 
 from __future__ import annotations
