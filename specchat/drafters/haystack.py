@@ -1,10 +1,34 @@
-"""Another token list prompt lookup may copy from: an index of its n-grams and where the text's end
-matches it furthest back. The input as rewritten by learned changes (rewrite.py) is one; the text an
-API client says the reply will hold (`prediction`, ngram.NgramDrafter.expect) another."""
+"""Where the text's end matches a token list furthest back: in the text itself (prompt lookup's own
+index, ngram.py) or in another list it may copy from, a Haystack. The input as rewritten by learned
+changes (rewrite.py) is one; the text an API client says the reply will hold (`prediction`,
+ngram.NgramDrafter.expect) another."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+
+def matched_back(tokens: Sequence[int], end: int, known: int, longest: int, text: Sequence[int] | None = None) -> int:
+    """How far tokens[:end] and the whole text (default: `tokens` itself) end alike, given that their last
+    `known` tokens do (at most `longest`, and never reaching back past the start of either)."""
+    text = tokens if text is None else text
+    length, most = known, min(longest, end, len(text))
+    while length < most and tokens[end - 1 - length] == text[-1 - length]:
+        length += 1
+    return length
+
+
+def furthest(
+    tokens: Sequence[int], starts: Sequence[int], text: Sequence[int], known: int, longest: int
+) -> tuple[int, int] | None:
+    """(match length, start) of the place in `tokens` (a continuation start from `starts`, the latest last)
+    whose past matches the end of `text` furthest back; among equals the latest. None: no start."""
+    best = None
+    for start in reversed(starts):
+        length = matched_back(tokens, start, known, longest, text)
+        if best is None or length > best[0]:
+            best = (length, start)
+    return best
 
 
 class Haystack:
@@ -20,11 +44,5 @@ class Haystack:
         places its last n tokens occur, the one that matches furthest back (at most `longest`)."""
         if len(context) < self.n:
             return None
-        best = None
-        for start in reversed(self.followers.get(tuple(context[-self.n :]), [])[-candidates:]):
-            length, most = self.n, min(longest, start, len(context))
-            while length < most and self.tokens[start - 1 - length] == context[-1 - length]:
-                length += 1
-            if best is None or length > best[0]:
-                best = (length, start)
-        return best
+        starts = self.followers.get(tuple(context[-self.n :]), [])[-candidates:]
+        return furthest(self.tokens, starts, context, self.n, longest)

@@ -22,7 +22,7 @@ from .copyodds import (
     CopyOdds,
     book,
 )
-from .haystack import Haystack
+from .haystack import Haystack, furthest, matched_back
 from .rewrite import Codec, Rewriter
 
 CANDIDATES = 16  # earlier occurrences of the longest n-gram compared by how far back they match
@@ -73,15 +73,6 @@ class NgramIndex:
         if self.max_n > len(self.tokens):
             return []
         return self.all_after.get(tuple(self.tokens[-self.max_n :]), [])
-
-
-def matched_back(tokens: Sequence[int], end: int, known: int, longest: int) -> int:
-    """How far tokens[:end] and the whole text end alike, given that their last `known` tokens do (at
-    most `longest`, and never reaching back past the start)."""
-    length = known
-    while length < min(longest, end) and tokens[end - 1 - length] == tokens[-1 - length]:
-        length += 1
-    return length
 
 
 @dataclass
@@ -236,12 +227,8 @@ class NgramDrafter:
         """
         self.index.sync(context)
         tokens = self.index.tokens
-        best = (0, None)
-        for start in reversed(self.index.lookup_all()[-CANDIDATES:]):
-            length = matched_back(tokens, start, self.index.max_n, longest)
-            if length > best[0]:
-                best = (length, start)
-        if best[1] is not None:
+        best = furthest(tokens, self.index.lookup_all()[-CANDIDATES:], tokens, self.index.max_n, longest)
+        if best is not None:
             return best
         for n in range(min(self.index.max_n - 1, len(tokens)), self.min_n - 1, -1):
             start = self.index.lookup(n)
@@ -278,19 +265,18 @@ class NgramDrafter:
         rejoin = self._rejoin() if n < REJOIN_BELOW else None
         if rejoin is not None:
             n, begin = rejoin
-        origin = "rejoin" if rejoin is not None else "text"
+        origin, source = "rejoin" if rejoin is not None else "text", self.index.tokens
         # Other token lists where they match as far back or further: the input rewritten by the changes
         # learned (they know the changes ahead), then the client's word for what follows.
         for name, other in (("rewritten", self.rewriter), ("predicted", self.expected)):
             found = other.match(context, 128, CANDIDATES) if other is not None else None
             if found is not None and found[0] >= n:
-                (n, begin), origin = found, name
+                (n, begin), origin, source = found, name, other.tokens
         if begin is None:
             return None
-        source = {"rewritten": self.rewriter, "predicted": self.expected}.get(origin)
         # One token more than can be drafted: the round's own token is checked against it too.
-        tokens = self._cut((source.tokens if source is not None else self.index.tokens)[begin : begin + MAX_COPY + 1])
-        from_reply = source is None and self._reply_start is not None and begin >= self._reply_start
+        tokens = self._cut(source[begin : begin + MAX_COPY + 1])
+        from_reply = origin in ("text", "rejoin") and self._reply_start is not None and begin >= self._reply_start
         aligned = self._aligned(context, n, tokens)
         rejoined, rewritten, predicted = (origin == name for name in ("rejoin", "rewritten", "predicted"))
         self._copy = _Copy(tokens, n, len(context), from_reply, begin, rejoined, aligned, rewritten, predicted)

@@ -77,9 +77,8 @@ class Rewriter:
         """A new reply to `source` (its input): no rules yet."""
         self.source = list(source)
         self.rules: list[Rule] = []
-        self.tokens: list[int] = []  # the rewritten input; empty while there is no rule
         self.spans: list[tuple[int, int, Rule]] = []  # rewritten tokens [start, end) that a rule wrote
-        self.haystack = Haystack([], max(1, self.max_n))  # the rewritten input's n-grams
+        self.haystack = Haystack([], self.max_n)  # the rewritten input and its n-grams; empty without a rule
         self._pending = b""  # the reply's text since its last line break
         self._overflow = False  # the line being written is longer than MAX_LINE: not compared
         self._bytes: bytes | None = None  # the input's text (control tokens: none) ...
@@ -87,6 +86,11 @@ class Rewriter:
         self._lines: list[tuple[str, list[str]]] | None = None  # the input's lines and their words
         self._known: set[str] = set()
         self._line_at = -1  # the input line the last changed reply line was matched to
+
+    @property
+    def tokens(self) -> list[int]:
+        """The rewritten input (empty while there is no rule)."""
+        return self.haystack.tokens
 
     @property
     def active(self) -> bool:
@@ -189,13 +193,15 @@ class Rewriter:
     def _rebuild(self) -> None:
         """Apply every rule to the input. Only the tokens around each change are tokenized again (the
         few that hold its bytes), so a rule costs little even with a long input."""
-        self.tokens, self.spans = [], []
+        tokens: list[int] = []
+        self.spans = []
         if not self.rules:
+            self.haystack = Haystack(tokens, self.max_n)
             return
         text = self._input_text()
         rules = sorted(self.rules, key=lambda rule: -len(rule.old))  # the longest old text wins a tie
         pattern = re.compile(b"|".join(b"(" + rule.pattern + b")" for rule in rules))
-        done = 0  # source tokens before this one are in self.tokens
+        done = 0  # source tokens before this one are in `tokens`
         for m in pattern.finditer(text):
             first = bisect.bisect_right(self._ends, m.start())  # the token holding the change's first byte
             last = bisect.bisect_left(self._ends, m.end())  # ... and its last
@@ -204,13 +210,12 @@ class Rewriter:
             begin = self._ends[first - 1] if first else 0
             rule = rules[m.lastindex - 1]
             changed = text[begin : m.start()] + rule.new.encode("utf-8") + text[m.end() : self._ends[last]]
-            self.tokens += self.source[done:first]
-            start = len(self.tokens)
-            self.tokens += self.codec.tokenize(changed.decode("utf-8", errors="replace"))
-            self.spans.append((start, len(self.tokens), rule))
+            tokens += self.source[done:first]
+            start = len(tokens)
+            tokens += self.codec.tokenize(changed.decode("utf-8", errors="replace"))
+            self.spans.append((start, len(tokens), rule))
             done = last + 1
-        self.tokens += self.source[done:]
-        self.haystack = Haystack(self.tokens, self.max_n)
+        self.haystack = Haystack(tokens + self.source[done:], self.max_n)
 
     def match(self, context: Sequence[int], longest: int, candidates: int) -> tuple[int, int] | None:
         """(match length, start of the continuation) of the reply's end in the rewritten input (Haystack)."""
