@@ -345,6 +345,12 @@ def _head(rid: str, kind: str, model: str) -> dict:
     return {"id": rid, "object": kind, "created": int(time.time()), "model": model}
 
 
+# JSON may hold these raw, but line readers that split as str.splitlines() does (httpx's iter_lines, httpx-sse
+# before 0.4.2, many a hand-written SSE parser) cut an event's line there and failed on half a JSON object: a
+# reply that quoted text with a U+2028 broke the stream. Escaped, the JSON means the same.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
 def sse(payload: dict | str) -> str:
-    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False).translate(_LINE_BREAKS)
     return f"data: {data}\n\n"

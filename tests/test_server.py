@@ -167,6 +167,20 @@ def test_raw_stream_ends_with_done(server):
     assert "usage" in json.loads(lines[-2].removeprefix("data: "))
 
 
+def test_unicode_line_separators_in_a_reply_do_not_cut_its_events(server):
+    """httpx's iter_lines (and httpx-sse before 0.4.2) split lines as str.splitlines() does: a raw U+2028 in an
+    event's JSON cut it in two, and the reader failed on half an object. The fake reply quotes the prompt."""
+    prompt = "one\u2028two\u2029three\x85four"
+    body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0, "stream": True}
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=60) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in lines) and lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == fake_backend.REPLY.format(
+        prompt=prompt
+    )
+
+
 def test_stop_string_and_max_tokens(server):
     client = server.client()
     assert ask(client, stop=["text"]).choices[0].message.content == "Here is your "
