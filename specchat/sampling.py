@@ -51,11 +51,14 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     logits = np.asarray(logits)
     vocab = logits.shape[-1]
     keep = top_k_indices(logits, params.top_k)  # every index when top-k is off or covers the vocabulary
-    scaled = logits[keep].astype(np.float64) / params.temperature
-    top = scaled.max()  # NaN if any is NaN; -inf logits are fine (probability 0), +inf or NaN are not
+    kept = logits[keep].astype(np.float64)
+    top = kept.max()  # NaN if any is NaN; -inf logits are fine (probability 0), +inf or NaN are not
     if not np.isfinite(top):
         raise EngineError("the model's output has no finite probabilities", hint="check the model file")
-    scaled -= top
+    # The best logit subtracted before the temperature divides: a tiny temperature (a request's 1e-320) made
+    # logit / T overflow to inf, a failed request; now the best is 0 and the others at worst -inf (probability 0).
+    with np.errstate(over="ignore"):
+        scaled = (kept - top) / params.temperature
     probs = np.exp(scaled)
     probs /= probs.sum()
     chosen = _top_p_min_p(probs, params)

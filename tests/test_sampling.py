@@ -123,6 +123,15 @@ def test_temperature_divides_the_logits(temperature):
     assert probabilities(logits, params(temperature=temperature)) == pytest.approx(softmax(logits / temperature))
 
 
+@pytest.mark.parametrize("temperature", [1e-300, 1e-310, 5e-324])
+def test_a_tiny_temperature_is_one_hot_on_the_best_not_an_error(temperature):
+    """A request may send any temperature above 0: logits / 1e-320 overflowed to inf, and the row was refused
+    as having "no finite probabilities" (a 500 in serve) where the best token has all the mass."""
+    logits = np.array([1.0, 3.0, 2.0, -np.inf])
+    with np.errstate(over="raise", invalid="raise"):  # no overflow warning on the console either
+        assert probabilities(logits, params(temperature=temperature)).tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
 def test_temperature_flattens_or_sharpens():
     """Higher temperature raises entropy; a tiny temperature is nearly one-hot on the arg-max."""
     logits = np.random.default_rng(3).normal(0, 2, 20)
