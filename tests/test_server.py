@@ -212,6 +212,18 @@ def test_empty_stop_strings_are_dropped_and_a_stop_that_is_not_strings_is_refuse
         assert refused.value.code == "invalid_stop" and refused.value.param == "stop"
 
 
+def test_a_long_stop_string_costs_no_more_than_a_short_one():
+    """The scanner tried every prefix of every stop on each piece of text: a stop of 250,000 characters (four
+    fit in a request's 1 MB body) took seconds a round, holding the one worker and every queued request."""
+    from specchat.servequeue import StopScanner
+
+    long_stops = ["x" * 250_000 + "end", "v" * 250_000, "w" * 250_000]
+    scanner, started = StopScanner([*long_stops, "yz"]), time.monotonic()
+    pieces = [scanner.push(text) for text in ("Here is ", "text x", "xx and y", "z more")]
+    assert time.monotonic() - started < 1  # seconds without the bound, microseconds with it
+    assert pieces == ["Here is ", "text ", "xxx and ", ""] and scanner.stopped  # "x" held back, then released
+
+
 def test_completions(server):
     reply = server.client().completions.create(model="target.fake.gguf", prompt="Hello", max_tokens=5, temperature=0)
     assert len(reply.choices[0].text) == 5 and reply.choices[0].finish_reason == "length"
