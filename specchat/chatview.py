@@ -48,12 +48,18 @@ class ReplyView:
 
     def __enter__(self) -> ReplyView:
         self.live.start()
-        self._refresh()
+        try:
+            self._refresh()
+        except BaseException:  # Ctrl-C while the first frame is drawn: a Live left started nests the next one
+            self.live.stop()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self._after_resize()
-        self.live.stop()  # transient: the footer goes, then the last partial line is printed for good
+        try:
+            self._after_resize()
+        finally:  # even on a Ctrl-C here: a Live left started nests the next one
+            self.live.stop()  # transient: the footer goes, then the last partial line is printed for good
         if self.partial.plain:
             self.console.print(self.partial, soft_wrap=False)
         self.partial = Text()

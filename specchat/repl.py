@@ -24,7 +24,7 @@ from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 from .transcript import save_conversation
-from .view import position_bars, session_lines, stderr_console, summary_line
+from .view import position_bars, restore_terminal, session_lines, stderr_console, summary_line
 
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
 MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
@@ -381,8 +381,17 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
             continue
         try:
             session.ask(text)
+        except KeyboardInterrupt:  # outside the loop's own stop (a slow template, the view opening, the log's
+            restore_terminal()  # write): it stops this reply, as one inside it does, not the chat
+            _drop_unanswered(session)
+            console.print(Text("\n(stopped)", style="dim"))
         except SpecchatError as exc:  # e.g. one message longer than the context: say so, keep chatting
-            if session.conversation.messages and session.conversation.messages[-1].role == "user":
-                session.conversation.messages.pop()
+            _drop_unanswered(session)
             hint = f"  hint: {exc.hint}" if exc.hint else ""
             console.print(Text(f"error: {exc.message}{hint}", style="red"))
+
+
+def _drop_unanswered(session: ChatSession) -> None:
+    """The message of a turn that got no reply leaves the conversation (it was never answered)."""
+    if session.conversation.messages and session.conversation.messages[-1].role == "user":
+        session.conversation.messages.pop()

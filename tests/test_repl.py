@@ -292,6 +292,35 @@ def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     assert repl.chat_loop(chat) == 0
 
 
+def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, monkeypatch):
+    """Ctrl-C while the prompt was prepared (a slow chat template, a long conversation) or while the view
+    opened, outside the loop's own handling, ended the whole chat with exit 130 (and could leave the view's
+    Live started); it stops that turn only, as Ctrl-C during the reply does."""
+    from specchat import chatview, repl
+
+    chat, out = live_chat
+    lines = iter(["Hi.", "Again.", "Once more.", "/bye"])
+    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    fit, remember, views = repl.fit_conversation, chatview.ReplyView._remember, []
+
+    def slow_template(*args, **kwargs):
+        monkeypatch.setattr(repl, "fit_conversation", fit)
+        raise KeyboardInterrupt
+
+    def first_frame(view):
+        views.append(view)
+        monkeypatch.setattr(chatview.ReplyView, "_remember", remember)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(repl, "fit_conversation", slow_template)
+    monkeypatch.setattr(chatview.ReplyView, "_remember", first_frame)
+    assert repl.chat_loop(chat) == 0
+    assert out.getvalue().count("(stopped)") == 2
+    assert chat.conversation.messages[0].content == "Once more."  # the two unanswered ones left
+    assert [m.role for m in chat.conversation.messages] == ["user", "assistant"]
+    assert views and not views[0].live.is_started
+
+
 def test_bytes_that_are_not_utf8_are_replaced_not_a_crash(live_chat, monkeypatch):
     """prompt_toolkit passes a stray byte (a Latin-1 paste) on as a lone surrogate, which the tokenizer
     refused: an internal error that ended the chat. Now it is replaced, with a warning, as in piped stdin."""
