@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from rich.console import Console
 from rich.progress import (
@@ -123,6 +124,49 @@ def restore_terminal() -> None:
     if sys.stderr.isatty():
         sys.stderr.write("\x1b[0m\x1b[?25h")
         sys.stderr.flush()
+
+
+def restore_terminal_when_killed() -> None:
+    """On SIGTERM (`kill`, `timeout`) or SIGHUP, put the terminal back, then end as the signal's default
+    action does (exit status 128 + N): that action alone left the chat's shell in prompt_toolkit's raw mode
+    (no echo, no line editing) and a reply's cursor hidden. A signal the parent ignores (nohup) stays so."""
+    modes = _terminal_modes()
+
+    def restore_and_die(signum, _frame) -> None:
+        with suppress(Exception):  # termios.error is no OSError; nothing here may keep the process alive
+            _put_back(modes)
+            if sys.stderr.isatty():
+                sys.stderr.write("\x1b[?2004l")  # prompt_toolkit's bracketed paste, off as it leaves
+            restore_terminal()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, restore_and_die)
+
+
+def _terminal_modes() -> list | None:
+    """stdin's terminal modes (termios), or None: not a terminal, or no termios (Windows)."""
+    try:
+        import termios
+
+        return termios.tcgetattr(sys.stdin.fileno())
+    except Exception:  # ImportError, termios.error (no OSError), a closed or missing stdin
+        return None
+
+
+def _put_back(modes: list | None) -> None:
+    """stdin's terminal modes as they were, where they changed; only in the foreground, where a background
+    process setting them would be stopped (SIGTTOU) instead of ending."""
+    if modes is None:
+        return
+    import termios
+
+    fd = sys.stdin.fileno()
+    if termios.tcgetattr(fd) != modes and os.tcgetpgrp(fd) == os.getpgrp():
+        termios.tcsetattr(fd, termios.TCSANOW, modes)
 
 
 # Control characters in model or logged text, but tab, newline and CR (which Rich drops): a terminal acts

@@ -190,6 +190,33 @@ def test_fake_one_shot_ctrl_c_restores_the_terminal(tmp_path):
     assert_ctrl_c_during_a_reply_restores_the_terminal(args, tmp_path, fake_env(tmp_path))
 
 
+@pytest.mark.parametrize("where", ["chat prompt", "one-shot reply"])
+def test_fake_sigterm_puts_the_terminal_back(tmp_path, where):
+    """SIGTERM (`kill`, `timeout`) ended the chat at its prompt in prompt_toolkit's raw mode (the shell
+    then had no echo) and a reply with the cursor hidden; it still ends as SIGTERM does (143)."""
+    import signal
+    import time
+
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.02)
+    args = f"--target {target} --mode target" + (" -n 2000 'A long story.'" if where == "one-shot reply" else "")
+    child = spawn_in_terminal(args, tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT) if where == "chat prompt" else child.expect(r"[1-9][0-9]*\.[0-9] tok/s")
+        time.sleep(0.3)  # prompt_toolkit in raw mode by now
+        with open(f"/proc/{child.pid}/task/{child.pid}/children") as children:  # bash's child: specchat
+            os.kill(int(children.read().split()[0]), signal.SIGTERM)
+        child.expect(r"EXIT=(\d+)", timeout=10)
+        assert child.match.group(1) == "143"
+        child.expect(pexpect.EOF)
+        assert_modes_sane(child.before)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
+    assert "Traceback" not in log and log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
+
+
 @pytest.fixture
 def chat(default_pair_paths, tmp_path):
     # --mode spec: on a small CPU auto would (rightly) not draft at all, and this test wants to see drafts.
