@@ -331,7 +331,8 @@ def _read_stream() -> str | None:
             f"stdin is larger than {MAX_STDIN_BYTES:,} bytes",
             hint="pass a shorter text; specchat refuses rather than silently truncating",
         )
-    text = data.decode("utf-8", errors="replace")
+    # utf-8-sig: a leading byte order mark (Notepad, PowerShell) is no text: sent on, an "empty" file was a prompt
+    text = data.decode("utf-8-sig", errors="replace")
     if "\ufffd" in text and "\ufffd".encode() not in data:
         stderr_console().print("warning: stdin is not valid UTF-8; bad bytes were replaced", style="yellow")
     return text

@@ -237,6 +237,15 @@ def test_a_dash_prompt_is_stdin_alone(files):
     assert_one_line_error(invoke("run", *files, "-", input=""), 2, "the prompt is empty")
 
 
+def test_a_byte_order_mark_on_stdin_is_not_part_of_the_prompt(files):
+    """A file saved with a UTF-8 byte order mark (Notepad) sent U+FEFF to the model as text, and one that
+    held only the mark (and a newline) was answered as a prompt instead of being empty."""
+    result = invoke("run", *files, "--mode", "target", "Reply.", input="\ufeffContext: the sky.\r\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == reply_to("Context: the sky.\n\nReply.") + "\n"
+    assert_one_line_error(invoke("run", *files, "-", input="\ufeff\n"), 2, "the prompt is empty")
+
+
 def test_json_has_text_settings_and_stats(files):
     payload = run_json(*files, "--mode", "spec", "--json", "-n", "12", input="Name three prime numbers.")
     assert payload["text"] == reply_to("Name three prime numbers.")[:12]
