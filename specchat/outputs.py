@@ -153,6 +153,9 @@ class LiveOutput(Output):
         self.request = request
         self.verbose = verbose
         self.legend = legend and request.k > 0
+        # Ghost text is for a terminal (docs/usage.md): elsewhere (--format live into a pipe) it has no
+        # strike-through to set it apart and reads as part of the reply.
+        show_rejected = show_rejected and console.is_terminal
         self.view = ReplyView(console, k=request.k, label=request.label, show_rejected=show_rejected)
 
     def __enter__(self) -> LiveOutput:

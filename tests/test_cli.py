@@ -344,6 +344,14 @@ def test_format_option(files, args, kind):
         assert reply_to("Hi there.") in out and "legend:" in out and "── " in out and "tok/s" in out
 
 
+def test_live_format_into_a_pipe_shows_no_ghost_text(files):
+    """--format live on stdout that is not a terminal printed the rejected guesses too, unstyled (no
+    strike-through there), so they read as part of the reply; ghost text is for a terminal only."""
+    result = invoke("run", *files, "--mode", "spec", "--format", "live", "Hi there.")
+    assert result.exit_code == 0, result.output
+    assert reply_to("Hi there.") in result.stdout and "legend:" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
