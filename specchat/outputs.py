@@ -7,6 +7,7 @@ reports; none counts rounds or tokens itself. A new format is one class here plu
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sys
@@ -114,17 +115,22 @@ class JsonlOutput(JsonOutput):
 
     kind = "summary"
 
+    def __init__(self, pipeline: Pipeline, request: Request) -> None:
+        super().__init__(pipeline, request)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
     def update(self, update: Update) -> None:
         event = update.round
         if event is None:
             return
+        kept = [self._kept(t, i < len(event.emitted)) for i, t in enumerate([*event.accepted_tokens, event.token])]
         record = {
             "type": "round",
             "round": event.index,
             "source": event.source,
-            "accepted": [self._token(t) for t in event.accepted_tokens],
+            "accepted": kept[:-1],
             "rejected": [self._token(t) for t in event.rejected_tokens],
-            "target": self._token(event.token),
+            "target": kept[-1],
             "emitted": len(event.emitted),
             "draft_s": round(event.draft_s, 6),
             "verify_s": round(event.verify_s, 6),
@@ -133,6 +139,14 @@ class JsonlOutput(JsonOutput):
 
     def _token(self, token: int) -> dict:
         return {"id": token, "text": self.pipeline.target.piece(token).decode("utf-8", errors="replace")}
+
+    def _kept(self, token: int, in_text: bool) -> dict:
+        """A token the target kept. Those in the reply go through one decoder, in order: a character split
+        over tokens (an emoji, a rarer CJK one) is whole in the token that ends it and "" in the others, so
+        the texts join to the reply; decoded one by one, each part was a U+FFFD."""
+        if not in_text:  # after the end of generation
+            return self._token(token)
+        return {"id": token, "text": self._decoder.decode(self.pipeline.target.piece(token))}
 
 
 class LiveOutput(Output):

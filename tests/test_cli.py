@@ -319,6 +319,18 @@ def test_jsonl_streams_rounds_then_summary(files):
     assert text == summary["text"] == reply_to("Name two rivers.")
 
 
+@pytest.mark.parametrize("mode", ["spec", "target"])
+def test_jsonl_token_texts_join_to_the_reply_where_a_character_spans_tokens(files, mode):
+    """A character split over several tokens (é, an emoji: byte tokens in the fake, as in Qwen's BPE for
+    rarer characters) was a U+FFFD per part in the round events, so the streamed texts did not join to
+    the reply; the token that ends the character carries it whole."""
+    result = invoke("run", *files, "--mode", mode, "--jsonl", "h\u00e9llo \U0001f600")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    text = "".join(t["text"] for r in records[:-1] for t in [*r["accepted"], r["target"]])
+    assert text == records[-1]["text"] == reply_to("h\u00e9llo \U0001f600")
+
+
 @pytest.mark.parametrize(
     ("args", "kind"),
     [
