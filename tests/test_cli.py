@@ -146,6 +146,19 @@ def test_a_negative_layer_count_other_than_all_is_usage_error(isolated, monkeypa
     assert "-1 puts every layer on the GPU" in invoke(*command, flag, "-2").stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [("run", "--temperature"), ("run", "--top-p"), ("run", "--min-p"), ("run", "--p-min"), ("bench", "--temperature")],
+)
+def test_nan_for_a_number_is_named_as_no_number(command, flag):
+    """click's range check read `nan` as above the maximum: "Input should be less than or equal to 5"."""
+    result = invoke(command, flag, "nan", *(["hi"] if command == "run" else []))
+    assert_one_line_error(result, 2, "'nan' is not a number: give one from 0 to")
+    assert_one_line_error(
+        invoke(command, flag, "7", *(["hi"] if command == "run" else [])), 2, "7 is not in the range 0 to"
+    )
+
+
 @pytest.mark.parametrize("layers", ["-1", "0"])
 def test_all_layers_or_none_are_layer_counts(files, layers):
     result = invoke("run", *files, "--mode", "spec", "--gpu-layers", layers, "--draft-gpu-layers", layers, "Hi")

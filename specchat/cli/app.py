@@ -4,9 +4,11 @@ line and a hint, never a traceback). The commands are in run.py, measure.py and 
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +148,24 @@ def layer_count(param: typer.CallbackParam, value: int) -> int:
             hint="-1 puts every layer on the GPU (the default), 0 none (CPU only), N that many",
         )
     return value
+
+
+def finite(low: float, high: float) -> Callable[[str], float]:
+    """A number from low to high. NaN is named as what it is: click's range check read `nan` as above the
+    maximum ("Input should be less than or equal to 5")."""
+
+    def parse(text) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a number") from None
+        if math.isnan(value):
+            raise typer.BadParameter(f"{text!r} is not a number: give one from {low:g} to {high:g}")
+        if not low <= value <= high:
+            raise typer.BadParameter(f"{text} is not in the range {low:g} to {high:g}")
+        return value
+
+    return parse
 
 
 GpuLayers = Annotated[

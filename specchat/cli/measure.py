@@ -22,6 +22,7 @@ from .app import (
     Target,
     Threads,
     app,
+    finite,
     given,
     load_pipeline,
     make_options,
@@ -54,7 +55,9 @@ def bench(
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
     max_tokens: MaxTokens = 128,
     earlier_tokens: Annotated[int, Opt("--earlier-tokens", min=0, help=EARLIER_HELP)] = 512,
-    temperature: Annotated[float, typer.Option(min=0.0, max=5.0, help="0 = greedy (lossless check on).")] = 0.0,
+    temperature: Annotated[
+        float, typer.Option(parser=finite(0.0, 5.0), help="0-5; 0 = greedy (lossless check on).")
+    ] = 0.0,
     seed: Annotated[int, typer.Option(help="Sampling seed (with --temperature > 0).")] = 0,
     n_ctx: Ctx = 4096,
     threads: Threads = 0,

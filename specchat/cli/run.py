@@ -22,6 +22,7 @@ from .app import (
     Target,
     Threads,
     app,
+    finite,
     from_env,
     given,
     load_pipeline,
@@ -52,11 +53,17 @@ def run(
     draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=K_HELP)] = None,
     no_spec: Annotated[bool, Opt("--no-spec", help="Same as --mode target.")] = False,
     no_tuning: Annotated[bool, Opt("--no-tuning", help="Ignore saved tuning; measure afresh.")] = False,
-    p_min: Annotated[float, Opt("--p-min", min=0.0, max=1.0, help="Draft model stops below this probability.")] = 0.0,
-    temperature: Annotated[float, Opt(min=0.0, max=5.0, help="0 = greedy (exactly the target's output).")] = 0.0,
+    p_min: Annotated[
+        float, Opt("--p-min", parser=finite(0.0, 1.0), help="Draft model stops below this probability (0-1).")
+    ] = 0.0,
+    temperature: Annotated[
+        float, Opt(parser=finite(0.0, 5.0), help="0-5; 0 = greedy (exactly the target's output).")
+    ] = 0.0,
     top_k: Annotated[int, Opt(min=0, help="Keep the k most likely tokens (0 = off).")] = 40,
-    top_p: Annotated[float, Opt(min=0.0, max=1.0, help="Nucleus sampling mass (1 = off).")] = 0.95,
-    min_p: Annotated[float, Opt(min=0.0, max=1.0, help="Drop tokens below min_p x the top probability.")] = 0.05,
+    top_p: Annotated[float, Opt(parser=finite(0.0, 1.0), help="Nucleus sampling mass (0-1; 1 = off).")] = 0.95,
+    min_p: Annotated[
+        float, Opt(parser=finite(0.0, 1.0), help="Drop tokens below min_p x the top probability (0-1).")
+    ] = 0.05,
     seed: Annotated[int | None, Opt(help="Sampling seed (default: one drawn per sampled reply, in --json).")] = None,
     max_tokens: ReplyTokens = 0,
     system: Annotated[str | None, Opt(help="System prompt.", callback=utf8_text)] = None,
