@@ -246,7 +246,7 @@ def stats_lines(stats: Stats, k: int, label: str) -> list[str]:
     parts = [
         f"{stats.generated} tokens in {stats.total_s:.2f}s",
         f"{stats.tokens_per_s:.1f} tok/s (decode)",
-        f"TTFT {stats.first_token_s:.2f}s",
+        f"TTFT {stats.first_token_s:.2f}s" if stats.rounds else "no token",  # 0.00s read as instant
         f"stop: {stats.stop_reason}",
     ]
     lines = [f"[{label}] " + ", ".join(parts)]

@@ -165,6 +165,15 @@ def test_stats_lines_name_sources_by_mode():
     assert len(stats_lines(only_target, 0, "target alone")) == 1
 
 
+def test_stats_lines_of_a_reply_stopped_before_its_first_token_show_no_ttft():
+    """`TTFT 0.00s` read as an instant first token where there was none (Ctrl-C while reading the prompt)."""
+    stopped = Stats(total_s=2.5, prefill_s=2.5, stop_reason="interrupted")
+    line = stats_lines(stopped, 4, "auto")[0]
+    assert "TTFT" not in line and "no token" in line and "stop: interrupted" in line
+    answered = Stats(generated=1, rounds=1, first_token_s=0.25, total_s=0.3)
+    assert "TTFT 0.25s" in stats_lines(answered, 4, "auto")[0]
+
+
 def test_session_lines():
     totals = Stats(generated=20, rounds=8, drafted=12, accepted=9, draft_s=0.5, verify_s=1.5)
     totals.total_s, totals.prefill_s = 3.0, 0.5
