@@ -157,7 +157,7 @@ class ChatSession:
         arg = arg.strip()
         handler = getattr(self, f"_cmd_{name.lower()}", None)
         if handler is None:
-            self._say(f"unknown command /{name}: /help lists the commands", "yellow")
+            self._say(f"unknown command /{name}: /help lists the commands; //{name} sends it as a message", "yellow")
             return True
         if inspect.signature(handler).parameters:
             return handler(arg) is not False
@@ -373,7 +373,9 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
         stripped = text.strip()
         if not stripped:
             continue
-        if stripped.startswith("/") and "\n" not in stripped:
+        if stripped.startswith("//"):  # a message that begins with a slash (a path): sent with one slash less
+            text = text.replace("/", "", 1)
+        elif stripped.startswith("/") and "\n" not in stripped:
             try:
                 if not session.command(stripped):
                     return 0

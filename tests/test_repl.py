@@ -292,6 +292,18 @@ def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     assert repl.chat_loop(chat) == 0
 
 
+def test_a_message_that_begins_with_a_slash_is_sent_with_two(live_chat, monkeypatch):
+    """ "/usr/bin/python is slow, why?" could only be sent as a multi-line message: it was an unknown command."""
+    from specchat import repl
+
+    chat, out = live_chat
+    lines = iter(["/usr/bin/python is slow", "//usr/bin/python is slow, why?", "/bye"])
+    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    assert repl.chat_loop(chat) == 0
+    assert "unknown command /usr/bin/python: /help lists the commands; //usr/bin/python sends it" in out.getvalue()
+    assert [m.content for m in chat.conversation.messages if m.role == "user"] == ["/usr/bin/python is slow, why?"]
+
+
 def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, monkeypatch):
     """Ctrl-C while the prompt was prepared (a slow chat template, a long conversation) or while the view
     opened, outside the loop's own handling, ended the whole chat with exit 130 (and could leave the view's
