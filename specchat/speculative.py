@@ -226,7 +226,9 @@ def check_fits(prompt_tokens: int, n_ctx: int) -> None:
     """ContextFullError unless a prompt of this many tokens leaves room for a reply in the context."""
     if prompt_tokens >= n_ctx:
         raise ContextFullError(
-            f"the prompt has {prompt_tokens} tokens but the context holds {n_ctx}",
+            # said for a prompt that fills the context exactly too ("256 tokens but the context holds 256"
+            # read as a contradiction): the reply needs at least one place of its own
+            f"the prompt has {prompt_tokens} tokens and the context holds {n_ctx}: no room is left for a reply",
             hint="shorten the prompt or raise --ctx",
         )
 

@@ -552,7 +552,7 @@ def test_context_fills_and_the_text_is_kept(files):
 
 def test_prompt_longer_than_the_context(files):
     result = invoke("run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
-    assert_one_line_error(result, 1, "but the context holds 64")
+    assert_one_line_error(result, 1, "and the context holds 64: no room is left for a reply")
 
 
 def test_interrupted_generation_keeps_the_text_and_exits_130(fake_models, tmp_path):

@@ -353,7 +353,7 @@ def test_ctrl_c_while_pulling(fake_pair_env):
 @pytest.mark.real
 def test_prompt_longer_than_the_context(default_pair_paths):
     result = invoke("run", "--ctx", "256", "--mode", "target", "-n", "4", input="word " * 3000)
-    assert_one_line_error(result, 1, "but the context holds 256")
+    assert_one_line_error(result, 1, "and the context holds 256: no room is left for a reply")
     assert "tokens" in result.stderr and "--ctx" in result.stderr
 
 

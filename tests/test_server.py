@@ -595,8 +595,25 @@ def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, strea
     with pytest.raises(openai.BadRequestError) as refused:
         ask(server.client(), "x" * 200_000, stream=stream)
     assert refused.value.code == "context_length_exceeded"
-    assert "context holds" in refused.value.message
+    assert "no room is left for a reply" in refused.value.message
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+
+
+def test_a_prompt_that_fills_the_context_exactly_is_refused_in_words_that_say_why(tmp_path):
+    """A prompt of exactly --ctx tokens leaves no place for a reply, and was refused as "the prompt has 256
+    tokens but the context holds 256", which reads as a contradiction; one token shorter is answered."""
+    running = Server(tmp_path / "ctx", "--ctx", "256")  # the fake reads a byte as a token, with no BOS
+    try:
+        client = running.client()
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="target.fake.gguf", prompt="x" * 256, max_tokens=1)
+        assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
+        message = refused.value.message
+        assert "has 256 tokens and the context holds 256: no room is left for a reply" in message, message
+        assert "but" not in message
+        assert client.completions.create(model="target.fake.gguf", prompt="x" * 255, max_tokens=1).choices[0].text
+    finally:
+        running.stop()
 
 
 def test_messages_the_chat_template_refuses_are_a_400_not_a_500(tmp_path):
