@@ -18,6 +18,7 @@ from .sampling import SamplingParams
 from .speculative import Stats
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+TOOL_ROLES = ("tool", "function")  # a tool's result, the API's newer and older name: see _no_tools
 MAX_STOPS = 4  # as the OpenAI API allows
 
 
@@ -104,8 +105,21 @@ def _message(item, index: int) -> Message:
 
     # isinstance first: a list or object as the role is unhashable, and `in ROLES` would raise (a 500)
     if not isinstance(item, dict) or not isinstance(item.get("role"), str) or item["role"] not in ROLES:
+        if isinstance(item, dict) and item.get("role") in TOOL_ROLES:
+            raise _no_tools(index, "role")
         raise refused("role", f" needs a role among {', '.join(ROLES)}")
+    for name in ("tool_calls", "function_call"):  # the template gets role and content: they would be dropped
+        if item.get(name):  # null or [] (clients that send every field) is none
+            raise _no_tools(index, name)
     return Message(ROLES[item["role"]], _text(item.get("content"), lambda message: refused("content", message)))
+
+
+def _no_tools(index: int, field: str) -> ApiError:
+    """A history with tool calls or tool results is refused as `tools` is: this server runs no tools, and the
+    turn without them would tell the model something else (a call's "content": null was refused as not being
+    a string, a call beside "content": "" was dropped without a word)."""
+    message = f"messages[{index}].{field}: tool calling is not supported (this server does not run tools)"
+    return ApiError(400, message, code="unsupported_parameter", param=f"messages[{index}].{field}")
 
 
 def _text(content, refused: Callable[[str], ApiError]) -> str:

@@ -575,6 +575,30 @@ def test_what_the_server_cannot_do_is_refused_not_ignored(server):
     assert listed.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+def test_a_history_with_tool_calls_or_results_is_refused_as_tools_are(server):
+    """An assistant turn with tool_calls was refused as "messages[1].content must be a string" (its content was
+    null), or had its calls dropped without a word beside "content": ""; a tool's result was an unknown role.
+    Each is now a 400 unsupported_parameter naming the field, as `tools` is; no calls ([] or null) still answer."""
+    call = {"id": "c1", "type": "function", "function": {"name": "now", "arguments": "{}"}}
+    question = {"role": "user", "content": PROMPT}
+    for turn, field in (
+        ({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"),
+        ({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls"),
+        ({"role": "assistant", "content": None, "function_call": call["function"]}, "function_call"),
+        ({"role": "tool", "content": "12:00", "tool_call_id": "c1"}, "role"),
+        ({"role": "function", "content": "12:00", "name": "now"}, "role"),
+    ):
+        body = {"messages": [question, turn, question], "tools": [{"type": "function", "function": call["function"]}],
+                "tool_choice": "none"}  # fmt: skip
+        response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+        error = response.json()["error"]
+        assert response.status_code == 400 and error["code"] == "unsupported_parameter", (turn, error)
+        assert error["param"] == f"messages[1].{field}" and "does not run tools" in error["message"], error
+    answered = [question, {"role": "assistant", "content": "Red.", "tool_calls": []}, question]
+    reply = server.client().chat.completions.create(model="target.fake.gguf", messages=answered, temperature=0)
+    assert reply.choices[0].message.content
+
+
 @pytest.mark.parametrize(
     "extra", [{"logit_bias": {"16": -100}}, {"frequency_penalty": 1.5}, {"presence_penalty": -0.5}]
 )
