@@ -83,20 +83,39 @@ def parse_chat(data: dict, max_tokens_cap: int) -> ApiRequest:
 
 
 def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
-    prompt = data.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:  # the API allows a batch; one prompt is all we serve
-        prompt = prompt[0]
-    # The API's other prompt shapes, named as such ("must be a non-empty string" read as a malformed body)
-    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+    return _common(data, max_tokens_cap, messages=None, prompt=_prompt(data.get("prompt")))
+
+
+def _prompt(prompt) -> str:
+    """The one prompt: a string, or a list of one (the API allows a batch). The API's other shapes are named
+    as such ("must be a non-empty string" read as a malformed body), and what is none of them as what it is."""
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]  # a string only: [5] unwrapped read as a bad string, [["a"]] as a batch of 1
+    if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
         raise ApiError(400, f"'prompt': one prompt per request is served, not a batch of {len(prompt)}",
                        code="unsupported_parameter", param="prompt")  # fmt: skip
-    if isinstance(prompt, list) and prompt and all(isinstance(p, int | list) for p in prompt):
+    if isinstance(prompt, list) and prompt and (_ids(prompt) or all(isinstance(p, list) and _ids(p) for p in prompt)):
         raise ApiError(
             400, "'prompt': token ids are not supported, send the text", code="unsupported_parameter", param="prompt"
         )
-    if not isinstance(prompt, str) or not prompt:
+    if prompt is None or prompt == "":
         raise ApiError(400, "'prompt' must be a non-empty string", code="missing_prompt", param="prompt")
-    return _common(data, max_tokens_cap, messages=None, prompt=prompt)
+    if not isinstance(prompt, str):
+        message = f"'prompt' must be a string (or a list of one string), not {_shape(prompt)}"
+        raise ApiError(400, message, code="invalid_prompt", param="prompt")
+    return prompt
+
+
+def _ids(values: list) -> bool:
+    return all(isinstance(value, int) and not isinstance(value, bool) for value in values)
+
+
+def _shape(value) -> str:
+    """What a JSON value is, in words: "a number", "a list holding a list"."""
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", dict: "an object", list: "a list"}
+    if isinstance(value, list) and value:
+        return "a list holding " + " and ".join(dict.fromkeys(names.get(type(item), "null") for item in value))
+    return "an empty list" if value == [] else names.get(type(value), "null")
 
 
 def _message(item, index: int) -> Message:

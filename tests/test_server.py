@@ -491,6 +491,20 @@ def test_a_batch_or_token_ids_as_a_completion_prompt_is_named_as_such(server):
     assert client.completions.create(model="target.fake.gguf", prompt=["a"], max_tokens=4).choices[0].text
 
 
+def test_a_prompt_of_one_token_id_or_a_list_in_a_list_is_named_for_what_it_is(server):
+    """A list of one was unwrapped whatever it held: [5] was refused as "'prompt' must be a non-empty string"
+    (it is token ids, which are unsupported), and [["a"]] as "not a batch of 1" (it is no prompt shape at all)."""
+    for prompt, code, said in (
+        ([5], "unsupported_parameter", "token ids are not supported"),
+        ([["a"]], "invalid_prompt", "must be a string (or a list of one string), not a list holding a list"),
+        (5, "invalid_prompt", "not a number"),
+    ):
+        response = httpx.post(f"{server.url}/v1/completions", json={"prompt": prompt, "max_tokens": 4}, timeout=30)
+        error = response.json()["error"]
+        assert response.status_code == 400 and error["code"] == code and error["param"] == "prompt", error
+        assert said in error["message"] and "batch" not in error["message"], error
+
+
 def test_the_console_line_shows_a_request_as_it_came(server):
     """A request's path and an unknown model's name are the client's text: Rich turned ':thumbs_up:' in them
     into an emoji on the console (markup=False leaves emoji codes on); '[/]' and '[i]' stay as they are."""
