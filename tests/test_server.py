@@ -520,6 +520,22 @@ def test_body_size_is_bounded(server):
     assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
 
 
+def test_a_declared_length_over_the_limit_is_a_413_at_once_and_the_connection_closes(server):
+    """A Content-Length over the limit with a short body held the connection open, waiting for a body that never
+    came, until the client gave up: the 413 came only once 1 MB had arrived. It is answered from the header now,
+    and the connection is closed (the body left unread cannot be followed by another request)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as sending:  # the timeout: a hang fails, not waits
+        sending.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{"me')
+        answer = b""
+        while chunk := sending.recv(65536):  # to the end: the server closes the connection
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413") and b"connection: close" in head.lower(), answer
+    assert json.loads(body)["error"]["code"] == "body_too_large"
+    server.wait_for(r"POST /v1/chat/completions 413  the body is larger than 1000000 bytes \(Content-Length 9+\)")
+
+
 def test_unknown_model_through_the_client(server):
     with pytest.raises(openai.NotFoundError):
         server.client().chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "a"}])
