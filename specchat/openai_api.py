@@ -217,7 +217,27 @@ def _plain_format(response_format) -> bool:
     )
 
 
+# Fields read only for their truth (echo) or accepted and ignored (docs/serve.md), with the JSON type the API
+# gives each: a wrong one is the client's mistake, refused as the API refuses it ("echo": "false" was truthy,
+# and refused as asking for echo; "user": 123 passed).
+TYPED = {
+    **dict.fromkeys(("echo", "store", "parallel_tool_calls"), (bool, "true or false")),
+    **dict.fromkeys(
+        ("user", "safety_identifier", "prompt_cache_key", "service_tier", "reasoning_effort", "verbosity"),
+        (str, "a string"),
+    ),
+    **dict.fromkeys(("metadata", "web_search_options"), (dict, "an object")),
+}
+
+
+def _check_types(data: dict) -> None:
+    for name, (kind, words) in TYPED.items():
+        if data.get(name) is not None and not isinstance(data[name], kind):  # null: not given, as elsewhere
+            raise ApiError(400, f"'{name}' must be {words}", code=f"invalid_{name}", param=name)
+
+
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
+    _check_types(data)  # first: a truthy "false" must not read as asking for what _unsupported refuses
     _unsupported(data)
     model = data.get("model")
     if model is not None and not isinstance(model, str):

@@ -630,6 +630,29 @@ def test_a_history_with_tool_calls_or_results_is_refused_as_tools_are(server):
 
 
 @pytest.mark.parametrize(
+    ("path", "extra", "said"),
+    [
+        ("/v1/completions", {"echo": "false"}, "'echo' must be true or false"),  # was "'echo' is not supported"
+        ("/v1/chat/completions", {"user": 123}, "'user' must be a string"),  # was answered
+        ("/v1/chat/completions", {"metadata": "x"}, "'metadata' must be an object"),  # was answered
+        ("/v1/chat/completions", {"store": "no"}, "'store' must be true or false"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_a_400_naming_it(server, path, extra, said):
+    """Fields read only for their truth or accepted and ignored were read loosely: a string "false" as echo asked
+    for echo, a number as user or a string as metadata passed, where the API refuses a wrong type."""
+    body = {"prompt": "a"} if path == "/v1/completions" else {"messages": [{"role": "user", "content": "a"}]}
+    response = httpx.post(f"{server.url}{path}", json=body | extra, timeout=30)
+    name = next(iter(extra))
+    assert response.status_code == 400 and response.json()["error"] == {
+        "message": said, "type": "invalid_request_error", "param": name, "code": f"invalid_{name}"
+    }  # fmt: skip
+    right = {"echo": False, "user": "u1", "metadata": {"k": "v"}, "store": False}[name]
+    answered = httpx.post(f"{server.url}{path}", json=body | {name: right, "max_tokens": 4}, timeout=60)
+    assert answered.status_code == 200, answered.text
+
+
+@pytest.mark.parametrize(
     "extra", [{"logit_bias": {"16": -100}}, {"frequency_penalty": 1.5}, {"presence_penalty": -0.5}]
 )
 def test_a_logit_bias_or_a_penalty_is_refused_not_ignored(server, extra):
