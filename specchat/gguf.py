@@ -158,11 +158,7 @@ def check(path: Path) -> None:
     known = _load_cache()
     if known.get(key):
         return
-    if stat.st_size < 24:
-        raise ModelFileError(
-            f"{path.name} is not a valid GGUF file: only {stat.st_size} bytes",
-            hint="re-download it (`specchat pull`) or check that it is a GGUF model",
-        )
+    _require_header_size(path, stat.st_size)
     with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         _check_bytes(data, path.name)
     known[key] = True
@@ -174,7 +170,17 @@ def metadata(path: Path) -> dict:
     per file version in a process (a start asks for it several times: memory, context size)."""
     path = Path(path)
     stat = path.stat()
+    # Read before check() (the context size is chosen before loading): mmap refuses an empty file.
+    _require_header_size(path, stat.st_size)
     return dict(_metadata(path.resolve(), stat.st_size, stat.st_mtime_ns))
+
+
+def _require_header_size(path: Path, size: int) -> None:
+    if size < 24:  # magic, version and the two counts
+        raise ModelFileError(
+            f"{path.name} is not a valid GGUF file: only {size} bytes",
+            hint="re-download it (`specchat pull`) or check that it is a GGUF model",
+        )
 
 
 @functools.lru_cache(maxsize=8)

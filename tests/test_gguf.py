@@ -126,6 +126,17 @@ def test_cli_refuses_a_broken_target(tmp_path):
     assert "broken.gguf is not a valid GGUF file: bad magic" in result.stderr
 
 
+def test_cli_refuses_an_empty_target(tmp_path):
+    """The context size is chosen from the metadata before the header check: an empty file (a download that
+    never started) reached mmap there, which refuses empty files, and ended as an internal error."""
+    path = write(tmp_path, b"", name="empty.gguf")
+    with pytest.raises(ModelFileError, match="only 0 bytes"):
+        gguf.metadata(path)
+    result = CliRunner().invoke(app, ["run", "--target", str(path), "--no-spec", "hi"])
+    assert result.exit_code == 1 and "internal error" not in result.stderr
+    assert "empty.gguf is not a valid GGUF file: only 0 bytes" in result.stderr
+
+
 @pytest.mark.real
 def test_memory_estimate_refuses_with_numbers(default_pair_paths, monkeypatch):
     """A pair that cannot fit is refused before loading, with the numbers and a hint."""
