@@ -503,6 +503,18 @@ def test_fake_model_without_a_template(fake_models, tmp_path):
     assert_one_line_error(result, 1, "has no chat template")
 
 
+@pytest.mark.parametrize("command", ["bench", "tune"])
+@pytest.mark.parametrize("template", [None, "{% for m in messages %}{{ m.content }"], ids=["none", "broken"])
+def test_template_hint_names_only_options_the_command_has(fake_models, tmp_path, command, template):
+    """bench and tune have no --no-template: their hint told the user to add it ('No such option')."""
+    target = fake_file(tmp_path, "tpl", template=template)
+    extra = ["--suite", "tiny", "-r", "1", "-n", "8", "--modes", "ngram"] if command == "bench" else ["-n", "8"]
+    result = invoke(command, "--target", str(target), *extra)
+    assert_one_line_error(result, 1, "chat template")
+    assert f"`specchat {command}` measures chat-templated prompts and has no --no-template" in result.stderr
+    assert "specchat run --no-template" in result.stderr
+
+
 def test_fake_mismatched_pair_and_force_pair(fake_models, tmp_path):
     target, _draft = fake_models
     draft = fake_file(tmp_path, "odd", role="draft", agree=0.9, token_text={"100": "\x7f"})

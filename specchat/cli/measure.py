@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +32,22 @@ from .app import (
 )
 
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
+
+
+@contextmanager
+def _templated(command: str) -> Iterator[None]:
+    """bench and tune measure chat prompts and have no --no-template: the template error's own hint named
+    that option, which they answered with 'No such option'."""
+    from ..chat import TemplateError
+
+    try:
+        yield
+    except TemplateError as exc:
+        exc.hint = (
+            f"`specchat {command}` measures chat-templated prompts and has no --no-template: give a target "
+            "whose chat template works (`specchat run --no-template` runs this one)"
+        )
+        raise
 
 
 @app.command(
@@ -117,6 +135,7 @@ def bench(
     settings |= {"temperature": temperature, "seed": params.seed, "threads": threads, "gpu_layers": gpu_layers}
     err = stderr_console()
     with (
+        _templated("bench"),
         load_pipeline(options) as pipeline,
         benchhistory.attach(pipeline, past, lambda message: note(err, message)) as used,
     ):
@@ -182,7 +201,7 @@ def tune(
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
-    with load_pipeline(options) as pipeline:
+    with _templated("tune"), load_pipeline(options) as pipeline:
         title = pipeline.resolved.pair_name or pipeline.resolved.target.name
         # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
         previous = load(key_for(pipeline.resolved, pipeline.options))
