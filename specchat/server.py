@@ -495,8 +495,11 @@ def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socke
     api = Api(pipeline, config, console)
     port = sock.getsockname()[1]
     where = f"[{config.host}]" if ":" in config.host else config.host
-    console.print(
-        f"serving {api.model} ({api.label}) on http://{where}:{port}/v1", highlight=False, markup=False, soft_wrap=True
+    console.print(  # one_line: the model's name may be a file name holding an escape sequence or a newline
+        f"serving {one_line(api.model)} ({api.label}) on http://{where}:{port}/v1",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
     )
     if pipeline.mode_note and api.mode == "auto":
         console.print(pipeline.mode_note, style="dim", highlight=False, markup=False)

@@ -854,6 +854,19 @@ def test_an_empty_api_key_is_refused(args, env, said):
     assert result.exit_code == 2 and len(lines) == 1 and said in lines[0] and "--api-key" in lines[0], result.stderr
 
 
+def test_a_target_file_name_cannot_break_or_colour_the_serving_line(tmp_path):
+    """The 'serving X' line printed the target's file name as it was: an escape sequence in it acted on the
+    terminal, a newline broke the line in two."""
+    evil = tmp_path / "evil\x1b[2J\nx.fake.gguf"
+    evil.write_text(json.dumps({"role": "target"}), encoding="utf-8")
+    running = Server(tmp_path / "serve", "--target", str(evil))  # the last --target is the one used
+    try:
+        assert "serving evil\\x1b[2J\\nx.fake.gguf (spec k=4) on http" in running.console()
+        assert "\x1b" not in running.console()
+    finally:
+        running.stop()
+
+
 def test_taken_port_is_one_line(server):
     port = server.url.rsplit(":", 1)[1]
     result = CliRunner().invoke(app, ["serve", "--port", port])
