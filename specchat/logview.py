@@ -10,7 +10,7 @@ from rich.text import Text
 
 from . import logstore
 from .paths import log_file
-from .view import note, stderr_console, stdout_console, visible, write_stdout
+from .view import note, one_line, stderr_console, stdout_console, visible, write_stdout
 
 PREVIEW_LINES = 6  # per prompt and reply, unless --full
 PREVIEW_CHARS = 1000  # the same: one pasted line of a megabyte (minified JSON, a log) is one line
@@ -35,7 +35,8 @@ def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full:
 
 def print_reply(console: Console, row: dict, *, full: bool) -> None:
     console.print(_header(row))
-    console.print(Text(_details(row), style="dim"))  # a pair or file name is no markup
+    # a pair or file name is no markup, and a file name's escape sequence or newline is shown, not acted on
+    console.print(Text(one_line(_details(row)), style="dim"))
     said = _said_before(row)
     if said is not None:
         prompt = Text(said[0], style="bold cyan")

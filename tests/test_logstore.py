@@ -413,6 +413,17 @@ def test_logs_prints_pair_and_file_names_as_they_are_not_as_markup(isolated):
     assert "a[/]b  ·  target alone" in text and "[i]t.gguf  ·  target alone" in text
 
 
+def test_logs_shows_control_characters_in_a_target_file_name_rather_than_sending_them(isolated):
+    """The details line printed a --target file name as it was: its ESC sequence recoloured (or cleared) the
+    terminal of whoever ran `specchat logs`, its newline split the line in two."""
+    reply = {"pair": None, "target": "/m/evil\x1b[2J\nx\u202e.gguf", "draft": None, "mode": "target"}
+    reply |= {"label": "target alone", "settings": {}, "stats": {"generated_tokens": 3}}
+    logstore.Recorder(True).write(Conversation(None, [Message("user", "Hi"), Message("assistant", "Ho")]), reply)
+    text = ok(invoke("logs"))
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "evil\\x1b[2J\\nx\\u202e.gguf  ·  target alone" in text
+
+
 def test_continue_and_cid_together_are_a_usage_error(files):
     """-c (the latest) with --cid 1 continued conversation 1 in silence, whichever was the latest."""
     ok(invoke("run", *files, ADA))
