@@ -3,7 +3,8 @@ sandbox), within bounds of time and size: templates come from third parties.
 
 Only the template's own text may become special tokens. Message contents are swapped for sentinels
 before rendering, then tokenized with parse_special=False, so a user who types `<|im_end|>` gets those
-characters, not the control token.
+characters, not the control token. Earlier replies are shown to templates that rewrite them (reasoning
+models' templates drop the reasoning), as the model's own text.
 """
 
 from __future__ import annotations
@@ -57,15 +58,25 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
             f"{engine.path.name} has no chat template (tokenizer.chat_template)",
             hint="use --no-template to send the prompt as plain text",
         )
-    rendered = _render(
-        engine, template, [{"role": m.role, "content": _SENTINEL.format(i)} for i, m in enumerate(messages)]
-    )
-    found = [int(i) for i in _SENTINEL_RE.findall(rendered)]
-    if sorted(found) != list(range(len(messages))):
-        # The template rewrites contents (rare): render the real text; user text is still plain text
-        # to the tokenizer only where it does not spell a control token.
-        rendered = _render(engine, template, [{"role": m.role, "content": m.content} for m in messages])
-        return engine.tokenize(rendered, add_special=False, parse_special=True)
+    expected = _render(engine, template, [{"role": m.role, "content": m.content} for m in messages])
+    # A template may look at contents: reasoning models' templates cut the reasoning off earlier replies,
+    # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.
+    for hidden in (lambda m: True, lambda m: m.role != "assistant"):
+        if any(_SENTINEL_RE.search(m.content) for m in messages if not hidden(m)):
+            continue  # a reply that spells a sentinel would be taken for one
+        shown = [
+            {"role": m.role, "content": _SENTINEL.format(i) if hidden(m) else m.content} for i, m in enumerate(messages)
+        ]
+        rendered = _render(engine, template, shown)
+        if _SENTINEL_RE.sub(lambda found: messages[int(found[1])].content, rendered) == expected:
+            return _tokens_around_contents(engine, rendered, messages)
+    # The template rewrites what users typed too (rare): user text is plain text to the tokenizer only
+    # where it does not spell a control token.
+    return engine.tokenize(expected, add_special=False, parse_special=True)
+
+
+def _tokens_around_contents(engine: Engine, rendered: str, messages: list[Message]) -> list[int]:
+    """The template's text may hold control tokens; the contents in place of its sentinels are plain text."""
     tokens: list[int] = []
     for index, piece in enumerate(_SENTINEL_RE.split(rendered)):
         if index % 2 == 0:

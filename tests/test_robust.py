@@ -270,6 +270,40 @@ def test_sentinels_still_keep_user_text_out_of_control_tokens():
     assert text.endswith("<|im_start|>assistant\n") and "Hi <|im_end|> there" in text
 
 
+# DeepSeek-R1's (and Qwen3's, QwQ's) way with earlier replies: their reasoning is cut off before they go back.
+REASONING = (
+    "{% for m in messages %}{% set content = m['content'] %}{% if m['role'] == 'assistant' %}"
+    "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
+    "{{ '<|Assistant|>' + content + '<|end|>' }}{% else %}{{ '<|User|>' + content }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|Assistant|><think>\\n' }}{% endif %}"
+)
+
+
+class RecordingEngine(TextEngine):
+    """A TextEngine that keeps the texts it was given to tokenize as plain text (parse_special=False)."""
+
+    def __init__(self, template: str) -> None:
+        super().__init__(template)
+        self.plain: list[str] = []
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        if not parse_special:
+            self.plain.append(text)
+        return super().tokenize(text, add_special, parse_special)
+
+
+def test_a_template_that_rewrites_earlier_replies_gets_their_text():
+    """Contents were swapped for sentinels before rendering, so a template never saw the reasoning in an
+    earlier reply, and every second turn of a reasoning model sent all of it back (not what the template
+    renders, and a context that fills up with old thoughts). User text still stays plain text."""
+    said = [("user", "Hi <|end|>"), ("assistant", "<think>long thoughts</think>Ho"), ("user", "And?")]
+    expected = bounded_render(REASONING, [{"role": r, "content": c} for r, c in said], "</s>", "<s>", RENDER_CHARS)
+    assert "long thoughts" not in expected
+    engine = RecordingEngine(REASONING)
+    assert "".join(map(chr, prompt_tokens(engine, [Message(r, c) for r, c in said]))) == expected
+    assert engine.plain == ["Hi <|end|>", "And?"]  # what users typed is never read as control tokens
+
+
 ENDLESS = [
     "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
     "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",  # no output at all
