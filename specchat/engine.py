@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -30,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from None
 
 DEBUG_HINT = "`specchat --debug COMMAND ...` shows llama.cpp's log"
+GGML_LOG_LEVEL_ERROR = 4  # ggml.h's enum ggml_log_level (llama-cpp-python does not export it)
 
 
 class _Backend:
@@ -38,6 +40,7 @@ class _Backend:
 
     debug = False
     started = False
+    errors: ClassVar[list[str]] = []  # llama.cpp's error lines since the last load began: why a load failed
 
     @staticmethod
     @lib.llama_log_callback
@@ -45,6 +48,8 @@ class _Backend:
         # llama.cpp logs every tensor on load; keep stderr for specchat's own messages unless debugging.
         if _Backend.debug and text:
             os.write(2, text)
+        if level == GGML_LOG_LEVEL_ERROR and text:
+            _Backend.errors.append(text.decode("utf-8", errors="replace").strip())
 
     @classmethod
     def start(cls) -> None:
@@ -154,6 +159,7 @@ class Engine:
         # Loading a cold multi-GB file can take seconds inside C: the progress callback lets Ctrl-C abort it.
         self._on_progress = lib.llama_progress_callback(lambda _progress, _data: not self.interrupt.requested)
         model_params.progress_callback = self._on_progress
+        _Backend.errors.clear()
         with self.interrupt.native():
             self.model = lib.llama_model_load_from_file(str(self.path).encode(), model_params)
         if self.interrupt.requested:
@@ -163,11 +169,7 @@ class Engine:
             self.model = None
             self.interrupt.check()
         if not self.model:
-            raise EngineError(
-                f"llama.cpp could not load {self.path}",
-                hint="check that it is a complete GGUF file (`specchat models --verify`); "
-                "`specchat --debug ...` shows why",
-            )
+            raise _load_error(self.path)
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         threads = config.n_threads or default_threads()
@@ -378,6 +380,19 @@ class Engine:
     def __del__(self) -> None:  # pragma: no cover - best effort
         with suppress(Exception):
             self.close()
+
+
+def _load_error(path: Path) -> EngineError:
+    """Why llama.cpp refused a file whose header passed gguf.check: its own words (an architecture that this
+    build does not know is the usual reason for a model newer than llama-cpp-python)."""
+    reason = next(
+        (line.split("error loading model: ")[-1] for line in _Backend.errors if "error loading model" in line), ""
+    )
+    if "unknown model architecture" in reason:
+        hint = "this llama-cpp-python cannot run that architecture: a newer one may (pip install -U llama-cpp-python)"
+    else:
+        hint = "check that it is a complete GGUF file (`specchat models --verify`); `specchat --debug ...` shows why"
+    return EngineError(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""), hint=hint)
 
 
 class Vocab:

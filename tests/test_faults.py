@@ -71,6 +71,18 @@ def test_no_template_is_the_way_around_it(broken_template_model):
 
 
 @pytest.mark.real
+def test_an_architecture_llama_cpp_does_not_know_is_named(default_pair_paths, tmp_path):
+    """A model of an architecture that llama.cpp does not know (one newer than llama-cpp-python) was 'could not
+    load', with the hint to check that the file is complete: it is, and re-downloading it changes nothing."""
+    _target, draft = default_pair_paths
+    odd = patched_copy(draft, tmp_path / "odd-arch.gguf", "general.architecture", 0, lambda old: b"z" * len(old))
+    result = invoke("run", "--target", str(odd), "--mode", "target", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, "could not load")
+    assert "unknown model architecture: 'zzzzz'" in result.stderr and "newer" in result.stderr
+    assert "complete GGUF" not in result.stderr
+
+
+@pytest.mark.real
 def test_mismatched_pair_is_refused_with_the_token(default_pair_paths, mismatched_draft):
     target, _draft = default_pair_paths
     result = invoke("run", "--target", str(target), "--draft", str(mismatched_draft), "--mode", "spec", "-n", "4", "Hi")
