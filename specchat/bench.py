@@ -19,6 +19,7 @@ import numpy as np
 from .benchresult import BenchResult, Sample, Variant
 from .benchsuite import Prompt
 from .modes import AUTO, DRAFTING, NGRAM, SUFFIX
+from .paths import path_text
 from .sampling import SamplingParams
 
 Pipeline = object  # runtime.Pipeline, not imported: tuning (which runtime uses) imports this module
@@ -72,7 +73,7 @@ def collect_meta(resolved, settings: dict) -> dict:
     files = {}
     for role, path in (("target", resolved.target), ("draft", resolved.draft)):
         if path is not None:
-            files[role] = {"path": str(path), "size": path.stat().st_size, "sha256": cached_sha256(path)}
+            files[role] = {"path": path_text(path), "size": path.stat().st_size, "sha256": cached_sha256(path)}
     machine = {
         **machine_info(),
         "threads": settings.get("threads") or default_threads(),

@@ -161,7 +161,8 @@ class Engine:
         model_params.progress_callback = self._on_progress
         _Backend.errors.clear()
         with self.interrupt.native():
-            self.model = lib.llama_model_load_from_file(str(self.path).encode(), model_params)
+            # fsencode: a file name that is not UTF-8 (a Latin-1 archive) is kept as its own bytes
+            self.model = lib.llama_model_load_from_file(os.fsencode(self.path), model_params)
         if self.interrupt.requested:
             if self.model:
                 with self.interrupt.native():
@@ -403,7 +404,7 @@ class Vocab:
         _Backend.start()
         params = lib.llama_model_default_params()
         params.vocab_only = True
-        self.model = lib.llama_model_load_from_file(str(path).encode(), params)
+        self.model = lib.llama_model_load_from_file(os.fsencode(path), params)
         if not self.model:
             raise EngineError(f"llama.cpp could not read the vocabulary of {path}", hint=DEBUG_HINT)
         self.vocab = lib.llama_model_get_vocab(self.model)

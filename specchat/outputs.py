@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import modes
 from .errors import UsageError
+from .paths import path_text
 from .sampling import SamplingParams
 from .view import note, position_bars, print_stats, stderr_console, summary_line, write_stdout
 
@@ -209,8 +210,8 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
     return {
         "text": generation.text,
         "pair": resolved.pair_name,
-        "target": str(resolved.target),
-        "draft": str(resolved.draft) if pipeline.draft is not None and request.k else None,
+        "target": path_text(resolved.target),
+        "draft": path_text(resolved.draft) if pipeline.draft is not None and request.k else None,
         "mode": request.mode,
         "label": request.label,
         "mode_note": pipeline.mode_note if request.mode == "auto" else "",

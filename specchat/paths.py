@@ -176,6 +176,12 @@ def read_json_object(path: Path, valid: Callable[[Any], bool]) -> dict[str, Any]
     return data
 
 
+def path_text(path: Path) -> str:
+    """A path as text that encodes as UTF-8 (JSON, the log, HTTP): str() keeps the bytes of a file name that
+    is not UTF-8 (a Latin-1 archive) as surrogates, which no encoder takes; here they are U+FFFD."""
+    return os.fsencode(path).decode("utf-8", errors="replace")
+
+
 def require_model_files(**given: Path | None) -> None:
     """Each path given as a model file (by its flag: target=..., draft=...) is a regular file, or
     ModelFileError says what it is instead."""

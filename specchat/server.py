@@ -31,6 +31,7 @@ from .chat import MessagesRefused
 from .errors import ContextFullError, SpecchatError, UsageError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
+from .paths import path_text
 from .runtime import Pipeline
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
@@ -92,7 +93,7 @@ def _is_loopback(host: str) -> bool:
 
 def model_id(pipeline: Pipeline) -> str:
     """The one model this server answers as: the pair's name, else the target file's name."""
-    return pipeline.resolved.pair_name or pipeline.resolved.target.name
+    return pipeline.resolved.pair_name or path_text(pipeline.resolved.target.name)
 
 
 class Api:
@@ -109,8 +110,8 @@ class Api:
         self.jobs: set[Job] = set()  # admitted and not finished: what stop_all() stops
         self.closing = False  # set by stop_all(): a cancelled job was cut by the shutdown, not by its client
         # Names a client may send for this model: its id, the pair, the target's file name and stem.
-        target = pipeline.resolved.target
-        self.aliases = {self.model, target.name, target.name.removesuffix(".gguf"), pipeline.resolved.pair_name}
+        target = path_text(pipeline.resolved.target.name)
+        self.aliases = {self.model, target, target.removesuffix(".gguf"), pipeline.resolved.pair_name}
 
     def app(self) -> Starlette:
         # Also without /v1, as llama-server answers: a client given the base URL http://host:port finds them.

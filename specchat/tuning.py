@@ -80,7 +80,7 @@ def machine_key(target: Path, draft: Path | None, threads: int, gpu_layers: int,
     for path in (target, draft):
         if path is not None:
             parts += [path.name, str(path.stat().st_size)]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return hashlib.sha256("|".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:16]  # any file name
 
 
 def tuning_path(key: str) -> Path:

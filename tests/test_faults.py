@@ -82,6 +82,32 @@ def test_an_architecture_llama_cpp_does_not_know_is_named(default_pair_paths, tm
     assert "complete GGUF" not in result.stderr
 
 
+LATIN1_NAME = os.fsdecode(b"mod\xe9l")  # a file name that is not UTF-8: its byte is kept as a surrogate
+
+
+@pytest.mark.real
+def test_a_model_file_name_that_is_not_utf8_loads(default_pair_paths, tmp_path):
+    """The path went to llama.cpp as str(path).encode(), which refuses the surrogate: an internal error."""
+    _target, draft = default_pair_paths
+    link = tmp_path / f"{LATIN1_NAME}.gguf"
+    link.symlink_to(draft)
+    result = invoke("run", "--target", str(link), "--mode", "target", "--no-log", "-n", "4", "Hi")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_model_file_name_that_is_not_utf8_is_logged_and_in_json(fake_models, tmp_path):
+    """The reply was out, then the log (and --json, and serve's model id) met the surrogate: an internal
+    error, exit 1. The name is shown with U+FFFD for the byte that is not UTF-8."""
+    target = fake_file(tmp_path, LATIN1_NAME)
+    result = invoke("run", "--target", str(target), "--mode", "target", "--json", "-n", "4", "Hi")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["target"].endswith("mod\ufffdl.fake.gguf")
+    assert "mod\ufffdl.fake.gguf  ·  target alone" in invoke("logs").stdout
+    from specchat.tuning import machine_key  # auto's and serve's tuning key hashed the name as UTF-8 too
+
+    assert machine_key(target, None, 1, 0, 0) != machine_key(fake_file(tmp_path, "model"), None, 1, 0, 0)
+
+
 @pytest.mark.real
 def test_mismatched_pair_is_refused_with_the_token(default_pair_paths, mismatched_draft):
     target, _draft = default_pair_paths
