@@ -61,6 +61,7 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
     expected = _render(engine, template, [{"role": m.role, "content": m.content} for m in messages])
     # A template may look at contents: reasoning models' templates cut the reasoning off earlier replies,
     # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.
+    every_sentinel = None  # all contents hidden, each sentinel found: what to use when neither gives `expected`
     for hidden in (lambda m: True, lambda m: m.role != "assistant"):
         if any(_SENTINEL_RE.search(m.content) for m in messages if not hidden(m)):
             continue  # a reply that spells a sentinel would be taken for one
@@ -70,9 +71,19 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
         rendered = _render(engine, template, shown)
         if _SENTINEL_RE.sub(lambda found: messages[int(found[1])].content, rendered) == expected:
             return _tokens_around_contents(engine, rendered, messages)
-    # The template rewrites what users typed too (rare): user text is plain text to the tokenizer only
-    # where it does not spell a control token.
+        if every_sentinel is None and _sentinels(rendered) == list(range(len(messages))):
+            every_sentinel = rendered
+    if every_sentinel is not None:
+        # The template changes every content alike (Llama 3's and Gemma's `| trim`): the contents go in as
+        # given, which keeps what users typed out of control tokens (an exact rendering would not).
+        return _tokens_around_contents(engine, every_sentinel, messages)
+    # The template rewrites what users typed (rare): user text is plain text to the tokenizer only where it
+    # does not spell a control token.
     return engine.tokenize(expected, add_special=False, parse_special=True)
+
+
+def _sentinels(rendered: str) -> list[int]:
+    return sorted(int(i) for i in _SENTINEL_RE.findall(rendered))
 
 
 def _tokens_around_contents(engine: Engine, rendered: str, messages: list[Message]) -> list[int]:

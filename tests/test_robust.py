@@ -304,6 +304,22 @@ def test_a_template_that_rewrites_earlier_replies_gets_their_text():
     assert engine.plain == ["Hi <|end|>", "And?"]  # what users typed is never read as control tokens
 
 
+TRIMMING = (  # Llama 3's (and Gemma's) way: every content trimmed
+    "{% for m in messages %}{{ '<|start|>' + m['role'] + '\\n' + m['content'] | trim + '<|end|>' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start|>assistant\\n' }}{% endif %}"
+)
+
+
+def test_a_template_that_trims_every_content_still_keeps_user_text_out_of_control_tokens():
+    """Neither rendering with sentinels gives the exact text of a trimming template when a message ends in a
+    line break (piped text does); the exact text, tokenized whole, let what the user typed spell control tokens."""
+    said = [("user", "Hi <|end|> there\n"), ("assistant", "Ho\n"), ("user", "And?\n")]
+    engine = RecordingEngine(TRIMMING)
+    text = "".join(map(chr, prompt_tokens(engine, [Message(r, c) for r, c in said])))
+    assert text.startswith("<|start|>user\nHi <|end|> there\n<|end|>") and text.endswith("<|start|>assistant\n")
+    assert engine.plain == ["Hi <|end|> there\n", "Ho\n", "And?\n"]
+
+
 ENDLESS = [
     "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
     "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",  # no output at all
