@@ -12,6 +12,7 @@ import ctypes
 import os
 import signal
 import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ class _Backend:
 
     debug = False
     started = False
-    errors: ClassVar[list[str]] = []  # llama.cpp's error lines since the last load began: why a load failed
+    # llama.cpp's error lines since the last load began: why a load failed (bounded: a server runs for weeks)
+    errors: ClassVar[deque[str]] = deque(maxlen=64)
 
     @staticmethod
     @lib.llama_log_callback
