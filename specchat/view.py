@@ -189,13 +189,17 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
+_LINE_BREAKS = {10: "\u240a", 13: "\u240d"}  # control pictures: an error stays one line
+
+
 def print_error(console: Console, message: str, hint: str | None) -> None:
-    # visible(): errors and notes quote what the user gave (file names, prompts), control characters too
+    # visible(): errors and notes quote what the user gave (file names, prompts), control characters too;
+    # and one line, whatever they quote: a file named "a\nb.gguf" split the error over two lines
     line = Text("error: ", style="bold red")
-    line.append(visible(message))
+    line.append(visible(message).translate(_LINE_BREAKS))
     if hint:
         line.append("  hint: ", style="yellow")
-        line.append(visible(hint))
+        line.append(visible(hint).translate(_LINE_BREAKS))
     console.print(line, soft_wrap=True)
 
 

@@ -39,6 +39,12 @@ def test_control_characters_in_a_quoted_name_are_shown_not_obeyed(tmp_path):
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
 
 
+def test_a_line_break_in_a_quoted_name_keeps_the_error_on_one_line(tmp_path):
+    """A file named "a\nb.gguf" split the error over two lines: the second read as another message."""
+    result = invoke("run", "--target", str(tmp_path / "a\nb.gguf"), "hi")
+    assert_one_line_error(result, 1, "a\u240ab.gguf")
+
+
 def test_version():
     result = invoke("--version")
     assert result.exit_code == 0 and result.stdout.strip() == f"specchat {__version__}"
