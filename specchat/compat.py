@@ -1,7 +1,9 @@
 """Can this draft speculate for this target? llama.cpp's rules for speculative pairs, in Python.
 
-The rules (common/speculative.cpp): same vocabulary type, same BOS/EOS ids and add-BOS/EOS flags, vocab
-sizes within 128 tokens, and the same token text for every id from 5 up to the smaller vocabulary.
+The rules (common/speculative.cpp): same vocabulary type, same BOS/EOS ids and add-BOS flag, vocab sizes
+within 128 tokens, and the same token text for every id from 5 up to the smaller vocabulary. llama.cpp
+also compares the add-EOS flags; here that would change nothing: the draft is fed the target's token ids,
+never a tokenization of its own, so its flags never add a token.
 Losslessness never depends on them (the target checks every token), but a draft that speaks another
 vocabulary is pure cost, and a draft id beyond the target's vocabulary would be invalid input.
 """
