@@ -149,9 +149,12 @@ def _render(engine: Engine, template: str, messages: list[dict]) -> str:
     try:
         return bounded_render(template, messages, special(engine.eos), special(engine.bos), limit)
     except Refused as exc:  # the same words as any failure; a server answers it as the client's fault
+        # Gemma's and Mistral's templates refuse a system message: leaving it out is the fix that keeps the template
+        system = any(m["role"] == "system" for m in messages)
+        hint = "leave out the system prompt (--system, /system), or " if system else ""
         raise MessagesRefused(
             f"the chat template of {engine.path.name} failed to render: {exc}",
-            hint="use --no-template to send the prompt as plain text",
+            hint=hint + "use --no-template to send the prompt as plain text",
         ) from None
     except Exhausted as exc:
         raise TemplateError(

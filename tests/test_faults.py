@@ -535,6 +535,18 @@ def test_fake_template_that_fails_to_render(fake_models, tmp_path):
     assert plain.exit_code == 0 and len(plain.stdout.strip()) == 4
 
 
+def test_a_template_that_refuses_a_system_message_hints_to_leave_it_out(fake_models, tmp_path):
+    """Gemma's and Mistral's templates refuse a system message; the hint only named --no-template, which drops
+    the template for every turn, where leaving out --system keeps it."""
+    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    target = fake_file(tmp_path, "gemma", template=refusing + "{{ messages[-1]['content'] }}")
+    result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "--system", "Be brief.", "Hi")
+    assert_one_line_error(result, 1, "System role not supported")
+    assert "leave out the system prompt (--system, /system)" in result.stderr
+    plain = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
+    assert plain.exit_code == 0, plain.output
+
+
 def test_fake_model_without_a_template(fake_models, tmp_path):
     target = fake_file(tmp_path, "bare", template=None)
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
