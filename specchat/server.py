@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import cors, modes, openai_api
-from .chat import MessagesRefused
+from .chat import Message, MessagesRefused
 from .errors import ContextFullError, SpecchatError, UsageError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -490,6 +490,18 @@ class _Server(uvicorn.Server):
             timer.cancel()
 
 
+def _warn_if_no_chat(pipeline: Pipeline, console: Console) -> None:
+    """A target whose chat template is missing or fails answered every chat request with a 500, and nothing
+    said so at the start; /v1/completions (no template) still serves, so it is a warning, not a refusal."""
+    try:
+        pipeline.prompt([Message("user", "Hi")])
+    except MessagesRefused:
+        return  # refused these messages, not every chat: the client hears why, as a 400
+    except SpecchatError as exc:
+        warning = f"warning: /v1/chat/completions will fail: {exc.message}; /v1/completions serves"
+        console.print(one_line(warning), style="yellow", highlight=False, markup=False, soft_wrap=True)
+
+
 def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socket.socket) -> None:
     """Run on a socket from listen() until Ctrl-C (uvicorn shuts down gracefully, finishing the running request)."""
     check_host(config.host, config.api_key)
@@ -504,6 +516,7 @@ def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socke
     )
     if pipeline.mode_note and api.mode == "auto":
         console.print(pipeline.mode_note, style="dim", highlight=False, markup=False)
+    _warn_if_no_chat(pipeline, console)
     uvicorn_config = uvicorn.Config(
         api.app(), log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_S
     )

@@ -867,6 +867,20 @@ def test_a_target_file_name_cannot_break_or_colour_the_serving_line(tmp_path):
         running.stop()
 
 
+def test_a_target_without_a_chat_template_is_said_at_the_start(tmp_path, server):
+    """Such a server answered every chat request with a 500 and said nothing when it started; completions
+    (no template) still serve, so it starts, with a warning."""
+    running = Server(tmp_path / "bare", template=None)
+    try:
+        running.wait_for(r"warning: /v1/chat/completions will fail: .*has no chat template.*/v1/completions serves")
+        with pytest.raises(openai.InternalServerError):
+            running.client().chat.completions.create(model="", messages=[{"role": "user", "content": "Hi"}])
+        assert running.client().completions.create(model="", prompt="Hi", max_tokens=3).choices[0].text
+    finally:
+        running.stop()
+    assert "warning:" not in server.console()
+
+
 def test_taken_port_is_one_line(server):
     port = server.url.rsplit(":", 1)[1]
     result = CliRunner().invoke(app, ["serve", "--port", port])
