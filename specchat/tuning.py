@@ -179,10 +179,13 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
     saved = load(key) if use_saved else None
     if trusted(saved):
         return saved
-    why = "once"
-    if saved is not None:  # `tune` ran: "once" read as if it had not
+    why = "once; `specchat tune` refines"
+    if not use_saved:  # --no-tuning: "once" read as if it were kept, and every such run measures again
+        why = "--no-tuning: for this run only, not saved"
+    elif saved is not None:  # `tune` ran: "once" read as if it had not
         why = "the saved one is stale" if saved.stale else "the saved one was measured under load"
-    notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why}; `specchat tune` refines)")
+        why += "; `specchat tune` refines"
+    notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why})")
     tuning = calibrate(target, draft, key)
     if saved is not None:
         tuning.priors = saved.priors

@@ -391,6 +391,19 @@ def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
     assert again.priors == tuning.load("k1").priors == {"spec": 0.71}  # costs measured again, priors kept
 
 
+def test_no_tuning_says_its_measurement_is_not_saved(tmp_path, monkeypatch):
+    """--no-tuning measures on every run and saves nothing: its note said "(once; ...)", as if it were kept."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    costs = Costs(dict(XEON.v), 0.45, 0.04, 0.04)
+    monkeypatch.setattr(tuning, "calibrate", lambda target, draft, key, *, full=False: tuning.Tuning(key, costs))
+    notes = []
+    tuning.prepare(None, None, "k1", use_saved=False, notify=notes.append)
+    assert tuning.load("k1") is None
+    assert "(--no-tuning: for this run only, not saved)" in notes[0] and "once" not in notes[0]
+    tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    assert "(once; `specchat tune` refines)" in notes[-1]
+
+
 @pytest.mark.parametrize(
     "content",
     ["[]", '"abc"', '{"version": 4, "v": {}}', '{"version": 4, "v": {"1": 0}, "step_s": 1}', "{", "null"],

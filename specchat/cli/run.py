@@ -52,7 +52,7 @@ def run(
     mode: Annotated[str, Opt("--mode", "-m", help=MODE_HELP)] = "auto",
     draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=K_HELP)] = None,
     no_spec: Annotated[bool, Opt("--no-spec", help="Same as --mode target.")] = False,
-    no_tuning: Annotated[bool, Opt("--no-tuning", help="Ignore saved tuning; measure afresh.")] = False,
+    no_tuning: Annotated[bool, Opt("--no-tuning", help="Ignore saved tuning; measure afresh (not saved).")] = False,
     p_min: Annotated[
         float, Opt("--p-min", parser=finite(0.0, 1.0), help="Draft model stops below this probability (0-1).")
     ] = 0.0,
