@@ -76,8 +76,8 @@ def logs(
 ) -> None:
     """Show logged replies, most recent last, with their prompts, models and speed.
 
-    Every `specchat run` and chat turn is logged to a SQLite file in the data directory
-    (SPECCHAT_DATA_DIR overrides it); --no-log or SPECCHAT_NO_LOG=1 turns that off.
+    Every `specchat run`, chat turn and `specchat serve` request is logged to a SQLite file in the data
+    directory (SPECCHAT_DATA_DIR overrides it); --no-log or SPECCHAT_NO_LOG=1 turns that off.
     `specchat run -c` continues the latest conversation, `specchat run --cid ID` a given one.
     """
     import json
