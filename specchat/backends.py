@@ -74,7 +74,16 @@ class _Plugins:
         for entry in entry_points(group="specchat.backends"):
             register(entry.load()())
         for module in filter(None, (m.strip() for m in os.environ.get("SPECCHAT_PLUGINS", "").split(","))):
-            importlib.import_module(module)
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:  # a misspelt name was "internal error: ... a bug in specchat"
+                from .errors import SpecchatError
+
+                raise SpecchatError(
+                    f"SPECCHAT_PLUGINS: cannot import {module!r}: {exc}",
+                    hint="SPECCHAT_PLUGINS names Python modules (comma-separated) on the import path; "
+                    "unset it to use llama.cpp alone",
+                ) from exc
 
 
 _PLUGINS = _Plugins()

@@ -206,3 +206,16 @@ def test_an_overlay_making_a_packaged_pair_draft_with_its_target_is_blamed(tmp_p
     )
     assert message.startswith(f"{tmp_path / 'models.toml'}: [pairs.qwen2.5-coder-1.5b] draft")
     assert "[models.qwen2.5-coder-1.5b-instruct-q4_k_m] here replaces the packaged entry" in message
+
+
+def test_a_plugin_module_that_cannot_be_imported_is_named(monkeypatch, tmp_path):
+    """A misspelt SPECCHAT_PLUGINS was 'internal error: ModuleNotFoundError ... a bug in specchat'."""
+    from specchat import backends
+    from specchat.errors import SpecchatError
+
+    monkeypatch.setattr(backends, "_PLUGINS", backends._Plugins())
+    monkeypatch.setenv("SPECCHAT_PLUGINS", " no_such_plugin_module")
+    with pytest.raises(SpecchatError) as caught:
+        backends.for_path(tmp_path / "model.gguf")
+    assert caught.value.message.startswith("SPECCHAT_PLUGINS: cannot import 'no_such_plugin_module'")
+    assert "SPECCHAT_PLUGINS" in caught.value.hint and caught.value.exit_code == 1
