@@ -96,7 +96,9 @@ def logs(
 EXPORT_MODE_HELP = (
     "auto: what this machine's saved tuning says pays; spec: the draft model; ngram: prompt lookup (no draft model)."
 )
-EXPORT_K_HELP = "Draft length (default: the saved tuning's best; else spec 4, ngram 8)."
+EXPORT_K_HELP = (
+    "Draft length (default: the saved tuning's best; else spec 4, ngram 8; llama-server's ngram modes size their own)."
+)
 
 
 @app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")

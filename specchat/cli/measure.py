@@ -76,7 +76,9 @@ def bench(
     temperature: Annotated[
         float, typer.Option(parser=finite(0.0, 5.0), help="0-5; 0 = greedy (lossless check on).")
     ] = 0.0,
-    seed: Annotated[int, typer.Option(help="Sampling seed (with --temperature > 0).")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Sampling seed (with --temperature > 0; negative: one drawn, recorded).")
+    ] = 0,
     n_ctx: Ctx = 4096,
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
