@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .benchsuite import read_jsonl, shown
+from .benchsuite import jsonl_lines, read_jsonl, shown
 from .errors import UsageError
 
 NONE = "none"
@@ -47,7 +47,7 @@ def load(value: str, modes: list[str]) -> Past | None:
         )
     text = read_jsonl(path, "history", SHAPE)
     texts = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if line.strip():
             texts += _messages(line, f"{shown(path)}, line {number}")
     if not texts:

@@ -126,6 +126,13 @@ def _jq(path: Path, kind: str) -> str:
     return f"jq -c '.[]' {path} > {lines}"
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL file: split at "\n" alone. str.splitlines() also splits at U+2028, U+2029 and
+    U+0085, which JSON strings may hold raw (json.dumps(ensure_ascii=False) writes them so): a prompt that
+    quoted such text was "not valid JSON". A "\r" left by CRLF is JSON whitespace."""
+    return text.split("\n")
+
+
 def load_prompts_file(path: Path) -> list[Prompt]:
     text = read_jsonl(path, "prompts", "prompt")
     prompts = _parse(text, shown(path))
@@ -139,7 +146,7 @@ def load_prompts_file(path: Path) -> list[Prompt]:
 def _parse(text: str, source: str) -> list[Prompt]:
     prompts = []
     lines: dict[str, int] = {}  # question_id -> its line: samples are paired by it, so it must be unique
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:

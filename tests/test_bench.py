@@ -669,6 +669,21 @@ def test_files_that_start_with_a_bom_are_read(tmp_path):
     assert load(str(history), ["suffix"]).texts == ["hello"]
 
 
+def test_line_separators_inside_json_strings_do_not_split_a_line(tmp_path):
+    """JSON strings may hold U+2028, U+2029 and U+0085 raw (json.dumps(ensure_ascii=False) writes them so);
+    str.splitlines() cut the line there, and a valid file was 'not valid JSON'."""
+    from specchat.benchhistory import load
+    from specchat.benchsuite import load_prompts_file
+
+    text = "one\u2028two\u2029three\x85four"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"category": "chat", "turns": [text]}, ensure_ascii=False) + "\r\n", "utf-8")
+    assert [p.turns for p in load_prompts_file(prompts)] == [(text,)]
+    history = tmp_path / "past.jsonl"
+    history.write_text(json.dumps({"turns": [text]}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load(str(history), ["suffix"]).texts == [text]
+
+
 @pytest.mark.parametrize(
     ("ids", "needle"),
     [(["a", "a"], "line 2: question_id 'a' is line 1's too"), ([None, 1], "line 2: question_id '1' is line 1's too")],
