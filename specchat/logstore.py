@@ -236,9 +236,19 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
         item = dict(row)
         item["interrupted"] = bool(item["interrupted"])
         for key in ("settings", "stats"):
-            item[key] = json.loads(item[key]) if item[key] else None
+            item[key] = _json_object(item[key])
         out.append(item)
     return out
+
+
+def _json_object(text: str | None) -> dict | None:
+    """A reply's settings or stats. One garbled (by hand, a disk error, another program) was an internal
+    error that hid every other reply: it is shown as absent, as for a reply logged without them."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 # -- writing ---------------------------------------------------------------------------------------------

@@ -225,6 +225,23 @@ def test_logs_search_filter_and_text_view(files):
         assert_one_line_error(invoke("logs", "--cid", "9", *as_json), 1, "no conversation 9 in the log")
 
 
+def test_a_reply_with_garbled_settings_or_stats_is_shown_without_them(files):
+    """A stats or settings column that is not a JSON object (a hand edit, a disk error) was an internal
+    error in `logs`, which then showed no reply at all."""
+    ok(invoke("run", *files, "first"))
+    ok(invoke("run", *files, "second"))
+    with sqlite3.connect(log_file()) as conn:
+        conn.execute("UPDATE messages SET stats = '{bad' WHERE id = 2")
+        conn.execute("UPDATE messages SET settings = '[1, 2]' WHERE id = 4")
+    rows = logged()
+    assert [(row["prompt"], row["stats"] is None, row["settings"] is None) for row in rows] == [
+        ("first", True, False),
+        ("second", False, True),
+    ]
+    text = ok(invoke("logs"))
+    assert "you › first" in text and "you › second" in text
+
+
 def test_logs_preview_clips_long_replies(files):
     ok(invoke("run", *files, "\n".join(f"line {i}" for i in range(20))))
     assert "more lines (--full)" in ok(invoke("logs")) and "line 19" not in ok(invoke("logs"))
