@@ -60,8 +60,10 @@ def machine_info() -> dict:
     }
 
 
-def collect_meta(resolved, settings: dict) -> dict:
-    """Everything needed to reproduce or compare a run: machine, versions, files (sha256), settings."""
+def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
+    """Everything needed to reproduce or compare a run: machine, versions, files (sha256), settings.
+    threads: what the run used (the pipeline's, capped to the usable CPUs; 0: their count), where
+    settings.threads is what was asked (`--threads 999` was recorded as 999 threads on a 2-CPU machine)."""
     import datetime
 
     import llama_cpp
@@ -76,7 +78,7 @@ def collect_meta(resolved, settings: dict) -> dict:
             files[role] = {"path": path_text(path), "size": path.stat().st_size, "sha256": cached_sha256(path)}
     machine = {
         **machine_info(),
-        "threads": settings.get("threads") or default_threads(),
+        "threads": threads or default_threads(),
         "gpu_offload": gpu_offload_supported(),
         "gpu_layers": settings.get("gpu_layers"),
         "draft_gpu_layers": settings.get("draft_gpu_layers"),
@@ -115,7 +117,7 @@ def run(
     from .chat import Message
     from .costmodel import measure
 
-    result = BenchResult(meta=collect_meta(pipeline.resolved, settings))
+    result = BenchResult(meta=collect_meta(pipeline.resolved, settings, pipeline.options.threads))
     benchturns.check_first_turns(pipeline, prompts)
     try:
         notify(

@@ -158,6 +158,19 @@ def test_ks_without_spec_is_named_as_not_used_and_not_recorded(fake_pair):
     assert quiet.exit_code == 0 and "--ks" not in quiet.stderr
 
 
+def test_the_machine_records_the_threads_used_not_those_asked(fake_pair, tmp_path):
+    """`--threads 999` on a machine of fewer CPUs runs on the usable ones (with a note): the report's
+    machine said 999 threads."""
+    from specchat.engine import default_threads
+
+    out = tmp_path / "bench.json"
+    result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--threads", "999", "-f", "json", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["machine"]["threads"] == default_threads() < 999
+    assert meta["settings"]["threads"] == 999  # what was asked stays in the settings
+
+
 def test_missing_prompts_file(tmp_path):
     result = runner.invoke(app, ["bench", "--prompts", str(tmp_path / "absent.jsonl")])
     assert result.exit_code == 2 and "prompts file not found" in result.stderr
