@@ -86,7 +86,7 @@ def _check_writable(path: Path, option: str) -> None:
     from .paths import is_special
 
     if str(path) == "-":  # a file named `-` was written, where `-` means stdout to most tools
-        hint = "give a file name; the report goes to stdout with -f json, md or csv and no -o"
+        hint = "give a file name; the report goes to stdout with -f md, csv, json or jsonl and no -o"
         raise UsageError(f"{option} - would write a file named -", hint=hint)
 
     folder = path.parent if str(path.parent) else Path(".")
