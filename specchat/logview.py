@@ -68,11 +68,12 @@ def _header(row: dict) -> Text:
 def _details(row: dict) -> str:
     model = row["pair"] or (row["target"] or "").rsplit("/", 1)[-1]
     parts = [model, row["label"] or ""]
-    stats = row["stats"] or {}
+    # numbers only: a stats object edited by hand ("tokens_per_s": "x") failed the whole view at the format
+    stats = {k: v for k, v in (row["stats"] or {}).items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if stats:
-        parts.append(f"{stats.get('generated_tokens', 0)} tokens, {stats.get('tokens_per_s', 0):.1f} tok/s")
+        parts.append(f"{stats.get('generated_tokens', 0):.0f} tokens, {stats.get('tokens_per_s', 0):.1f} tok/s")
         if stats.get("drafted"):
-            parts.append(f"{stats.get('acceptance_rate', 0):.0%} of {stats['drafted']} drafts accepted")
+            parts.append(f"{stats.get('acceptance_rate', 0):.0%} of {stats['drafted']:.0f} drafts accepted")
     return "  ·  ".join(part for part in parts if part)
 
 

@@ -240,6 +240,9 @@ def test_a_reply_with_garbled_settings_or_stats_is_shown_without_them(files):
     ]
     text = ok(invoke("logs"))
     assert "you › first" in text and "you › second" in text
+    with sqlite3.connect(log_file()) as conn:  # an object, but with a value of another type: a format failed on it
+        conn.execute("""UPDATE messages SET stats = '{"tokens_per_s": "x", "generated_tokens": 5}' WHERE id = 2""")
+    assert "5 tokens, 0.0 tok/s" in ok(invoke("logs"))
 
 
 def test_logs_preview_clips_long_replies(files):
