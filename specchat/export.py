@@ -249,5 +249,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             )
     if pair is not None and target is not None:  # find_files takes the files given: the pair was ignored unsaid
         notes.append(f"--pair {pair} is not used: --target names the files (and --draft FILE a draft model)")
+    if draft is not None and mode == "ngram":  # the command names no draft model: dropped unsaid, as --pair was
+        notes.append(f"--draft {draft.name} is not used: --mode ngram drafts without a draft model")
     method = "draft model" if choice.method == "draft" else (NGRAM_TYPE if to == "llama-server" else "vLLM's ngram")
     return Export(to, argv, choice, [f"speculation: {method}: {choice.why}", *notes])

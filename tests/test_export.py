@@ -89,6 +89,16 @@ def test_a_pair_beside_target_is_named_as_not_used(fake_models):
     assert "-md" not in shlex.split(result.stdout)
 
 
+@pytest.mark.parametrize("to", ["llama-server", "vllm"])
+def test_a_draft_beside_mode_ngram_is_named_as_not_used(fake_models, to):
+    """`--mode ngram --draft D` printed a draftless command and said nothing of the draft it dropped."""
+    target, draft = fake_models
+    result = run_export("--to", to, "--target", str(target), "--draft", str(draft), "--mode", "ngram")
+    assert result.exit_code == 0, result.output
+    assert f"--draft {draft.name} is not used: --mode ngram drafts without a draft model" in result.stderr
+    assert str(draft) not in result.stdout
+
+
 def test_llama_server_ngram_has_no_draft_length_to_report(fake_models):
     """ngram-mod drafts a range of lengths, not one k: the JSON says k null, and a -k given is named as unused
     (with the flags that set the range), not reported as if it had been passed."""
