@@ -22,6 +22,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
     rows, bad = [], []
     # One draft serves several pairs: its file is hashed (gigabytes) and reported once, not once per pair.
     checked_ok: dict[str, bool] = {}
+    checked_problem: dict[str, str | None] = {}  # ... and what --verify found wrong with it
     for pair in registry.pairs.values():
         for role, spec in (("target", pair.target), ("draft", pair.draft)):
             path = download.locate(spec)
@@ -38,6 +39,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             checked = (path or download.local_path(spec)) if verify else None
             if checked is not None and spec.name in checked_ok:
                 row["checksum_ok"] = checked_ok[spec.name]
+                row["problem"] = row["problem"] or checked_problem[spec.name]
             elif checked is not None and checked.is_file():
                 try:
                     download.verify(spec, checked)
@@ -48,8 +50,9 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
                     row["checksum_ok"] = True
                 except SpecchatError as exc:
                     row["checksum_ok"] = False
+                    row["problem"] = exc.message  # --json said which file failed only on stderr
                     bad.append(exc)
-                checked_ok[spec.name] = row["checksum_ok"]
+                checked_ok[spec.name], checked_problem[spec.name] = row["checksum_ok"], row["problem"]
             rows.append(row)
     return rows, bad
 

@@ -751,6 +751,8 @@ def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     assert "Traceback" not in result.output and "good.gguf" not in result.stderr
     rows = {row["role"]: row["checksum_ok"] for row in json.loads(result.stdout)["pairs"] if row["pair"] == "mine"}
     assert rows == {"target": True, "draft": False}
+    problems = {row["role"]: row["problem"] for row in json.loads(result.stdout)["pairs"] if row["pair"] == "mine"}
+    assert problems["target"] is None and "cut.gguf is not a valid GGUF file" in problems["draft"]  # was only on stderr
 
 
 def test_models_verify_checks_a_draft_shared_by_pairs_once(isolated, monkeypatch):
