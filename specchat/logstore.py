@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -146,11 +146,28 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         yield None
         return
     try:
-        with connect(path) as conn:
+        with _connect_to_read(path) as conn:
             yield conn
     except (sqlite3.Error, OSError) as exc:
         hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else LOCKED_HINT if "locked" in str(exc) else READ_HINT
         raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
+
+
+@contextmanager
+def _connect_to_read(path: Path) -> Iterator[sqlite3.Connection]:
+    """connect(), or where SQLite cannot write next to the log (a read-only folder or mount: a WAL log
+    needs its -shm file created there), the log opened immutable: reading it needs no write, and
+    `logs`, `-c` and /load failed with "attempt to write a readonly database" and a hint to move it aside."""
+    with ExitStack() as stack:
+        try:
+            conn = stack.enter_context(connect(path))
+        except sqlite3.OperationalError as exc:  # only opening: the reader's own errors are not retried
+            if "readonly" not in str(exc):
+                raise
+            conn = stack.enter_context(closing(sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)))
+            conn.row_factory = sqlite3.Row
+            _refuse_foreign(conn)
+        yield conn
 
 
 def _check_folder(path: Path) -> None:

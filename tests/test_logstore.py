@@ -168,6 +168,22 @@ def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
         assert "--no-log" not in result.stderr and "specchat logs --path" in result.stderr
 
 
+def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypatch):
+    """In a read-only folder (a read-only mount, another user's) SQLite cannot create a WAL log's -shm file,
+    so opening it for reading failed with "attempt to write a readonly database": `logs` and -c stopped,
+    hinting to move a sound log aside. Root writes anywhere, so SQLite's refusal is stood in for here."""
+    ok(invoke("run", *files, "first"))
+
+    def refuse(conn):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(logstore, "_setup", refuse)
+    assert [row["prompt"] for row in logged()] == ["first"]
+    result = invoke("run", *files, "-c", ADA)
+    assert result.exit_code == 0 and "first" in result.stdout and ADA in result.stdout, result.output
+    assert "this reply was not logged" in result.stderr
+
+
 def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(files):
     """SPECCHAT_DATA_DIR pointing at, say, simonw/llm's folder: its logs.db got specchat's tables added
     (and was switched to WAL), or a reply failed on its own `conversations` table."""
