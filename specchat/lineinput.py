@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
@@ -108,7 +109,17 @@ def _file_history(path: Path | None) -> FileHistory | None:
         path.touch(mode=0o600, exist_ok=True)  # it holds what the user typed: the owner's only
     except OSError:
         return None
-    return FileHistory(str(path))
+    return _KeptHistory(str(path))
+
+
+class _KeptHistory(FileHistory):
+    """A history file that cannot take a line (read-only: another user's, a read-only mount; a full disk)
+    keeps the line in memory: prompt_toolkit's own raised from its event loop, a traceback and "Press ENTER
+    to continue" after every message."""
+
+    def store_string(self, string: str) -> None:
+        with suppress(OSError):  # the earlier lines still come back with the up arrow; this one for this chat only
+            super().store_string(string)
 
 
 def _bindings() -> KeyBindings:

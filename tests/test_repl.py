@@ -387,6 +387,21 @@ def test_terminal_input_keeps_history_in_a_file(tmp_path):
     assert list(FileHistory(str(path)).load_history_strings()) == ["first line\nsecond line"]
 
 
+def test_a_history_file_that_cannot_be_written_costs_no_traceback(tmp_path):
+    """A history file that became unwritable (read-only, a full disk; here a folder took its place, as
+    root writes read-only files) raised from prompt_toolkit's event loop after every message."""
+    from specchat.lineinput import TerminalInput
+
+    path = tmp_path / "state" / "history"
+    path.parent.mkdir()
+    path.write_text("\n# 2026-01-01\n+earlier line\n", encoding="utf-8")
+    reader = TerminalInput(["/help"], path)
+    path.unlink()
+    path.mkdir()
+    reader.session.history.append_string("new line")
+    assert reader.session.history.get_strings()[-1] == "new line"
+
+
 def test_a_long_line_that_only_wraps_gets_no_continuation_marker(tmp_path):
     from specchat.lineinput import MORE, TerminalInput
 
