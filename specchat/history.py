@@ -99,17 +99,25 @@ class History:
         except IndexDamaged as why:
             self._rebuild(str(why))
             return
-        latest = self._log_id()
-        # A log whose ids stop below what the index has taken is a new log (the old one was moved aside, as
-        # troubleshooting.md advises for a corrupt one): its messages would never be taken, so start again.
-        replaced = 0 < latest < self.index.meta.log_id
+        latest, mark = self._log_state()
+        replaced = self._replaced(latest, mark)
         if latest <= self.index.meta.log_id and not replaced:
             return  # the usual case: nothing new, and no lock taken
         with self.index.lock.acquire(timeout=LOCK_WAIT_S):
-            self.index.refresh()  # another process may have appended since
-            if replaced and latest < self.index.meta.log_id:
+            self.index.refresh()  # another process may have appended (or started again) since
+            if replaced and self._replaced(*self._log_state()):
                 self.index.create()
             self._append_new()
+
+    def _replaced(self, latest: int, mark: str | None) -> bool:
+        """Whether the log is a new one (the old one was moved aside, as troubleshooting.md advises for a
+        corrupt one): its messages would never be taken, and the old log's would stay, so start again. Its
+        ids stopping short tell; so does another message under the index's last id, where ids alone (a new
+        log that had caught up before this update) kept the old log's text and skipped the new one's."""
+        meta = self.index.meta
+        if latest == 0 or meta.log_id == 0:  # no log, a locked one, or nothing taken yet: nothing to judge
+            return False
+        return latest < meta.log_id or (bool(meta.log_mark) and mark != meta.log_mark)
 
     def _rebuild(self, why: str) -> None:
         self.index.make_folder()
@@ -130,17 +138,25 @@ class History:
         last, texts = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
             return
-        self.index.append(message_tokens(self.tokenize, texts), last)
+        with _read_only(self.log) as conn:
+            log_mark = mark(conn, last) or ""
+        self.index.append(message_tokens(self.tokenize, texts), last, log_mark)
 
     def _log_id(self) -> int:
         """The latest message id in the log (0: no log yet)."""
+        return self._log_state()[0]
+
+    def _log_state(self) -> tuple[int, str | None]:
+        """The latest message id in the log (0: no log yet) and the mark of its message under the id the
+        index took last (None: none there)."""
         if not self.log.is_file():
-            return 0
+            return 0, None
         try:
             with _read_only(self.log) as conn:
-                return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0])
+                latest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0])
+                return latest, mark(conn, self.index.meta.log_id)
         except sqlite3.OperationalError:  # locked, or no tables yet: nothing to add this time
-            return 0
+            return 0, None
 
     def _new_messages(self, after: int) -> tuple[int, list[str]]:
         """(latest id, texts oldest first) of the messages after `after`: the newest SYNC_CHARS of text;
@@ -158,6 +174,15 @@ class History:
                 texts.append(content)
                 size += len(content)
         return last, texts[::-1]
+
+
+def mark(conn: sqlite3.Connection, message_id: int) -> str | None:
+    """A short hash of a logged message (its time and text), None where the log has none with this id:
+    which log the index was built from, where ids alone cannot tell a new log from the old one."""
+    row = conn.execute("SELECT created, content FROM messages WHERE id = ?", (message_id,)).fetchone()
+    if row is None:
+        return None
+    return hashlib.sha256(f"{row[0]}\0{row[1]}".encode(errors="replace")).hexdigest()[:16]
 
 
 def message_tokens(tokenize: Callable[[str], list[int]], texts: list[str]) -> np.ndarray:

@@ -6,7 +6,7 @@ and a small JSON file, whatever the size. SQLite would need one row per token (2
 and a query per candidate. Layout, in `<data dir>/history/<tokenizer fingerprint>/` (a model family with
 another vocabulary gets another folder, so ids never mix):
 
-    meta.json          what is committed: window [start, total), the last log message indexed, generation
+    meta.json          what is committed: window [start, total), the last log message indexed (id, mark), generation
     <gen>.tokens       int32 ring of `capacity` slots (tokenchains.SEP between messages)
     <gen>.prev         uint32 per slot: distance to the previous position with the same hash bucket
     <gen>.head         int64 per bucket: latest position + 1
@@ -59,6 +59,7 @@ class Meta:
     start: int = 0
     total: int = 0
     log_id: int = 0  # the last conversation-log message appended
+    log_mark: str = ""  # that message's history.mark(): a new log has another message under that id
     version: int = VERSION
 
     @classmethod
@@ -74,7 +75,7 @@ class Meta:
         # Of the right types and within int64 positions: anything else is damage to rebuild, not a TypeError
         # or an OverflowError that left the history unused in every run.
         typed = all(type(n) is int for n in numbers) and all(
-            isinstance(t, str) for t in (meta.fingerprint, meta.generation)
+            isinstance(t, str) for t in (meta.fingerprint, meta.generation, meta.log_mark)
         )
         if not typed or not meta.total < 1 << 62 or not meta.log_id < 1 << 63:
             raise IndexDamaged(f"inconsistent {path.name}")
@@ -165,7 +166,7 @@ class HistoryIndex:
     def _generations(self) -> list[Path]:
         return [p for p in self.folder.glob("*.*") if p.suffix[1:] in FILES] if self.folder.is_dir() else []
 
-    def append(self, tokens: np.ndarray, log_id: int) -> None:
+    def append(self, tokens: np.ndarray, log_id: int, log_mark: str = "") -> None:
         """Append tokens (the newest `capacity` of them) and commit; call with the lock held, after
         refresh(), so that the chains and the window are the latest committed ones."""
         assert self.chains is not None
@@ -176,6 +177,8 @@ class HistoryIndex:
             self.meta.start = end - self.meta.capacity
             self.meta.write(self.meta_path)
         self._write(links)
+        if log_id > self.meta.log_id:
+            self.meta.log_mark = log_mark
         self.meta.total, self.meta.log_id = end, max(self.meta.log_id, log_id)
         self.meta.write(self.meta_path)
         self._sync_window()

@@ -395,3 +395,22 @@ def test_a_new_log_is_followed(tmp_path):
     tail = Tokenizer().tokenize("there once")
     assert lookup([past.chains], tail, 8).tokens == Tokenizer().tokenize(" was a m")
     assert open_history(tmp_path, notes).index.meta.log_id == 2 and notes == []
+
+
+def test_a_new_log_that_caught_up_with_the_old_one_is_followed(tmp_path):
+    """A new log (logs.db moved aside) that had as many messages as the index had taken before the next update
+    looked like the old one: the old log's text stayed in the index and the new log's first messages were
+    never taken. The message under the index's last id tells the logs apart."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    (tmp_path / "logs.db").rename(tmp_path / "old.db")
+    log_messages(tmp_path / "logs.db", "write a limerick", "there once was a man from Peru")
+    past = open_history(tmp_path, notes)
+    tokenize = Tokenizer().tokenize
+    assert lookup([past.chains], tokenize("there once"), 8).tokens == tokenize(" was a m")
+    assert lookup([past.chains], tokenize("old pond"), 8).tokens == [] and notes == []
+    generation = past.index.meta.generation
+    log_messages(tmp_path / "logs.db", "more", "and more")  # the usual case: appended, not started again
+    past.update()
+    assert (past.index.meta.log_id, past.index.meta.generation) == (4, generation)
