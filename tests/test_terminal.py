@@ -49,6 +49,14 @@ def assert_modes_sane(stty_output: str) -> None:
     assert "echo" in modes and "icanon" in modes, "terminal left in raw or no-echo mode"
 
 
+def expect_exit(child, code: str, timeout: float = -1) -> None:  # -1: the child's own timeout
+    """The shell's `EXIT=N` line with this code, then its `stty -a`: the terminal's modes as they were."""
+    child.expect(r"EXIT=(\d+)", timeout=timeout)
+    assert child.match.group(1) == code
+    child.expect(pexpect.EOF)
+    assert_modes_sane(child.before)
+
+
 def assert_cursor_and_colours_restored(log: str) -> None:
     assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
     colour_codes = [c for c in ANSI.findall(log) if c.endswith("m")]
@@ -159,10 +167,7 @@ def test_fake_chat_on_a_dumb_terminal_is_plain_text(tmp_path):
 def leave_with_bye(child) -> None:
     """/bye leaves the chat with exit 0 and the terminal's modes as they were."""
     child.sendline("/bye")
-    child.expect(r"EXIT=(\d+)")
-    assert child.match.group(1) == "0"
-    child.expect(pexpect.EOF)
-    assert_modes_sane(child.before)
+    expect_exit(child, "0")
 
 
 def assert_ctrl_c_during_a_reply_restores_the_terminal(args: str, tmp_path, env=None) -> None:
@@ -171,10 +176,7 @@ def assert_ctrl_c_during_a_reply_restores_the_terminal(args: str, tmp_path, env=
     try:
         child.expect(r"[1-9][0-9]*\.[0-9] tok/s")  # the live footer with a rate: generation is under way
         child.sendintr()
-        child.expect(r"EXIT=(\d+)", timeout=5)
-        assert child.match.group(1) == "130"
-        child.expect(pexpect.EOF)
-        assert_modes_sane(child.before)
+        expect_exit(child, "130", timeout=5)
     finally:
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8")
@@ -207,10 +209,7 @@ def test_fake_sigterm_puts_the_terminal_back(tmp_path, where):
         time.sleep(0.3)  # prompt_toolkit in raw mode by now
         with open(f"/proc/{child.pid}/task/{child.pid}/children") as children:  # bash's child: specchat
             os.kill(int(children.read().split()[0]), signal.SIGTERM)
-        child.expect(r"EXIT=(\d+)", timeout=10)
-        assert child.match.group(1) == "143"
-        child.expect(pexpect.EOF)
-        assert_modes_sane(child.before)
+        expect_exit(child, "143", timeout=10)
     finally:
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
