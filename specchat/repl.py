@@ -373,7 +373,7 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
         stripped = text.strip()
         if not stripped:
             continue
-        if stripped.startswith("//"):  # a message that begins with a slash (a path): sent with one slash less
+        if "\n" not in stripped and stripped.startswith("//"):  # a message that begins with a slash (a path)
             text = text.replace("/", "", 1)
         elif stripped.startswith("/") and "\n" not in stripped:
             try:

@@ -297,11 +297,15 @@ def test_a_message_that_begins_with_a_slash_is_sent_with_two(live_chat, monkeypa
     from specchat import repl
 
     chat, out = live_chat
-    lines = iter(["/usr/bin/python is slow", "//usr/bin/python is slow, why?", "/bye"])
+    pasted = "// a JavaScript comment\nlet x = 1;"  # many lines are never a command: sent as they are
+    lines = iter(["/usr/bin/python is slow", "//usr/bin/python is slow, why?", pasted, "/bye"])
     monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
     assert repl.chat_loop(chat) == 0
     assert "unknown command /usr/bin/python: /help lists the commands; //usr/bin/python sends it" in out.getvalue()
-    assert [m.content for m in chat.conversation.messages if m.role == "user"] == ["/usr/bin/python is slow, why?"]
+    assert [m.content for m in chat.conversation.messages if m.role == "user"] == [
+        "/usr/bin/python is slow, why?",
+        pasted,
+    ]
 
 
 def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, monkeypatch):
