@@ -214,7 +214,7 @@ class Api:
         # A length declared over the limit is refused before any of the body is read: read first, the 413 came
         # once 1 MB had arrived, and a client that declared more but sent little waited for it until it gave up.
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:  # isdigit() alone takes "²"
             raise ApiError(413, f"the body is larger than {limit} bytes (Content-Length {declared})",
                            code="body_too_large")  # fmt: skip
         try:
