@@ -162,12 +162,19 @@ def _connect_to_read(path: Path) -> Iterator[sqlite3.Connection]:
         try:
             conn = stack.enter_context(connect(path))
         except sqlite3.OperationalError as exc:  # only opening: the reader's own errors are not retried
-            if "readonly" not in str(exc):
+            if "readonly" not in str(exc) or _has_wal(path):  # immutable would not read a -wal's messages
                 raise
             conn = stack.enter_context(closing(sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)))
             conn.row_factory = sqlite3.Row
             _refuse_foreign(conn)
         yield conn
+
+
+def _has_wal(path: Path) -> bool:
+    """Messages not yet checkpointed into the log (a writer that is running, or ended uncleanly): an immutable
+    open ignores them, so such a log is not read that way (it would show an older log without saying so)."""
+    wal = path.with_name(path.name + "-wal")
+    return wal.is_file() and wal.stat().st_size > 0
 
 
 def _check_folder(path: Path) -> None:

@@ -182,6 +182,9 @@ def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypat
     result = invoke("run", *files, "-c", ADA)
     assert result.exit_code == 0 and "first" in result.stdout and ADA in result.stdout, result.output
     assert "this reply was not logged" in result.stderr
+    wal = log_file().with_name(log_file().name + "-wal")  # messages a writer has not checkpointed yet
+    wal.write_bytes(b"x")
+    assert_one_line_error(invoke("logs"), 1, "attempt to write a readonly database")  # not an older log unsaid
 
 
 def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(files):
