@@ -7,6 +7,7 @@ import errno
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
@@ -130,6 +131,8 @@ def restore_terminal_when_killed() -> None:
     """On SIGTERM (`kill`, `timeout`) or SIGHUP, put the terminal back, then end as the signal's default
     action does (exit status 128 + N): that action alone left the chat's shell in prompt_toolkit's raw mode
     (no echo, no line editing) and a reply's cursor hidden. A signal the parent ignores (nohup) stays so."""
+    if threading.current_thread() is not threading.main_thread():  # signal.signal() works there only
+        return
     modes = _terminal_modes()
 
     def restore_and_die(signum, _frame) -> None:

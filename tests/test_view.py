@@ -228,3 +228,25 @@ def test_control_characters_in_model_text_are_shown_not_obeyed():
     out = console.file.getvalue()
     assert "\x1b[2J" not in out and "\x1b]0" not in out and "\x00" not in out and "\x9b" not in out
     assert "a␛[2J␛]0;x␇b␀c" in screen(console)
+
+
+def test_restoring_the_terminal_on_sigterm_is_armed_from_the_main_thread_only():
+    """signal.signal() raises ValueError off the main thread: `run` called from a thread was an internal error."""
+    import signal
+    import threading
+
+    from specchat.view import restore_terminal_when_killed
+
+    before = signal.getsignal(signal.SIGTERM)
+    failed = []
+    worker = threading.Thread(target=lambda: _record_failure(restore_terminal_when_killed, failed))
+    worker.start()
+    worker.join()
+    assert failed == [] and signal.getsignal(signal.SIGTERM) is before
+
+
+def _record_failure(call, failed: list) -> None:
+    try:
+        call()
+    except Exception as exc:  # the thread's exception would only be printed
+        failed.append(exc)
