@@ -2,8 +2,9 @@
 
 The rules (common/speculative.cpp): same vocabulary type, same BOS/EOS ids and add-BOS flag, vocab sizes
 within 128 tokens, and the same token text for every id from 5 up to the smaller vocabulary. llama.cpp
-also compares the add-EOS flags; here that would change nothing: the draft is fed the target's token ids,
-never a tokenization of its own, so its flags never add a token.
+also compares the add-EOS flags. Here neither flag changes what the draft sees (it is fed the target's
+token ids, never a tokenization of its own); a different BOS use is kept as llama.cpp's sign of another
+family, add-EOS (which chat models leave off) is not compared.
 Losslessness never depends on them (the target checks every token), but a draft that speaks another
 vocabulary is pure cost, and a draft id beyond the target's vocabulary would be invalid input.
 """
