@@ -62,7 +62,8 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
     # A template may look at contents: reasoning models' templates cut the reasoning off earlier replies,
     # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.
     every_sentinel = None  # all contents hidden, each sentinel found: what to use when neither gives `expected`
-    for hidden in (lambda m: True, lambda m: m.role != "assistant"):
+    replies = any(m.role == "assistant" for m in messages)  # without any, the second try is the first again
+    for hidden in (lambda m: True, lambda m: m.role != "assistant")[: 2 if replies else 1]:
         if any(_SENTINEL_RE.search(m.content) for m in messages if not hidden(m)):
             continue  # a reply that spells a sentinel would be taken for one
         shown = [
