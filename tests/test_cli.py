@@ -381,6 +381,10 @@ def test_live_format_into_a_pipe_shows_no_ghost_text(files):
     result = invoke("run", *files, "--mode", "spec", "--format", "live", "Hi there.")
     assert result.exit_code == 0, result.output
     assert reply_to("Hi there.") in result.stdout and "legend:" in result.stdout
+    rounds = [
+        json.loads(line) for line in invoke("run", *files, "--mode", "spec", "--jsonl", "Hi there.").stdout.splitlines()
+    ]
+    assert any(event.get("rejected") for event in rounds if event["type"] == "round")  # there was ghost text to hide
 
 
 @pytest.mark.parametrize(
