@@ -67,15 +67,6 @@ def _more(reader, lines: list[str]) -> str:
         raise
 
 
-def replace_bad_bytes(text: str) -> str:
-    """The text with U+FFFD for bytes that are not UTF-8. prompt_toolkit passes them on as lone surrogates
-    (as Python does argv), which the tokenizer and SQLite refuse."""
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:  # a surrogate that no byte stands for
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-
-
 class TerminalInput:
     """prompt_toolkit's line editor with the chat's keys, completion and a history file."""
 

@@ -176,10 +176,19 @@ def read_json_object(path: Path, valid: Callable[[Any], bool]) -> dict[str, Any]
     return data
 
 
+def replace_bad_bytes(text: str) -> str:
+    """The text with U+FFFD for bytes that are not UTF-8. prompt_toolkit passes them on as lone surrogates
+    (as Python does argv), which the tokenizer and SQLite refuse."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that no byte stands for
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def path_text(path: Path) -> str:
     """A path as text that encodes as UTF-8 (JSON, the log, HTTP): str() keeps the bytes of a file name that
     is not UTF-8 (a Latin-1 archive) as surrogates, which no encoder takes; here they are U+FFFD."""
-    return os.fsencode(path).decode("utf-8", errors="replace")
+    return replace_bad_bytes(str(path))
 
 
 def require_model_files(**given: Path | None) -> None:

@@ -16,10 +16,10 @@ from rich.text import Text
 from . import modes
 from .chat import Message, decimal_number, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
-from .lineinput import UnfinishedMessage, make_reader, read_message, replace_bad_bytes
+from .lineinput import UnfinishedMessage, make_reader, read_message
 from .logstore import Recorder
 from .outputs import LiveOutput, Output, Request, TextOutput, reply
-from .paths import expand_home
+from .paths import expand_home, replace_bad_bytes
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats

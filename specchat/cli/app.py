@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from .. import __version__
 from ..ctxsize import MAX_AUTO
 from ..errors import SpecchatError, UsageError
-from ..paths import env_flag
+from ..paths import env_flag, replace_bad_bytes
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
 
 DEBUG_USAGE = "`specchat --debug COMMAND ...`"  # a root option: `specchat run ... --debug` is no option of run's
@@ -118,10 +118,7 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
     tokenizer and SQLite refuse) are replaced, with a warning, as for piped stdin."""
     if value is None:
         return None
-    try:
-        fixed = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:  # a surrogate that no byte stands for (Windows argv, by chance)
-        fixed = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    fixed = replace_bad_bytes(value)
     if fixed != value:
         name = param.opts[0] if param.param_type_name == "option" else "the prompt"
         stderr_console().print(f"warning: {name} is not valid UTF-8; bad bytes were replaced", style="yellow")
