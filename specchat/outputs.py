@@ -7,7 +7,6 @@ reports; none counts rounds or tokens itself. A new format is one class here plu
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import sys
@@ -117,8 +116,10 @@ class JsonlOutput(JsonOutput):
     kind = "summary"
 
     def __init__(self, pipeline: Pipeline, request: Request) -> None:
+        from .engine import TextStream  # here: importing engine loads llama.cpp
+
         super().__init__(pipeline, request)
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stream = TextStream(pipeline.target)
 
     def update(self, update: Update) -> None:
         event = update.round
@@ -147,7 +148,7 @@ class JsonlOutput(JsonOutput):
         the texts join to the reply; decoded one by one, each part was a U+FFFD."""
         if not in_text:  # after the end of generation
             return self._token(token)
-        return {"id": token, "text": self._decoder.decode(self.pipeline.target.piece(token))}
+        return {"id": token, "text": self._stream.push(token)}
 
 
 class LiveOutput(Output):
