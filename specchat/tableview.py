@@ -21,8 +21,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
     registry = load_registry()
     rows, bad = [], []
     # One draft serves several pairs: its file is hashed (gigabytes) and reported once, not once per pair.
-    checked_ok: dict[str, bool] = {}
-    checked_problem: dict[str, str | None] = {}  # ... and what --verify found wrong with it
+    checked: dict[str, tuple[bool, str | None]] = {}  # name -> (checksum_ok, what --verify found wrong)
     for pair in registry.pairs.values():
         for role, spec in (("target", pair.target), ("draft", pair.draft)):
             path = download.locate(spec)
@@ -36,23 +35,23 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once
                 bad.append(blocked)
             # A file of the wrong size under the model's name is not present, and --verify says why.
-            checked = (path or download.local_path(spec)) if verify else None
-            if checked is not None and spec.name in checked_ok:
-                row["checksum_ok"] = checked_ok[spec.name]
-                row["problem"] = row["problem"] or checked_problem[spec.name]
-            elif checked is not None and checked.is_file():
+            to_check = (path or download.local_path(spec)) if verify else None
+            if to_check is not None and spec.name in checked:
+                row["checksum_ok"], problem = checked[spec.name]
+                row["problem"] = row["problem"] or problem
+            elif to_check is not None and to_check.is_file():
                 try:
-                    download.verify(spec, checked)
+                    download.verify(spec, to_check)
                     if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
                         from .gguf import check
 
-                        check(checked)
+                        check(to_check)
                     row["checksum_ok"] = True
                 except SpecchatError as exc:
                     row["checksum_ok"] = False
                     row["problem"] = exc.message  # --json said which file failed only on stderr
                     bad.append(exc)
-                checked_ok[spec.name], checked_problem[spec.name] = row["checksum_ok"], row["problem"]
+                checked[spec.name] = row["checksum_ok"], row["problem"]
             rows.append(row)
     return rows, bad
 
