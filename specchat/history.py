@@ -135,11 +135,9 @@ class History:
                 self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
 
     def _append_new(self) -> None:
-        last, texts = self._new_messages(self.index.meta.log_id)
+        last, texts, log_mark = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
             return
-        with _read_only(self.log) as conn:
-            log_mark = mark(conn, last) or ""
         self.index.append(message_tokens(self.tokenize, texts), last, log_mark)
 
     def _log_id(self) -> int:
@@ -158,9 +156,10 @@ class History:
         except sqlite3.OperationalError:  # locked, or no tables yet: nothing to add this time
             return 0, None
 
-    def _new_messages(self, after: int) -> tuple[int, list[str]]:
-        """(latest id, texts oldest first) of the messages after `after`: the newest SYNC_CHARS of text;
-        older ones are skipped for good (a first update of a long log must not take minutes)."""
+    def _new_messages(self, after: int) -> tuple[int, list[str], str]:
+        """(latest id, texts oldest first, the latest's mark) of the messages after `after`: the newest
+        SYNC_CHARS of text; older ones are skipped for good (a first update of a long log must not take
+        minutes)."""
         texts, size, last = [], 0, after
         with _read_only(self.log) as conn:
             rows = conn.execute(
@@ -173,7 +172,8 @@ class History:
                     break
                 texts.append(content)
                 size += len(content)
-        return last, texts[::-1]
+            log_mark = mark(conn, last) or ""
+        return last, texts[::-1], log_mark
 
 
 def mark(conn: sqlite3.Connection, message_id: int) -> str | None:
