@@ -105,6 +105,37 @@ def test_run_help_names_the_default_context_cap():
     assert f"at most {MAX_AUTO}" in result.stdout
 
 
+def _option_helps(name: str) -> dict[str, str]:
+    """Each command's help for the option `name` (by its long name), as --help prints it."""
+    import click
+    import typer
+
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    helps = {}
+    for command in group.list_commands(ctx):
+        for param in group.get_command(ctx, command).params:
+            if name in param.opts:
+                helps[command] = param.help
+    return helps
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("--ctx", "in tokens"),  # run's said "Context size", the others' "in tokens"
+        ("--max-tokens", "tokens"),  # run's said "Longest reply"
+        ("--gpu-layers", "0 = none"),  # only -1 was explained; 0 (the CPU alone) is the other value people need
+        ("--draft-gpu-layers", "0 = none"),
+        ("--seed", "negative"),  # bench's said a negative seed draws one; run's, which does the same, did not
+    ],
+)
+def test_every_commands_help_says_the_unit_and_special_values_of_an_option(option, says):
+    helps = _option_helps(option)
+    assert helps
+    assert all(says in text.lower() for text in helps.values()), helps
+
+
 def test_bench_help_names_the_categories_a_suite_may_be():
     """--suite takes a category too; the help said "or one category" without naming one."""
     from specchat.benchsuite import CATEGORIES

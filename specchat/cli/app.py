@@ -165,15 +165,16 @@ def finite(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
-GpuLayers = Annotated[
-    int, Opt("--gpu-layers", callback=layer_count, help="Target layers on the GPU (-1 = all, when it can).")
-]
-DraftGpuLayers = Annotated[
-    int, Opt("--draft-gpu-layers", callback=layer_count, help="Draft layers on the GPU (-1 = all).")
-]
+GPU_LAYERS_HELP = "Target layers on the GPU (-1 = all, when it can; 0 = none: CPU only)."
+GpuLayers = Annotated[int, Opt("--gpu-layers", callback=layer_count, help=GPU_LAYERS_HELP)]
+DRAFT_GPU_LAYERS_HELP = "Draft layers on the GPU (-1 = all; 0 = none: CPU only)."
+DraftGpuLayers = Annotated[int, Opt("--draft-gpu-layers", callback=layer_count, help=DRAFT_GPU_LAYERS_HELP)]
 MaxTokens = Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Tokens per generation.")]
-ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help="Longest reply (0 = to its end or the context's).")]
-RUN_CTX_HELP = f"Context size (0 = the model's trained one, at most {MAX_AUTO}, as memory allows)."
+REPLY_TOKENS_HELP = "Longest reply in tokens (0 = to its end or the context's)."
+ReplyTokens = Annotated[int, Opt("--max-tokens", "-n", min=0, help=REPLY_TOKENS_HELP)]
+RUN_CTX_HELP = (
+    f"Context size in tokens, both models (0 = the model's trained one, at most {MAX_AUTO}, as memory allows)."
+)
 RunCtx = Annotated[int, Opt("--ctx", min=0, help=RUN_CTX_HELP)]
 MODE_HELP = (
     "auto: choose per round from measured costs (target alone when drafting cannot pay); "

@@ -64,7 +64,9 @@ def run(
     min_p: Annotated[
         float, Opt(parser=finite(0.0, 1.0), help="Drop tokens below min_p x the top probability (0-1).")
     ] = 0.05,
-    seed: Annotated[int | None, Opt(help="Sampling seed (default: one drawn per sampled reply, in --json).")] = None,
+    seed: Annotated[
+        int | None, Opt(help="Sampling seed (none or negative: one drawn per sampled reply, in --json).")
+    ] = None,
     max_tokens: ReplyTokens = 0,
     system: Annotated[str | None, Opt(help="System prompt.", callback=utf8_text)] = None,
     no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
