@@ -54,6 +54,19 @@ def test_llama_server_draft_model_from_tuning(fake_models, seed_tuning):
     assert shlex.split(made["command"]) == argv
 
 
+def test_json_help_names_every_key_of_the_object(fake_models, seed_tuning):
+    """--help listed command, argv, speculation and notes, not `to`, which the object starts with
+    (docs/serve.md had all five)."""
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    made = json.loads(run_export("--to", "vllm", "--target", str(target), "--draft", str(draft), "--json").stdout)
+    shown = runner.invoke(app, ["export", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
+    help_text = " ".join(shown.stdout.split())
+    listed = re.search(r"--json\W+One object: ([\w, ]+)\.", help_text)
+    assert listed is not None, help_text
+    assert listed.group(1).split(", ") == list(made)
+
+
 def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
     target, draft = fake_models
     seed_tuning(target, draft, CPU_COSTS, threads=1)  # tuning is per thread count, as for run

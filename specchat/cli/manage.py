@@ -113,7 +113,7 @@ def export(
     threads: Annotated[int, Opt("--threads", min=0, help="The server's -t (0 = all usable cores, more capped).")] = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
-    as_json: Annotated[bool, Opt("--json", help="One object: command, argv, speculation, notes.")] = False,
+    as_json: Annotated[bool, Opt("--json", help="One object: to, command, argv, speculation, notes.")] = False,
 ) -> None:
     """Print the command that serves this pair in llama.cpp's llama-server or in vLLM.
 
