@@ -388,7 +388,10 @@ def _as_api_errors(field: str) -> Iterator[None]:
     try:
         yield
     except ContextFullError as exc:
-        raise ApiError(400, exc.message, code="context_length_exceeded", param=field) from None
+        # The way out, as the API's own error says "Please reduce the length of the messages": the library's hint
+        # ("raise --ctx") is the command line's, and the client may not know it started a server.
+        hint = f"shorten the {field}, or start `specchat serve` with a larger --ctx"
+        raise ApiError(400, f"{exc.message}; {hint}", code="context_length_exceeded", param=field) from None
     except MessagesRefused as exc:  # the client's messages, not a server fault (a 500 the client would retry)
         raise ApiError(400, exc.message, code="invalid_message", param=field) from None
     except SpecchatError as exc:

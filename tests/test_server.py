@@ -671,8 +671,16 @@ def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, strea
     (before, that was a 200 whose only event was the error), and the server answers the next request."""
     with pytest.raises(openai.BadRequestError) as refused:
         ask(server.client(), "x" * 200_000, stream=stream)
-    assert refused.value.code == "context_length_exceeded"
-    assert "no room is left for a reply" in refused.value.message
+    error = refused.value.body
+    assert (error["code"], error["type"], error["param"]) == (
+        "context_length_exceeded",
+        "invalid_request_error",
+        "messages",
+    )
+    # the way out, which the message lacked: the client cannot know the server's flags
+    assert refused.value.message.endswith(
+        "no room is left for a reply; shorten the messages, or start `specchat serve` with a larger --ctx"
+    )
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
@@ -686,7 +694,7 @@ def test_a_prompt_that_fills_the_context_exactly_is_refused_in_words_that_say_wh
             client.completions.create(model="target.fake.gguf", prompt="x" * 256, max_tokens=1)
         assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
         message = refused.value.message
-        assert "has 256 tokens and the context holds 256: no room is left for a reply" in message, message
+        assert "has 256 tokens and the context holds 256: no room is left for a reply; shorten the prompt," in message
         assert "but" not in message
         assert client.completions.create(model="target.fake.gguf", prompt="x" * 255, max_tokens=1).choices[0].text
     finally:
