@@ -177,7 +177,7 @@ def _unsupported(data: dict) -> None:
     so do tools listed with tool_choice "none" (agent frameworks list them on every request; "none" asks
     for plain text)."""
     plain_text = data.get("tool_choice") == "none" or data.get("function_call") == "none"
-    logprobs, best_of = data.get("logprobs"), data.get("best_of")
+    logprobs, best_of = data.get("logprobs"), data.get("best_of")  # each of its type (_check_types)
     refusals = (
         (bool(data.get("tools")) and not plain_text, "'tools': tool calling is not supported"),
         (bool(data.get("functions")) and not plain_text, "'functions': function calling is not supported"),
@@ -190,7 +190,7 @@ def _unsupported(data: dict) -> None:
         # chat's logprobs is true/false; a completion's is a count, and 0 still asks for the chosen token's
         (not (logprobs is None or logprobs is False) or bool(data.get("top_logprobs")), "'logprobs' are not supported"),
         (bool(data.get("echo")), "'echo' is not supported"),
-        (best_of is True or best_of not in (None, 1), "'best_of' must be 1: one choice per request is served"),
+        (best_of not in (None, 1), "'best_of' must be 1: one choice per request is served"),
         (bool(data.get("suffix")), "'suffix' (insertion) is not supported"),
         # a client that bans or boosts tokens, or penalises repeats, would get the unchanged distribution
         (bool(data.get("logit_bias")), "'logit_bias' is not supported"),
@@ -217,37 +217,43 @@ def _plain_format(response_format) -> bool:
     )
 
 
-# Fields read only for their truth (echo) or accepted and ignored (docs/serve.md), with the JSON type the API
-# gives each: a wrong one is the client's mistake, refused as the API refuses it ("echo": "false" was truthy,
-# and refused as asking for echo; "user": 123 passed).
+TRUTH, INTEGER, NUMBER = ((bool,), "true or false"), ((int,), "an integer"), ((int, float), "a number")
+TEXT, OBJECT, LIST = ((str,), "a string"), ((dict,), "an object"), ((list,), "a list")
+
+# Every field whose value is judged (refused as unsupported, read for its truth) or accepted and ignored
+# (docs/serve.md), with the JSON type the API gives it: a wrong one is the client's mistake, a 400 naming the
+# field and the type, before any other judgement ("echo": "false" was truthy and refused as asking for echo,
+# "logprobs": "true" or "suffix": 5 as "not supported", "n": "1" as "must be 1"; "user": 123 passed).
 TYPED = {
-    **dict.fromkeys(("echo", "store", "parallel_tool_calls"), (bool, "true or false")),
-    **dict.fromkeys(
-        ("user", "safety_identifier", "prompt_cache_key", "service_tier", "reasoning_effort", "verbosity"),
-        (str, "a string"),
-    ),
-    **dict.fromkeys(("metadata", "web_search_options"), (dict, "an object")),
+    **dict.fromkeys(("stream", "echo", "store", "parallel_tool_calls"), TRUTH),
+    **dict.fromkeys(("n", "seed", "best_of", "top_logprobs"), INTEGER),
+    **dict.fromkeys(("frequency_penalty", "presence_penalty"), NUMBER),
+    **dict.fromkeys(("model", "suffix", "user", "safety_identifier", "prompt_cache_key"), TEXT),
+    **dict.fromkeys(("service_tier", "reasoning_effort", "verbosity"), TEXT),
+    **dict.fromkeys(("metadata", "web_search_options", "response_format", "logit_bias", "audio"), OBJECT),
+    **dict.fromkeys(("tools", "functions", "modalities"), LIST),
+    **dict.fromkeys(("tool_choice", "function_call"), ((str, dict), "a string or an object")),
 }
+LOGPROBS = {True: TRUTH, False: INTEGER}  # chat's logprobs is true/false, a completion's a count
 
 
-def _check_types(data: dict) -> None:
-    for name, (kind, words) in TYPED.items():
-        if data.get(name) is not None and not isinstance(data[name], kind):  # null: not given, as elsewhere
+def _check_types(data: dict, chat: bool) -> None:
+    for name, (kinds, words) in (TYPED | {"logprobs": LOGPROBS[chat]}).items():
+        value = data.get(name)  # null: not given, as elsewhere
+        # JSON's true is not 1: Python's bool is an int, so it is taken only where true or false is asked for
+        if value is not None and (isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds)):
             raise ApiError(400, f"'{name}' must be {words}", code=f"invalid_{name}", param=name)
 
 
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
-    _check_types(data)  # first: a truthy "false" must not read as asking for what _unsupported refuses
-    _unsupported(data)
-    model = data.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ApiError(400, "'model' must be a string", code="invalid_model", param="model")
-    model = model or None  # "" is not given (a client with no model set may send it): the served model, as llama-server
+    # Types first, and every field's own check before _unsupported's judgement: a truthy "false" must not read
+    # as asking for what is refused, and a field of the wrong type is named as such whatever else was sent.
+    _check_types(data, chat=messages is not None)
+    # "" is not given (a client with no model set may send it): the served model, as llama-server
+    model = data.get("model") or None
     temperature = _number(data, "temperature", 1.0, 0.0, 2.0)  # the API's documented default
     top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
-    seed = data.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ApiError(400, "'seed' must be an integer", code="invalid_seed", param="seed")
+    seed = data.get("seed")  # an integer or null (TYPED)
     # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
     # A null one is not given (clients that serialise every field send it beside max_tokens).
     name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
@@ -262,7 +268,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
         )
     stops = [s for s in stops if s]  # "" would be found at once, before any text: not given (only "": no stop)
     choices = data.get("n")
-    if choices is not None and (isinstance(choices, bool) or choices != 1):  # never fewer choices than asked
+    if choices is not None and choices != 1:  # never fewer choices than asked (an integer: TYPED)
         raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n", param="n")
     # top_k and min_p are not in the OpenAI API but llama-server and vLLM read them (the client's extra_body):
     # honoured, not ignored; run's defaults (40, 0.05) without them. 0 (llama-server) or -1 (vLLM): off.
@@ -273,9 +279,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     params = SamplingParams(
         temperature=temperature, top_k=40 if top_k is None else max(top_k, 0), top_p=top_p, min_p=min_p, seed=seed
     ).seeded()  # without one (or a negative one): one drawn, which the log records
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool | None):  # "false" is a string, and truthy
-        raise ApiError(400, "'stream' must be true or false", code="invalid_stream", param="stream")
+    stream = data.get("stream") or False  # true, false or null (TYPED: "false" is a string, and truthy)
     options = data.get("stream_options")
     if options is not None and (not stream or not isinstance(options, dict)):
         raise ApiError(
@@ -293,6 +297,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
             param="stream_options.include_usage",
         )
     prediction = _prediction(data.get("prediction"))
+    _unsupported(data)
     return ApiRequest(
         model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
     )

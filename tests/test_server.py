@@ -636,6 +636,10 @@ def test_a_history_with_tool_calls_or_results_is_refused_as_tools_are(server):
         ("/v1/chat/completions", {"user": 123}, "'user' must be a string"),  # was answered
         ("/v1/chat/completions", {"metadata": "x"}, "'metadata' must be an object"),  # was answered
         ("/v1/chat/completions", {"store": "no"}, "'store' must be true or false"),
+        ("/v1/chat/completions", {"logprobs": "true"}, "'logprobs' must be true or false"),  # was "not supported"
+        ("/v1/completions", {"suffix": 5}, "'suffix' must be a string"),  # was "not supported"
+        ("/v1/chat/completions", {"n": "1"}, "'n' must be an integer"),  # was "'n' must be 1"
+        ("/v1/completions", {"frequency_penalty": False}, "'frequency_penalty' must be a number"),  # was answered
     ],
 )
 def test_a_field_of_the_wrong_type_is_a_400_naming_it(server, path, extra, said):
@@ -647,9 +651,53 @@ def test_a_field_of_the_wrong_type_is_a_400_naming_it(server, path, extra, said)
     assert response.status_code == 400 and response.json()["error"] == {
         "message": said, "type": "invalid_request_error", "param": name, "code": f"invalid_{name}"
     }  # fmt: skip
-    right = {"echo": False, "user": "u1", "metadata": {"k": "v"}, "store": False}[name]
+    right = {"echo": False, "user": "u1", "metadata": {"k": "v"}, "store": False, "logprobs": False, "suffix": "",
+             "n": 1, "frequency_penalty": 0}[name]  # fmt: skip
     answered = httpx.post(f"{server.url}{path}", json=body | {name: right, "max_tokens": 4}, timeout=60)
     assert answered.status_code == 200, answered.text
+
+
+def test_every_field_of_the_wrong_type_is_named_with_its_type_before_any_other_judgement():
+    """A field judged as unsupported was judged on its truth whatever its type: "logprobs": "true", "suffix": 5 or
+    "top_logprobs": "2" were "not supported", "n": "1" "must be 1", and "frequency_penalty": false (JSON's false is
+    not 0) was answered. Each is now a type error naming the field and its type, also beside a field refused as
+    unsupported; JSON's true is no integer, and a chat's logprobs is true/false where a completion's is a count."""
+    from specchat.openai_api import ApiError, parse_chat, parse_completion
+
+    chat, text = {"messages": [{"role": "user", "content": "a"}]}, {"prompt": "a"}
+    wrong = {"an integer": [True, "1", 1.5], "a number": [False, "0"], "true or false": [1, "yes"], "a string": [5],
+             "a list": ["x", {}], "an object": ["x", [1]], "a string or an object": [5, True]}  # fmt: skip
+    for body, parse, name, words in (
+        (chat, parse_chat, "logprobs", "true or false"),
+        (text, parse_completion, "logprobs", "an integer"),
+        (chat, parse_chat, "top_logprobs", "an integer"),
+        (text, parse_completion, "best_of", "an integer"),
+        (text, parse_completion, "suffix", "a string"),
+        (chat, parse_chat, "n", "an integer"),
+        (chat, parse_chat, "seed", "an integer"),
+        (chat, parse_chat, "presence_penalty", "a number"),
+        (chat, parse_chat, "tools", "a list"),
+        (chat, parse_chat, "tool_choice", "a string or an object"),
+        (chat, parse_chat, "response_format", "an object"),
+        (chat, parse_chat, "logit_bias", "an object"),
+        (chat, parse_chat, "modalities", "a list"),
+        (chat, parse_chat, "stream", "true or false"),
+        (chat, parse_chat, "model", "a string"),
+    ):
+        for value in wrong[words]:
+            for unsupported in ({}, {"tools": [{"type": "function"}]}):  # the type is named first
+                with pytest.raises(ApiError) as refused:
+                    parse(body | unsupported | {name: value}, 2048)
+                error = refused.value.body()["error"]
+                assert (error["code"], error["param"]) == (f"invalid_{name}", name), (name, value, error)
+                assert error["message"] == f"'{name}' must be {words}", (name, value, error)
+    with pytest.raises(ApiError) as refused:  # the limit's own check, before the tools' judgement too
+        parse_chat(chat | {"tools": [{"type": "function"}], "max_tokens": True}, 2048)
+    assert refused.value.param == "max_tokens"
+    right = {"logprobs": False, "top_logprobs": 0, "n": 1, "seed": 3, "presence_penalty": 0.0, "tools": [],
+             "tool_choice": "auto", "response_format": {"type": "text"}, "logit_bias": {}}  # fmt: skip
+    assert parse_chat(chat | right, 2048).params.seed == 3
+    assert parse_completion(text | {"logprobs": None, "best_of": 1, "suffix": "", "echo": False}, 2048).prompt == "a"
 
 
 @pytest.mark.parametrize(
