@@ -130,6 +130,8 @@ def _message(item, index: int) -> Message:
     for name in ("tool_calls", "function_call"):  # the template gets role and content: they would be dropped
         if item.get(name):  # null or [] (clients that send every field) is none
             raise _no_tools(index, name)
+    if item.get("name") is not None and not isinstance(item["name"], str):  # ignored, but typed as TYPED's are
+        raise refused("name", ".name must be a string")
     return Message(ROLES[item["role"]], _text(item.get("content"), lambda message: refused("content", message)))
 
 

@@ -700,6 +700,19 @@ def test_every_field_of_the_wrong_type_is_named_with_its_type_before_any_other_j
     assert parse_completion(text | {"logprobs": None, "best_of": 1, "suffix": "", "echo": False}, 2048).prompt == "a"
 
 
+def test_a_message_name_of_the_wrong_type_is_a_400_naming_it():
+    """A message's name is accepted and ignored, but checked for its type as docs/serve.md says of such fields:
+    "name": 5 was answered."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    with pytest.raises(ApiError) as refused:
+        parse_chat({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b", "name": 5}]}, 2048)
+    assert (refused.value.code, refused.value.param) == ("invalid_message", "messages[1].name")
+    assert refused.value.message == "messages[1].name must be a string"
+    for name in ("bob", None):
+        assert parse_chat({"messages": [{"role": "user", "content": "a", "name": name}]}, 2048).messages
+
+
 @pytest.mark.parametrize(
     "extra", [{"logit_bias": {"16": -100}}, {"frequency_penalty": 1.5}, {"presence_penalty": -0.5}]
 )
