@@ -241,10 +241,19 @@ LOGPROBS = {True: TRUTH, False: INTEGER}  # chat's logprobs is true/false, a com
 
 def _check_types(data: dict, chat: bool) -> None:
     for name, (kinds, words) in (TYPED | {"logprobs": LOGPROBS[chat]}).items():
-        value = data.get(name)  # null: not given, as elsewhere
+        value = data.get(name)
+        if _not_given(name, value, kinds):
+            continue
         # JSON's true is not 1: Python's bool is an int, so it is taken only where true or false is asked for
-        if value is not None and (isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds)):
+        if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
             raise ApiError(400, f"'{name}' must be {words}", code=f"invalid_{name}", param=name)
+
+
+def _not_given(name: str, value, kinds: tuple) -> bool:
+    """null, as elsewhere; [] where an object is asked for (PHP's json_encode writes an empty map so, and
+    "response_format": [] or "logit_bias": [] were answered before types were checked); a completion's
+    "logprobs": false (a client that sends a chat's false for none, answered before too)."""
+    return value is None or (value == [] and dict in kinds) or (name == "logprobs" and value is False)
 
 
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:

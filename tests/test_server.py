@@ -698,6 +698,10 @@ def test_every_field_of_the_wrong_type_is_named_with_its_type_before_any_other_j
              "tool_choice": "auto", "response_format": {"type": "text"}, "logit_bias": {}}  # fmt: skip
     assert parse_chat(chat | right, 2048).params.seed == 3
     assert parse_completion(text | {"logprobs": None, "best_of": 1, "suffix": "", "echo": False}, 2048).prompt == "a"
+    # not given, as they were answered before types were checked: PHP's empty map, a chat's false for a count
+    empty = {"response_format": [], "logit_bias": [], "metadata": []}
+    assert parse_chat(chat | empty, 2048).max_tokens == 2048
+    assert parse_completion(text | empty | {"logprobs": False}, 2048).prompt == "a"
 
 
 def test_a_message_name_of_the_wrong_type_is_a_400_naming_it():
