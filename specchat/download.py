@@ -95,14 +95,27 @@ def sha256_of(path: Path, advance: Advance | None = None) -> str:
     return digest.hexdigest()
 
 
+def _size_error(model: ModelSpec, path: Path) -> ModelFileError | None:
+    size = path.stat().st_size
+    if model.size is None or size == model.size:
+        return None
+    return ModelFileError(
+        f"{path} has {size:,} bytes, expected {model.size:,}",
+        hint=f"delete it and run `specchat pull` again (model {model.name})",
+    )
+
+
+def misfit(model: ModelSpec) -> ModelFileError | None:
+    """A file of the wrong size under the model's name in the models directory (a truncated copy, an
+    interrupted download): locate() passes it over, so it must not be reported as no file at all."""
+    path = local_path(model)
+    return _size_error(model, path) if path.is_file() else None
+
+
 def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None:
     """Raise ModelFileError naming the file when its size or sha256 differs from the registry."""
-    size = path.stat().st_size
-    if model.size is not None and size != model.size:
-        raise ModelFileError(
-            f"{path} has {size:,} bytes, expected {model.size:,}",
-            hint=f"delete it and run `specchat pull` again (model {model.name})",
-        )
+    if (wrong := _size_error(model, path)) is not None:
+        raise wrong
     if model.sha256 is not None:
         try:
             actual = sha256_of(path, advance)
@@ -142,6 +155,14 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
         return PullResult(model, found, "present")
     if (blocked := directory_in_place(model)) is not None:
         raise blocked
+    stale = misfit(model)
+    if hub_offline() and stale is not None:
+        raise DownloadError(
+            f"{stale.message} (incomplete, or another file), and HF_HUB_OFFLINE is set",
+            hint="unset HF_HUB_OFFLINE and run `specchat pull` to download it again, or put a complete copy there",
+        )
+    if stale is not None:  # the mirror replaces it; a Hub download goes to the Hub cache, which is used instead
+        notify(f"{stale.message} (incomplete, or another file): downloading it again")
     if hub_offline():
         raise DownloadError(
             f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",

@@ -30,7 +30,11 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
             row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
             row["checksum_ok"] = None  # not checked (no --verify, or no file): every row has the same keys
-            blocked = download.directory_in_place(spec) if path is None else None
+            # A directory, or a file of the wrong size, under the file's name: "no" alone hid why (--verify
+            # checks that file itself and reports the wrong size as its error).
+            blocked = None
+            if path is None:
+                blocked = download.directory_in_place(spec) or (None if verify else download.misfit(spec))
             row["problem"] = blocked.message if blocked is not None else None  # --json says what the warning says
             if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once
                 bad.append(blocked)
@@ -70,7 +74,7 @@ def print_models(*, as_json: bool, verify: bool) -> None:
         out = stdout_console(what="the list")
         out.print(models_table(rows))
         out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", markup=False, highlight=False)
-    if bad and not verify:  # only a directory in a file's place (no file was checked): a warning, exit 0
+    if bad and not verify:  # a directory or a wrong-sized file in a file's place (none hashed): a warning, exit 0
         for exc in bad:
             stderr_console().print(f"warning: {exc.message}: {exc.hint}", style="yellow", markup=False)
         return

@@ -765,6 +765,33 @@ def test_models_names_a_directory_in_a_files_place(isolated):
     assert needle in problems[("pa", "draft")] and needle in problems[("pb", "draft")]
 
 
+def test_a_truncated_model_file_is_named_not_called_missing(isolated, monkeypatch):
+    """A file cut short under a model's name: pull and run's auto-pull said it "is not on this machine", and
+    `models` showed "no" with no reason. Each now names the file and its size, and says what to do."""
+    models = isolated / "models"
+    models.mkdir()
+    (models / "cut.gguf").write_bytes(b"GGUF" * 10)
+    (models / "whole.gguf").write_bytes(b"GGUF" * 25)
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.cut]\nrepo = "nobody/cut"\nfile = "cut.gguf"\nsize = 100\n'
+        '[models.whole]\nrepo = "nobody/whole"\nfile = "whole.gguf"\nsize = 100\n'
+        '[pairs.mine]\ntarget = "cut"\ndraft = "whole"\n'
+    )
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    needle = "cut.gguf has 40 bytes, expected 100"
+    for args in (["pull", "mine"], ["run", "--pair", "mine", "hi"]):
+        result = invoke(*args)
+        assert_one_line_error(result, 1, needle)
+        assert "not on this machine" not in result.output and "download it again" in result.stderr
+    listed = invoke("models")
+    assert listed.exit_code == 0 and needle in listed.stderr and "specchat pull" in listed.stderr
+    rows = json.loads(invoke("models", "--json").stdout)["pairs"]
+    problems = {row["role"]: row["problem"] for row in rows if row["pair"] == "mine"}
+    assert needle in problems["target"] and problems["draft"] is None
+    assert_one_line_error(invoke("models", "--verify"), 1, needle)
+
+
 def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     """An overlay model may leave out size and sha256: `models --verify` then checked nothing and called a
     truncated copy or any bytes checksum_ok true (exit 0), though troubleshooting.md sends a user with a

@@ -225,6 +225,16 @@ def test_size_mismatch_is_not_present(mirror_env):
     assert download.locate(spec) is None
 
 
+def test_a_truncated_file_is_named_and_replaced(mirror_env):
+    """A wrong-sized file under the model's name is said to be there and downloaded again, not passed over."""
+    spec, blob, models = mirror_env
+    models.mkdir(parents=True)
+    (models / "fake.gguf").write_bytes(blob[:100])
+    result, notes = quiet_pull(spec)
+    assert result.source == "mirror" and result.path.read_bytes() == blob
+    assert any("fake.gguf has 100 bytes" in note and "downloading it again" in note for note in notes), notes
+
+
 def test_hub_checksum_failure_falls_back_to_the_mirror(mirror_env, monkeypatch):
     """A Hub file that fails its sha256 (e.g. re-uploaded upstream) is not fatal when a mirror exists."""
     spec, blob, _ = mirror_env
