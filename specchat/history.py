@@ -97,7 +97,10 @@ class History:
         try:
             self.index.refresh()
         except IndexDamaged as why:
-            self._rebuild(str(why))
+            # No index yet and nothing logged to put in it (--no-log on a new data folder): make none, or an
+            # empty one would stay for good; the first update after a message is logged builds it.
+            if self.index.meta_path.exists() or self._log_id() > 0:
+                self._rebuild(str(why))
             return
         latest, mark = self._log_state()
         replaced = self._replaced(latest, mark)

@@ -765,6 +765,19 @@ def test_models_names_a_directory_in_a_files_place(isolated):
     assert needle in problems[("pa", "draft")] and needle in problems[("pb", "draft")]
 
 
+def test_no_log_leaves_no_empty_history_index(files, private_log, monkeypatch):
+    """History on, logging off, nothing logged yet: each run made an empty history index (sparse files of
+    96 MB) that nothing would ever be put in. The index is made once the log has a message."""
+    assert invoke("run", *files, "--no-log", "hi").exit_code == 0
+    monkeypatch.setenv("SPECCHAT_NO_LOG", "1")
+    assert invoke("run", *files, "hi").exit_code == 0
+    assert not (private_log / "history").exists()
+    monkeypatch.delenv("SPECCHAT_NO_LOG")
+    for _ in range(2):  # the first logs a reply, the second indexes it before its own
+        assert invoke("run", *files, "hi").exit_code == 0
+    assert list((private_log / "history").glob("*/meta.json"))
+
+
 def test_a_truncated_model_file_is_named_not_called_missing(isolated, monkeypatch):
     """A file cut short under a model's name: pull and run's auto-pull said it "is not on this machine", and
     `models` showed "no" with no reason. Each now names the file and its size, and says what to do."""

@@ -276,6 +276,7 @@ def test_opt_out_and_fingerprint(monkeypatch):
 
 def test_history_root_follows_the_data_dir_and_is_private(private_log):
     assert history_mod.root() == private_log / "history"
+    log_messages(private_log / "logs.db", "something to index")
     past = History.open(Tokenizer(), print)
     assert past.index.folder.parent == private_log / "history"
     for path in (past.index.folder.parent, past.index.folder, *past.index.folder.glob("*.tokens")):
@@ -302,7 +303,20 @@ def test_log_without_messages_is_no_error(tmp_path):
     notes: list[str] = []
     sqlite3.connect(tmp_path / "logs.db").close()  # an empty file, as a crash right after creating it leaves
     past = open_history(tmp_path, notes)
-    assert past.chains is not None and notes == [], notes
+    assert past.chains is None and notes == [], notes  # nothing to index: no index yet
+
+
+def test_nothing_to_index_makes_no_index_until_a_message_is_logged(tmp_path):
+    """--no-log on a new data folder: the history made an empty (96 MB sparse) index that nothing would
+    ever fill. None is made while the log holds nothing; the first update after a message builds it."""
+    notes: list[str] = []
+    past = open_history(tmp_path, notes)
+    past.update()
+    assert past.chains is None and not (tmp_path / "history").exists() and notes == []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    past.update()
+    assert lookup([past.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    assert notes == []
 
 
 def test_one_bucket_is_the_vectorized_one():
