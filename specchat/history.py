@@ -20,7 +20,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
-from .paths import data_dir, env_flag, log_file
+from .paths import data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
 SYNC_CHARS = 8_000_000  # new log text taken per update: a first use indexes the newest part of the log
@@ -61,19 +61,43 @@ class History:
         self.log = log
         self.notify = notify
         self.usable = True
+        self.frozen = False  # its folder is read-only: the committed index is read, never written
 
     @classmethod
     def open(
-        cls, model, notify: Notify, *, folder: Path | None = None, log: Path | None = None, capacity: int = 0
+        cls,
+        model,
+        notify: Notify,
+        *,
+        folder: Path | None = None,
+        log: Path | None = None,
+        capacity: int = 0,
+        logging: bool = False,
     ) -> History | None:
-        """The history for this target's tokenizer (None: its engine cannot say which tokenizer it is)."""
+        """The history for this target's tokenizer (None: its engine cannot say which tokenizer it is).
+        `logging`: this run logs its replies, so a log it cannot write leaves the history as it is."""
         key = fingerprint(model)
         if key is None:
             return None
         index = HistoryIndex((folder or root()) / key, key, capacity or DEFAULT_CAPACITY)
         history = cls(index, lambda text: model.tokenize(text), log or log_file(), notify)
+        history.frozen = not writable(index.folder)
         history.update()
+        history._say_if_read_only(logging)
         return history
+
+    def _say_if_read_only(self, logging: bool) -> None:
+        """One notice, at the start of a run, where nothing new can reach the history: its folder is
+        read-only (it was unused, or left as it was, in silence), or the log that feeds it is."""
+        log_blocked = logging and not (writable(self.log) and writable(self.log.parent))
+        if not self.usable or not (self.frozen or log_blocked):  # unusable: update() has said why
+            return
+        if not logging and self._log_id() == 0:  # nothing to draft from, nor will there be in this run
+            return
+        folder = nearest_existing(self.index.folder if self.frozen else self.log.parent)
+        state = "frozen (new replies are not added to it)" if self.chains is not None else "off in this run"
+        moved = f"; {variable} moves it" if (variable := moved_by(folder)) else ""
+        self.notify(f"history: {state}: {folder} is read-only{moved}; --no-history hides this")
 
     @property
     def chains(self) -> Chains | None:
@@ -82,6 +106,10 @@ class History:
     def update(self) -> None:
         """Append what the log gained since the last update (a no-op when nothing did). Never raises."""
         if not self.usable:
+            return
+        if self.frozen:  # read what is committed (another user's writes, too); nothing can be written
+            with suppress(IndexDamaged, OSError):
+                self.index.refresh()
             return
         try:
             self._update()

@@ -71,7 +71,7 @@ class NotAFolder(NotADirectoryError):
 
     def __init__(self, blocker: Path, folder: Path) -> None:
         super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")
-        variable = _moved_by(folder)
+        variable = moved_by(folder)
         where = f"set {variable} to another folder" if variable else "choose another folder"
         self.hint = f"remove or rename that file, or {where}"
 
@@ -103,12 +103,23 @@ def folder_hint(exc: BaseException, default: str) -> str:
     return exc.hint if isinstance(exc, NotAFolder) else default
 
 
-def _moved_by(folder: Path) -> str | None:
+def moved_by(folder: Path) -> str | None:
     """The environment variable that moves the specchat folder holding `folder` (the innermost one)."""
     roots = {"DATA": data_dir(), "MODELS": models_dir(), "CONFIG": config_dir(), "CACHE": cache_dir()}
     roots["STATE"] = state_dir()
     held = [(len(root.parts), name) for name, root in roots.items() if folder == root or root in folder.parents]
     return f"SPECCHAT_{max(held)[1]}_DIR" if held else None
+
+
+def nearest_existing(path: Path) -> Path:
+    """`path`, or the folder above it nearest to it that exists: what decides whether it can be made."""
+    return next((p for p in (path, *path.parents) if p.exists()), path)
+
+
+def writable(path: Path) -> bool:
+    """Whether this user can write `path`, or create it where it does not exist yet (its nearest existing
+    folder is writable). os.access: a read-only mount is refused even to root."""
+    return os.access(nearest_existing(path), os.W_OK)
 
 
 def env_flag(name: str) -> bool:

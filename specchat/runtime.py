@@ -49,6 +49,7 @@ class Options:
     # auto and --mode suffix draft from past conversations too (run and serve; --no-history, SPECCHAT_NO_HISTORY).
     # Off unless asked for: the bench and tune must not depend on what the user happened to log.
     history: bool = False
+    log: bool = False  # the replies are logged (run and serve without --no-log): the history says if it cannot be
     self_draft: bool = False  # the target as its own draft: refused (never faster), but the lossless tests use it
     debug: bool = False
 
@@ -414,7 +415,9 @@ def _user_history(pipeline: Pipeline, notify: Notify):
     engine cannot say which tokenizer it has)."""
     from . import history
 
-    return history.History.open(pipeline.target, notify) if history.enabled(not pipeline.options.history) else None
+    if not history.enabled(not pipeline.options.history):
+        return None
+    return history.History.open(pipeline.target, notify, logging=pipeline.options.log)
 
 
 def _fresh_costs(costs):

@@ -778,6 +778,19 @@ def test_no_log_leaves_no_empty_history_index(files, private_log, monkeypatch):
     assert list((private_log / "history").glob("*/meta.json"))
 
 
+def test_a_read_only_data_folder_is_one_history_notice_where_the_run_logs(files, private_log, monkeypatch):
+    """run tells the history whether it logs: a data folder it cannot write freezes the history, said once."""
+    for _ in range(2):  # a log, then a history index built from it
+        assert invoke("run", *files, "--mode", "suffix", "hi").exit_code == 0
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(private_log) else real(path, mode))
+    quiet = invoke("run", *files, "--mode", "suffix", "--no-log", "hi")
+    assert quiet.exit_code == 0 and "history" not in quiet.stderr, quiet.stderr
+    told = invoke("run", *files, "--mode", "suffix", "hi")
+    lines = [line for line in told.stderr.splitlines() if "history" in line]
+    assert told.exit_code == 0 and len(lines) == 1 and "frozen" in lines[0] and "SPECCHAT_DATA_DIR" in lines[0]
+
+
 def test_a_truncated_model_file_is_named_not_called_missing(isolated, monkeypatch):
     """A file cut short under a model's name: pull and run's auto-pull said it "is not on this machine", and
     `models` showed "no" with no reason. Each now names the file and its size, and says what to do."""

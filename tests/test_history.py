@@ -283,6 +283,61 @@ def test_history_root_follows_the_data_dir_and_is_private(private_log):
         assert path.stat().st_mode & 0o077 == 0, path
 
 
+@pytest.fixture
+def read_only(monkeypatch):
+    """read_only(folder, below=True): os.access refuses writing in it (and below it: chmod -R), as for another
+    user's folder (the tests run as root, whom permissions do not stop)."""
+    denied: list[tuple[str, bool]] = []
+    real = os.access
+
+    def access(path, mode, *args, **kwargs):
+        inside = any(str(path) == d or (below and str(path).startswith(f"{d}{os.sep}")) for d, below in denied)
+        return False if inside and mode & os.W_OK else real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    return lambda folder, below=True: denied.append((str(folder), below))
+
+
+def test_a_read_only_history_folder_is_used_as_it_is_with_one_notice(private_log, read_only):
+    """A read-only history folder: the history was dropped for the run; where the lock could not be
+    taken, in silence. The committed index is drafted from, unchanged, and one notice says so, naming
+    the folder and the variable that moves it."""
+    log = private_log / "logs.db"
+    log_messages(log, "write a haiku", "old pond, a frog jumps in")
+    built = History.open(Tokenizer(), print)
+    read_only(history_mod.root())
+    log_messages(log, "again", "old pond, the water's sound")
+    notes: list[str] = []
+    past = History.open(Tokenizer(), notes.append, logging=True)
+    past.update()
+    assert lookup([past.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    assert past.index.meta.total == built.index.meta.total  # nothing written
+    assert len(notes) == 1 and "frozen" in notes[0] and str(past.index.folder) in notes[0], notes
+    assert "SPECCHAT_DATA_DIR" in notes[0]
+
+
+def test_a_read_only_data_folder_is_one_notice_where_the_run_logs(private_log, read_only):
+    """A read-only data folder: no reply reaches the log, so the history stays as it was; that was not said."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    read_only(private_log, below=False)  # chmod a-w data: the history's own folder is still writable
+    notes: list[str] = []
+    assert History.open(Tokenizer(), notes.append, logging=False).chains is not None and notes == []  # --no-log
+    past = History.open(Tokenizer(), notes.append, logging=True)
+    assert past.chains is not None and len(notes) == 1 and "frozen" in notes[0], notes
+    assert f"{private_log} is read-only" in notes[0] and "SPECCHAT_DATA_DIR" in notes[0]
+
+
+def test_a_history_that_cannot_be_made_is_off_with_one_notice(private_log, read_only):
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    read_only(private_log)
+    notes: list[str] = []
+    past = History.open(Tokenizer(), notes.append)
+    past.update()
+    assert past.chains is None and not history_mod.root().exists()
+    assert len(notes) == 1 and "off in this run" in notes[0] and f"{private_log} is read-only" in notes[0], notes
+
+
 def test_continuations_end_at_the_end_of_their_message():
     """SEP from a message's end on: no continuation runs into the next message."""
     chains = GrowingChains(bits=12)

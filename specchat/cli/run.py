@@ -133,7 +133,7 @@ def run(
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers, force_pair=force_pair, use_tuning=not no_tuning, p_min=p_min,
-        history=not no_history,
+        history=not no_history, log=log.enabled,
     )  # fmt: skip
     with load_pipeline(options) as pipeline:
         console = stdout_console(no_color)
@@ -233,6 +233,7 @@ def serve(
     `timings` and a `speculative` object (acceptance, rounds by source). See docs/serve.md.
     """
     from ..cors import parse_origins
+    from ..logstore import enabled as logging_on
     from ..server import ServeConfig, check_host, listen
     from ..server import serve as run_server
 
@@ -242,7 +243,7 @@ def serve(
     sock = listen(host, port)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=mode, n_ctx=n_ctx, threads=threads,
-        draft_gpu_layers=draft_gpu_layers, history=not no_history,
+        draft_gpu_layers=draft_gpu_layers, history=not no_history, log=logging_on(no_log),
     )  # fmt: skip
     config = ServeConfig(
         host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log, allow_origins=origins
