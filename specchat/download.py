@@ -195,16 +195,19 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
         ) from None
 
 
+GATED_HINT = "accept its licence on the Hub, then set HF_TOKEN (or log in with `hf auth login`)"
+
+
 def _from_hub(model: ModelSpec) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError
 
+    if model.gated and not has_hub_token():  # said before the request (models.toml's `gated`), not after it
+        raise DownloadError(f"{model.repo} is gated on the Hub and no Hugging Face token is set", hint=GATED_HINT)
     try:
         path = Path(hf_hub_download(model.repo, model.file, revision=model.revision))
     except GatedRepoError:
-        raise DownloadError(
-            f"{model.repo} is gated on the Hub", hint="accept its licence on the Hub, then set HF_TOKEN"
-        ) from None
+        raise DownloadError(f"{model.repo} is gated on the Hub", hint=GATED_HINT) from None
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
         raise DownloadError(
             f"Hub download of {model.file} failed: {str(exc).splitlines()[0]}",
@@ -212,6 +215,16 @@ def _from_hub(model: ModelSpec) -> Path:
         ) from None
     verify(model, path)
     return path
+
+
+def has_hub_token() -> bool:
+    """Whether huggingface-hub has a token to send (HF_TOKEN, or one saved by logging in)."""
+    from huggingface_hub import get_token
+
+    try:
+        return get_token() is not None
+    except Exception:  # a token exchange that failed: the download itself will say why
+        return True
 
 
 def _check_space(folder: Path, needed: int) -> None:

@@ -28,7 +28,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
             row = {"pair": pair.name, "default": pair.name == registry.default_pair, "role": role}
             row |= {"model": spec.name, "repo": spec.repo, "file": spec.file, "size": spec.size}
             row |= {"sha256": spec.sha256, "present": path is not None, "path": str(path) if path else None}
-            row |= {"verified": spec.verified, "mirror": spec.mirror is not None}
+            row |= {"verified": spec.verified, "mirror": spec.mirror is not None, "gated": spec.gated}
             row["checksum_ok"] = None  # not checked (no --verify, or no file): every row has the same keys
             # A directory, or a file of the wrong size, under the file's name: "no" alone hid why (--verify
             # checks that file itself and reports the wrong size as its error).
@@ -87,17 +87,20 @@ def print_models(*, as_json: bool, verify: bool) -> None:
 def models_table(rows: list[dict]) -> Table:
     """One row per pair (rows come in target/draft order from model_rows()): the target's file on the
     first line, the draft's on the second, so that the table fits in 80 columns without cutting names."""
+    caption = "* = file name not verified on the Hub"
+    if any(row["gated"] for row in rows):
+        caption += "\n(gated) = accept its licence on the Hub and set HF_TOKEN to pull it"
     table = Table(
-        title="specchat pairs", title_justify="left", caption="* = file name not verified on the Hub",
-        caption_justify="left", show_lines=True,
-    )  # fmt: skip
+        title="specchat pairs", title_justify="left", caption=caption, caption_justify="left", show_lines=True
+    )
     table.add_column("pair", overflow="fold")
     table.add_column("target / draft file", overflow="fold")
     table.add_column("size", no_wrap=True)
     table.add_column("present", no_wrap=True)
 
     def name(row: dict) -> str:
-        return row["file"].removesuffix(".gguf") + ("" if row["verified"] else " *")
+        marks = ("" if row["verified"] else " *") + (" (gated)" if row["gated"] else "")
+        return row["file"].removesuffix(".gguf") + marks
 
     def present(row: dict) -> Text:
         return Text("yes", style="green") if row["present"] else Text("no", style="dim")

@@ -740,8 +740,23 @@ def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
         assert result.exit_code == 0, result.output
         rows = json.loads(result.stdout)["pairs"]
         assert len({tuple(row) for row in rows}) == 1, args
+        assert "gated" in rows[0], rows[0]  # models.toml's `gated`, as pull reads it
         mixed = {row["role"]: row["checksum_ok"] for row in rows if row["pair"] == "mixed"}
         assert mixed == ({"target": True, "draft": None} if "--verify" in args else {"target": None, "draft": None})
+
+
+def test_models_shows_which_files_are_gated(isolated):
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.open]\nrepo = "nobody/open"\nfile = "open.gguf"\n'
+        '[models.shut]\nrepo = "nobody/shut"\nfile = "shut.gguf"\ngated = true\n'
+        '[pairs.mine]\ntarget = "shut"\ndraft = "open"\n'
+    )
+    listed = invoke("models")
+    assert listed.exit_code == 0 and "shut * (gated)" in listed.stdout and "open * (gated)" not in listed.stdout
+    assert "set HF_TOKEN" in listed.stdout
+    rows = json.loads(invoke("models", "--json").stdout)["pairs"]
+    assert {row["role"]: row["gated"] for row in rows if row["pair"] == "mine"} == {"target": True, "draft": False}
 
 
 def test_models_names_a_directory_in_a_files_place(isolated):

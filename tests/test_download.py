@@ -188,6 +188,31 @@ def test_a_failed_hub_download_has_a_hint(mirror_env, monkeypatch):
     assert err.value.hint and "nobody/x-GGUF" in err.value.hint
 
 
+def test_a_gated_model_without_a_token_is_told_before_any_request(mirror_env, monkeypatch, tmp_path):
+    """models.toml's `gated` was read by nothing: without a token the Hub's refusal came only after a
+    request. It is said up front; with a token, the download is tried."""
+    import huggingface_hub
+
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token saved by a login either
+    asked = []
+
+    def refused(*args, **_kwargs):
+        asked.append(args)
+        raise OSError("401 Client Error")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refused)
+    gated = ModelSpec(name="g", repo="nobody/g-GGUF", file="g.gguf", gated=True)
+    with pytest.raises(DownloadError, match="nobody/g-GGUF is gated on the Hub and no Hugging Face token") as err:
+        quiet_pull(gated)
+    assert "HF_TOKEN" in err.value.hint and "licence" in err.value.hint and not asked
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    with pytest.raises(DownloadError, match=r"Hub download of g\.gguf failed"):
+        quiet_pull(gated)
+    assert asked
+
+
 def test_a_mirror_that_gives_too_much_has_a_hint(mirror_env):
     spec, _, models = mirror_env
     small = ModelSpec(**{**spec.__dict__, "size": 10})
