@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
 from .errors import SpecchatError
-from .paths import NotAFolder, blocking_file, env_flag, expand_home, folder_hint, log_file, make_dirs
+from .paths import (
+    NotAFolder,
+    blocking_file,
+    env_flag,
+    expand_home,
+    log_file,
+    make_dirs,
+    nearest_existing,
+    writable,
+)
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
@@ -190,9 +199,20 @@ def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
-def not_logged_because(exc: BaseException) -> str:
-    """Why a reply was not logged, and the hint: the end of `run`'s, the chat's and `serve`'s warning."""
-    hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else folder_hint(exc, HINT)
+def not_logged_because(exc: BaseException, path: Path) -> str:
+    """Why a reply was not logged, and the hint: the end of `run`'s, the chat's and `serve`'s warning.
+    Moving the file aside helps a damaged log only: not a locked one, nor one in a read-only folder
+    (where no new log can be started either)."""
+    if isinstance(exc, ForeignDatabase):
+        hint = FOREIGN_HINT
+    elif isinstance(exc, NotAFolder):
+        hint = exc.hint
+    elif "locked" in str(exc):
+        hint = LOCKED_HINT
+    elif not writable(path.parent):
+        hint = f"{nearest_existing(path.parent)} is read-only: make it writable, or point SPECCHAT_DATA_DIR elsewhere"
+    else:
+        hint = HINT
     return f"{_reason(exc)}  hint: {hint}, or run with --no-log"
 
 
@@ -380,5 +400,5 @@ class Recorder:
         self.warned = True
         from .view import stderr_console
 
-        line = f"warning: this reply was not logged: {self.path}: {not_logged_because(exc)}"
+        line = f"warning: this reply was not logged: {self.path}: {not_logged_because(exc, self.path)}"
         stderr_console().print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)

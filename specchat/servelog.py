@@ -46,7 +46,7 @@ class ServerLog:
             logstore.Recorder(True, self.path).write(conversation, reply)
         except (sqlite3.Error, OSError) as exc:
             if not self.failing:
-                line = f"warning: requests are not logged: {self.path}: {logstore.not_logged_because(exc)}"
+                line = f"warning: requests are not logged: {self.path}: {logstore.not_logged_because(exc, self.path)}"
                 self.console.print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
             self.failing = True
             return

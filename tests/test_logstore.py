@@ -144,7 +144,22 @@ def test_a_locked_log_costs_no_reply(files, monkeypatch):
         holder.close()
     assert result.exit_code == 0 and ADA in result.stdout
     assert "warning: this reply was not logged" in result.stderr and "database is locked" in result.stderr
+    assert "move the file aside" not in result.stderr  # it is only locked: a new log would be for nothing
     assert [row["prompt"] for row in logged()] == ["first"]
+
+
+def test_a_log_in_a_read_only_folder_is_not_sent_aside(tmp_path, monkeypatch):
+    """A read-only data folder: the warning said to move the log aside so that a new one starts, which
+    that folder cannot hold either. It names the folder, and the variable that moves it."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    readonly = sqlite3.OperationalError("attempt to write a readonly database")
+    assert "move the file aside" in logstore.not_logged_because(readonly, folder / "logs.db")  # a read-only file
+    real = os.access  # the tests run as root, whom permissions do not stop
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(folder) else real(path, mode))
+    for exc in (readonly, PermissionError(13, "Permission denied")):
+        told = logstore.not_logged_because(exc, folder / "logs.db")
+        assert f"{folder} is read-only" in told and "SPECCHAT_DATA_DIR" in told and "aside" not in told, told
 
 
 def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
