@@ -8,6 +8,7 @@ one warning line on stderr: the log never costs a reply.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
@@ -26,6 +27,7 @@ from .paths import (
     blocking_file,
     env_flag,
     expand_home,
+    file_problem,
     log_file,
     make_dirs,
     nearest_existing,
@@ -91,6 +93,8 @@ def _now() -> str:
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """A connection with the tables in place (created on first use). Raises sqlite3.Error or OSError."""
     make_dirs(path.parent)
+    if path.exists() and (problem := file_problem(path)):  # SQLite: "unable to open", or "disk I/O error"
+        raise OSError(errno.EISDIR if path.is_dir() else errno.EINVAL, f"it {problem}, not a log", str(path))
     if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves

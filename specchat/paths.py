@@ -208,7 +208,7 @@ def require_model_files(**given: Path | None) -> None:
     from .errors import ModelFileError
 
     for flag, path in given.items():
-        problem = None if path is None else _file_problem(Path(path))
+        problem = None if path is None else file_problem(Path(path))
         if problem:
             raise ModelFileError(f"--{flag} {path} {problem}", hint="give the path of a .gguf file")
 
@@ -235,7 +235,7 @@ def require_other_draft(target: Path, draft: Path) -> None:
         )
 
 
-def _file_problem(path: Path) -> str | None:
+def file_problem(path: Path) -> str | None:
     """Why a path given as a model file is not one (None: it is a regular file)."""
     if path.is_file():
         return None

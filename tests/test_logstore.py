@@ -133,6 +133,22 @@ def test_a_corrupt_log_costs_no_reply(files):
     assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "cannot read the conversation log")
 
 
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_log_that_is_not_a_file_is_named_so(files, kind):
+    """A directory (or a FIFO) named logs.db: SQLite said "unable to open database file" (a FIFO: "disk
+    I/O error"), which reads as a permission or disk fault."""
+    path = log_file()
+    path.parent.mkdir(parents=True)
+    if kind == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("FIFOs are POSIX")
+    path.mkdir() if kind == "directory" else os.mkfifo(path)
+    what = "it is a directory" if kind == "directory" else "it is not a regular file"
+    result = invoke("run", *files, ADA)
+    assert result.exit_code == 0 and ADA in result.stdout
+    assert "this reply was not logged" in result.stderr and what in result.stderr, result.stderr
+    assert_one_line_error(invoke("logs"), 1, what)
+
+
 def test_a_locked_log_costs_no_reply(files, monkeypatch):
     ok(invoke("run", *files, "first"))
     monkeypatch.setattr(logstore, "BUSY_S", 0.2)
