@@ -89,15 +89,15 @@ class History:
     def _say_if_read_only(self, logging: bool) -> None:
         """One notice, at the start of a run, where nothing new can reach the history: its folder is
         read-only (it was unused, or left as it was, in silence), or the log that feeds it is."""
-        log_blocked = logging and not (writable(self.log) and writable(self.log.parent))
-        if not self.usable or not (self.frozen or log_blocked):  # unusable: update() has said why
+        candidates = ([self.index.folder] if self.frozen else []) + ([self.log.parent, self.log] if logging else [])
+        blocked = next((nearest_existing(path) for path in candidates if not writable(path)), None)
+        if not self.usable or blocked is None:  # unusable: update() has said why
             return
         if not logging and self._log_id() == 0:  # nothing to draft from, nor will there be in this run
             return
-        folder = nearest_existing(self.index.folder if self.frozen else self.log.parent)
         state = "frozen (new replies are not added to it)" if self.chains is not None else "off in this run"
-        moved = f"; {variable} moves it" if (variable := moved_by(folder)) else ""
-        self.notify(f"history: {state}: {folder} is read-only{moved}; --no-history hides this")
+        moved = f"; {variable} moves it" if (variable := moved_by(blocked)) else ""
+        self.notify(f"history: {state}: {blocked} is read-only{moved}; --no-history hides this")
 
     @property
     def chains(self) -> Chains | None:

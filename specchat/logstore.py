@@ -30,6 +30,7 @@ from .paths import (
     file_problem,
     log_file,
     make_dirs,
+    moved_by,
     nearest_existing,
     writable,
 )
@@ -214,7 +215,8 @@ def not_logged_because(exc: BaseException, path: Path) -> str:
     elif "locked" in str(exc):
         hint = LOCKED_HINT
     elif not writable(path.parent):
-        hint = f"{nearest_existing(path.parent)} is read-only: make it writable, or point SPECCHAT_DATA_DIR elsewhere"
+        folder = nearest_existing(path.parent)
+        hint = f"{folder} is read-only: make it writable, or point {moved_by(folder) or 'SPECCHAT_DATA_DIR'} elsewhere"
     else:
         hint = HINT
     return f"{_reason(exc)}  hint: {hint}, or run with --no-log"

@@ -328,6 +328,14 @@ def test_a_read_only_data_folder_is_one_notice_where_the_run_logs(private_log, r
     assert f"{private_log} is read-only" in notes[0] and "SPECCHAT_DATA_DIR" in notes[0]
 
 
+def test_a_read_only_log_file_is_named_itself(private_log, read_only):
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    read_only(private_log / "logs.db")  # its folder is writable: it is the file that is in the way
+    notes: list[str] = []
+    History.open(Tokenizer(), notes.append, logging=True)
+    assert len(notes) == 1 and f"{private_log / 'logs.db'} is read-only" in notes[0], notes
+
+
 def test_a_history_that_cannot_be_made_is_off_with_one_notice(private_log, read_only):
     log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
     read_only(private_log)
