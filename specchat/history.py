@@ -93,7 +93,7 @@ class History:
         blocked = next((nearest_existing(path) for path in candidates if not writable(path)), None)
         if not self.usable or blocked is None:  # unusable: update() has said why
             return
-        if not logging and self._log_id() == 0:  # nothing to draft from, nor will there be in this run
+        if not logging and self._log_id() <= self.index.meta.log_id:  # --no-log, and the index lacks nothing
             return
         state = "frozen (new replies are not added to it)" if self.chains is not None else "off in this run"
         moved = f"; {variable} moves it" if (variable := moved_by(blocked)) else ""

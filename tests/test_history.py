@@ -316,6 +316,17 @@ def test_a_read_only_history_folder_is_used_as_it_is_with_one_notice(private_log
     assert "SPECCHAT_DATA_DIR" in notes[0]
 
 
+def test_a_read_only_history_that_lacks_nothing_is_no_notice_without_logging(private_log, read_only):
+    """--no-log: this run adds nothing to the log, so a read-only index that has all of it loses nothing."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    read_only(history_mod.root())
+    notes: list[str] = []
+    assert History.open(Tokenizer(), notes.append).chains is not None and notes == []
+    log_messages(private_log / "logs.db", "again", "old pond, the water's sound")  # another process logged these
+    assert History.open(Tokenizer(), notes.append).chains is not None and len(notes) == 1 and "frozen" in notes[0]
+
+
 def test_a_read_only_data_folder_is_one_notice_where_the_run_logs(private_log, read_only):
     """A read-only data folder: no reply reaches the log, so the history stays as it was; that was not said."""
     log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
