@@ -195,6 +195,7 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
         ) from None
 
 
+CACHE_WRITE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
 GATED_HINT = "accept its licence on the Hub, then set HF_TOKEN (or log in with `hf auth login`)"
 
 
@@ -209,6 +210,11 @@ def _from_hub(model: ModelSpec) -> Path:
     except GatedRepoError:
         raise DownloadError(f"{model.repo} is gated on the Hub", hint=GATED_HINT) from None
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
+        if getattr(exc, "errno", None) in CACHE_WRITE_ERRNOS:  # the Hub answered; the cache folder cannot take it
+            raise DownloadError(
+                f"Hub download of {model.file} failed: {exc.strerror}" + (f": {exc.filename}" if exc.filename else ""),
+                hint="free space or fix the Hugging Face cache's permissions, or set HF_HUB_CACHE to another folder",
+            ) from None
         raise DownloadError(
             f"Hub download of {model.file} failed: {str(exc).splitlines()[0]}",
             hint=f"check the network, and that {model.repo} has {model.file} (models.toml or your overlay)",

@@ -213,6 +213,23 @@ def test_a_gated_model_without_a_token_is_told_before_any_request(mirror_env, mo
     assert asked
 
 
+def test_a_hub_cache_that_cannot_be_written_is_not_sent_to_the_network(mirror_env, monkeypatch):
+    """A read-only (or full) Hugging Face cache: the hint said to check the network and the repo's file name."""
+    import errno
+
+    import huggingface_hub
+
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: True)
+
+    def read_only_cache(*_args, **_kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", "/hf/hub/models--nobody--x-GGUF/blobs")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", read_only_cache)
+    with pytest.raises(DownloadError, match=r"Permission denied: /hf/hub/models--nobody--x-GGUF/blobs") as err:
+        quiet_pull(ModelSpec(name="x", repo="nobody/x-GGUF", file="x.gguf"))
+    assert "HF_HUB_CACHE" in err.value.hint and "network" not in err.value.hint
+
+
 def test_a_mirror_that_gives_too_much_has_a_hint(mirror_env):
     spec, _, models = mirror_env
     small = ModelSpec(**{**spec.__dict__, "size": 10})
