@@ -584,6 +584,18 @@ def test_pair_from_the_registry_overlay(fake_models, isolated):
     assert payload["pair"] == "fake" and payload["text"] == reply_to("Hi.")
 
 
+def test_pull_and_tune_take_the_pair_as_pair_too(fake_models, isolated):
+    """run, serve, bench and export take --pair/-p; pull and tune took the pair only as an argument, and
+    `pull -p NAME` was "No such option". Both spellings work; two that disagree are a usage error."""
+    fake_overlay(fake_models, isolated)
+    for args in (["--pair", "fake"], ["-p", "fake"], ["fake", "-p", "fake"]):
+        pulled = invoke("pull", *args)
+        assert pulled.exit_code == 0 and pulled.stderr.count("already present") == 2, (args, pulled.output)
+    for command in ("pull", "tune"):
+        both = invoke(command, "fake", "--pair", "other")
+        assert both.exit_code == 2 and "PAIR 'fake' and --pair 'other' disagree" in both.stderr, both.output
+
+
 def test_context_fills_and_the_text_is_kept(files):
     result = invoke("run", *files, "--mode", "spec", "--ctx", "64", "Write a long story about a dragon.")
     assert result.exit_code == 0, result.output

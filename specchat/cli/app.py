@@ -129,6 +129,17 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
 Opt = typer.Option
 Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]
 PairArgument = Annotated[str | None, typer.Argument(help="Pair (default: the default pair).")]
+# tune and pull take the pair as an argument; run, serve, bench and export as --pair/-p, which people type here too
+PairAlso = Annotated[str | None, typer.Option("--pair", "-p", help="The same as the PAIR argument.")]
+
+
+def one_pair(argument: str | None, option: str | None) -> str | None:
+    """The pair given as PAIR or as --pair (one of them, or both alike)."""
+    if argument is not None and option is not None and argument != option:
+        raise UsageError(f"PAIR '{argument}' and --pair '{option}' disagree", hint="give the pair once")
+    return argument if argument is not None else option
+
+
 Target = Annotated[Path | None, typer.Option("--target", help="Local target GGUF (overrides the pair's).")]
 Draft = Annotated[Path | None, typer.Option("--draft", help="Local draft GGUF (overrides the pair's).")]
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]

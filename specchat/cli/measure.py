@@ -20,6 +20,7 @@ from .app import (
     MaxTokens,
     Opt,
     Pair,
+    PairAlso,
     PairArgument,
     Target,
     Threads,
@@ -28,6 +29,7 @@ from .app import (
     given,
     load_pipeline,
     make_options,
+    one_pair,
     stderr_console,
 )
 
@@ -161,6 +163,7 @@ def bench(
 def tune(
     ctx: typer.Context,
     pair: PairArgument = None,
+    pair_option: PairAlso = None,
     target: Target = None,
     draft: Draft = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=8, help="Tokens per measurement.")] = 64,
@@ -190,6 +193,7 @@ def tune(
             f"cannot save the tuning in {config_dir() / 'tuning'}: {exc.strerror or exc}", hint=f"{hint}; {what}"
         )
 
+    pair = one_pair(pair, pair_option)
     try:
         check_writable()  # before the measuring: a result that cannot be kept is not worth minutes
     except OSError as exc:
