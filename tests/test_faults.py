@@ -717,23 +717,38 @@ def test_fake_ctrl_c_while_generating(tmp_path):
 def assert_said_interrupted(code: str, tmp_path) -> None:
     """The Python code, run as a process, exits 130 with `interrupted` as all of its stderr."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, env=fake_env(tmp_path),
-                          check=False)  # fmt: skip
+                          check=False, preexec_fn=default_signals)  # fmt: skip
     err = done.stderr.decode(errors="replace")
     assert done.returncode == 130, err
     assert err == "interrupted\n", err
 
 
-def test_ctrl_c_while_the_cli_imports(tmp_path):
+# Ctrl-C as the signal itself: raised where the import asks for a module, or inside a callback of importlib's
+# (its module locks are freed through weakref callbacks), where Python swallows an exception ("Exception
+# ignored in ... _get_module_lock"): the KeyboardInterrupt was lost and the reply came as if nothing had happened.
+CTRL_C_AT = {
+    "find_spec": "ctrl_c()",
+    "weakref_callback": "gone = Gone(); ref = weakref.ref(gone, ctrl_c); del gone",
+}
+
+
+@pytest.mark.parametrize("where", CTRL_C_AT)
+def test_ctrl_c_while_the_cli_imports(tmp_path, where):
     """Ctrl-C in the first ~0.7 s, while `specchat.cli` still imports (numpy, Rich, Typer), came before
-    main's error boundary: a 20-line traceback. A KeyboardInterrupt at an import of that time stands in."""
+    main's error boundary: a 20-line traceback, or (inside importlib's lock callback) no exit at all."""
+    target = fake_file(tmp_path, "t")
     code = (
-        "import sys\n"
+        "import signal, sys, weakref\n"
+        "def ctrl_c(*_):\n"
+        "    signal.raise_signal(signal.SIGINT)\n"
+        "class Gone:\n"
+        "    pass\n"
         "class Stop:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'specchat.view':\n"
-        "            raise KeyboardInterrupt\n"
+        f"            {CTRL_C_AT[where]}\n"
         "sys.meta_path.insert(0, Stop())\n"
-        "sys.argv = ['specchat', 'run', 'Hi']\n"
+        f"sys.argv = ['specchat', 'run', '--target', {str(target)!r}, '--mode', 'target', '-n', '4', 'Hi']\n"
         "import runpy\n"
         "runpy.run_module('specchat', run_name='__main__')\n"
     )

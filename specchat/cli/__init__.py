@@ -4,18 +4,48 @@ app.py holds the app, the options several commands share and the one error bound
 are grouped in run.py (run, serve), measure.py (bench, tune) and manage.py (models, pull, logs, export).
 """
 
+import os
+
+
+def _leave(_signum, _frame) -> None:
+    """Ctrl-C while the CLI still imports (~0.7 s), before main's boundary: leave at once, as main does. A
+    KeyboardInterrupt raised here could land in importlib's module-lock callback, which swallows it
+    ('Exception ignored in ... _get_module_lock'): the command then ran on as if no Ctrl-C had come."""
+    try:
+        os.write(2, b"interrupted\n")
+    finally:  # stderr closed too: the exit code says it
+        os._exit(130)
+
+
+try:
+    import signal  # with enum, some milliseconds: a Ctrl-C before _leave is in place comes as KeyboardInterrupt
+except KeyboardInterrupt:
+    _leave(None, None)
+
+
+def _leave_on_ctrl_c() -> bool:
+    """_leave handles Ctrl-C where it would raise KeyboardInterrupt: an ignored one (a job started with `&`)
+    stays ignored, and outside the main thread no handler can be set."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return False
+    try:
+        signal.signal(signal.SIGINT, _leave)
+    except ValueError:  # not the main thread
+        return False
+    return True
+
+
+_ours = _leave_on_ctrl_c()
 try:
     from .app import app, main, wrap_help
 
     # isort: off
     from . import run, measure, manage  # noqa: F401  (importing them registers their commands, in this order)
     # isort: on
-except KeyboardInterrupt:  # Ctrl-C while the CLI still imports (~0.7 s), before main's boundary: no traceback
-    import sys
 
-    sys.stderr.write("interrupted\n")
-    raise SystemExit(130) from None
-
-wrap_help(app)
+    wrap_help(app)
+finally:
+    if _ours:  # from here on main's boundary turns Ctrl-C into `interrupted`, exit 130
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 __all__ = ["app", "main"]
