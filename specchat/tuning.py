@@ -130,8 +130,25 @@ def read(key: str) -> Tuning | None:
     if not path.exists():
         return None
     if not path.is_file():  # a FIFO in its place would block the read (a directory fails it)
-        raise ValueError(f"{path} is not a regular file")
+        raise ValueError("not a regular file")
     return parse(json.loads(path.read_text(encoding="utf-8")), key)
+
+
+def examine(key: str) -> tuple[Tuning | None, str | None]:
+    """The saved tuning (None when none is saved or it cannot be used), and why one that is there cannot
+    be used: a broken file is measured again like a missing one, but said so, not passed over in silence."""
+    try:
+        return read(key), None
+    except UNREADABLE as exc:
+        return None, f"{tuning_path(key)} cannot be used: {_reason(exc)}"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return "not JSON"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc) if isinstance(exc, ValueError) else "not a tuning"
 
 
 def load(key: str) -> Tuning | None:
@@ -176,7 +193,7 @@ def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
 def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
     """The tuning auto starts from: the saved one when it can be trusted, else a fresh calibration,
     saved only when it was taken on a quiet machine (priors measured by `tune` are kept)."""
-    saved = load(key) if use_saved else None
+    saved, problem = examine(key) if use_saved else (None, None)
     if trusted(saved):
         return saved
     why = "once; `specchat tune` refines"
@@ -185,6 +202,8 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
     elif saved is not None:  # `tune` ran: "once" read as if it had not
         why = "the saved one is stale" if saved.stale else "the saved one was measured under load"
         why += "; `specchat tune` refines"
+    elif problem is not None:  # "once" read as if none had been saved, and the broken file went unnamed
+        why = f"the saved tuning {problem}; `specchat tune` refines"
     notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why})")
     tuning = calibrate(target, draft, key)
     if saved is not None:

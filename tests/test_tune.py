@@ -272,3 +272,23 @@ def test_the_tune_table_shows_a_file_names_control_characters_rather_than_sendin
     console.print(tune_table("evil\x1b[2J.gguf", []))
     text = console.export_text()
     assert "\x1b" not in text and "\\x1b[2J" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [("garbage{", "not JSON"), ('{"version": 99}', "not a tuning of this version"), (b"\xff\xfe", "not JSON")],
+)
+def test_a_broken_saved_tuning_is_named_by_run_and_tune_and_measured_again(
+    fake_models, isolated, seed_tuning, content, reason
+):
+    """A saved tuning that could not be used (hand-edited, cut short, of another version) was passed over in
+    silence: run said '(once; ...)' as if none had been saved, and tune replaced the file without a word."""
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    files = ["--target", str(target), "--draft", str(draft)]
+    for args, said in ((["run", *files, "-n", "8", "Hi"], "measuring"), (["tune", *files, "-n", "8"], "the saved")):
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+        line = next(line for line in result.stderr.splitlines() if line.startswith(said))
+        assert f"the saved tuning {path} cannot be used: {reason}" in line and "(once;" not in line, result.stderr

@@ -183,7 +183,7 @@ def tune(
     from ..errors import SpecchatError
     from ..paths import config_dir, folder_hint
     from ..tableview import print_tune
-    from ..tuning import check_writable, key_for, load, save, trusted
+    from ..tuning import check_writable, examine, key_for, save, trusted
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, stdout_console
 
@@ -210,7 +210,9 @@ def tune(
     with _templated("tune"), load_pipeline(options) as pipeline:
         title = pipeline.resolved.pair_name or pipeline.resolved.target.name
         # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
-        previous = load(key_for(pipeline.resolved, pipeline.options))
+        previous, problem = examine(key_for(pipeline.resolved, pipeline.options))
+        if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
+            note(err, f"the saved tuning {problem}; this measurement replaces it")
         with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
