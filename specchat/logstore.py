@@ -163,7 +163,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         with _connect_to_read(path) as conn:
             yield conn
     except (sqlite3.Error, OSError) as exc:
-        hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else LOCKED_HINT if "locked" in str(exc) else READ_HINT
+        hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else LOCKED_HINT if _locked(exc) else READ_HINT
         raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
 
 
@@ -204,6 +204,12 @@ def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
+def _locked(exc: BaseException) -> bool:
+    """SQLite's "database is locked" (another writer): only its own errors, since an OSError's text holds the
+    path, and a folder named /srv/unlocked is no lock."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
 def not_logged_because(exc: BaseException, path: Path) -> str:
     """Why a reply was not logged, and the hint: the end of `run`'s, the chat's and `serve`'s warning.
     Moving the file aside helps a damaged log only: not a locked one, nor one in a read-only folder
@@ -212,7 +218,7 @@ def not_logged_because(exc: BaseException, path: Path) -> str:
         hint = FOREIGN_HINT
     elif isinstance(exc, NotAFolder):
         hint = exc.hint
-    elif "locked" in str(exc):
+    elif _locked(exc):
         hint = LOCKED_HINT
     elif not writable(path.parent):
         folder = nearest_existing(path.parent)

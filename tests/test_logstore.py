@@ -178,6 +178,18 @@ def test_a_log_in_a_read_only_folder_is_not_sent_aside(tmp_path, monkeypatch):
         assert f"{folder} is read-only" in told and "SPECCHAT_DATA_DIR" in told and "aside" not in told, told
 
 
+def test_a_path_that_says_locked_is_no_lock(tmp_path):
+    """The lock hint was chosen by "locked" anywhere in the error's text, which holds the path: a log under
+    /srv/unlocked/ was told another specchat is writing to it. Only SQLite's own "database is locked" is one."""
+    folder = tmp_path / "unlocked"
+    folder.mkdir()
+    log = folder / "logs.db"
+    damaged = logstore.not_logged_because(OSError(5, "Input/output error", str(log)), log)
+    assert "another specchat" not in damaged and "move the file aside" in damaged, damaged
+    busy = logstore.not_logged_because(sqlite3.OperationalError("database is locked"), log)
+    assert "another specchat" in busy, busy
+
+
 def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
     """`logs` (and -c) on a corrupt log hinted "or run with --no-log", an option `logs` does not have and
     that cannot make a log readable; on a merely locked log it said to move the file aside."""
