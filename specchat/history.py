@@ -96,7 +96,8 @@ class History:
         if not logging and self._log_id() <= self.index.meta.log_id:  # --no-log, and the index lacks nothing
             return
         state = "frozen (new replies are not added to it)" if self.chains is not None else "off in this run"
-        moved = f"; {variable} moves it" if (variable := moved_by(blocked)) else ""
+        # A read-only folder above the data folder is in no specchat folder; SPECCHAT_DATA_DIR still moves it.
+        moved = f"; {moved_by(blocked) or 'SPECCHAT_DATA_DIR'} moves it"
         self.notify(f"history: {state}: {blocked} is read-only{moved}; --no-history hides this")
 
     @property

@@ -357,6 +357,18 @@ def test_a_history_that_cannot_be_made_is_off_with_one_notice(private_log, read_
     assert len(notes) == 1 and "off in this run" in notes[0] and f"{private_log} is read-only" in notes[0], notes
 
 
+def test_a_read_only_folder_above_the_data_folder_still_names_the_variable(tmp_path, monkeypatch, read_only):
+    """SPECCHAT_DATA_DIR under a read-only folder, not made yet: that folder is in none of specchat's folders,
+    and the notice named no variable, though SPECCHAT_DATA_DIR is what moves the data elsewhere."""
+    base = tmp_path / "shared"
+    base.mkdir()
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(base / "not" / "yet"))
+    read_only(base)
+    notes: list[str] = []
+    History.open(Tokenizer(), notes.append, logging=True)
+    assert len(notes) == 1 and f"{base} is read-only" in notes[0] and "SPECCHAT_DATA_DIR" in notes[0], notes
+
+
 def test_continuations_end_at_the_end_of_their_message():
     """SEP from a message's end on: no continuation runs into the next message."""
     chains = GrowingChains(bits=12)
