@@ -239,27 +239,38 @@ TYPED = {
 LOGPROBS = {True: TRUTH, False: INTEGER}  # chat's logprobs is true/false, a completion's a count
 
 
-def _check_types(data: dict, chat: bool) -> None:
+def _check_types(data: dict, chat: bool) -> dict:
+    """`data` with the typed fields that are not given left out (so that no later judgement reads them), or a
+    400 naming the first field of the wrong type."""
+    kept = dict(data)
     for name, (kinds, words) in (TYPED | {"logprobs": LOGPROBS[chat]}).items():
         value = data.get(name)
         if _not_given(name, value, kinds):
+            kept.pop(name, None)
             continue
+        if kinds == INTEGER[0] and isinstance(value, float) and value.is_integer() and name in COUNTS:
+            continue  # JSON has one number type: "n": 1.0 is 1, and was answered before types were checked
         # JSON's true is not 1: Python's bool is an int, so it is taken only where true or false is asked for
         if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
             raise ApiError(400, f"'{name}' must be {words}", code=f"invalid_{name}", param=name)
+    return kept
+
+
+COUNTS = {"n", "best_of", "top_logprobs", "logprobs"}  # only compared with 0 or 1 (a seed must be an int)
 
 
 def _not_given(name: str, value, kinds: tuple) -> bool:
-    """null, as elsewhere; [] where an object is asked for (PHP's json_encode writes an empty map so, and
-    "response_format": [] or "logit_bias": [] were answered before types were checked); a completion's
-    "logprobs": false (a client that sends a chat's false for none, answered before too)."""
-    return value is None or (value == [] and dict in kinds) or (name == "logprobs" and value is False)
+    """null, as elsewhere; an empty [] or {} where the other is asked for (PHP's json_encode writes an empty
+    map as [], and "response_format": [], "logit_bias": [] or "tools": {} were answered before types were
+    checked); a completion's "logprobs": false (a client that sends a chat's false for none)."""
+    empty_other = (value == [] and dict in kinds) or (value == {} and list in kinds)
+    return value is None or empty_other or (name == "logprobs" and value is False)
 
 
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     # Types first, and every field's own check before _unsupported's judgement: a truthy "false" must not read
     # as asking for what is refused, and a field of the wrong type is named as such whatever else was sent.
-    _check_types(data, chat=messages is not None)
+    data = _check_types(data, chat=messages is not None)
     # "" is not given (a client with no model set may send it): the served model, as llama-server
     model = data.get("model") or None
     temperature = _number(data, "temperature", 1.0, 0.0, 2.0)  # the API's documented default

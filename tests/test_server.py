@@ -666,7 +666,7 @@ def test_every_field_of_the_wrong_type_is_named_with_its_type_before_any_other_j
 
     chat, text = {"messages": [{"role": "user", "content": "a"}]}, {"prompt": "a"}
     wrong = {"an integer": [True, "1", 1.5], "a number": [False, "0"], "true or false": [1, "yes"], "a string": [5],
-             "a list": ["x", {}], "an object": ["x", [1]], "a string or an object": [5, True]}  # fmt: skip
+             "a list": ["x", {"a": 1}], "an object": ["x", [1]], "a string or an object": [5, True]}  # fmt: skip
     for body, parse, name, words in (
         (chat, parse_chat, "logprobs", "true or false"),
         (text, parse_completion, "logprobs", "an integer"),
@@ -699,9 +699,15 @@ def test_every_field_of_the_wrong_type_is_named_with_its_type_before_any_other_j
     assert parse_chat(chat | right, 2048).params.seed == 3
     assert parse_completion(text | {"logprobs": None, "best_of": 1, "suffix": "", "echo": False}, 2048).prompt == "a"
     # not given, as they were answered before types were checked: PHP's empty map, a chat's false for a count
-    empty = {"response_format": [], "logit_bias": [], "metadata": []}
-    assert parse_chat(chat | empty, 2048).max_tokens == 2048
+    empty = {"response_format": [], "logit_bias": [], "metadata": [], "audio": [], "tools": {}, "functions": {}}
+    assert parse_chat(chat | empty, 2048).max_tokens == 2048  # "audio": [] was refused as asking for audio
     assert parse_completion(text | empty | {"logprobs": False}, 2048).prompt == "a"
+    # JSON has one number type: a whole count sent as 1.0 is 1 (a seed is used as an integer, and stays one)
+    assert parse_chat(chat | {"n": 1.0, "top_logprobs": 0.0}, 2048).max_tokens == 2048
+    assert parse_completion(text | {"best_of": 1.0}, 2048).prompt == "a"
+    with pytest.raises(ApiError) as refused:
+        parse_chat(chat | {"seed": 3.0}, 2048)
+    assert refused.value.param == "seed"
 
 
 def test_a_message_name_of_the_wrong_type_is_a_400_naming_it():
