@@ -164,6 +164,8 @@ def check_pullable(model: ModelSpec) -> None:
             f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",
             hint=f"unset HF_HUB_OFFLINE and run `specchat pull`, or copy the file into {models_dir()}",
         )
+    if model.gated and model.mirror is None and not has_hub_token():  # with a mirror, the mirror is the way
+        raise _gated_without_token(model)
 
 
 def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
@@ -202,7 +204,12 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
 
 
 CACHE_WRITE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
-GATED_HINT = "accept its licence on the Hub, then set HF_TOKEN (or log in with `hf auth login`)"
+# `hf auth login` is huggingface-hub 0.34's; older ones (pyproject allows 0.25) have `huggingface-cli login`
+GATED_HINT = "accept its licence on the Hub, then set HF_TOKEN (or log in: `hf auth login`, `huggingface-cli login`)"
+
+
+def _gated_without_token(model: ModelSpec) -> DownloadError:
+    return DownloadError(f"{model.repo} is gated on the Hub and no Hugging Face token is set", hint=GATED_HINT)
 
 
 def _from_hub(model: ModelSpec) -> Path:
@@ -210,7 +217,7 @@ def _from_hub(model: ModelSpec) -> Path:
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError
 
     if model.gated and not has_hub_token():  # said before the request (models.toml's `gated`), not after it
-        raise DownloadError(f"{model.repo} is gated on the Hub and no Hugging Face token is set", hint=GATED_HINT)
+        raise _gated_without_token(model)
     try:
         path = Path(hf_hub_download(model.repo, model.file, revision=model.revision))
     except GatedRepoError:
