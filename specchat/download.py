@@ -179,7 +179,10 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     hub_error = None
     if hub_reachable():
         try:
-            return PullResult(model, _from_hub(model), "hub")
+            hub_copy = _from_hub(model)
+            if stale is not None:  # not deleted: it may be another file the user put there
+                notify(f"the Hub's copy is used from its cache; {local_path(model)} was left as it is: delete it")
+            return PullResult(model, hub_copy, "hub")
         except (DownloadError, ModelFileError) as exc:  # a re-uploaded file fails its checksum: use the mirror
             if model.mirror is None:
                 raise

@@ -293,6 +293,22 @@ def test_a_truncated_file_is_named_and_replaced(mirror_env):
     assert any("fake.gguf has 100 bytes" in note and "downloading it again" in note for note in notes), notes
 
 
+def test_a_truncated_file_left_beside_a_hub_download_is_said(mirror_env, monkeypatch, tmp_path):
+    """A Hub download goes to the Hub's cache, which is used from then on: the wrong-sized file stayed in the
+    models folder (often gigabytes), and nothing said so once `models` found the cached copy."""
+    spec, blob, models = mirror_env
+    models.mkdir(parents=True)
+    (models / "fake.gguf").write_bytes(blob[:100])
+    cached = tmp_path / "hub-cache" / "fake.gguf"
+    cached.parent.mkdir()
+    cached.write_bytes(blob)
+    monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr(download, "_from_hub", lambda _model: cached)
+    result, notes = quiet_pull(spec)
+    assert result.source == "hub" and (models / "fake.gguf").stat().st_size == 100  # not deleted
+    assert any(f"{models / 'fake.gguf'} was left as it is: delete it" in note for note in notes), notes
+
+
 def test_hub_checksum_failure_falls_back_to_the_mirror(mirror_env, monkeypatch):
     """A Hub file that fails its sha256 (e.g. re-uploaded upstream) is not fatal when a mirror exists."""
     spec, blob, _ = mirror_env
