@@ -236,7 +236,7 @@ def require_other_draft(target: Path, draft: Path) -> None:
 
 
 def file_problem(path: Path) -> str | None:
-    """Why a path given as a model file is not one (None: it is a regular file)."""
+    """Why a path that should be a regular file (a model given by path, the log) is not one (None: it is one)."""
     if path.is_file():
         return None
     if path.is_dir():
