@@ -97,15 +97,12 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
 def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layers: int):
     """The tuning `run --mode auto` would start from for these files and settings, and why there is
     none when it is None (none saved, or one that cannot be read: run would measure again)."""
-    from .tuning import UNREADABLE, machine_key, read, tuning_path
+    from .tuning import examine, machine_key
 
     if not all(path.is_file() for path in (files.target, files.draft) if path is not None):
         return None, NO_TUNING  # not on this machine: nothing was measured with them here
-    key = machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers)
-    try:
-        return read(key), NO_TUNING
-    except UNREADABLE:
-        return None, f"the saved tuning {tuning_path(key)} is unreadable: a default; {RETUNE_HINT}"
+    tuning, problem = examine(machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers))
+    return tuning, NO_TUNING if problem is None else f"the saved tuning {problem}: a default; {RETUNE_HINT}"
 
 
 def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, none_why: str = NO_TUNING) -> Choice:

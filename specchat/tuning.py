@@ -154,10 +154,7 @@ def _reason(exc: BaseException) -> str:
 def load(key: str) -> Tuning | None:
     """The saved tuning, or None when missing or unusable (then it is measured again: a cache or a
     calibration never stops the tool)."""
-    try:
-        return read(key)
-    except UNREADABLE:
-        return None
+    return examine(key)[0]
 
 
 def trusted(tuning: Tuning | None) -> bool:
