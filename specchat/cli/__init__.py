@@ -45,7 +45,9 @@ try:
 
     wrap_help(app)
 finally:
-    if _ours:  # from here on main's boundary turns Ctrl-C into `interrupted`, exit 130
+    # From here on main's boundary turns Ctrl-C into `interrupted`, exit 130; a handler that a module set
+    # meanwhile is its own, and stays.
+    if _ours and signal.getsignal(signal.SIGINT) is _leave:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 __all__ = ["app", "main"]
