@@ -20,7 +20,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
-from .paths import data_dir, env_flag, log_file, moved_by, nearest_existing, writable
+from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
 SYNC_CHARS = 8_000_000  # new log text taken per update: a first use indexes the newest part of the log
@@ -50,6 +50,17 @@ def fingerprint(model) -> str | None:
     for token in ids:
         digest.update(token_text(token) + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _way_out(exc: BaseException) -> str:
+    """A directory where the index keeps a file, or a file where it keeps a folder, stops every run until it
+    is moved; the index is rebuilt from the log without it."""
+    if isinstance(exc, NotAFolder):  # made by make_dirs: it names the file and has its hint
+        return f"; {exc.hint}"
+    if isinstance(exc, IsADirectoryError) and exc.filename:
+        in_the_way = exc.filename2 or exc.filename  # os.replace(tmp, meta.json): the second is the directory
+        return f"; move {in_the_way} aside (the history is rebuilt from the log)"
+    return ""
 
 
 class History:
@@ -120,7 +131,7 @@ class History:
         except Exception as exc:  # a full disk, a locked log, a tokenizer error: never a reason to stop a reply
             self.usable = False
             where = self.log if isinstance(exc, sqlite3.Error) else self.index.folder  # only the log is SQLite
-            self.notify(f"history: not used in this run ({where}: {exc}); --no-history hides this")
+            self.notify(f"history: not used in this run ({where}: {exc}){_way_out(exc)}; --no-history hides this")
 
     def _update(self) -> None:
         try:

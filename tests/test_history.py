@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import sqlite3
 import threading
 
@@ -367,6 +368,23 @@ def test_a_read_only_folder_above_the_data_folder_still_names_the_variable(tmp_p
     notes: list[str] = []
     History.open(Tokenizer(), notes.append, logging=True)
     assert len(notes) == 1 and f"{base} is read-only" in notes[0] and "SPECCHAT_DATA_DIR" in notes[0], notes
+
+
+def test_a_directory_or_file_in_the_indexs_way_is_named_with_the_way_out(private_log):
+    """A directory where meta.json should be, or a file where the index's folder should be, left the history
+    unused in every run with a bare "Is a directory" note: the note names what to move aside."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    folder = History.open(Tokenizer(), print).index.folder
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").mkdir()
+    notes: list[str] = []
+    History.open(Tokenizer(), notes.append)
+    assert any(f"move {folder / 'meta.json'} aside" in note for note in notes), notes
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+    notes.clear()
+    History.open(Tokenizer(), notes.append)
+    assert any(f"{folder} is not a directory" in note and "remove or rename that file" in note for note in notes)
 
 
 def test_continuations_end_at_the_end_of_their_message():
