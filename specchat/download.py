@@ -148,9 +148,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     return response.status_code < 500
 
 
-def check_pullable(model: ModelSpec) -> None:
+def check_pullable(model: ModelSpec) -> ModelFileError | None:
     """What fails a pull before anything is fetched, raised now: a caller that says it is pulling says so
-    only for a pull that can start."""
+    only for a pull that can start. Returns misfit(): the wrong-sized file the pull will replace, if any."""
     if (blocked := directory_in_place(model)) is not None:
         raise blocked
     stale = misfit(model)
@@ -166,6 +166,7 @@ def check_pullable(model: ModelSpec) -> None:
         )
     if model.gated and model.mirror is None and not has_hub_token():  # with a mirror, the mirror is the way
         raise _gated_without_token(model)
+    return stale
 
 
 def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
@@ -173,8 +174,7 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     found = locate(model)
     if found is not None:
         return PullResult(model, found, "present")
-    check_pullable(model)
-    if (stale := misfit(model)) is not None:  # the mirror replaces it; a Hub download goes to the Hub cache
+    if (stale := check_pullable(model)) is not None:  # the mirror replaces it; a Hub download goes to its cache
         notify(f"{stale.message} (incomplete, or another file): downloading it again")
     hub_error = None
     if hub_reachable():

@@ -129,8 +129,9 @@ def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:
 def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:
     found = download.locate(spec)
     if found is None:
-        download.check_pullable(spec)  # offline: the error alone, not "pulling it first" and then the error
-        if download.misfit(spec) is None:  # else pull() says what is wrong with the file that is there
+        # Offline: the error alone, not "pulling it first" and then the error. A wrong-sized file there: pull()
+        # says what is wrong with it instead.
+        if download.check_pullable(spec) is None:
             notify(f"{spec.local_name} is not on this machine yet: pulling it first (once)")
         result = download.pull(spec, notify, start_progress)
         notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
