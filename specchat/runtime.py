@@ -299,8 +299,13 @@ class Pipeline:
         self.close()
 
 
-def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipeline:
-    """Resolve, load and set up everything a mode needs; on any failure nothing stays loaded."""
+def open_pipeline(
+    options: Options, notify: Notify, start_progress=None, loaded: Callable[[Pipeline], None] | None = None
+) -> Pipeline:
+    """Resolve, load and set up everything a mode needs; on any failure nothing stays loaded.
+
+    loaded(pipeline) runs once the models are loaded, before auto measures the machine (about 30 s the
+    first time): a prompt that cannot fit is refused there, not after the wait."""
     from . import ctxsize, engine, tuning
 
     if options.mode not in modes.MODES:
@@ -329,6 +334,8 @@ def open_pipeline(options: Options, notify: Notify, start_progress=None) -> Pipe
             pipeline = Pipeline(resolved, options, target, draft, interrupt)
             if draft is not None:
                 pipeline.pair_report = require_compatible(target, draft, force=options.force_pair)
+            if loaded is not None:
+                loaded(pipeline)
             _add_drafters(pipeline, saved, notify)
         except KeyboardInterrupt:  # the process is leaving: see Pipeline.__exit__
             raise

@@ -608,6 +608,16 @@ def test_prompt_longer_than_the_context(files):
     assert_one_line_error(result, 1, "and the context holds 64: no room is left for a reply")
 
 
+def test_prompt_too_long_is_refused_before_auto_measures_the_machine(files):
+    # The first auto run measures the machine (~30 s on a 2-core CPU): a prompt that cannot fit is refused
+    # before that, not after the wait.
+    result = invoke("run", *files, "--ctx", "512", input="word " * 1000)
+    assert_one_line_error(result, 1, "and the context holds 512: no room is left for a reply")
+    assert "measuring" not in result.stderr
+    fits = invoke("run", *files, "--ctx", "512", "-n", "4", "Hi")
+    assert fits.exit_code == 0 and "measuring llama.cpp's costs" in fits.stderr, fits.output
+
+
 def test_interrupted_generation_keeps_the_text_and_exits_130(fake_models, tmp_path):
     import fake_backend
 

@@ -240,14 +240,15 @@ def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **g
     return Options(target_path=target, draft_path=draft, target_gpu_layers=gpu_layers, debug=_debug(ctx), **given)
 
 
-def load_pipeline(options):
-    """The loaded pipeline (pulling what is missing, with progress bars on stderr)."""
+def load_pipeline(options, loaded=None):
+    """The loaded pipeline (pulling what is missing, with progress bars on stderr); loaded(pipeline) runs
+    before auto measures the machine (runtime.open_pipeline)."""
     from ..runtime import open_pipeline
     from ..view import download_progress, note
 
     err = stderr_console()
     with download_progress(err) as start:
-        return open_pipeline(options, lambda message: note(err, message), start)
+        return open_pipeline(options, lambda message: note(err, message), start, loaded)
 
 
 def _reflow(doc: str) -> str:

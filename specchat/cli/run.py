@@ -135,15 +135,25 @@ def run(
         draft_gpu_layers=draft_gpu_layers, force_pair=force_pair, use_tuning=not no_tuning, p_min=p_min,
         history=not no_history, log=log.enabled,
     )  # fmt: skip
-    with load_pipeline(options) as pipeline:
+    conversation, ids = None, []
+    if text is not None:
+        conversation = log.conversation(system)
+        conversation.messages.append(Message("user", text))
+
+    def tokenized(pipeline) -> None:
+        # Before auto measures the machine (~30 s the first time): a prompt too long for the context is
+        # refused at once, not after the wait.
+        from ..speculative import check_fits
+
+        ids.extend(_prompt(pipeline, conversation, settings, log))
+        check_fits(len(ids), pipeline.target.n_ctx)
+
+    with load_pipeline(options, tokenized if conversation is not None else None) as pipeline:
         console = stdout_console(no_color)
-        if text is None:
+        if conversation is None:
             session = ChatSession(pipeline, settings, console, system, log, plain=plain_chat)
             raise typer.Exit(chat_loop(session, history=True))
         request = settings.request()
-        conversation = log.conversation(system)
-        conversation.messages.append(Message("user", text))
-        ids = _prompt(pipeline, conversation, settings, log)
         sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
         generation = outputs.reply(pipeline, ids, request, sink)
         log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
