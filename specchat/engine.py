@@ -202,6 +202,9 @@ class Engine:
         self.threads = self.max_threads = self.fewest_threads = threads  # fewest: since the caller last reset it
         self._governor = ThreadGovernor(threads) if not config.n_threads else None
         self.n_ctx = int(lib.llama_n_ctx(self.ctx))
+        # llama.cpp caps a batch at the context asked for (--ctx 64: 64 tokens) and rounds the context up
+        # to 256: a longer batch aborts the process (GGML_ASSERT), so chunks follow its numbers, not ours.
+        self.n_batch = min(config.n_batch, int(lib.llama_n_batch(self.ctx)), int(lib.llama_n_ubatch(self.ctx)))
         self.memory = lib.llama_get_memory(self.ctx)
         self._batch = lib.llama_batch_init(config.n_batch, 0, 1)
         self._control: dict[int, bool] = {}
@@ -218,7 +221,7 @@ class Engine:
         """Append tokens to the cache; logits for the last n_logits tokens, as one float32 array."""
         if not tokens:
             return np.empty((0, self.n_vocab), dtype=np.float32)
-        if not 0 <= n_logits <= min(len(tokens), self.config.n_batch):
+        if not 0 <= n_logits <= min(len(tokens), self.n_batch):
             raise ValueError(f"n_logits={n_logits} for {len(tokens)} tokens")
         if self._n_past + len(tokens) > self.n_ctx:
             raise ContextFullError(
@@ -226,8 +229,8 @@ class Engine:
                 hint="raise --ctx or shorten the prompt",
             )
         head = len(tokens) - n_logits
-        for start in range(0, head, self.config.n_batch):
-            self._decode(tokens[start : min(start + self.config.n_batch, head)], 0)
+        for start in range(0, head, self.n_batch):
+            self._decode(tokens[start : min(start + self.n_batch, head)], 0)
         if n_logits == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         self._decode(tokens[head:], n_logits)

@@ -396,6 +396,21 @@ def test_prompt_longer_than_the_context(default_pair_paths):
 
 
 @pytest.mark.real
+def test_a_prompt_longer_than_a_small_ctx_but_within_the_padded_context_is_answered(default_pair_paths):
+    # llama.cpp caps a batch at the --ctx asked for (64) but pads the context to 256: a prompt of ~130
+    # tokens fits, and was sent in one batch of 256, which aborted the process (GGML_ASSERT, exit 134).
+    # In a subprocess: an abort would take the test run with it.
+    done = subprocess.run(
+        [sys.executable, "-m", "specchat", "run", "--ctx", "64", "--mode", "target", "-n", "4"],
+        input=("word " * 100).encode(),
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr.decode()[-2000:]
+
+
+@pytest.mark.real
 def test_context_filling_stops_cleanly_and_keeps_the_text(default_pair_paths):
     result = invoke("run", "--ctx", "256", "--mode", "spec", "-n", "1000", "Write a very long story about a dragon.")
     assert result.exit_code == 0, result.output
