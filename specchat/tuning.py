@@ -181,10 +181,22 @@ def save(tuning: Tuning) -> Path:
 
 
 def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
-    """Time single steps, verify batches and a draft step, interleaved, after a real context."""
+    """Time single steps, verify batches and a draft step, interleaved, after a real context. In a context
+    too small for the text and a batch of 64 after it (`run --ctx 128`), batches of up to half the
+    context after the text's end (fits_calibration: such a result is for that run only)."""
     context = target.tokenize(CALIBRATION_TEXT)
-    costs = measure(target, draft, context, FULL_BATCHES if full else QUICK_BATCHES, repeats=3 if full else 2)
+    sizes = FULL_BATCHES if full else QUICK_BATCHES
+    if not fits_calibration(target, full):
+        largest = max(n for n in sizes if n <= target.n_ctx // 2)
+        context, sizes = context[-(target.n_ctx - largest) :], [n for n in sizes if n <= largest]
+    costs = measure(target, draft, context, sizes, repeats=3 if full else 2)
     return Tuning(key, costs, source="tune" if full else "calibration")
+
+
+def fits_calibration(target, full: bool = False) -> bool:
+    """The context holds the calibration text and its largest batch after it."""
+    sizes = FULL_BATCHES if full else QUICK_BATCHES
+    return len(target.tokenize(CALIBRATION_TEXT)) + max(sizes) <= target.n_ctx
 
 
 def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
@@ -201,13 +213,16 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
         why += "; `specchat tune` refines"
     elif problem is not None:  # "once" read as if none had been saved, and the broken file went unnamed
         why = f"the saved tuning {problem}; `specchat tune` refines"
+    whole = fits_calibration(target)
+    if use_saved and not whole:
+        why = f"the context of {target.n_ctx} tokens holds only small batches: for this run only, not saved"
     notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why})")
     tuning = calibrate(target, draft, key)
     if saved is not None:
         tuning.priors = saved.priors
     if tuning.costs.busy:
         notify("other programs were using the CPUs while measuring: used for this run only, measured again next time")
-    elif use_saved:
+    elif use_saved and whole:
         try:
             save(tuning)
         except OSError as exc:  # not worth failing a run for: next time it measures again

@@ -618,6 +618,19 @@ def test_prompt_too_long_is_refused_before_auto_measures_the_machine(files):
     assert fits.exit_code == 0 and "measuring llama.cpp's costs" in fits.stderr, fits.output
 
 
+def test_a_first_auto_run_in_a_small_context_measures_what_fits_for_that_run_only(files, fake_models, seed_tuning):
+    # The calibration text and a batch of 64 after it did not fit in --ctx 128: the first auto run failed
+    # with "247 tokens do not fit in the context of 128" for a prompt of a few tokens.
+    small = invoke("run", *files, "--ctx", "128", "-n", "4", "Hi")
+    assert small.exit_code == 0 and small.stdout.strip(), small.output
+    assert "the context of 128 tokens holds only small batches: for this run only, not saved" in small.stderr
+    full = invoke("run", *files, "-n", "4", "Hi")  # nothing was saved: measured again
+    assert "measuring llama.cpp's costs" in full.stderr and "(once;" in full.stderr, full.output
+    seed_tuning(*fake_models)  # a whole measurement saved (the fake's own timings mean nothing)
+    again = invoke("run", *files, "--ctx", "128", "-n", "4", "Hi")
+    assert again.exit_code == 0 and "measuring" not in again.stderr, again.output
+
+
 def test_interrupted_generation_keeps_the_text_and_exits_130(fake_models, tmp_path):
     import fake_backend
 
