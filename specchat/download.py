@@ -159,12 +159,14 @@ def check_pullable(model: ModelSpec) -> ModelFileError | None:
             f"{stale.message} (incomplete, or another file), and HF_HUB_OFFLINE is set",
             hint="unset HF_HUB_OFFLINE and run `specchat pull` to download it again, or put a complete copy there",
         )
+    needs_token = model.gated and model.mirror is None and not has_hub_token()  # with a mirror, the mirror is the way
     if hub_offline():
+        first = " after setting HF_TOKEN (it is gated on the Hub)" if needs_token else ""
         raise DownloadError(
             f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",
-            hint=f"unset HF_HUB_OFFLINE and run `specchat pull`, or copy the file into {models_dir()}",
+            hint=f"unset HF_HUB_OFFLINE and run `specchat pull`{first}, or copy the file into {models_dir()}",
         )
-    if model.gated and model.mirror is None and not has_hub_token():  # with a mirror, the mirror is the way
+    if needs_token:
         raise _gated_without_token(model)
     return stale
 

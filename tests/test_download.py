@@ -207,6 +207,11 @@ def test_a_gated_model_without_a_token_is_told_before_any_request(mirror_env, mo
     with pytest.raises(DownloadError, match="nobody/g-GGUF is gated on the Hub and no Hugging Face token") as err:
         quiet_pull(gated)
     assert "HF_TOKEN" in err.value.hint and "licence" in err.value.hint and not asked
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, it said how to pull it without naming the token it needs
+    with pytest.raises(DownloadError, match="not on this machine and HF_HUB_OFFLINE is set") as err:
+        quiet_pull(gated)
+    assert "after setting HF_TOKEN (it is gated on the Hub)" in err.value.hint
+    monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     with pytest.raises(DownloadError, match=r"Hub download of g\.gguf failed"):
         quiet_pull(gated)
