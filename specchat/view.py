@@ -34,6 +34,11 @@ class StdoutError(SpecchatError):
     """stdout cannot take the output (disk full, closed): the user's environment, not a bug."""
 
 
+def require_stdout(what: str) -> None:
+    """StdoutError now where stdout is closed (`>&-`): before minutes of measuring, not after them."""
+    _Stdout(what)._stream()
+
+
 class _Stdout:
     """sys.stdout as looked up at each write (test runners swap it), with write failures made one
     clear error. A reader that went away (EPIPE) stays a BrokenPipeError: that one is quiet."""

@@ -111,11 +111,13 @@ def bench(
     from ..benchsuite import is_stdin, load_prompts_file, load_suite, select_turns
     from ..errors import UsageError
     from ..sampling import SamplingParams
-    from ..view import bench_progress, note
+    from ..view import bench_progress, note, require_stdout
 
     if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
         note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
+    if output is None:  # where else the report goes: said before minutes of measuring
+        require_stdout("the report")
     if prompts is not None and is_stdin(prompts) and is_stdin(history):  # one stdin: the first would read it all
         raise UsageError("--prompts - and --history - both read stdin", hint="give one of them as a file")
     if "spec" not in mode_list:  # the report recorded lengths nothing was measured at
@@ -185,7 +187,7 @@ def tune(
     from ..tableview import print_tune
     from ..tuning import check_writable, examine, key_for, save, trusted
     from ..tuning import tune as run_tune
-    from ..view import bench_progress, note, stdout_console
+    from ..view import bench_progress, note, require_stdout, stdout_console
 
     def unsaved(exc: OSError, what: str) -> SpecchatError:
         hint = folder_hint(exc, "give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it)")
@@ -198,6 +200,7 @@ def tune(
         check_writable()  # before the measuring: a result that cannot be kept is not worth minutes
     except OSError as exc:
         raise unsaved(exc, "nothing was measured") from None
+    require_stdout("the report")
     err = stderr_console()
     # A lone --target is tuned as `run --target` uses it in auto: without a draft model. With the pair's draft
     # the tuning was saved for (target, draft), which that run never looks up.
