@@ -44,7 +44,12 @@ HELP = """\
 /save FILE       save the conversation (.json: /load reads it back; else Markdown)
 /load ID|FILE    continue a logged conversation (`specchat logs`) or a saved .json
 /bye             leave (Ctrl-D works too)
-Multi-line input: paste it, or Esc-Enter (Alt-Enter) for a new line; Tab completes commands."""
+{input}"""
+# How to type a message of several lines: the terminal's line editor (prompt_toolkit) takes pastes, Esc-Enter and
+# Tab; plain line reading (TERM=dumb: Emacs' shell, where the terminal edits the line) reads a pasted block as one
+# message per line and knows no keys of its own, so there only a line ending in a backslash or a """ block work.
+EDITOR_INPUT = "Multi-line input: paste it, or Esc-Enter (Alt-Enter) for a new line; Tab completes commands."
+PLAIN_INPUT = 'Multi-line input: end a line with \\ to go on, or put the message between two """ lines.'
 
 
 @dataclass
@@ -178,7 +183,8 @@ class ChatSession:
         names = [f"{name} ({MODE_WORDS[name]})" if name in MODE_WORDS else name for name in here]
         # The others need a model or a history this session did not load: /mode would refuse them.
         prefix = "" if len(here) == len(modes.MODES) else "in this session: "
-        self.console.print(Text(HELP.format(modes=prefix + ", ".join(names))))
+        typing = PLAIN_INPUT if self.plain else EDITOR_INPUT
+        self.console.print(Text(HELP.format(modes=prefix + ", ".join(names), input=typing)))
 
     def _cmd_bye(self) -> bool:
         return False

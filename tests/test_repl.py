@@ -568,3 +568,18 @@ def test_ctrl_d_inside_a_block_sends_what_was_typed(live_chat, monkeypatch):
     with pytest.raises(EOFError) as ended:
         repl.read_message(EndingConsole(['"""', " "]))
     assert not isinstance(ended.value, repl.UnfinishedMessage)
+
+
+def test_help_on_a_dumb_terminal_tells_the_ways_of_typing_several_lines_that_work_there():
+    """With TERM=dumb the chat reads plain lines (no prompt_toolkit): /help still offered Esc-Enter, a paste
+    as one message and Tab completion, none of which plain reading has; its `\\` and \"\"\" forms work."""
+    editor, out = session()
+    editor.command("/help")
+    assert "Esc-Enter" in out.getvalue() and "Tab completes" in out.getvalue()
+
+    plain, out = session()
+    plain.plain = True
+    plain.command("/help")
+    last = out.getvalue().splitlines()[-1]
+    assert last == 'Multi-line input: end a line with \\ to go on, or put the message between two """ lines.'
+    assert "Esc-Enter" not in out.getvalue() and "Tab" not in out.getvalue()
