@@ -122,9 +122,9 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, no
     if tuning is None:
         return Choice("draft", k or modes.SPEC.default_k, none_why)
     if not trusted(tuning):
-        state = "stale" if tuning.stale else "taken while other programs used the CPUs"
+        state = "is stale" if tuning.stale else "was taken while other programs used the CPUs"
         again = "run `specchat tune` again" + ("" if tuning.stale else " when the machine is idle")
-        return Choice("draft", k or modes.SPEC.default_k, f"the saved tuning is {state}: a default; {again}")
+        return Choice("draft", k or modes.SPEC.default_k, f"the saved tuning {state}: a default; {again}")
     costs = tuning.costs
     if not tuning.draft_model_can_pay():
         why = (

@@ -161,6 +161,8 @@ def test_an_untrusted_tuning_asks_for_tune_again_not_first():
     stale = exporting.choose(Tuning("k", costs, stale=True), True).why
     assert "tune` again when the machine is idle" in busy and "first" not in busy, busy
     assert "tune` again" in stale and "idle" not in stale and "first" not in stale, stale
+    assert busy.startswith("the saved tuning was taken while other programs used the CPUs: a default"), busy
+    assert stale.startswith("the saved tuning is stale: a default"), stale
 
 
 def test_vllm_speculative_config_is_json(fake_models, seed_tuning):
