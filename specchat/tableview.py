@@ -88,6 +88,8 @@ def models_table(rows: list[dict]) -> Table:
     """One row per pair (rows come in target/draft order from model_rows()): the target's file on the
     first line, the draft's on the second, so that the table fits in 80 columns without cutting names."""
     caption = "* = file name not verified on the Hub"
+    if any(row["checksum_ok"] is not None for row in rows):
+        caption += "\nchecked = as models.toml lists it (size, sha256; where it lists neither, a well-formed GGUF)"
     if any(row["gated"] for row in rows):
         caption += "\n(gated) = accept its licence on the Hub and set HF_TOKEN to pull it"
     table = Table(
@@ -103,6 +105,9 @@ def models_table(rows: list[dict]) -> Table:
         return row["file"].removesuffix(".gguf") + marks
 
     def present(row: dict) -> Text:
+        # --verify's verdict in the table too: "yes" alone looked the same as without --verify
+        if row["checksum_ok"] is not None:
+            return Text("checked", style="green") if row["checksum_ok"] else Text("BAD", style="bold red")
         return Text("yes", style="green") if row["present"] else Text("no", style="dim")
 
     for target, draft in zip(rows[::2], rows[1::2], strict=True):

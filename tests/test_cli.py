@@ -780,6 +780,28 @@ def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
         assert mixed == ({"target": True, "draft": None} if "--verify" in args else {"target": None, "draft": None})
 
 
+def test_models_verify_shows_its_verdict_in_the_table(isolated):
+    """`models --verify` printed the same table as `models` ("yes" for a file it had just hashed): the
+    table said nothing of what was checked. A checked file now reads "checked", a bad one "BAD"."""
+    models = isolated / "models"
+    models.mkdir()
+    for name in ("good.gguf", "bad.gguf"):
+        (models / name).write_bytes(b"hello")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\nsize = 5\n'
+        f'[models.bad]\nrepo = "nobody/bad"\nfile = "bad.gguf"\nsha256 = "{"0" * 64}"\n'
+        '[pairs.mine]\ntarget = "good"\ndraft = "bad"\n'
+    )
+    listed = invoke("models")
+    assert listed.exit_code == 0 and "checked" not in listed.stdout and "BAD" not in listed.stdout
+    verified = invoke("models", "--verify")
+    assert verified.exit_code == 1 and "bad.gguf has sha256" in verified.stderr
+    mine = [line for line in verified.stdout.splitlines() if "good *" in line or "bad *" in line]
+    assert [line.split("│")[-2].strip() for line in mine] == ["checked", "BAD"], verified.stdout
+    assert "checked = as models.toml lists it" in verified.stdout
+
+
 def test_models_shows_which_files_are_gated(isolated):
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
