@@ -73,3 +73,62 @@ def test_view_md_lists_every_chat_command_and_no_other():
     rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| ")]
     listed = {command for row in rows for command in re.findall(r"`(/[a-z]+)", row)}
     assert listed == set(ChatSession.commands())
+
+
+def _keys_in_braces(text: str) -> set[str]:
+    """The keys a doc lists as `{"a", "b", ...}`."""
+    return set(re.findall(r'"(\w+)"', text))
+
+
+def test_how_it_works_explains_every_statistic_of_json_output():
+    """`--json`'s stats (and the log's, serve's speculative figures come from them) had keys that no doc
+    explained: generated_tokens, total_s, mean_accepted_length_counts_bonus, ..."""
+    from specchat.speculative import Stats
+
+    table = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    table = table[table.index("## Where the numbers come from") :]
+    rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row)}
+    assert set(Stats().as_dict()) - listed == set()
+
+
+def test_usage_md_names_every_key_of_run_json_and_no_other():
+    from types import SimpleNamespace
+
+    from specchat.outputs import summary
+    from specchat.sampling import SamplingParams
+    from specchat.speculative import Stats
+
+    pipeline = SimpleNamespace(
+        resolved=SimpleNamespace(pair_name="p", target=Path("t.gguf"), draft=None),
+        draft=None,
+        mode_note="",
+        target=SimpleNamespace(n_ctx=256),
+    )
+    request = SimpleNamespace(params=SamplingParams(), k=0, mode="target", label="target alone", max_tokens=0)
+    generation = SimpleNamespace(text="", set_aside={}, threads=(1, 2), stats=Stats())
+    row = next(line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--json`"))
+    documented = _keys_in_braces(row[: row.index("}")])
+    assert documented == set(summary(pipeline, request, generation))
+
+
+def test_pairs_md_names_every_key_of_models_json(isolated):
+    from specchat.tableview import model_rows
+
+    text = (ROOT / "docs" / "pairs.md").read_text(encoding="utf-8")
+    start = text.index("`--json` gives")
+    listed = set(re.findall(r"`(\w+)`", text[start : text.index("\nA pair is", start)]))
+    rows, _ = model_rows(False)
+    assert set(rows[0]) - listed == set()
+
+
+def test_every_command_help_has_examples():
+    """README: "Every command has `--help` with examples"; only some commands were checked."""
+    from typer.testing import CliRunner
+
+    names = _options()
+    for name in names:
+        result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "Examples:" in result.stdout, name
+        examples = result.stdout.split("Examples:")[1]
+        assert f"specchat {name}" in examples, name
