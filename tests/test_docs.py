@@ -4,6 +4,7 @@ docs/view.md's chat table lists every slash command and no other."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -132,3 +133,19 @@ def test_every_command_help_has_examples():
         assert result.exit_code == 0 and "Examples:" in result.stdout, name
         examples = result.stdout.split("Examples:")[1]
         assert f"specchat {name}" in examples, name
+
+
+def test_usage_md_names_every_key_of_logs_json_and_no_other(fake_models):
+    """`logs --json`'s objects were documented only as "a JSON list": a script had to guess their keys."""
+    from typer.testing import CliRunner
+
+    target, draft = fake_models
+    runner = CliRunner()
+    ran = runner.invoke(app, ["run", "--target", str(target), "--draft", str(draft), "-m", "target", "-n", "4", "Hi."])
+    assert ran.exit_code == 0, ran.output
+    logged = runner.invoke(app, ["logs", "--json"])
+    assert logged.exit_code == 0, logged.output
+    (row,) = json.loads(logged.stdout)
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    start = text.index("`specchat logs --json` gives")
+    assert _keys_in_braces(text[start : text.index("}", start)]) == set(row)
