@@ -149,3 +149,41 @@ def test_usage_md_names_every_key_of_logs_json_and_no_other(fake_models):
     text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     start = text.index("`specchat logs --json` gives")
     assert _keys_in_braces(text[start : text.index("}", start)]) == set(row)
+
+
+def _run_params() -> dict[str, click.Parameter]:
+    group = typer.main.get_command(app)
+    run = group.get_command(click.Context(group), "run")
+    return {opt: p for p in run.params for opt in p.opts}
+
+
+def test_usage_md_gives_run_s_own_defaults():
+    """The options table's default column is a second copy of run's defaults: each literal one (a number,
+    a word) is the option's real default, and -k's per-mode defaults are those of the modes table."""
+    from specchat import modes
+
+    params = _run_params()
+    table = _section("usage.md", "Options that matter")
+    checked = []
+    for line in table.splitlines()[2:]:
+        if not line.startswith("| `"):
+            continue
+        names, default = line.split(" | ")[:2]
+        longs = [name for name in re.findall(r"(--[\w-]+)", names) if name in params]
+        pieces = [piece.strip("` ") for piece in default.split(" (")[0].split(", ")]
+        literal = all(re.fullmatch(r"[\w.]+", piece) for piece in pieces) and len(pieces) == len(longs)
+        for name, piece in zip(longs, pieces, strict=False) if literal else ():
+            real = params[name].default
+            if real is None or isinstance(real, bool):  # resolved elsewhere (the default pair); a flag's "shown"
+                continue
+            same = float(piece) == real if isinstance(real, int | float) else piece == real
+            assert same, f"usage.md: {name} defaults to {piece}, run's default is {real!r}"
+            checked.append(name)
+    assert {"--mode", "--temperature", "--top-k", "--max-tokens", "--ctx", "--format"} <= set(checked), checked
+
+    k_row = next(line for line in table.splitlines() if line.startswith("| `-k/--draft-tokens`"))
+    k_help = params["--draft-tokens"].help
+    for mode in modes.MODES.values():
+        if mode.default_k:
+            assert f"{mode.name} {mode.default_k}" in k_row and f"{mode.name} {mode.default_k}" in k_help, mode.name
+    assert f"at most {modes.SPEC.max_k}" in k_help and f"drafts at most {modes.SPEC.max_k}" in k_row
