@@ -187,3 +187,13 @@ def test_usage_md_gives_run_s_own_defaults():
         if mode.default_k:
             assert f"{mode.name} {mode.default_k}" in k_row and f"{mode.name} {mode.default_k}" in k_help, mode.name
     assert f"at most {modes.SPEC.max_k}" in k_help and f"drafts at most {modes.SPEC.max_k}" in k_row
+
+
+def test_bench_md_names_every_built_in_suite():
+    """`bench --suite tiny` was in --help only: bench.md, which explains the suites, never named it."""
+    from specchat.benchsuite import SUITES
+
+    text = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
+    start = text.index("The built-in suites (`--suite`)")
+    paragraph = text[start : text.index("\n\n", start)]
+    assert set(SUITES) == set(re.findall(r"`([\w-]+)`", paragraph)) - {"--suite"}
