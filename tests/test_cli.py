@@ -1018,3 +1018,21 @@ def test_a_lone_target_that_is_the_pairs_draft_is_a_usage_error(fake_models, iso
     assert_one_line_error(result, 2, "is the target model itself")
     result = invoke("run", "--draft", str(models / target.name), "--mode", "spec", "-n", "8", "Hi.")
     assert_one_line_error(result, 2, "is the target model itself")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "-k", "0", "x"], "'--draft-tokens' / '-k': 0 is not in the range 1 to 64"),
+        (["serve", "--port", "70000"], "'--port': 70000 is not in the range 0 to 65535"),
+        (["logs", "-n", "0"], "'--count' / '-n': 0 is less than 1: give 1 or more"),
+        (["tune", "-n", "2"], "'--max-tokens' / '-n': 2 is less than 8: give 8 or more"),
+        (["logs", "--cid", "abc"], "'--cid': 'abc' is not a whole number"),
+    ],
+)
+def test_a_number_out_of_range_is_named_with_its_range(args, said):
+    """Typer words its number checks as pydantic does: `-k 0` said "Input should be greater than or equal
+    to 1", naming neither the value given nor the other end of the range (64), unlike --temperature's."""
+    result = invoke(*args)
+    assert_one_line_error(result, 2, said)
+    assert "Input should" not in result.stderr

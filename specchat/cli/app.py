@@ -86,6 +86,7 @@ class SpecchatGroup(TyperGroup):
         except typer.Exit:
             raise
         except typer.TyperException as exc:  # a bad option value: one line too, exit 2
+            _say_value(exc)
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             command = f"specchat {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "specchat"
             hint = f"see `{command} --help`"
@@ -99,6 +100,24 @@ class SpecchatGroup(TyperGroup):
             hint = f"this is a bug in specchat: rerun as {DEBUG_USAGE} for the traceback and report it"
             print_error(stderr_console(), f"internal error: {type(exc).__name__}: {exc}", hint)
             ctx.exit(1)
+
+
+def _say_value(exc: Exception) -> None:
+    """Typer's checks of a number word their errors as pydantic does ("Input should be greater than or
+    equal to 1"), without the value given or the other end of the range; said as `finite` says it."""
+    errors = exc.__cause__.errors() if hasattr(exc.__cause__, "errors") else []
+    if not errors or not hasattr(exc, "message"):
+        return
+    kind, given = errors[0].get("type"), errors[0].get("input")
+    low, high = getattr(getattr(exc, "param", None), "min", None), getattr(getattr(exc, "param", None), "max", None)
+    if kind in ("greater_than_equal", "less_than_equal") and low is not None and high is not None:
+        exc.message = f"{given} is not in the range {low} to {high}"
+    elif kind == "greater_than_equal" and low is not None:
+        exc.message = f"{given} is less than {low}: give {low} or more"
+    elif kind == "less_than_equal" and high is not None:
+        exc.message = f"{given} is more than {high}: give {high} or less"
+    elif kind == "int_parsing":
+        exc.message = f"{given!r} is not a whole number"
 
 
 app = typer.Typer(
