@@ -1,6 +1,7 @@
 """`specchat serve` on the real default pair, through the official `openai` client: greedy text equals
 `specchat run --temperature 0`, plain and streamed, with llama-server's speculative counters; two clients
-at once both get their answer and the server stays healthy."""
+at once both get their answer and the server stays healthy; a streamed stop string that spans tokens never shows,
+the usage counts the tokenizer's tokens, and a client that leaves mid-stream stops its generation."""
 
 from __future__ import annotations
 
@@ -99,3 +100,42 @@ def test_two_clients_at_once_both_get_the_greedy_answer(real_server):
         thread.join(timeout=600)
     assert len(answers) == 2 and answers[0] == answers[1] and answers[0]
     assert httpx.get(f"{real_server.url}/health", timeout=30).status_code == 200
+
+
+@pytest.mark.real
+def test_a_streamed_stop_across_tokens_never_shows_and_the_usage_counts_the_tokenizers(real_server, default_pair_paths):
+    """The stop string " 7, 8" spans five tokens of the real vocabulary: no piece of it reaches the client, even
+    while it is only begun; the usage, in its own last chunk, counts the prompt as the target's tokenizer does."""
+    import llama_cpp
+
+    client, prompt, stop = real_server.client(), "1, 2, 3, 4,", " 7, 8"
+    whole = client.completions.create(model="", prompt=prompt, temperature=0, max_tokens=16).choices[0].text
+    assert stop in whole, whole  # the greedy count goes on past 8
+    chunks = list(
+        client.completions.create(model="", prompt=prompt, temperature=0, max_tokens=16, stop=stop, stream=True,
+                                  stream_options={"include_usage": True})
+    )  # fmt: skip
+    assert "".join(chunk.choices[0].text for chunk in chunks if chunk.choices) == whole[: whole.index(stop)]
+    assert [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and all(chunk.usage is None for chunk in chunks[:-1])
+    vocab = llama_cpp.Llama(str(default_pair_paths[0]), vocab_only=True, verbose=False)
+    assert chunks[-1].usage.prompt_tokens == len(vocab.tokenize(prompt.encode(), add_bos=False))
+
+
+@pytest.mark.real
+def test_a_client_that_leaves_mid_stream_stops_its_generation_and_the_next_is_served(real_server):
+    before = len(real_server.log.read_text())
+    body = {"prompt": "def fibonacci(n):", "max_tokens": 400, "temperature": 0, "stream": True}
+    with httpx.stream("POST", f"{real_server.url}/v1/completions", json=body, timeout=300) as response:
+        events = (line for line in response.iter_lines() if line.startswith("data: "))
+        for _ in range(3):
+            next(events)
+    deadline = time.monotonic() + 120  # its console line comes once the generation has stopped
+    while not (
+        left := re.search(r"POST /v1/completions 499\s+(\d+) tokens.*cancelled", real_server.log.read_text()[before:])
+    ):
+        assert time.monotonic() < deadline, real_server.log.read_text()
+        time.sleep(0.1)
+    assert int(left.group(1)) < 400
+    reply = real_server.client().completions.create(model="", prompt="def add(a, b):", temperature=0, max_tokens=8)
+    assert reply.choices[0].text and reply.usage.completion_tokens <= 8
