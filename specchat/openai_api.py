@@ -19,7 +19,9 @@ from .speculative import Stats
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 TOOL_ROLES = ("tool", "function")  # a tool's result, the API's newer and older name: see _no_tools
-MAX_STOPS = 4  # as the OpenAI API allows
+# OpenAI allows 4; editor clients send more (Continue's autocomplete a dozen, and has a setting only to trim
+# them for strict servers), llama-server takes any number. A bound all the same: each is looked for every round.
+MAX_STOPS = 64
 
 
 class ApiError(Exception):

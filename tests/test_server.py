@@ -206,7 +206,9 @@ def test_empty_stop_strings_are_dropped_and_a_stop_that_is_not_strings_is_refuse
 
     messages = [{"role": "user", "content": "a"}]
     assert parse_chat({"messages": messages, "stop": ["", "x", ""]}, 2048).stop == ["x"]
-    for bad in (5, ["a", 5], ["a", None], ["a", "b", "c", "d", "e"], {"a": 1}):
+    many = [f"</s{i}>" for i in range(64)]  # editor clients send more than OpenAI's 4
+    assert parse_chat({"messages": messages, "stop": many}, 2048).stop == many
+    for bad in (5, ["a", 5], ["a", None], [*many, "one more"], {"a": 1}):
         with pytest.raises(ApiError) as refused:
             parse_chat({"messages": messages, "stop": bad}, 2048)
         assert refused.value.code == "invalid_stop" and refused.value.param == "stop"
