@@ -83,6 +83,20 @@ def test_help_text_is_wrapped_to_the_terminal(command):
         assert all(len(line) > 60 for line in wrapped), paragraph
 
 
+@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("command", ["run", "serve", "bench", "tune", "export", "logs", "models", "pull"])
+def test_help_cuts_nothing_on_a_narrow_terminal(command, width):
+    """Typer's help tables cut what did not fit with an ellipsis: at 80 columns `run --help` showed
+    `--draft-gpu-laye…` and `SPECCHAT_NO_HIST…`. Option names stay whole and long words are folded."""
+    import typer.main
+
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": str(width)}, terminal_width=width)
+    assert result.exit_code == 0 and "\u2026" not in result.stdout, result.stdout
+    click_command = typer.main.get_command(app).commands[command]
+    names = [opt for param in click_command.params for opt in param.opts if opt.startswith("--")]
+    assert names and all(name in result.stdout for name in names), names
+
+
 def test_every_command_has_a_one_line_summary():
     """`specchat --help` lists each command by its docstring's first paragraph: pull's and export's ran
     over two or three lines of the list, the whole description where a summary belongs."""

@@ -46,6 +46,37 @@ def _untyped_flags(params: list) -> list:
     return params
 
 
+def _folded_help() -> None:
+    """Typer's help tables cut what does not fit with an ellipsis: on an 80-column terminal `run --help` showed
+    `--draft-gpu-laye…` and `SPECCHAT_NO_HIST…`. Option names are kept whole (the description column wraps
+    instead) and a word longer than its column is folded onto the next line. Only where help is shown:
+    Typer's help module costs ~35 ms to import."""
+    from rich.table import Table
+    from typer import rich_utils
+
+    class FoldingTable(Table):
+        def add_row(self, *renderables, **kwargs):
+            super().add_row(*renderables, **kwargs)
+            if len(self.columns) < 5:  # the commands table (name, description) wraps as it is
+                return
+            for index, column in enumerate(self.columns):  # names: the first two (a `*` for required may lead)
+                column.no_wrap, column.overflow = index < 2, "fold"
+            for item in getattr(renderables[-1], "renderables", renderables[-1:]) if renderables else ():
+                if hasattr(item, "overflow"):
+                    item.overflow = "fold"
+
+    if getattr(rich_utils, "Table", None) is Table:  # a later Typer that renders otherwise is left alone
+        rich_utils.Table = FoldingTable
+
+
+def _with_folded_help(format_help):
+    def format_folded(ctx, formatter):
+        _folded_help()
+        return format_help(ctx, formatter)
+
+    return format_folded
+
+
 class SpecchatGroup(TyperGroup):
     """The single error boundary: library errors become one line + hint, never a traceback."""
 
@@ -56,7 +87,13 @@ class SpecchatGroup(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             _untyped_flags(command.get_params(ctx))
+            if "format_help" not in vars(command):
+                command.format_help = _with_folded_help(command.format_help)
         return command
+
+    def format_help(self, ctx, formatter):
+        _folded_help()
+        return super().format_help(ctx, formatter)
 
     def make_context(self, info_name, args, parent=None, **extra):
         """Ctrl-C while the root options are parsed, before invoke's boundary: Typer turns it into a
