@@ -221,7 +221,7 @@ class Engine:
         """Append tokens to the cache; logits for the last n_logits tokens, as one float32 array."""
         if not tokens:
             return np.empty((0, self.n_vocab), dtype=np.float32)
-        if not 0 <= n_logits <= min(len(tokens), self.n_batch):
+        if not 0 <= n_logits <= len(tokens):
             raise ValueError(f"n_logits={n_logits} for {len(tokens)} tokens")
         if self._n_past + len(tokens) > self.n_ctx:
             raise ContextFullError(
@@ -233,9 +233,15 @@ class Engine:
             self._decode(tokens[start : min(start + self.n_batch, head)], 0)
         if n_logits == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
-        self._decode(tokens[head:], n_logits)
-        pointer = lib.llama_get_logits(self.ctx)
-        return np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)).copy()
+        # A verify batch can be longer than llama.cpp's batch too (`--ctx 64 --mode ngram -k 64`: 65 tokens
+        # in batches of 64): the scored tail goes in chunks as well, each chunk's logits copied out in turn.
+        rows = []
+        for start in range(head, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            self._decode(chunk, len(chunk))
+            pointer = lib.llama_get_logits(self.ctx)
+            rows.append(np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab)).copy())
+        return rows[0] if len(rows) == 1 else np.concatenate(rows)
 
     def use_threads(self, n: int) -> None:
         """The threads of llama.cpp's next calls (the governor's choice; see cpuload.py)."""

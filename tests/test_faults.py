@@ -410,6 +410,40 @@ def test_a_prompt_longer_than_a_small_ctx_but_within_the_padded_context_is_answe
     assert done.returncode == 0 and done.stdout.strip(), done.stderr.decode()[-2000:]
 
 
+COPY_ME = """Copy this code exactly, with no comment:
+def merge(a, b):
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] <= b[j]:
+            out.append(a[i])
+            i += 1
+        else:
+            out.append(b[j])
+            j += 1
+    return out + a[i:] + b[j:]"""
+
+
+@pytest.mark.real
+def test_a_verify_batch_longer_than_a_small_ctx_batch_is_scored_in_chunks(default_pair_paths):
+    # --ctx 64 gives llama.cpp batches of 64 tokens, and prompt lookup at -k 64 copies the code in one
+    # draft: its verify batch of 65 tokens failed with "internal error: ValueError: n_logits=65 for 65
+    # tokens". In a subprocess: a batch sent whole would abort the process (GGML_ASSERT).
+    command = [sys.executable, "-m", "specchat", "run", "--ctx", "64", "--no-log", "-n", "120", "-"]
+    copied = subprocess.run(
+        [*command, "--mode", "ngram", "-k", "64", "--json"],
+        input=COPY_ME.encode(),
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert copied.returncode == 0, copied.stderr.decode()[-2000:]
+    result = json.loads(copied.stdout)
+    assert max(i for i, n in enumerate(result["stats"]["position_acceptance"]) if n is not None) >= 64 - 1
+    alone = subprocess.run([*command, "--mode", "target"], input=COPY_ME.encode(), capture_output=True, timeout=300)
+    assert result["text"] == alone.stdout.decode().rstrip("\n")
+
+
 @pytest.mark.real
 def test_context_filling_stops_cleanly_and_keeps_the_text(default_pair_paths):
     result = invoke("run", "--ctx", "256", "--mode", "spec", "-n", "1000", "Write a very long story about a dragon.")
