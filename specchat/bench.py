@@ -96,6 +96,7 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
 
 
 Progress = Callable[[str, int], None]  # (description, completed runs)
+COST_BATCH = 16  # the report's cost model times verify batches of 1..16
 
 
 def run(
@@ -124,8 +125,10 @@ def run(
             "measuring the cost model for the report (single steps, verify batches of 1..16); "
             "auto uses its own calibration, up to 64"
         )
-        context = pipeline.prompt([Message("user", prompts[0].text)])
-        result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, 17))
+        # After as much of the first prompt as leaves room for a batch of 16: a prompt that fits with room
+        # for a short reply (255 tokens at --ctx 64, a context of 256) failed the bench before it began.
+        context = pipeline.prompt([Message("user", prompts[0].text)])[-(pipeline.target.n_ctx - COST_BATCH) :]
+        result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, COST_BATCH + 1))
         with progress(reps * benchturns.count(prompts) * len(variants)) as advance:
             run_bench(
                 pipeline,

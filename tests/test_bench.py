@@ -814,3 +814,15 @@ def test_a_pair_beside_target_and_draft_is_said_to_be_unused(fake_pair):
     result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--pair", "qwen2.5-coder-7b", "-f", "json")
     assert result.exit_code == 0, result.output
     assert "pair qwen2.5-coder-7b is not used: --target and --draft name the files" in result.stderr
+
+
+def test_a_first_prompt_that_nearly_fills_the_context_is_benched(fake_pair):
+    """The report's cost model timed batches of up to 16 after the whole first prompt: one that fits with
+    room for a short reply (59 tokens of 64) failed the bench before it began ("65 tokens do not fit in the
+    context of 64"; on llama.cpp, 255 tokens at --ctx 64, whose context is 256)."""
+    _folder, files = fake_pair
+    record = {"category": "chat", "turns": ["x" * 40]}
+    args = ["bench", *files, "--prompts", "-", "--modes", "ngram", "-r", "1", "-n", "2", "--ctx", "64", "-f", "json"]
+    result = runner.invoke(app, args, input=json.dumps(record) + "\n")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["cost_model"]["v"]
