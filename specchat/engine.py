@@ -263,8 +263,16 @@ class Engine:
         """Chat-template markup such as <|im_start|> (end-of-generation tokens included)."""
         known = self._control.get(token)
         if known is None:  # asked for every token a copy offers: remembered, not a ctypes call each time
-            known = self._control[token] = bool(lib.llama_vocab_is_control(self.vocab, token)) or self.is_eog(token)
+            # An id outside the vocabulary (a damaged history index offers them) ends a copy as markup does:
+            # llama.cpp looks it up unchecked, and `--mode suffix` died of a segfault.
+            foreign = not self.in_vocab(token)
+            known = foreign or bool(lib.llama_vocab_is_control(self.vocab, token)) or self.is_eog(token)
+            self._control[token] = known
         return known
+
+    def in_vocab(self, token: int) -> bool:
+        """llama.cpp's vocabulary calls abort the process (std::out_of_range) or crash for any other id."""
+        return 0 <= token < self.n_vocab
 
     def line_role(self, token: int) -> str:
         """Whether the token's text holds a line break ("break"), only spaces or tabs ("space") or else
@@ -320,6 +328,8 @@ class Engine:
         return list(buffer[:n])
 
     def piece(self, token: int, *, special: bool = False) -> bytes:
+        if not self.in_vocab(token):  # no text (see in_vocab)
+            return b""
         buffer = ctypes.create_string_buffer(64)
         n = lib.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
         if n < 0:
@@ -332,7 +342,7 @@ class Engine:
 
     def token_text(self, token: int) -> bytes:
         """The vocabulary entry itself (used by the pair check)."""
-        return lib.llama_vocab_get_text(self.vocab, token) or b""
+        return (lib.llama_vocab_get_text(self.vocab, token) or b"") if self.in_vocab(token) else b""
 
     # -- metadata --------------------------------------------------------------------------------------
 
@@ -419,10 +429,12 @@ class Vocab:
         if not self.model:
             raise EngineError(f"llama.cpp could not read the vocabulary of {path}", hint=DEBUG_HINT)
         self.vocab = lib.llama_model_get_vocab(self.model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
 
     # The same calls as the Engine's: they read only the vocabulary.
     tokenize = Engine.tokenize
     piece = Engine.piece
+    in_vocab = Engine.in_vocab
 
     def close(self) -> None:
         if self.model:

@@ -444,6 +444,32 @@ def test_a_verify_batch_longer_than_a_small_ctx_batch_is_scored_in_chunks(defaul
     assert result["text"] == alone.stdout.decode().rstrip("\n")
 
 
+FOREIGN_IDS = """
+import sys
+from pathlib import Path
+from specchat.engine import Engine, EngineConfig, Vocab
+engine = Engine(Path(sys.argv[1]), EngineConfig(n_ctx=64))
+vocab = Vocab(Path(sys.argv[1]))
+for token in (engine.n_vocab, 200_000, -1, 1 << 40):
+    assert engine.is_control(token) and not engine.in_vocab(token)
+    assert engine.piece(token) == engine.token_text(token) == vocab.piece(token) == b""
+    assert engine.line_role(token) == "text"
+assert not engine.is_control(engine.n_vocab - 1) and engine.piece(engine.tokenize("hi")[0]) == b"hi"
+print("ok")
+"""
+
+
+@pytest.mark.real
+def test_token_ids_outside_the_vocabulary_have_no_text_and_end_a_copy(default_pair_paths):
+    # A history index whose tokens file was damaged offers ids beyond the vocabulary to `--mode suffix`;
+    # llama.cpp looks them up unchecked: is_control segfaulted (exit 139) and piece or token_text aborted on
+    # std::out_of_range (exit 134). In a subprocess: either would take the test run with it.
+    done = subprocess.run(
+        [sys.executable, "-c", FOREIGN_IDS, str(default_pair_paths[1])], capture_output=True, timeout=300, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == b"ok", done.stderr.decode()[-2000:]
+
+
 @pytest.mark.real
 def test_context_filling_stops_cleanly_and_keeps_the_text(default_pair_paths):
     result = invoke("run", "--ctx", "256", "--mode", "spec", "-n", "1000", "Write a very long story about a dragon.")
