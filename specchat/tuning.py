@@ -186,11 +186,13 @@ def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
     context after the text's end (fits_calibration: such a result is for that run only)."""
     context = target.tokenize(CALIBRATION_TEXT)
     sizes = FULL_BATCHES if full else QUICK_BATCHES
+    details = {}
     if not fits_calibration(target, full):
         largest = max(n for n in sizes if n <= target.n_ctx // 2)
         context, sizes = context[-(target.n_ctx - largest) :], [n for n in sizes if n <= largest]
+        details["partial"] = f"the context of {target.n_ctx} tokens holds only batches of up to {largest}"
     costs = measure(target, draft, context, sizes, repeats=3 if full else 2)
-    return Tuning(key, costs, source="tune" if full else "calibration")
+    return Tuning(key, costs, source="tune" if full else "calibration", details=details)
 
 
 def fits_calibration(target, full: bool = False) -> bool:
@@ -213,16 +215,16 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
         why += "; `specchat tune` refines"
     elif problem is not None:  # "once" read as if none had been saved, and the broken file went unnamed
         why = f"the saved tuning {problem}; `specchat tune` refines"
-    whole = fits_calibration(target)
-    if use_saved and not whole:
-        why = f"the context of {target.n_ctx} tokens holds only small batches: for this run only, not saved"
     notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why})")
     tuning = calibrate(target, draft, key)
     if saved is not None:
         tuning.priors = saved.priors
-    if tuning.costs.busy:
+    partial = tuning.details.pop("partial", None)
+    if partial is not None:  # kept for no other run: a later one with a larger --ctx measures every size
+        notify(f"{partial}: used for this run only, measured again next time")
+    elif tuning.costs.busy:
         notify("other programs were using the CPUs while measuring: used for this run only, measured again next time")
-    elif use_saved and whole:
+    elif use_saved:
         try:
             save(tuning)
         except OSError as exc:  # not worth failing a run for: next time it measures again

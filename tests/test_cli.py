@@ -637,7 +637,7 @@ def test_a_first_auto_run_in_a_small_context_measures_what_fits_for_that_run_onl
     # with "247 tokens do not fit in the context of 128" for a prompt of a few tokens.
     small = invoke("run", *files, "--ctx", "128", "-n", "4", "Hi")
     assert small.exit_code == 0 and small.stdout.strip(), small.output
-    assert "the context of 128 tokens holds only small batches: for this run only, not saved" in small.stderr
+    assert "the context of 128 tokens holds only batches of up to 64: used for this run only" in small.stderr
     full = invoke("run", *files, "-n", "4", "Hi")  # nothing was saved: measured again
     assert "measuring llama.cpp's costs" in full.stderr and "(once;" in full.stderr, full.output
     seed_tuning(*fake_models)  # a whole measurement saved (the fake's own timings mean nothing)
