@@ -630,3 +630,24 @@ def test_a_stop_that_drops_earlier_sampled_guesses_keeps_only_the_newest_decisio
         counts[out[0]] += 1
     assert {1, 2} <= lengths
     assert chisquare_pvalue(counts, probabilities(target_fn(tuple(prompt)), params)) > 0.001
+
+
+def test_a_draft_that_lacks_some_target_tokens_reads_stand_ins_and_the_output_is_the_targets():
+    """The pair check lets a draft know up to 128 fewer tokens than the target; a target token beyond the
+    draft's vocabulary reached the draft's decode, which failed (and the reply with it)."""
+    from fakes import LOW, hash_row
+
+    def target_fn(context):
+        row = hash_row(context, 40).copy()
+        row[EOG] = LOW  # a reply long enough to meet those tokens
+        return row
+
+    def draft_fn(context):
+        return target_fn(context)[:32]  # the same model, without the target's last 8 tokens
+
+    for prompt in PROMPTS:
+        alone = run(prompt, 0, 60, target_model=FakeModel(target_fn, n_vocab=40))
+        assert any(token >= 32 for token in alone.out)  # the case in question occurs
+        drafter = DraftModelDrafter(FakeModel(draft_fn, n_vocab=32))
+        spec = run(prompt, 4, 60, target_model=FakeModel(target_fn, n_vocab=40), drafter=drafter)
+        assert spec.out == alone.out and spec.stats.accepted > 0

@@ -104,6 +104,9 @@ class Acceptance:
         return out
 
 
+STAND_IN = 0  # what the draft reads for a target token beyond its vocabulary (DraftModelDrafter._known)
+
+
 class DraftModelDrafter:
     """Autoregressive guesses from a draft model whose KV cache follows the accepted text.
 
@@ -130,17 +133,27 @@ class DraftModelDrafter:
         self.acceptance = Acceptance(self.prior)
         self.calibration = Calibration()
 
+    def _known(self, context: Sequence[int]) -> Sequence[int]:
+        """The text as the draft can read it. The pair check lets a draft know up to 128 fewer tokens than
+        the target (compat.py); a target token beyond the draft's vocabulary (an added special token) made
+        the draft's decode fail and the reply with it. The draft reads a stand-in there: only its guesses
+        can suffer, and the target checks those."""
+        limit = getattr(self.cache.model, "n_vocab", None)
+        if limit is None or not context or max(context) < limit:
+            return context
+        return [token if token < limit else STAND_IN for token in context]
+
     def prefill(self, context: Sequence[int]) -> None:
-        self.cache.feed(context, 0)
+        self.cache.feed(self._known(context), 0)
 
     def catch_up(self, context: Sequence[int]) -> None:
         """Bring the cache up to the text before drafting (rounds drafted by others leave it behind), so
         that timing a proposal times drafting only."""
-        self.cache.feed(context[:-1], 0)
+        self.cache.feed(self._known(context)[:-1], 0)
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         # Rounds drafted by others leave the cache behind: catching up is part of what drafting costs now.
-        behind = max(0, len(context) - 1 - common_prefix(self.cache.tokens, context))
+        behind = max(0, len(context) - 1 - common_prefix(self.cache.tokens, self._known(context)))
         rates = self.acceptance.rates
         return Offer(rates(k_max, CAUTION), rates(k_max, -CAUTION), behind, rates(k_max, 0.0))
 
@@ -154,6 +167,7 @@ class DraftModelDrafter:
         self.steps, self._confidences, self._kept = 0, [], 0
         if k <= 0:
             return draft
+        context = self._known(context)
         logits = self.cache.feed(context, 1)[0]
         chances: list[float] = []
         for _ in range(k):
