@@ -304,7 +304,7 @@ def open_pipeline(
 ) -> Pipeline:
     """Resolve, load and set up everything a mode needs; on any failure nothing stays loaded.
 
-    loaded(pipeline) runs once the models are loaded, before auto measures the machine (about 30 s the
+    loaded(pipeline) runs once the models are loaded, before auto measures the machine (about 15 s the
     first time): a prompt that cannot fit is refused there, not after the wait."""
     from . import ctxsize, engine, tuning
 

@@ -623,8 +623,8 @@ def test_prompt_longer_than_the_context(files):
 
 
 def test_prompt_too_long_is_refused_before_auto_measures_the_machine(files):
-    # The first auto run measures the machine (~30 s on a 2-core CPU): a prompt that cannot fit is refused
-    # before that, not after the wait.
+    # The first auto run measures the machine (~15 s on a 2-core CPU, more under load): a prompt that
+    # cannot fit is refused before that, not after the wait.
     result = invoke("run", *files, "--ctx", "512", input="word " * 1000)
     assert_one_line_error(result, 1, "and the context holds 512: no room is left for a reply")
     assert "measuring" not in result.stderr

@@ -141,7 +141,7 @@ def run(
         conversation.messages.append(Message("user", text))
 
     def tokenized(pipeline) -> None:
-        # Before auto measures the machine (~30 s the first time): a prompt too long for the context is
+        # Before auto measures the machine (~15 s the first time on 2 cores): a prompt too long for the context is
         # refused at once, not after the wait.
         from ..speculative import check_fits
 
