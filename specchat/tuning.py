@@ -190,7 +190,7 @@ def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
     if not fits_calibration(target, full):
         largest = max(n for n in sizes if n <= target.n_ctx // 2)
         context, sizes = context[-(target.n_ctx - largest) :], [n for n in sizes if n <= largest]
-        details["partial"] = f"the context of {target.n_ctx} tokens holds only batches of up to {largest}"
+        details["partial"] = f"measured in a context of {target.n_ctx} tokens, too small for the whole measurement"
     costs = measure(target, draft, context, sizes, repeats=3 if full else 2)
     return Tuning(key, costs, source="tune" if full else "calibration", details=details)
 

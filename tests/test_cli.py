@@ -93,7 +93,7 @@ def test_help_cuts_nothing_on_a_narrow_terminal(command, width):
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": str(width)}, terminal_width=width)
     assert result.exit_code == 0 and "\u2026" not in result.stdout, result.stdout
     click_command = typer.main.get_command(app).commands[command]
-    names = [opt for param in click_command.params for opt in param.opts if opt.startswith("--")]
+    names = [opt for param in click_command.params for opt in param.opts + param.secondary_opts if opt[:2] == "--"]
     assert names and all(name in result.stdout for name in names), names
 
 
@@ -637,7 +637,7 @@ def test_a_first_auto_run_in_a_small_context_measures_what_fits_for_that_run_onl
     # with "247 tokens do not fit in the context of 128" for a prompt of a few tokens.
     small = invoke("run", *files, "--ctx", "128", "-n", "4", "Hi")
     assert small.exit_code == 0 and small.stdout.strip(), small.output
-    assert "the context of 128 tokens holds only batches of up to 64: used for this run only" in small.stderr
+    assert "in a context of 128 tokens, too small for the whole measurement: used for this run only" in small.stderr
     full = invoke("run", *files, "-n", "4", "Hi")  # nothing was saved: measured again
     assert "measuring llama.cpp's costs" in full.stderr and "(once;" in full.stderr, full.output
     seed_tuning(*fake_models)  # a whole measurement saved (the fake's own timings mean nothing)

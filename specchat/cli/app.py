@@ -59,8 +59,8 @@ def _folded_help() -> None:
             super().add_row(*renderables, **kwargs)
             if len(self.columns) < 5:  # the commands table (name, description) wraps as it is
                 return
-            for index, column in enumerate(self.columns):  # names: the first two (a `*` for required may lead)
-                column.no_wrap, column.overflow = index < 2, "fold"
+            for index, column in enumerate(self.columns):  # names whole (all but the type and help columns)
+                column.no_wrap, column.overflow = index < len(self.columns) - 2, "fold"
             for item in getattr(renderables[-1], "renderables", renderables[-1:]) if renderables else ():
                 if hasattr(item, "overflow"):
                     item.overflow = "fold"
