@@ -294,7 +294,7 @@ def test_a_broken_saved_tuning_is_named_by_run_and_tune_and_measured_again(
         assert f"the saved tuning {path} cannot be used: {reason}" in line and "(once;" not in line, result.stderr
 
 
-@pytest.mark.parametrize("command", [["tune"], ["bench", "--prompts", "-"]])
+@pytest.mark.parametrize("command", [["tune"], ["bench", "--prompts", "-"], ["bench", "--prompts", "-", "-o", "r.md"]])
 def test_a_closed_stdout_is_refused_before_anything_is_measured(command, isolated):
     """tune measured for minutes, saved, and only then failed to write its report to a closed stdout; the
     bench lost its whole report. Both now say so at once (in a process of its own: only there is stdout
@@ -305,6 +305,8 @@ def test_a_closed_stdout_is_refused_before_anything_is_measured(command, isolate
 
     env = os.environ | {"HF_HUB_OFFLINE": "1"}
     shell = f"{sys.executable} -m specchat {' '.join(command)} >&- < /dev/null"
-    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120, env=env, check=False)
+    done = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, timeout=120, env=env, cwd=isolated, check=False
+    )
     assert done.returncode == 1, done.stderr
     assert "cannot write the report to stdout: it is closed" in done.stderr and "Traceback" not in done.stderr

@@ -116,7 +116,7 @@ def bench(
     if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
         note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
     k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
-    if output is None:  # where else the report goes: said before minutes of measuring
+    if output is None or fmt == "table":  # the table goes to stdout even with --output: said before measuring
         require_stdout("the report")
     if prompts is not None and is_stdin(prompts) and is_stdin(history):  # one stdin: the first would read it all
         raise UsageError("--prompts - and --history - both read stdin", hint="give one of them as a file")
