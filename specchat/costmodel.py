@@ -266,9 +266,11 @@ def measure(
     load = load or CpuLoad()
     target.truncate(0)
     target.eval(context, 0)
-    if draft is not None:
+    if draft is not None:  # it reads only its own tokens (a draft may know fewer: DraftModelDrafter._known)
+        limit = getattr(draft, "n_vocab", None) or max(context, default=0) + 1
         draft.truncate(0)
-        draft.eval(context, 0)
+        draft.eval([token if token < limit else 0 for token in context], 0)
+        draft_probe = [probe[0] if probe[0] < limit else 0]
     steps: list[float] = []
     ratios: dict[int, list[float]] = {n: [] for n in sizes}
     draft_ratios: list[float] = []
@@ -283,7 +285,7 @@ def measure(
         for n in sizes:
             single = time_pair(n)
             if draft is not None and n in (1, 8, 32):
-                draft_ratios.append(_timed(draft, probe[:1], 1, base, clock) / single)
+                draft_ratios.append(_timed(draft, draft_probe, 1, base, clock) / single)
     # A hiccup of a shared machine in one timing moves a median of two by half of it (on a 2-core VM a
     # batch of 64 read as 17.6 target steps instead of about 24.5): sizes whose timings disagree are
     # timed again until two agree, and the median of all is kept. Not on a busy machine: there timings

@@ -505,3 +505,13 @@ def test_a_round_verified_without_a_draft_is_the_target_alones():
             break
     assert stats.rounds == len(proposals) + 1 and booked[-2] == "spec"
     assert booked[-1] == "target"
+
+
+def test_measuring_a_draft_that_lacks_some_target_tokens():
+    """The draft reads a stand-in for a target token beyond its vocabulary (as DraftModelDrafter does): the
+    bench's cost model, taken after its first prompt, sent such a token to the draft's decode."""
+    context = list(range(2, 40))  # ids 32..39: the target's only
+    target = FakeModel(HashLM(n_vocab=40), n_vocab=40, n_ctx=512)
+    draft = FakeModel(HashLM(n_vocab=32), n_vocab=32, n_ctx=512)
+    costs = measure(target, draft, context, (1, 2, 8), clock=Clock(), load=QuietLoad())
+    assert costs.draft_step is not None and draft.calls and all(max(call.tokens) < 32 for call in draft.calls)
