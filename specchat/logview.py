@@ -10,7 +10,7 @@ from rich.text import Text
 
 from . import logstore
 from .paths import log_file
-from .view import note, one_line, stderr_console, stdout_console, visible, write_stdout
+from .view import n_tokens, note, one_line, stderr_console, stdout_console, visible, write_stdout
 
 PREVIEW_LINES = 6  # per prompt and reply, unless --full
 PREVIEW_CHARS = 1000  # the same: one pasted line of a megabyte (minified JSON, a log) is one line
@@ -71,7 +71,7 @@ def _details(row: dict) -> str:
     # numbers only: a stats object edited by hand ("tokens_per_s": "x") failed the whole view at the format
     stats = {k: v for k, v in (row["stats"] or {}).items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if stats:
-        parts.append(f"{stats.get('generated_tokens', 0):.0f} tokens, {stats.get('tokens_per_s', 0):.1f} tok/s")
+        parts.append(f"{n_tokens(stats.get('generated_tokens', 0))}, {stats.get('tokens_per_s', 0):.1f} tok/s")
         if stats.get("drafted"):
             parts.append(f"{stats.get('acceptance_rate', 0):.0%} of {stats['drafted']:.0f} drafts accepted")
     return "  ·  ".join(part for part in parts if part)

@@ -35,7 +35,7 @@ from .paths import path_text
 from .runtime import Pipeline
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull
-from .view import one_line
+from .view import n_tokens, one_line
 
 BACKLOG = 2048  # connections queued before they are accepted (uvicorn's default)
 GRACEFUL_S = 5  # on Ctrl-C uvicorn waits this long for running requests, then cancels them (a traceback each)
@@ -354,7 +354,7 @@ class Api:
         if outcome is not None:
             stats = outcome.stats
             line += (
-                f"  {stats.generated} tokens, {stats.tokens_per_s:.1f} tok/s, accepted {stats.accepted}/"
+                f"  {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, accepted {stats.accepted}/"
                 f"{stats.drafted} (rejected {stats.drafted - stats.accepted}), {self.label}, {outcome.stop_reason}"
             )
         elif note:

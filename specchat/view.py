@@ -34,6 +34,11 @@ class StdoutError(SpecchatError):
     """stdout cannot take the output (disk full, closed): the user's environment, not a bug."""
 
 
+def n_tokens(n: float) -> str:
+    """ "1 token", "5 tokens" (a reply cut at -n 1 said "1 tokens")."""
+    return f"{n:.0f} token" + ("" if round(n) == 1 else "s")
+
+
 def require_stdout(what: str) -> None:
     """StdoutError now where stdout is closed (`>&-`): before minutes of measuring, not after them."""
     _Stdout(what)._stream()
@@ -256,7 +261,7 @@ def _draft_share(stats: Stats) -> float:
 def stats_lines(stats: Stats, k: int, label: str) -> list[str]:
     """A short, plain-text summary of one reply (--stats)."""
     parts = [
-        f"{stats.generated} tokens in {stats.total_s:.2f}s",
+        f"{n_tokens(stats.generated)} in {stats.total_s:.2f}s",
         f"{stats.tokens_per_s:.1f} tok/s (decode)",
         f"TTFT {stats.first_token_s:.2f}s" if stats.rounds else "no token",  # 0.00s read as instant
         f"stop: {stats.stop_reason}",
@@ -300,7 +305,7 @@ STOPS = {"interrupted": "interrupted", "context": "context full", "max_tokens": 
 
 def summary_line(stats: Stats, label: str) -> Text:
     """The line under a reply in the live view."""
-    line = Text(f"── {stats.generated} tokens, {stats.tokens_per_s:.1f} tok/s, {label}", style="dim")
+    line = Text(f"── {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, {label}", style="dim")
     if stats.drafted:
         line.append(
             f", accepted {stats.accepted}/{stats.drafted} ({stats.acceptance_rate:.0%}), "
@@ -316,7 +321,9 @@ def session_lines(totals: Stats) -> list[str]:
     """The chat's /stats: every reply of the session, merged. Its speed is the replies' own (generated tokens
     over decode time, as under each reply), not tokens over draft + verify time, which leaves out the
     sampling and the view and read faster than any reply had run."""
-    lines = [f"session: {totals.generated} tokens in {totals.rounds} rounds, {totals.tokens_per_s:.1f} tok/s (decode)"]
+    lines = [
+        f"session: {n_tokens(totals.generated)} in {totals.rounds} rounds, {totals.tokens_per_s:.1f} tok/s (decode)"
+    ]
     if totals.drafted:
         share = _draft_share(totals)
         lines.append(

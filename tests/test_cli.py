@@ -1050,3 +1050,8 @@ def test_a_number_out_of_range_is_named_with_its_range(args, said):
     result = invoke(*args)
     assert_one_line_error(result, 2, said)
     assert "Input should" not in result.stderr
+
+
+def test_one_token_is_said_in_the_singular(files):
+    result = invoke("run", *files, "--mode", "target", "-n", "1", "--stats", "Hi")
+    assert result.exit_code == 0 and "1 token in " in result.stderr, result.output
