@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .cpuload import cpu_counters, others_cpus, usable_cpus
-from .models_api import LanguageModel
+from .models_api import LanguageModel, readable_by
 from .modes import SPEC
 
 EMA = 0.1  # weight of one new timing in the online scale
@@ -266,11 +266,10 @@ def measure(
     load = load or CpuLoad()
     target.truncate(0)
     target.eval(context, 0)
-    if draft is not None:  # it reads only its own tokens (a draft may know fewer: DraftModelDrafter._known)
-        limit = getattr(draft, "n_vocab", None) or max(context, default=0) + 1
+    if draft is not None:  # it reads only its own tokens (a draft may know fewer: readable_by)
         draft.truncate(0)
-        draft.eval([token if token < limit else 0 for token in context], 0)
-        draft_probe = [probe[0] if probe[0] < limit else 0]
+        draft.eval(readable_by(draft, context), 0)
+        draft_probe = readable_by(draft, probe[:1])
     steps: list[float] = []
     ratios: dict[int, list[float]] = {n: [] for n in sizes}
     draft_ratios: list[float] = []

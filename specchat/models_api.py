@@ -28,6 +28,20 @@ class LanguageModel(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
 
+STAND_IN = 0  # what a model reads for a token beyond its vocabulary (readable_by)
+
+
+def readable_by(model: LanguageModel, tokens: Sequence[int]) -> Sequence[int]:
+    """The tokens as `model` can read them. The pair check lets a draft know up to 128 fewer tokens than the
+    target (compat.py); a target token beyond the draft's vocabulary (an added special token) made the
+    draft's decode fail, and the reply with it. The draft reads a stand-in there: only its guesses can
+    suffer, and the target checks those."""
+    limit = getattr(model, "n_vocab", None)
+    if limit is None or not tokens or max(tokens) < limit:
+        return tokens
+    return [token if token < limit else STAND_IN for token in tokens]
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if a[:n] == b[:n]:  # the usual case, compared in C

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models_api import CachedModel, LanguageModel, common_prefix
+from ..models_api import CachedModel, LanguageModel, common_prefix, readable_by
 from ..sampling import Sampler
 from .base import Draft, Offer, Outcome
 
@@ -104,9 +104,6 @@ class Acceptance:
         return out
 
 
-STAND_IN = 0  # what the draft reads for a target token beyond its vocabulary (DraftModelDrafter._known)
-
-
 class DraftModelDrafter:
     """Autoregressive guesses from a draft model whose KV cache follows the accepted text.
 
@@ -134,14 +131,8 @@ class DraftModelDrafter:
         self.calibration = Calibration()
 
     def _known(self, context: Sequence[int]) -> Sequence[int]:
-        """The text as the draft can read it. The pair check lets a draft know up to 128 fewer tokens than
-        the target (compat.py); a target token beyond the draft's vocabulary (an added special token) made
-        the draft's decode fail and the reply with it. The draft reads a stand-in there: only its guesses
-        can suffer, and the target checks those."""
-        limit = getattr(self.cache.model, "n_vocab", None)
-        if limit is None or not context or max(context) < limit:
-            return context
-        return [token if token < limit else STAND_IN for token in context]
+        """The text as the draft can read it (models_api.readable_by)."""
+        return readable_by(self.cache.model, context)
 
     def prefill(self, context: Sequence[int]) -> None:
         self.cache.feed(self._known(context), 0)
