@@ -182,23 +182,17 @@ def save(tuning: Tuning) -> Path:
 
 def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
     """Time single steps, verify batches and a draft step, interleaved, after a real context. In a context
-    too small for the text and a batch of 64 after it (`run --ctx 128`), batches of up to half the
-    context after the text's end (fits_calibration: such a result is for that run only)."""
+    too small for the text and a batch of 64 after it (another backend's exact `--ctx 128`), batches of up
+    to half the context after the text's end: such a result is marked partial, for that run only."""
     context = target.tokenize(CALIBRATION_TEXT)
     sizes = FULL_BATCHES if full else QUICK_BATCHES
     details = {}
-    if not fits_calibration(target, full):
+    if len(context) + max(sizes) > target.n_ctx:
         largest = max(n for n in sizes if n <= target.n_ctx // 2)
         context, sizes = context[-(target.n_ctx - largest) :], [n for n in sizes if n <= largest]
         details["partial"] = f"measured in a context of {target.n_ctx} tokens, too small for the whole measurement"
     costs = measure(target, draft, context, sizes, repeats=3 if full else 2)
     return Tuning(key, costs, source="tune" if full else "calibration", details=details)
-
-
-def fits_calibration(target, full: bool = False) -> bool:
-    """The context holds the calibration text and its largest batch after it."""
-    sizes = FULL_BATCHES if full else QUICK_BATCHES
-    return len(target.tokenize(CALIBRATION_TEXT)) + max(sizes) <= target.n_ctx
 
 
 def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
