@@ -15,8 +15,10 @@ import functools
 import hmac
 import ipaddress
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 from rich.console import Console
@@ -96,6 +98,15 @@ def model_id(pipeline: Pipeline) -> str:
     return pipeline.resolved.pair_name or path_text(pipeline.resolved.target.name)
 
 
+def _created(target: Path) -> int:
+    """/v1/models' `created`: when the target file was made (a client shows it as the model's date; 0 read
+    as 1970), else now."""
+    try:
+        return int(target.stat().st_mtime)
+    except OSError:
+        return int(time.time())
+
+
 class Api:
     """The route handlers, around one Engine; a handler returns a Response or raises ApiError."""
 
@@ -112,6 +123,7 @@ class Api:
         # Names a client may send for this model: its id, the pair, the target's file name and stem.
         target = path_text(pipeline.resolved.target.name)
         self.aliases = {self.model, target, target.removesuffix(".gguf"), pipeline.resolved.pair_name}
+        self.created = _created(pipeline.resolved.target)
 
     def app(self) -> Starlette:
         # Also without /v1, as llama-server answers: a client given the base URL http://host:port finds them.
@@ -192,7 +204,7 @@ class Api:
         return JSONResponse(self._model_entry())
 
     def _model_entry(self) -> dict:
-        return {"id": self.model, "object": "model", "created": 0, "owned_by": "specchat"}
+        return {"id": self.model, "object": "model", "created": self.created, "owned_by": "specchat"}
 
     def _check_model(self, name: str) -> None:
         """A request may name the model by any of its aliases; another name is a 404."""

@@ -801,6 +801,13 @@ def test_one_model_through_the_client(server):
         client.models.retrieve("gpt-4")
 
 
+def test_models_say_when_the_target_file_was_made(server):
+    """`created` was 0, which clients show as 1970: it is the target file's modification time."""
+    listed = server.client().models.list().data
+    assert [entry.created for entry in listed] == [int(server.target.stat().st_mtime)]
+    assert server.client().models.retrieve(listed[0].id).created == listed[0].created
+
+
 def test_api_key_is_required(guarded):
     with pytest.raises(openai.AuthenticationError):
         ask(guarded.client("wrong"))
