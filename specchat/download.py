@@ -459,13 +459,23 @@ def cached_sha256(path: Path) -> str:
     store = cache_dir() / "sha256.json"
     known = read_json_object(store, _is_sha256)  # anything odd in it: hash again and rewrite it
     if key not in known:
-        known[key] = sha256_of(path)
+        digest = sha256_of(path)
+        # What the cache knew of this path before it changed, and of files since deleted (test runs, a
+        # model moved away), is of no use any more: without this the file grows with every download.
+        known = {old: sha for old, sha in known.items() if _still_there(old, str(path.resolve()))}
+        known[key] = digest
         try:
             make_dirs(store.parent)
             write_atomic(store, json.dumps(known))
         except OSError:
             pass  # only a cache: the next run hashes again
     return known[key]
+
+
+def _still_there(key: str, replaced: str) -> bool:
+    """A cache key (path:size:mtime) whose file is still there and is not the one being hashed anew."""
+    where = key.rsplit(":", 2)[0]
+    return where != replaced and Path(where).is_file()
 
 
 def _is_sha256(value: object) -> bool:

@@ -507,6 +507,21 @@ def test_a_wrong_cached_sha256_for_this_file_is_not_believed(tmp_path, monkeypat
     assert download.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
 
 
+def test_the_sha256_cache_forgets_files_changed_or_gone(tmp_path, monkeypatch):
+    """Every download or touch added a key and none went: the cache keeps one per file still there."""
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    kept, gone, data = tmp_path / "kept:1.gguf", tmp_path / "gone.gguf", tmp_path / "model.gguf"
+    for path in (kept, gone, data):
+        path.write_bytes(path.name.encode())
+        download.cached_sha256(path)
+    gone.unlink()
+    data.write_bytes(b"weights, pulled again")
+    os.utime(data, ns=(1, 1))  # a new mtime even on a coarse clock
+    assert download.cached_sha256(data) == hashlib.sha256(b"weights, pulled again").hexdigest()
+    store = json.loads((tmp_path / "cache" / "sha256.json").read_text())
+    assert sorted(key.rsplit(":", 2)[0] for key in store) == sorted([str(kept.resolve()), str(data.resolve())])
+
+
 def test_an_unwritable_sha256_cache_does_not_stop_the_hash(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
