@@ -95,7 +95,7 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
     }
 
 
-Progress = Callable[[str, int], None]  # (description, completed runs)
+Progress = Callable[..., None]  # (description, completed runs[, a new total])
 COST_BATCH = 16  # the report's cost model times verify batches of 1..16
 
 
@@ -119,7 +119,7 @@ def run(
     from .costmodel import measure
 
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings, pipeline.options.threads))
-    benchturns.check_first_turns(pipeline, prompts)
+    prompts, result.skipped = benchturns.first_turns(pipeline, prompts)
     try:
         notify(
             "measuring the cost model for the report (single steps, verify batches of 1..16); "
@@ -163,13 +163,16 @@ def run_bench(
     to earlier_tokens each (0: max_tokens)."""
     from . import benchturns
 
-    turns = benchturns.replay(
+    turns, skipped = benchturns.replay(
         pipeline,
         prompts,
         params,
         earlier_tokens or max_tokens,
         progress=(lambda text: progress(text, 0)) if progress else None,
     )
+    result.skipped.extend(skipped)
+    if skipped and progress:  # the bar counted every turn; the skipped ones are never run
+        progress("warming up", 0, reps * len(turns) * len(variants))
     for variant in variants:
         _generate(pipeline, turns[0].ids, params, variant, min(16, max_tokens))
     done = 0

@@ -123,6 +123,8 @@ def to_markdown(result: BenchResult) -> str:
     lines += ["| " + " | ".join(map(_md_cell, row_cells(row))) + " |" for row in result.rows()]
     if result.interrupted:  # a partial file must not pass for a whole one (json and jsonl say "interrupted")
         lines += ["", f"*{INTERRUPTED}*"]
+    if result.skipped:  # json and jsonl have "skipped"
+        lines += [""] + [f"- {_md_cell(skipped.text())}" for skipped in result.skipped]
     return "\n".join(lines) + "\n"
 
 
@@ -191,6 +193,9 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         write_stdout(text, "the report")
     elif text is None:
         print_bench(stdout_console(what="the report"), result, ks)
+    if text is not None:  # under the table it is said already; a file or JSON on stdout is not read on the spot
+        for skipped in result.skipped:
+            err.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
 
 
 def _write_file(path: Path, body: str) -> None:
@@ -211,6 +216,8 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
     console.print(bench_table(result))
     if result.interrupted:
         console.print(INTERRUPTED, style="yellow", highlight=False)
+    for skipped in result.skipped:  # a prompt id is the user's text: shown, never obeyed
+        console.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
     if result.cost is not None:
         console.print(cost_table(result.cost, ks))
     lossless = result.lossless_summary()

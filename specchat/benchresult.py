@@ -101,6 +101,7 @@ class BenchResult:
     cost: Costs | None = None
     interrupted: bool = False
     meta: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)  # benchturns.Skipped: turns that did not fit the context
 
     def rows(self) -> list[Row]:
         from .benchturns import groups
@@ -185,6 +186,7 @@ class BenchResult:
             "lossless": self.lossless_summary(),
             "peak_rss_mb": peak_rss_mb(),
             "interrupted": self.interrupted,
+            "skipped": [asdict(s) for s in self.skipped],
             "samples": [asdict(s) for s in self.samples],
         }
 

@@ -4,6 +4,10 @@ Turn n's prompt is the conversation so far, and the earlier assistant replies in
 own, generated here once with the target alone (the run's sampling settings and seed) before anything
 is measured. Every variant, mode and repetition then gets the same token ids for the same turn, so
 they are compared on exactly the same conversation, and only each turn's reply is measured.
+
+A turn whose conversation does not fit the context is skipped with the rest of its record (a later turn
+only adds to it), for every variant alike, and reported (Skipped); only a bench where no first turn fits
+stops.
 """
 
 from __future__ import annotations
@@ -32,6 +36,31 @@ class Turn:
         )
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """The turns of a record that were not measured: from the first whose conversation outgrew the context."""
+
+    prompt_id: str
+    category: str
+    turns: list[int]
+    tokens: int  # the conversation up to the first skipped turn, prompt of its reply included
+    ctx: int
+
+    def text(self) -> str:
+        first, last = self.turns[0], self.turns[-1]
+        which = f"turn {first}" if first == last else f"turns {first}-{last}"
+        # A first turn has no earlier replies: neither --earlier-tokens nor --turns first would help it.
+        hint = (
+            "raise --ctx, lower --earlier-tokens, or --turns first"
+            if first > 1
+            else "raise --ctx, or shorten the prompt"
+        )
+        return (
+            f"skipped prompt #{self.prompt_id}, {which}: the conversation so far takes {self.tokens} tokens; "
+            f"the context holds {self.ctx} ({hint})"
+        )
+
+
 def count(prompts: list[Prompt]) -> int:
     """Measured replies per variant and repetition: one per turn."""
     return sum(len(p.turns) for p in prompts)
@@ -43,20 +72,25 @@ def replay(
     params: SamplingParams,
     max_tokens: int,
     progress: Callable[[str], None] | None = None,
-) -> list[Turn]:
-    """Every turn of every record with its prompt ids; writes the history replies on the way."""
-    turns = []
+) -> tuple[list[Turn], list[Skipped]]:
+    """Every turn of every record with its prompt ids, and the turns skipped because they do not fit the
+    context; writes the history replies on the way."""
+    turns, skipped = [], []
     for prompt in prompts:
         messages: list[Message] = []
         for number, text in enumerate(prompt.turns, start=1):
             messages.append(Message("user", text))
-            turn = Turn(prompt, number, _fit(pipeline, prompt, number, messages))
+            ids = pipeline.prompt(messages)
+            if not fits(pipeline, ids):
+                skipped.append(_skipped(pipeline, prompt, number, ids))
+                break
+            turn = Turn(prompt, number, ids)
             turns.append(turn)
             if number < len(prompt.turns):
                 if progress:
                     progress(f"history · {turn.label} · target alone")
                 messages.append(Message("assistant", _reply(pipeline, turn.ids, params, max_tokens)))
-    return turns
+    return turns, skipped
 
 
 def groups(samples: list) -> list[tuple[str, int | None, list]]:
@@ -78,25 +112,36 @@ def groups(samples: list) -> list[tuple[str, int | None, list]]:
     return out
 
 
-def check_first_turns(pipeline, prompts: list[Prompt]) -> None:
-    """Every record's first turn fits the context: checked before the cost model is measured (a minute
-    on a small CPU), not after it. Later turns hold the target's replies, known only once written."""
+def first_turns(pipeline, prompts: list[Prompt]) -> tuple[list[Prompt], list[Skipped]]:
+    """The records whose first turn fits the context, and the others, skipped whole: checked before the
+    cost model is measured (a minute on a small CPU), not after it. Later turns hold the target's replies,
+    known only once written (replay). None fitting at all stops the bench: there is nothing to measure."""
+    fitting, skipped = [], []
     for prompt in prompts:
-        _fit(pipeline, prompt, 1, [Message("user", prompt.turns[0])])
-
-
-def _fit(pipeline, prompt: Prompt, number: int, messages: list[Message]) -> list[int]:
-    ids = pipeline.prompt(messages)
-    n_ctx = pipeline.target.n_ctx
-    if len(ids) >= n_ctx:  # said here with the record and turn; the loop would only say "the prompt"
+        ids = pipeline.prompt([Message("user", prompt.turns[0])])
+        if fits(pipeline, ids):
+            fitting.append(prompt)
+        else:
+            skipped.append(_skipped(pipeline, prompt, 1, ids))
+    if not fitting:
+        shortest = min(s.tokens for s in skipped)
+        which = "the first turn" if len(skipped) == 1 else "the shortest first turn"
         raise ContextFullError(
-            f"bench prompt #{prompt.id}, turn {number}: the conversation so far takes {len(ids)} tokens; "
-            f"the context holds {n_ctx}",
-            hint="raise --ctx, lower --earlier-tokens (shorter earlier replies), or --turns first"
-            if number > 1
-            else "raise --ctx, or shorten the prompt",  # a first turn has no earlier replies to shorten
+            f"no bench prompt fits the context: {which} takes {shortest} tokens; "
+            f"the context holds {pipeline.target.n_ctx}",
+            hint="raise --ctx, or shorten the prompt",
         )
-    return ids
+    return fitting, skipped
+
+
+def fits(pipeline, ids: list[int]) -> bool:
+    """Room for at least one token of reply, as speculative.check_fits asks."""
+    return len(ids) < pipeline.target.n_ctx
+
+
+def _skipped(pipeline, prompt: Prompt, number: int, ids: list[int]) -> Skipped:
+    turns = list(range(number, len(prompt.turns) + 1))  # a later turn only adds to the conversation
+    return Skipped(prompt.id, prompt.category, turns, len(ids), pipeline.target.n_ctx)
 
 
 def _reply(pipeline, ids: list[int], params: SamplingParams, max_tokens: int) -> str:

@@ -247,7 +247,9 @@ def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int]
     progress = Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
     task = progress.add_task("warming up", total=total)
     with progress:
-        yield lambda description, done: progress.update(task, description=one_line(description), completed=done)
+        yield lambda description, done, total=None: progress.update(
+            task, description=one_line(description), completed=done, total=total
+        )
 
 
 # -- stats: every line that describes a reply or a session ---------------------------------------------

@@ -33,7 +33,7 @@ def bench(fake_models, seed_tuning, tmp_path):
         result = runner.invoke(
             app, ["bench", *files, "--prompts", str(prompts), "-n", "8", "-f", "json", "-o", str(out), *args]
         )
-        return json.loads(out.read_text()) if result.exit_code == 0 else result
+        return json.loads(out.read_text()) if result.exit_code == 0 and out.exists() else result  # else: -o FILE
 
     return run
 
@@ -144,21 +144,50 @@ def test_unknown_turns_option(bench):
     assert result.exit_code == 2 and "unknown --turns 'last'" in result.stderr
 
 
-def test_a_conversation_longer_than_the_context_names_the_turn(bench):
-    long = "x" * 150
-    result = bench("--ctx", "400", "-n", "300", records=[{"question_id": "q", "category": "c", "turns": [long, long]}])
-    assert result.exit_code != 0 and "Traceback" not in result.output
-    assert (
-        "bench prompt #q, turn 2: the conversation so far takes" in result.stderr and "--turns first" in result.stderr
-    )
-    assert "--earlier-tokens" in result.stderr
+LONG = "x" * 150  # with the fake's reply (which quotes it) a second turn of two takes over 400 tokens
 
 
-def test_a_first_turn_longer_than_the_context_stops_the_bench_before_the_cost_model(bench):
-    records = [{"question_id": "short", "category": "c", "turns": ["hi"]}, {"question_id": "q", "category": "c",
-               "turns": ["x " * 600]}]  # fmt: skip
+def test_a_later_turn_longer_than_the_context_is_skipped_and_said_once(bench, tmp_path):
+    """A turn whose conversation outgrows --ctx stopped the whole bench before anything was measured: the
+    turns that fit are measured, the rest of that record is skipped, said once per record in the report
+    (and on stderr where the report is not the table)."""
+    records = [{"question_id": "q", "category": "c", "turns": [LONG, LONG, "and again"]}, RECORDS[1]]
+    data = bench("--ctx", "400", "-n", "300", "--modes", "ngram", "-r", "1", records=records)
+    assert isinstance(data, dict), data.output
+    assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("q", 1), ("one", 1)}
+    [skipped] = data["skipped"]
+    assert skipped["prompt_id"] == "q" and skipped["category"] == "c" and skipped["turns"] == [2, 3]
+    assert skipped["tokens"] >= 400 and skipped["ctx"] == 400
+
+
+def test_skipped_turns_in_every_report(bench, tmp_path):
+    records = [{"question_id": "q", "category": "c", "turns": [LONG, LONG]}, RECORDS[1]]
+    args = ("--ctx", "400", "-n", "300", "--modes", "ngram", "-r", "1")
+    result = bench(*args, "-f", "table", "-o", str(tmp_path / "bench.md"), records=records)
+    assert result.exit_code == 0, result.output
+    line = "skipped prompt #q, turn 2: the conversation so far takes"
+    assert result.stdout.count(line) == 1 and line not in result.stderr  # the table says it; once
+    assert "--earlier-tokens" in result.stdout
+    assert (tmp_path / "bench.md").read_text().count(line) == 1
+    result = bench(*args, "-f", "jsonl", "-o", str(tmp_path / "bench.jsonl"), records=records)
+    assert result.exit_code == 0 and result.stderr.count(line) == 1  # the file says it, and so does stderr
+    summary = json.loads((tmp_path / "bench.jsonl").read_text().splitlines()[-1])
+    assert summary["type"] == "summary" and [s["turns"] for s in summary["skipped"]] == [[2]]
+
+
+def test_a_first_turn_longer_than_the_context_is_skipped(bench):
+    records = [{"question_id": "q", "category": "c", "turns": ["x " * 600, "more"]}, RECORDS[1]]
+    data = bench("--ctx", "400", "--modes", "ngram", "-r", "1", records=records)
+    assert isinstance(data, dict), data.output
+    assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("one", 1)}
+    assert [(s["prompt_id"], s["turns"]) for s in data["skipped"]] == [("q", [1, 2])]
+    assert data["cost_model"] is not None  # measured after a prompt that fits
+
+
+def test_a_bench_of_nothing_that_fits_stops_before_the_cost_model(bench):
+    records = [{"question_id": "q", "category": "c", "turns": ["x " * 600]}, {"category": "d", "turns": ["y " * 400]}]
     result = bench("--ctx", "400", records=records)
-    assert result.exit_code == 1 and "bench prompt #q, turn 1: the conversation so far takes" in result.stderr
+    assert result.exit_code == 1 and "no bench prompt fits the context" in result.stderr
     assert "measuring the cost model" not in result.stderr and "Traceback" not in result.output
     # A first turn has no earlier replies: neither --earlier-tokens nor --turns first would help it.
     assert "shorten the prompt" in result.stderr and "--earlier-tokens" not in result.stderr
