@@ -12,14 +12,13 @@ same history and no repetition can copy an earlier repetition's reply.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .benchsuite import jsonl_lines, read_jsonl, shown
+from .benchsuite import check_text, json_line, jsonl_lines, read_jsonl, shown
 from .errors import UsageError
 
 NONE = "none"
@@ -56,10 +55,13 @@ def load(value: str, modes: list[str]) -> Past | None:
 
 
 def _messages(line: str, where: str) -> list[str]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not valid JSON ({exc.msg})", hint="one conversation per line") from None
+    texts = _texts(json_line(line, where, "one conversation per line"), where)
+    for text in texts:
+        check_text(text, where, "a message")
+    return texts
+
+
+def _texts(record: object, where: str) -> list[str]:
     if isinstance(record, dict) and isinstance(record.get("messages"), list):
         messages = record["messages"]
         bad = next((i for i, m in enumerate(messages, 1) if not _is_message(m)), None)

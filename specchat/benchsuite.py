@@ -101,7 +101,8 @@ def read_jsonl(path: Path, kind: str, shape: str) -> str:
     except IsADirectoryError:
         raise UsageError(f"{what} is a directory", hint=again) from None
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{what} is not UTF-8 (byte {exc.start})", hint="save it as UTF-8") from None
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{what} is not UTF-8 (line {line}, byte {exc.start})", hint="save it as UTF-8") from None
     except OSError as exc:
         raise UsageError(
             f"cannot read {shown(path)}: {exc.strerror or exc}", hint="check the path and its permissions"
@@ -133,6 +134,27 @@ def jsonl_lines(text: str) -> list[str]:
     return text.split("\n")
 
 
+def json_line(line: str, where: str, hint: str) -> object:
+    """One line of a JSONL file, parsed, or a usage error naming it."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not valid JSON ({exc.msg})", hint=hint) from None
+    except RecursionError:  # [[[...]]] thousands deep: json's own limit, which was an "internal error"
+        raise UsageError(f"{where}: nested too deeply to read", hint=hint) from None
+
+
+def check_text(text: str, where: str, what: str) -> None:
+    """A usage error if text holds an escaped lone surrogate ("\\ud800"): valid JSON, but no character, and
+    it failed as an internal error once tokenized (UTF-8 cannot encode it). An escaped pair is one character."""
+    half = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    if half is not None:
+        raise UsageError(
+            f"{where}: {what} holds half of a UTF-16 surrogate pair (\\u{ord(half):04x}), which is no character",
+            hint="write the character itself, or the escapes of both halves (e.g. \\ud83d\\ude00)",
+        )
+
+
 def load_prompts_file(path: Path) -> list[Prompt]:
     text = read_jsonl(path, "prompts", "prompt")
     prompts = _parse(text, shown(path))
@@ -149,12 +171,7 @@ def _parse(text: str, source: str) -> list[Prompt]:
     for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{source}, line {number}: not valid JSON ({exc.msg})", hint="one object per line"
-            ) from None
+        record = json_line(line, f"{source}, line {number}", "one object per line")
         prompt = _prompt(record, source, number)
         if prompt.id in lines:
             raise UsageError(
@@ -187,5 +204,10 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     if isinstance(given, dict | list | bool) or (isinstance(given, str) and not given.strip()):
         hint = 'e.g. "question_id": 81'
         raise UsageError(f'{where}: "question_id" must be a number or a non-empty string', hint=hint)
+    check_text(category, where, '"category"')
+    for index, turn in enumerate(turns, start=1):
+        check_text(turn, where, f'"turns" item {index}')
+    if isinstance(given, str):
+        check_text(given, where, '"question_id"')
     qid = number if given is None else given  # null as absent: the line number, not "None"
     return Prompt(str(qid), category.strip(), turns[0], tuple(turns))

@@ -253,7 +253,51 @@ def test_prompts_file_that_is_a_directory_or_not_utf8(tmp_path):
     latin = tmp_path / "latin1.jsonl"
     latin.write_bytes(b'{"category": "chat", "turns": ["caf\xe9"]}\n')
     result = runner.invoke(app, ["bench", "--prompts", str(latin)])
-    assert result.exit_code == 2 and "is not UTF-8 (byte 35)" in result.stderr and "save it as UTF-8" in result.stderr
+    assert result.exit_code == 2 and "is not UTF-8 (line 1, byte 35)" in result.stderr
+    assert "save it as UTF-8" in result.stderr
+
+
+DEEP = '{"category": "chat", "turns": ["hi"], "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+HALF = '{"category": "chat", "turns": ["ok", "a \\ud800 b"]}\n'  # an escaped lone surrogate: valid JSON, no text
+
+
+@pytest.mark.parametrize(
+    ("option", "content", "needle"),
+    [
+        ("--prompts", '{"category": "chat", "turns": ["hi"]}\n' + DEEP, "line 2: nested too deeply"),
+        ("--history", DEEP, "line 1: nested too deeply"),
+        ("--prompts", HALF, 'line 1: "turns" item 2 holds half of a UTF-16 surrogate pair (\\ud800)'),
+        ("--prompts", '{"category": "\\udc00", "turns": ["hi"]}', 'line 1: "category" holds half of a UTF-16'),
+        ("--prompts", '{"category": "c", "turns": ["hi"], "question_id": "\\ud83d"}', '"question_id" holds half'),
+        ("--history", '{"messages": [{"role": "user", "content": "x \\udfff"}]}', "line 1: a message holds half"),
+        ("--history", HALF, "line 1: a message holds half of a UTF-16 surrogate pair"),
+    ],
+)
+def test_json_lines_that_parse_but_cannot_be_used(tmp_path, option, content, needle):
+    """A line nested thousands deep ended in an internal error (RecursionError), and a lone surrogate escape
+    (valid JSON, but no character) in an internal error once tokenized (UnicodeEncodeError): each is now
+    refused with its line."""
+    path = tmp_path / "file.jsonl"
+    path.write_text(content, encoding="utf-8")
+    missing = ["--target", str(tmp_path / "none.gguf")]  # a file let through fails here: no models are loaded
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path), *missing])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr and str(path) in result.stderr and "internal error" not in result.stderr
+
+
+def test_a_pair_of_surrogate_escapes_is_one_character(tmp_path):
+    from specchat.benchsuite import load_prompts_file
+
+    path = tmp_path / "emoji.jsonl"
+    path.write_text('{"category": "chat", "turns": ["say \\ud83d\\ude00"]}\n')
+    assert load_prompts_file(path)[0].text == "say \U0001f600"
+
+
+def test_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"category": "chat", "turns": ["hi"]}\n{"category": "chat", "turns": ["caf\xe9"]}\n')
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2 and f"{path} is not UTF-8 (line 2, byte 73)" in result.stderr
 
 
 def test_prompts_file_that_is_gzip_or_a_json_array(tmp_path):
