@@ -27,6 +27,7 @@ TINY = [
 ]
 
 
+EXAMPLE = '{"category": "chat", "turns": ["Name three colours."]}'  # one line of a --prompts file
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
 
 
@@ -171,7 +172,7 @@ def _parse(text: str, source: str) -> list[Prompt]:
     for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
-        record = json_line(line, f"{source}, line {number}", "one object per line")
+        record = json_line(line, f"{source}, line {number}", f"one JSON object per line, e.g. {EXAMPLE}")
         prompt = _prompt(record, source, number)
         if prompt.id in lines:
             raise UsageError(
@@ -188,8 +189,11 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     if not isinstance(record, dict):
         raise UsageError(f"{where}: expected a JSON object", hint='{"category": "chat", "turns": ["..."]}')
     category, turns = record.get("category"), record.get("turns")
-    if not isinstance(category, str) or not category.strip():
+    if category is None:
         raise UsageError(f'{where}: missing "category" (a string)', hint='add "category": "chat"')
+    if not isinstance(category, str) or not category.strip():  # "missing" of one that is there misled
+        shown_value = json.dumps(category, ensure_ascii=False)[:40]
+        raise UsageError(f'{where}: "category" must be a non-empty string, not {shown_value}', hint='e.g. "chat"')
     if category.strip() == "all":  # the report's row of every category: two "all" rows, one of them pooled
         raise UsageError(f'{where}: "category" all is the report\'s row of every category', hint="name it otherwise")
     if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
