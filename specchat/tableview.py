@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -173,12 +174,15 @@ def bench_table(result) -> Table:
     table = Table(title="specchat bench: target alone vs speculative (same run, interleaved)", title_justify="left")
     # one_line: a --prompts category is the user's text; ESC in it would act on the terminal, a newline split the row
     rows = [(row, [one_line(cell) for cell in row_cells(row)]) for row in result.rows()]
-    for i, column in enumerate(COLUMNS):
+    widths = [max([cell_len(column)] + [cell_len(cells[i]) for _, cells in rows]) for i, column in enumerate(COLUMNS)]
+    for column, width in zip(COLUMNS, widths, strict=True):
         left = column in ("category", "variant")
         # As wide as its widest cell: narrower than the table (a pipe, 80 columns) lines wrap, but no cell
         # is cut to "revision tur…" or "ngram k…" (which turn? which variant?).
-        width = max([len(column)] + [len(cells[i]) for _, cells in rows])
         table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=width)
+    # And the table as wide as its columns (a padding of 1 each side, a border between and around them): fitted
+    # to a narrower console, Rich took the excess from every column alike, and `n` (1 wide) was gone.
+    table.width = sum(widths) + 3 * len(COLUMNS) + 1
     previous = None
     for row, texts in rows:
         cells = [Text(cell) for cell in texts]

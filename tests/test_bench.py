@@ -833,6 +833,8 @@ def test_the_table_cuts_no_cell_in_80_columns():
     text = out.getvalue()
     assert "…" not in text
     assert "revision turn 2" in text and "suffix k=8" in text and "123.4" in text
+    # Not a column squeezed to nothing instead: `n` (a cell of one character) was gone in a pipe.
+    assert "┃ n ┃" in text and all("│ 1 │" in line for line in text.splitlines() if "123.4" in line)
 
 
 def test_a_category_called_all_is_refused(tmp_path):
