@@ -131,8 +131,9 @@ def _jq(path: Path, kind: str) -> str:
 def jsonl_lines(text: str) -> list[str]:
     """The lines of a JSONL file: split at "\n" alone. str.splitlines() also splits at U+2028, U+2029 and
     U+0085, which JSON strings may hold raw (json.dumps(ensure_ascii=False) writes them so): a prompt that
-    quoted such text was "not valid JSON". A "\r" left by CRLF is JSON whitespace."""
-    return text.split("\n")
+    quoted such text was "not valid JSON". A "\r" left by CRLF is JSON whitespace; a BOM that starts a line is
+    a second file's, concatenated (`cat a.jsonl b.jsonl`), and no part of the line."""
+    return [line.removeprefix("\ufeff") for line in text.split("\n")]
 
 
 def json_line(line: str, where: str, hint: str) -> object:

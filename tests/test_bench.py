@@ -729,6 +729,11 @@ def test_files_that_start_with_a_bom_are_read(tmp_path):
     history = tmp_path / "past.jsonl"
     history.write_text('\ufeff{"turns": ["hello"]}\n', encoding="utf-8")
     assert load(str(history), ["suffix"]).texts == ["hello"]
+    # Files concatenated (`cat a.jsonl b.jsonl`): the second one's BOM starts a line, which was "not valid JSON".
+    prompts.write_text('{"category": "chat", "turns": ["hi"]}\n\ufeff{"category": "code", "turns": ["ho"]}\n')
+    assert [p.turns for p in load_prompts_file(prompts)] == [("hi",), ("ho",)]
+    history.write_text('{"turns": ["hello"]}\r\n\ufeff{"turns": ["again"]}', encoding="utf-8")
+    assert load(str(history), ["suffix"]).texts == ["hello", "again"]
 
 
 def test_line_separators_inside_json_strings_do_not_split_a_line(tmp_path):
