@@ -193,7 +193,8 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         write_stdout(text, "the report")
     elif text is None:
         print_bench(stdout_console(what="the report"), result, ks)
-    if text is not None:  # under the table it is said already; a file or JSON on stdout is not read on the spot
+    # Under the table, or in Markdown on stdout, it is said already; a file or JSON is not read on the spot.
+    if text is not None and not (fmt == "md" and output is None):
         for skipped in result.skipped:
             err.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
 

@@ -160,7 +160,8 @@ def test_a_later_turn_longer_than_the_context_is_skipped_and_said_once(bench, tm
     assert skipped["tokens"] >= 400 and skipped["ctx"] == 400
 
 
-def test_skipped_turns_in_every_report(bench, tmp_path):
+def test_skipped_turns_in_every_report(bench, tmp_path, fake_models):
+    files = ["--target", str(fake_models[0]), "--draft", str(fake_models[1])]
     records = [{"question_id": "q", "category": "c", "turns": [LONG, LONG]}, RECORDS[1]]
     args = ("--ctx", "400", "-n", "300", "--modes", "ngram", "-r", "1")
     result = bench(*args, "-f", "table", "-o", str(tmp_path / "bench.md"), records=records)
@@ -173,6 +174,8 @@ def test_skipped_turns_in_every_report(bench, tmp_path):
     assert result.exit_code == 0 and result.stderr.count(line) == 1  # the file says it, and so does stderr
     summary = json.loads((tmp_path / "bench.jsonl").read_text().splitlines()[-1])
     assert summary["type"] == "summary" and [s["turns"] for s in summary["skipped"]] == [[2]]
+    result = runner.invoke(app, ["bench", *files, "--prompts", str(tmp_path / "prompts.jsonl"), *args, "-f", "md"])
+    assert result.exit_code == 0 and (result.stdout + result.stderr).count(line) == 1  # Markdown on stdout says it
 
 
 def test_a_first_turn_longer_than_the_context_is_skipped(bench):
