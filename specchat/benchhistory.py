@@ -46,16 +46,17 @@ def load(value: str, modes: list[str]) -> Past | None:
         )
     text = read_jsonl(path, "history", SHAPE)
     texts = []
-    for number, line in enumerate(jsonl_lines(text), start=1):
+    lines = jsonl_lines(text)
+    for number, line in enumerate(lines, start=1):
         if line.strip():
-            texts += _messages(line, f"{shown(path)}, line {number}")
+            texts += _messages(lines, number - 1, f"{shown(path)}, line {number}")
     if not texts:
         raise UsageError(f"{shown(path)} has no user or assistant messages", hint=f"one conversation per line: {SHAPE}")
     return Past(path, texts)
 
 
-def _messages(line: str, where: str) -> list[str]:
-    texts = _texts(json_line(line, where, "one conversation per line"), where)
+def _messages(lines: list[str], index: int, where: str) -> list[str]:
+    texts = _texts(json_line(lines, index, where, "one conversation per line"), where)
     for text in texts:
         check_text(text, where, "a message")
     return texts

@@ -136,14 +136,32 @@ def jsonl_lines(text: str) -> list[str]:
     return [line.removeprefix("\ufeff") for line in text.split("\n")]
 
 
-def json_line(line: str, where: str, hint: str) -> object:
-    """One line of a JSONL file, parsed, or a usage error naming it."""
+def json_line(lines: list[str], index: int, where: str, hint: str) -> object:
+    """lines[index] of a JSONL file, parsed, or a usage error naming it (where: "FILE, line N")."""
     try:
-        return json.loads(line)
+        return json.loads(lines[index])
     except json.JSONDecodeError as exc:
+        last = _spread(lines, index)
+        if last is not None:  # `jq '.[]'` without -c, or written by hand: "not valid JSON" did not say why
+            raise UsageError(
+                f"{where}: a JSON object spread over lines {index + 1}-{last + 1}",
+                hint="JSONL holds each object on one line: jq -c . FILE writes them so",
+            ) from None
         raise UsageError(f"{where}: not valid JSON ({exc.msg})", hint=hint) from None
     except RecursionError:  # [[[...]]] thousands deep: json's own limit, which was an "internal error"
         raise UsageError(f"{where}: nested too deeply to read", hint=hint) from None
+
+
+def _spread(lines: list[str], index: int) -> int | None:
+    """The index of the line where a JSON value that starts at lines[index] ends, where it is a later one."""
+    rest = "\n".join(lines[index:])
+    start = len(rest) - len(rest.lstrip())
+    try:
+        _, end = json.JSONDecoder().raw_decode(rest, start)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    last = index + rest.count("\n", 0, end)
+    return last if last > index else None
 
 
 def check_text(text: str, where: str, what: str) -> None:
@@ -170,10 +188,11 @@ def load_prompts_file(path: Path) -> list[Prompt]:
 def _parse(text: str, source: str) -> list[Prompt]:
     prompts = []
     lines: dict[str, int] = {}  # question_id -> its line: samples are paired by it, so it must be unique
-    for number, line in enumerate(jsonl_lines(text), start=1):
+    every = jsonl_lines(text)
+    for number, line in enumerate(every, start=1):
         if not line.strip():
             continue
-        record = json_line(line, f"{source}, line {number}", f"one JSON object per line, e.g. {EXAMPLE}")
+        record = json_line(every, number - 1, f"{source}, line {number}", f"one JSON object per line, e.g. {EXAMPLE}")
         prompt = _prompt(record, source, number)
         if prompt.id in lines:
             raise UsageError(

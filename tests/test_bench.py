@@ -289,6 +289,21 @@ def test_json_lines_that_parse_but_cannot_be_used(tmp_path, option, content, nee
     assert needle in result.stderr and str(path) in result.stderr and "internal error" not in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--prompts", "--history"])
+def test_an_object_spread_over_lines_is_named_as_such(tmp_path, option):
+    """`jq '.[]'` without -c, or a file written by hand, spreads an object over lines: each line alone is
+    "not valid JSON (Expecting property name ...)", which does not say what is wrong with the file."""
+    path = tmp_path / "pretty.jsonl"
+    path.write_text('{"category": "chat", "turns": ["hi"]}\n\n{\n  "category": "chat",\n  "turns": ["ho"]\n}\n')
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path), "--target", str(tmp_path / "x.gguf")])
+    assert result.exit_code == 2, result.output
+    assert f"{path}, line 3: a JSON object spread over lines 3-6" in result.stderr
+    assert "jq -c" in result.stderr
+    path.write_text('{"category": "chat", "turns": ["hi"]}\n{"category": "chat",\n')  # cut short: not spread
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path)])
+    assert result.exit_code == 2 and "line 2: not valid JSON" in result.stderr
+
+
 def test_a_pair_of_surrogate_escapes_is_one_character(tmp_path):
     from specchat.benchsuite import load_prompts_file
 
