@@ -55,8 +55,9 @@ class Skipped:
             if first > 1
             else "raise --ctx, or shorten the prompt"
         )
+        what = "the conversation so far" if first > 1 else "the prompt"
         return (
-            f"skipped prompt #{self.prompt_id}, {which}: the conversation so far takes {self.tokens} tokens; "
+            f"skipped prompt #{self.prompt_id}, {which}: {what} takes {self.tokens} tokens; "
             f"the context holds {self.ctx} ({hint})"
         )
 

@@ -184,6 +184,9 @@ def test_a_first_turn_longer_than_the_context_is_skipped(bench):
     assert isinstance(data, dict), data.output
     assert {(s["prompt_id"], s["turn"]) for s in data["samples"]} == {("one", 1)}
     assert [(s["prompt_id"], s["turns"]) for s in data["skipped"]] == [("q", [1, 2])]
+    from specchat.benchturns import Skipped
+
+    assert Skipped(**data["skipped"][0]).text().startswith("skipped prompt #q, turns 1-2: the prompt takes 1")
     assert data["cost_model"] is not None  # measured after a prompt that fits
 
 
