@@ -7,7 +7,11 @@ context, its oldest turns give way (chat.fit_conversation); the system prompt st
 from __future__ import annotations
 
 import inspect
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 from rich.console import Console
@@ -16,7 +20,7 @@ from rich.text import Text
 from . import modes
 from .chat import Message, decimal_number, fit_conversation, whole_number
 from .errors import SpecchatError, UsageError
-from .lineinput import UnfinishedMessage, make_reader, read_message
+from .lineinput import TerminalInput, UnfinishedMessage, make_reader, read_message
 from .logstore import Recorder
 from .outputs import LiveOutput, Output, Request, TextOutput, reply
 from .paths import expand_home, replace_bad_bytes
@@ -351,13 +355,23 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
 
     console = session.console
     reader = make_reader(console, session.commands(), history_file() if history else None)
+    ctrl_c = _CtrlC()
+    with ctrl_c.between_turns():
+        return _loop(session, reader, ctrl_c)
+
+
+def _loop(session: ChatSession, reader, ctrl_c: _CtrlC) -> int:
+    console = session.console
+    # The line editor reads Ctrl-C as a key (raw mode); plain line reading knows it only as a signal
+    reading = nullcontext if isinstance(reader, TerminalInput) else ctrl_c.stops
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
     if session.log.cid is not None:
         count = len(session.conversation.messages)
         console.print(Text(f"continuing conversation {session.log.cid} ({count} messages)", style="dim"))
     while True:
         try:
-            text = read_message(reader)
+            with reading():
+                text = read_message(reader)
         except UnfinishedMessage as unfinished:  # typed text is sent, not dropped; a second Ctrl-D leaves
             console.print(Text("\n(Ctrl-D ended the unfinished message: it is sent)", style="dim"))
             text = unfinished.text
@@ -383,13 +397,15 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
             text = text.replace("/", "", 1)
         elif stripped.startswith("/") and "\n" not in stripped:
             try:
-                if not session.command(stripped):
-                    return 0
+                with ctrl_c.stops():
+                    if not session.command(stripped):
+                        return 0
             except KeyboardInterrupt:  # a /load or /save waiting on a slow disk or a locked log: stop it, not the chat
                 console.print(Text(f"\n{stripped.split()[0]} stopped", style="dim"))
             continue
         try:
-            session.ask(text)
+            with ctrl_c.stops():
+                session.ask(text)
         except KeyboardInterrupt:  # outside the loop's own stop (a slow template, the view opening, the log's
             restore_terminal()  # write): it stops this reply, as one inside it does, not the chat
             _drop_unanswered(session)
@@ -404,3 +420,35 @@ def _drop_unanswered(session: ChatSession) -> None:
     """The message of a turn that got no reply leaves the conversation (it was never answered)."""
     if session.conversation.messages and session.conversation.messages[-1].role == "user":
         session.conversation.messages.pop()
+
+
+class _CtrlC:
+    """Ctrl-C is ignored between the chat's steps (the notes it prints, the line editor starting and ending,
+    with the terminal in cooked mode): one pressed again while the last one's note was printed left the chat
+    (exit 130), and one that caught asyncio starting prompt_toolkit's loop ended it with a traceback
+    (CancelledError). It stops a reply, a command and plain line reading (stops()); at the line editor's
+    prompt it is a key. A Ctrl-C already ignored (a job started with `&`) or handled by someone else stays so."""
+
+    def __init__(self) -> None:
+        main = threading.current_thread() is threading.main_thread()
+        self.ours = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    @contextmanager
+    def between_turns(self) -> Iterator[None]:
+        with self._handler(signal.SIG_IGN, signal.default_int_handler):
+            yield
+
+    @contextmanager
+    def stops(self) -> Iterator[None]:
+        with self._handler(signal.default_int_handler, signal.SIG_IGN):
+            yield
+
+    @contextmanager
+    def _handler(self, inside, after) -> Iterator[None]:
+        if self.ours:
+            signal.signal(signal.SIGINT, inside)
+        try:
+            yield
+        finally:
+            if self.ours:
+                signal.signal(signal.SIGINT, after)

@@ -376,3 +376,28 @@ def test_fake_chat_footer_is_drawn_once_after_a_resize(tmp_path):
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_fake_chat_survives_ctrl_c_pressed_again_and_again_at_the_prompt(tmp_path):
+    """Ctrl-C at the prompt does not leave, however often and fast it comes: one that landed while the
+    line editor was starting or ending (the terminal in cooked mode, a SIGINT) escaped as a traceback
+    (asyncio's CancelledError, exit 1) or left the chat (exit 130)."""
+    import time
+
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        for press in range(80):  # pauses from 0 to 95 ms: some land between two prompts
+            os.write(child.child_fd, b"\x03")
+            time.sleep(press % 20 * 0.005)
+        time.sleep(0.5)
+        child.sendline("Still here?")
+        child.expect_exact("── ")  # answered: the chat is still on
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8")
+    assert "Traceback" not in log and "Exception ignored" not in log
