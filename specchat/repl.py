@@ -28,7 +28,7 @@ from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 from .transcript import save_conversation
-from .view import position_bars, restore_terminal, session_lines, stderr_console, summary_line
+from .view import keys_unechoed, position_bars, restore_terminal, session_lines, stderr_console, summary_line
 
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
 MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
@@ -364,6 +364,8 @@ def _loop(session: ChatSession, reader, ctrl_c: _CtrlC) -> int:
     console = session.console
     # The line editor reads Ctrl-C as a key (raw mode); plain line reading knows it only as a signal
     reading = nullcontext if isinstance(reader, TerminalInput) else ctrl_c.stops
+    # Keys typed during a live reply wait unechoed for the next prompt; a plain reply has no live region to spoil
+    typing_ahead = keys_unechoed if isinstance(reader, TerminalInput) else nullcontext
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
     if session.log.cid is not None:
         count = len(session.conversation.messages)
@@ -404,7 +406,7 @@ def _loop(session: ChatSession, reader, ctrl_c: _CtrlC) -> int:
                 console.print(Text(f"\n{stripped.split()[0]} stopped", style="dim"))
             continue
         try:
-            with ctrl_c.stops():
+            with typing_ahead(), ctrl_c.stops():
                 session.ask(text)
         except KeyboardInterrupt:  # outside the loop's own stop (a slow template, the view opening, the log's
             restore_terminal()  # write): it stops this reply, as one inside it does, not the chat

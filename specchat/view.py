@@ -160,6 +160,36 @@ def restore_terminal_when_killed() -> None:
             signal.signal(signum, restore_and_die)
 
 
+@contextmanager
+def keys_unechoed() -> Iterator[None]:
+    """stdin's terminal does not echo what is typed in here (a reply in the live view): an echoed Enter moved
+    the cursor under Rich's live region, which then left a stale copy of its lines on the screen. What is
+    typed stays in the terminal's queue for the next prompt, which shows it (TCSANOW: nothing is flushed)."""
+    modes = _terminal_modes()
+    if modes is None or not _foreground():
+        yield
+        return
+    import termios
+
+    quiet = [*modes[:3], modes[3] & ~termios.ECHO, *modes[4:]]
+    with suppress(termios.error, OSError):
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        with suppress(termios.error, OSError, ValueError):
+            if _foreground():  # put back by the shell already if the chat was stopped (Ctrl-Z) and resumed
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, modes)
+
+
+def _foreground() -> bool:
+    """In the terminal's foreground process group: a background process setting its modes would be stopped."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _terminal_modes() -> list | None:
     """stdin's terminal modes (termios), or None: not a terminal, or no termios (Windows)."""
     try:

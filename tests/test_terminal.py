@@ -401,3 +401,27 @@ def test_fake_chat_survives_ctrl_c_pressed_again_and_again_at_the_prompt(tmp_pat
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8")
     assert "Traceback" not in log and "Exception ignored" not in log
+
+
+def test_fake_chat_keys_typed_during_a_reply_wait_for_the_prompt(tmp_path):
+    """A message typed while a reply streams is not echoed into the live view (an echoed Enter moved the
+    cursor, and a stale copy of the line being written stayed on the screen): it appears at the next
+    prompt, whole, and is sent by its Enter."""
+    import fake_backend
+
+    reply = "\n".join(f"line {n}" for n in range(60))
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply=reply, eval_sleep=0.01)
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Count.")
+        child.expect_exact("line 5")  # the reply is under way
+        child.send("typed ahead\r")
+        child.expect_exact("── ")
+        child.expect_exact("typed ahead")  # at the prompt, and then answered
+        child.expect_exact("── ")
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8")
+    assert "typed ahead" not in log.split("── ")[0], "echoed into the live view"
