@@ -20,6 +20,7 @@ from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.output import ColorDepth
 from rich.console import Console
 from rich.text import Text
 
@@ -70,8 +71,10 @@ def _more(reader, lines: list[str]) -> str:
 class TerminalInput:
     """prompt_toolkit's line editor with the chat's keys, completion and a history file."""
 
-    def __init__(self, commands: Iterable[str], history: Path | None) -> None:
+    def __init__(self, commands: Iterable[str], history: Path | None, no_color: bool = False) -> None:
         self.session = PromptSession(
+            # --no-color as NO_COLOR (which prompt_toolkit reads itself): bold and the like, no colours
+            color_depth=ColorDepth.MONOCHROME if no_color else None,
             history=_file_history(history) or InMemoryHistory(),
             completer=SlashCompleter(commands),
             complete_while_typing=False,  # Tab completes: a menu popping up while typing gets in the way
@@ -146,5 +149,5 @@ def make_reader(console: Console, commands: Iterable[str], history: Path | None)
     Emacs shell, where Emacs edits the line) the console's plain line reading."""
     streams = (sys.stdin, sys.stdout)
     if all(stream is not None and stream.isatty() for stream in streams) and os.environ.get("TERM") != "dumb":
-        return TerminalInput(commands, history)
+        return TerminalInput(commands, history, no_color=console.no_color)
     return console

@@ -425,3 +425,25 @@ def test_fake_chat_keys_typed_during_a_reply_wait_for_the_prompt(tmp_path):
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8")
     assert "typed ahead" not in log.split("── ")[0], "echoed into the live view"
+
+
+def test_fake_chat_with_no_color_has_no_colour_at_its_prompt(tmp_path):
+    """--no-color: the line editor's prompt was cyan still (and grey when Ctrl-C aborted it); only
+    NO_COLOR reached prompt_toolkit."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target --no-color", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendintr()
+        child.expect_exact("does not leave")
+        child.expect_exact(PROMPT)
+        child.sendline("Hello.")
+        child.expect_exact("── ")
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
+    colour = re.compile(r"[;\[]([34][0-9]|9[0-7])[;m]")  # a foreground or background colour, not bold or dim
+    assert [code for code in ANSI.findall(log) if code.endswith("m") and colour.search(code)] == []
