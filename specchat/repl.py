@@ -28,7 +28,7 @@ from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 from .transcript import save_conversation
-from .view import keys_unechoed, position_bars, restore_terminal, session_lines, stderr_console, summary_line
+from .view import keys_unechoed, n_tokens, position_bars, restore_terminal, session_lines, stderr_console, summary_line
 
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
 MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
@@ -165,6 +165,9 @@ class ChatSession:
         name, _, arg = line[1:].partition(" ")
         arg = arg.strip()
         handler = getattr(self, f"_cmd_{name.lower()}", None)
+        if not name:  # "/" or "/ help": no name to send with "//" either
+            self._say("a / alone is no command: /help lists the commands", "yellow")
+            return True
         if handler is None:
             self._say(f"unknown command /{name}: /help lists the commands; //{name} sends it as a message", "yellow")
             return True
@@ -218,7 +221,7 @@ class ChatSession:
             self._say("usage: /max N (tokens per reply; 0 = no limit)", "yellow")
             return
         self.settings.max_tokens = tokens
-        self._say(f"replies stop after {tokens} tokens" if tokens else "replies run to their end (no limit)")
+        self._say(f"replies stop after {n_tokens(tokens)}" if tokens else "replies run to their end (no limit)")
 
     def _cmd_temp(self, arg: str) -> None:
         value = decimal_number(arg)

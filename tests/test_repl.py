@@ -119,6 +119,15 @@ def test_unknown_command_hint_and_bye():
     assert chat.command("/bye") is False
 
 
+def test_a_slash_alone_and_max_one_read_right():
+    """`/` alone said "// sends it as a message" (which sends "/"), and `/max 1` "replies stop after 1 tokens"."""
+    chat, out = session()
+    assert chat.command("/")
+    assert "a / alone is no command: /help lists the commands" in out.getvalue() and "//" not in out.getvalue()
+    chat.command("/max 1")
+    assert "replies stop after 1 token\n" in out.getvalue()
+
+
 def test_a_command_without_an_argument_given_one_is_a_usage_line_and_does_not_act():
     """`/bye now` left the chat and `/reset x` cleared the conversation: the extra words were ignored."""
     chat, out = session()
