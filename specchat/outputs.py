@@ -46,6 +46,11 @@ def fancy_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
 
 
+def stdin_terminal() -> bool:
+    """Someone types at a terminal (whatever stdout is)."""
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 def dumb_terminal() -> bool:
     """A terminal on both ends that says it takes no escape codes (TERM=dumb: Emacs shell, some IDEs)."""
     streams = (sys.stdin, sys.stdout)

@@ -718,6 +718,19 @@ def test_no_prompt_on_a_dumb_terminal_with_a_format_says_why_there_is_no_chat(mo
     assert "TERM=dumb" in result.stderr and "--format json" in result.stderr and "use a terminal" not in result.stderr
 
 
+def test_no_prompt_typed_at_a_terminal_with_stdout_redirected_says_stdout_is_why(monkeypatch):
+    """`specchat run > file` or `specchat run | less` at a terminal: the hint said "or use a terminal",
+    which the user is at; what keeps the chat away is stdout."""
+    from specchat import outputs, repl
+
+    monkeypatch.setattr(repl, "_read_stdin", lambda: None)
+    monkeypatch.setattr(outputs, "fancy_terminal", lambda: False)
+    monkeypatch.setattr(outputs, "stdin_terminal", lambda: True, raising=False)
+    result = invoke("run")
+    assert_one_line_error(result, 2, "no prompt given")
+    assert "stdout is not a terminal" in result.stderr and "use a terminal" not in result.stderr
+
+
 def test_debug_is_a_setting_not_an_environment_variable(files, monkeypatch):
     import os
 
