@@ -150,6 +150,12 @@ class ChatSession:
         if self.plain:  # the live view's summary line, as text
             self.console.print(summary_line(generation.stats, request.label))
         self.totals.merge(generation.stats)
+        if generation.stats.stop_reason == "interrupted" and not generation.tokens:
+            # Stopped before the first token (a long paste still being read): nothing was answered, and
+            # kept, the message would be sent and read again with every later turn
+            _drop_unanswered(self)
+            self._say("(stopped before the reply began: the message is left out of the conversation)", "dim")
+            return generation
         self.log.record_reply(self.conversation, generation, self.pipeline, request)
         return generation
 

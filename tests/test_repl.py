@@ -280,6 +280,26 @@ def test_an_interrupted_reply_is_kept_and_marked(fake_models, tmp_path):
     assert "[interrupted]" in console.file.getvalue()
 
 
+def test_a_message_stopped_before_its_reply_began_leaves_the_conversation(fake_models, tmp_path):
+    """Ctrl-C while a long paste is still being read (no token yet): the message stayed in the conversation
+    with an empty reply, so every later turn sent it, and read it, again."""
+    import fake_backend
+
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "stop", interrupt_at=1)  # the prompt's own eval
+    with open_pipeline(Options(target_path=target, mode="target"), lambda _m: None) as pipeline:
+        console = Console(file=io.StringIO(), width=100, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="target"), console, system=None)
+        generation = chat.ask("A wrong paste.")
+        assert generation.stats.stop_reason == "interrupted" and generation.text == ""
+        assert chat.conversation.messages == []
+        assert "left out of the conversation" in console.file.getvalue()
+        chat.ask("The right one.")
+    assert [m.content for m in chat.conversation.messages if m.role == "user"] == ["The right one."]
+
+
 def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     from specchat import repl
 
