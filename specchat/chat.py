@@ -121,7 +121,9 @@ def fit_conversation(
     if len(prompt) + min(room, MIN_REPLY) > n_ctx:
         raise ContextFullError(
             f"this message takes {len(prompt)} tokens with the system prompt; the context holds {n_ctx}",
-            hint="shorten it, or start the chat with a larger --ctx",
+            # a system prompt can take most of the room: "shorten it" alone sent the user to the wrong text
+            hint=f"shorten it{' or the system prompt (/system, --system)' if conversation.system else ''}, "
+            "or start the chat with a larger --ctx",
         )
     dropped = sum(1 for m in messages[:start] if m.role == "user")
     del messages[:start]

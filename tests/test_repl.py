@@ -300,6 +300,24 @@ def test_a_message_stopped_before_its_reply_began_leaves_the_conversation(fake_m
     assert [m.content for m in chat.conversation.messages if m.role == "user"] == ["The right one."]
 
 
+def test_a_system_prompt_too_long_for_the_context_is_named_in_the_hint(fake_models, tmp_path):
+    """ "Hi" with a system prompt that fills the context: the hint said "shorten it" (the message), not the
+    system prompt that takes the room."""
+    import fake_backend
+
+    from specchat.errors import ContextFullError
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=256), lambda _m: None) as pipeline:
+        chat = ChatSession(pipeline, ChatSettings(mode="target"), Console(file=io.StringIO()), system=None)
+        chat.command("/system " + "Be brief. " * 30)  # 300 tokens on the fake's byte tokenizer
+        with pytest.raises(ContextFullError) as raised:
+            chat.ask("Hi")
+    assert "the system prompt (/system" in raised.value.hint and chat.conversation.messages == []
+
+
 def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     from specchat import repl
 
