@@ -454,3 +454,11 @@ class TextStream:
 
     def flush(self) -> str:
         return self.decoder.decode(b"", final=True)
+
+    def guess(self, tokens: Sequence[int]) -> str:
+        """The text these tokens would add after those pushed, without pushing them (a rejected draft guess):
+        a character begun by the pushed tokens is completed, one the guess leaves unfinished left out.
+        Decoded on their own, the tokens of a guess inside a character (an emoji, a rarer CJK character)
+        showed U+FFFD."""
+        pending, _flag = self.decoder.getstate()
+        return (pending + b"".join(self.engine.piece(t) for t in tokens)).decode("utf-8", errors="ignore")

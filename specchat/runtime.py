@@ -219,7 +219,7 @@ class Pipeline:
         def on_round(event: Round, stats: Stats) -> None:
             out = [Segment(stream.push(t), ACCEPTED) for t in event.emitted[: event.accepted]]
             if event.rejected_tokens:
-                out.append(Segment(self.target.detokenize(event.rejected_tokens), REJECTED))
+                out.append(Segment(stream.guess(event.rejected_tokens), REJECTED))
             out += [Segment(stream.push(t), TARGET) for t in event.emitted[event.accepted :]]
             segments = [segment for segment in out if segment.text]
             pieces.extend(s.text for s in segments if s.kind != REJECTED)

@@ -318,6 +318,23 @@ def test_a_system_prompt_too_long_for_the_context_is_named_in_the_hint(fake_mode
     assert "the system prompt (/system" in raised.value.hint and chat.conversation.messages == []
 
 
+def test_rejected_guesses_inside_a_character_show_no_replacement_character(fake_models, tmp_path):
+    """A draft guess that continued a character cut across tokens (an emoji, a rarer CJK character) was
+    decoded on its own: its ghost showed U+FFFD. The fake's tokenizer takes a byte a token."""
+    import fake_backend
+
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, draft = fake_backend.write_pair(tmp_path / "files", agree=0.6)
+    with open_pipeline(Options(target_path=target, draft_path=draft, mode="spec"), lambda _m: None) as pipeline:
+        out = io.StringIO()
+        chat = ChatSession(pipeline, ChatSettings(mode="spec"), Console(file=out, width=100, force_terminal=True), None)
+        generation = chat.ask("月亮 🦩 éé 龘龘 " * 4)
+    assert generation.stats.drafted > generation.stats.accepted  # some guesses were rejected
+    assert "\ufffd" not in generation.text and "\ufffd" not in out.getvalue()
+
+
 def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     from specchat import repl
 
