@@ -157,6 +157,12 @@ class ChatSession:
             self._say("(stopped before the reply began: the message is left out of the conversation)", "dim")
             return generation
         self.log.record_reply(self.conversation, generation, self.pipeline, request)
+        if generation.stats.stop_reason == "context":  # "[context full]" alone left the user guessing
+            self._say(
+                f"the context of {self.pipeline.target.n_ctx} tokens is full: with the next message the oldest turns "
+                "give way (/reset starts afresh; a chat started with a larger --ctx holds more)",
+                "dim yellow",
+            )
         return generation
 
     # -- slash commands ----------------------------------------------------------------------------------

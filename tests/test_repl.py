@@ -335,6 +335,24 @@ def test_rejected_guesses_inside_a_character_show_no_replacement_character(fake_
     assert "\ufffd" not in generation.text and "\ufffd" not in out.getvalue()
 
 
+def test_a_reply_that_fills_the_context_says_what_comes_next(fake_models, tmp_path):
+    """A reply cut by a full context said only "[context full]": the chat says what the next message does
+    and the ways out, as a one-shot run says to raise --ctx."""
+    import fake_backend
+
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")  # the reply quotes the message
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=256), lambda _m: None) as pipeline:
+        out = io.StringIO()
+        chat = ChatSession(pipeline, ChatSettings(mode="target"), Console(file=out, width=200), system=None)
+        assert chat.ask("x" * 150).stats.stop_reason == "context"
+    text = out.getvalue()
+    assert "[context full]" in text and "the context of 256 tokens is full" in text
+    assert "oldest turns give way" in text and "/reset" in text and "--ctx" in text
+
+
 def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
     from specchat import repl
 
