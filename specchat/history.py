@@ -90,7 +90,7 @@ class History:
         key = fingerprint(model)
         if key is None:
             return None
-        index = HistoryIndex((folder or root()) / key, key, capacity or DEFAULT_CAPACITY)
+        index = HistoryIndex((folder or root()) / key, key, capacity or DEFAULT_CAPACITY, int(model.n_vocab))
         history = cls(index, lambda text: model.tokenize(text), log or log_file(), notify)
         history.frozen = not writable(index.folder)
         history.update()

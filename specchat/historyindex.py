@@ -18,7 +18,8 @@ not a signal. An
 append first commits the eviction it will cause (meta `start`), then writes, then commits `total`: a
 writer that dies half-way leaves only slots the meta already calls evicted or not yet written. A reader
 that races a writer may read a slot as it is rewritten; that costs a bad guess at worst, since the
-target checks every drafted token. Anything that does not add up is rebuilt as a new generation.
+target checks every drafted token. Anything that does not add up is rebuilt as a new generation: opening
+checks a sample of the window (damage_in), so files of the right size with damaged contents are found too.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ import numpy as np
 from filelock import FileLock
 
 from .paths import is_special, make_dirs, write_atomic
-from .tokenchains import Chains, Links, slot_ranges
+from .tokenchains import ORDER, SEP, Chains, Links, buckets, slot_ranges
 
 VERSION = 1
 DEFAULT_CAPACITY = 8_000_000  # tokens kept (the oldest go first): at most ~96 MB on disk
 FILES = {"tokens": np.int32, "prev": np.uint32, "head": np.int64}
 WHOLE_HEAD = 4096  # more touched buckets than this: rewrite the head array in one write
+SAMPLE = 4096  # positions checked at open (a window this short is checked whole): opening stays cheap at any size
+NEWEST = 256  # the latest positions are always checked: a torn write is most likely there
 
 
 class IndexDamaged(Exception):
@@ -92,8 +95,11 @@ class HistoryIndex:
     """One folder's index: lookups through `chains`, appends under the lock. Raises IndexDamaged or
     OSError; History (history.py) turns both into a notice."""
 
-    def __init__(self, folder: Path, fingerprint: str, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(
+        self, folder: Path, fingerprint: str, capacity: int = DEFAULT_CAPACITY, n_vocab: int | None = None
+    ) -> None:
         self.folder = folder
+        self.n_vocab = n_vocab  # token ids at or beyond it are damage (None: only negative ones are)
         self.meta = Meta(fingerprint, capacity, head_bits(capacity), "")
         self.chains: Chains | None = None
         self.lock = FileLock(folder / "lock")
@@ -121,8 +127,14 @@ class HistoryIndex:
                 raise IndexDamaged(f"{path.name} is missing or has the wrong size")
             # A plain ndarray view of the mapping: indexing a np.memmap itself costs microseconds a call.
             arrays[name] = np.memmap(path, dtype=dtype, mode="r", shape=(count,)).view(np.ndarray)
+        chains = Chains(
+            arrays["tokens"], arrays["prev"], arrays["head"], meta.bits, meta.capacity, meta.start, meta.total
+        )
+        why = damage_in(chains, self.n_vocab)
+        if why:
+            raise IndexDamaged(why)
         self.meta = meta
-        self.chains = Chains(arrays["tokens"], arrays["prev"], arrays["head"], meta.bits, meta.capacity)
+        self.chains = chains
         self._sync_window()
 
     def refresh(self) -> None:
@@ -197,6 +209,49 @@ class HistoryIndex:
                 return
             for bucket, value in zip(links.head_buckets.tolist(), links.head_values.tolist(), strict=True):
                 _put(head, bucket * 8, np.int64(value))
+
+
+def damage_in(chains: Chains, n_vocab: int | None) -> str | None:
+    """What does not add up in a sample of the committed window (None: nothing), as the writers leave it:
+    ids are SEP or in the vocabulary; a position whose n-gram holds no SEP has its bucket's head at or
+    after it, and its link (if any) goes back less than the ring to a position of the same bucket; any
+    other position has no link. Damage in a few unsampled slots goes unnoticed, and costs no more than a
+    bad guess (the target checks every drafted token; ids beyond the vocabulary end a copy). A writer that
+    died half-way can leave a link the next append trusts; one found reads as damage, and the index is
+    rebuilt from the log, which is always safe."""
+    start, total, cap = chains.start, chains.total, chains.cap
+    ids = chains._at(_sample(start, total))
+    if ((ids < SEP) | ((ids >= n_vocab) if n_vocab else False)).any():
+        return "token ids outside the vocabulary"
+    followers = _sample(start + ORDER, total)  # positions whose n-gram is in the window
+    grams = chains._at(followers[:, None] + np.arange(-ORDER, 1))
+    kept = (grams != SEP).all(axis=1)
+    dist = chains.prev[followers % cap].astype(np.int64)
+    if (dist[~kept] != 0).any() or (dist >= cap).any():
+        return "links where none can be"
+    where, dist, bucket = followers[kept], dist[kept], buckets(grams[kept, :ORDER], chains.bits)
+    head = chains.head[bucket]
+    if ((head <= where) | (head > total + cap)).any():  # a dead writer's heads are at most a ring ahead
+        return "hash heads that do not add up"
+    back = where - dist
+    linked = (dist > 0) & (back >= start)  # a link out of the window ends the chain: nothing to compare
+    back_grams = chains._at(back[linked][:, None] + np.arange(-ORDER, 1))
+    seen = (back[linked] >= start + ORDER)[:, None] | (np.arange(-ORDER, 1) == 0)  # evicted: not compared
+    ok = (back_grams != SEP) | ~seen
+    whole = back[linked] >= start + ORDER
+    same = buckets(np.where(ok, back_grams, 0)[whole, :ORDER], chains.bits) == bucket[linked][whole]
+    if not ok.all() or not same.all():
+        return "links between different n-grams"
+    return None
+
+
+def _sample(first: int, end: int) -> np.ndarray:
+    """Positions [first, end): all of them, or SAMPLE spread at random (another set each open, so damage
+    that one open misses is not missed for good) and the NEWEST."""
+    if end - first <= SAMPLE + NEWEST:
+        return np.arange(first, max(first, end), dtype=np.int64)
+    spread = np.random.default_rng().integers(first, end - NEWEST, SAMPLE)
+    return np.concatenate([spread, np.arange(end - NEWEST, end)])
 
 
 def _put(handle, offset: int, values) -> None:

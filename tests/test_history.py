@@ -532,3 +532,103 @@ def test_a_new_log_that_caught_up_with_the_old_one_is_followed(tmp_path):
     log_messages(tmp_path / "logs.db", "more", "and more")  # the usual case: appended, not started again
     past.update()
     assert (past.index.meta.log_id, past.index.meta.generation) == (4, generation)
+
+
+def _damage_ids_beyond_the_vocabulary(folder, meta):
+    tokens = np.memmap(folder / f"{meta['generation']}.tokens", dtype=np.int32, mode="r+")
+    tokens[meta["total"] - 8 : meta["total"] - 3] = Tokenizer.n_vocab + 1000  # another model's ids
+
+
+def _damage_flipped_bytes(folder, meta):
+    path = folder / f"{meta['generation']}.tokens"
+    data = bytearray(path.read_bytes())
+    for at in range(4 * (meta["total"] // 2), 4 * (meta["total"] // 2) + 12, 4):
+        data[at + 1] ^= 0x01  # still inside the vocabulary? no: + 256; in a big vocabulary it would be
+    path.write_bytes(bytes(data))
+
+
+def _damage_flipped_bits_in_vocabulary(folder, meta):
+    tokens = np.memmap(folder / f"{meta['generation']}.tokens", dtype=np.int32, mode="r+")
+    tokens[2:6] ^= 0x03  # other ids of the same vocabulary ("write" is ids 124..): the links no longer add up
+
+
+def _damage_broken_prev_chain(folder, meta):
+    prev = np.memmap(folder / f"{meta['generation']}.prev", dtype=np.uint32, mode="r+")
+    linked = prev[: meta["total"]] != 0
+    assert linked.any()
+    prev[: meta["total"]][linked] += 1  # each link now leads into another n-gram
+
+
+def _damage_zeroed_heads(folder, meta):
+    head = folder / f"{meta['generation']}.head"
+    head.write_bytes(bytes(head.stat().st_size))  # a sparse copy that lost its data, same size
+
+
+def _damage_random_bytes(folder, meta):
+    for name in ("tokens", "prev"):
+        path = folder / f"{meta['generation']}.{name}"
+        data = np.random.default_rng(7).integers(0, 256, path.stat().st_size, dtype=np.uint8)
+        path.write_bytes(data.tobytes())
+
+
+def _damage_random_links(folder, meta):
+    path = folder / f"{meta['generation']}.prev"
+    path.write_bytes(np.random.default_rng(7).integers(0, 256, path.stat().st_size, dtype=np.uint8).tobytes())
+
+
+def _damage_truncated(folder, meta):
+    path = folder / f"{meta['generation']}.tokens"
+    with open(path, "r+b") as handle:
+        handle.truncate(4 * meta["total"] // 2)
+
+
+def _damage_another_tokenizers_index(folder, meta):
+    (folder / "meta.json").write_text(json.dumps({**meta, "fingerprint": "0123456789abcdef"}))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _damage_ids_beyond_the_vocabulary,
+        _damage_flipped_bytes,
+        _damage_flipped_bits_in_vocabulary,
+        _damage_broken_prev_chain,
+        _damage_zeroed_heads,
+        _damage_random_bytes,
+        _damage_random_links,
+        _damage_truncated,
+        _damage_another_tokenizers_index,
+    ],
+)
+def test_damaged_index_files_are_rebuilt_from_the_log(tmp_path, damage):
+    """Files of the right size whose token ids, links or heads do not add up (ids beyond the vocabulary,
+    flipped bytes, a broken prev chain, heads lost) were mapped as they were: the damage was harmless to
+    each reply (the target checks every token) but stayed for good, and the history drafted nothing, or
+    garbage, in every later run. Opening checks a sample of the window: one notice, rebuilt from the log."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in", "again", "old pond, the splash")
+    open_history(tmp_path, notes)
+    meta_path = next((tmp_path / "history").glob("*/meta.json"))
+    damage(meta_path.parent, json.loads(meta_path.read_text()))
+    again = open_history(tmp_path, notes)
+    assert len(notes) == 1 and str(meta_path.parent) in notes[0] and "rebuilt" in notes[0], notes
+    assert lookup([again.chains], Tokenizer().tokenize("old pond, "), 3).support[0] == 2  # the whole log again
+    open_history(tmp_path, notes)
+    assert len(notes) == 1, notes
+
+
+def test_an_index_that_adds_up_is_not_rebuilt(tmp_path):
+    """The check at open passes every index the writers make: across eviction, messages longer than the
+    capacity, and windows larger than the sample."""
+    rng = np.random.default_rng(3)
+    index = HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300)
+    with index.lock:
+        index.create()
+    for step in range(60):
+        index.append(np.array([*rng.integers(0, 300, int(rng.integers(1, 900))), SEP]), step + 1)
+        HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
+    index.append(rng.integers(0, 300, 25_000), 99)
+    HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
+    with pytest.raises(IndexDamaged, match="links"):  # a window larger than the sample: damage is found in it
+        _damage_random_links(tmp_path / "fp", index.meta.__dict__)
+        HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
