@@ -73,6 +73,7 @@ class History:
         self.notify = notify
         self.usable = True
         self.frozen = False  # its folder is read-only: the committed index is read, never written
+        self.damaged = ""  # why a frozen index cannot be used (it cannot be rebuilt either)
 
     @classmethod
     def open(
@@ -107,6 +108,8 @@ class History:
         if not logging and self._log_id() <= self.index.meta.log_id:  # --no-log, and the index lacks nothing
             return
         state = "frozen (new replies are not added to it)" if self.chains is not None else "off in this run"
+        if self.damaged:  # it cannot be rebuilt where it is: say so, or it reads as if there were no index
+            state += f", its index damaged ({self.damaged})"
         # A read-only folder above the data folder is in no specchat folder; SPECCHAT_DATA_DIR still moves it.
         moved = f"; {moved_by(blocked) or 'SPECCHAT_DATA_DIR'} moves it"
         self.notify(f"history: {state}: {blocked} is read-only{moved}; --no-history hides this")
@@ -120,8 +123,13 @@ class History:
         if not self.usable:
             return
         if self.frozen:  # read what is committed (another user's writes, too); nothing can be written
-            with suppress(IndexDamaged, OSError):
+            try:
                 self.index.refresh()
+            except IndexDamaged as why:
+                if self.index.meta_path.exists():  # none yet is no damage
+                    self.damaged = str(why)
+            except OSError:
+                pass
             return
         try:
             self._update()

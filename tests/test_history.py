@@ -632,3 +632,17 @@ def test_an_index_that_adds_up_is_not_rebuilt(tmp_path):
     with pytest.raises(IndexDamaged, match="links"):  # a window larger than the sample: damage is found in it
         _damage_random_links(tmp_path / "fp", index.meta.__dict__)
         HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
+
+
+def test_a_damaged_read_only_index_is_off_with_one_notice_that_says_so(private_log, read_only):
+    """A damaged index in a read-only folder cannot be rebuilt: it was left out with 'off in this run: DIR is
+    read-only', as if there were no index, which hid why making the folder writable brings it back."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    meta_path = next(history_mod.root().glob("*/meta.json"))
+    _damage_zeroed_heads(meta_path.parent, json.loads(meta_path.read_text()))
+    read_only(history_mod.root())
+    notes: list[str] = []
+    assert History.open(Tokenizer(), notes.append, logging=True).chains is None
+    assert len(notes) == 1 and "off in this run" in notes[0] and "damaged (hash heads" in notes[0], notes
+    assert str(meta_path.parent) in notes[0] and "SPECCHAT_DATA_DIR" in notes[0], notes
