@@ -317,27 +317,34 @@ class ChatSession:
         self._say(f"saved {len(self.conversation.messages)} messages to {path}")
 
 
-def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = None) -> str | None:
+def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = None, raw: bool = False) -> str | None:
     """A one-shot prompt: piped stdin, then the argument (a blank line between them). None: neither was
     given and `chat` (a terminal on both ends) allows the interactive chat; otherwise a usage error.
     An argument `-` names stdin, as for cat: the prompt is stdin alone (read from a terminal too).
-    why_no_chat: the hint when the chat is not allowed on a terminal (an output format that is not the live view)."""
+    why_no_chat: the hint when the chat is not allowed on a terminal (an output format that is not the live view).
+    raw (--no-template): the text is continued as it is, so whitespace alone is a prompt (the indentation a
+    line of code starts with), as serve's /v1/completions takes it; a chat message of whitespace says nothing."""
     dash = argument == "-"
     if dash:
         argument, chat = None, False
     piped = _read_stream() if dash else _read_stdin()
-    parts = [part for part in (piped, argument) if part is not None and part.strip()]
-    if len(parts) == 2:  # piped text ends with a newline (echo, git diff): one blank line between, not two
-        parts[0] = parts[0].rstrip("\r\n")
-    text = "\n\n".join(parts)
+    text = _joined([part for part in (piped, argument) if part is not None and part.strip()])
     if text.strip():
         return text
+    if raw and (blank := _joined([part for part in (piped, argument) if part])):
+        return blank
     if piped is None and argument is None:
         if chat:
             return None
         hint = why_no_chat or 'specchat run "your prompt", pipe text into it, or use a terminal'
         raise UsageError("no prompt given", hint=hint)
     raise UsageError("the prompt is empty", hint="give some text to answer")
+
+
+def _joined(parts: list[str]) -> str:
+    if len(parts) == 2:  # piped text ends with a newline (echo, git diff): one blank line between, not two
+        parts[0] = parts[0].rstrip("\r\n")
+    return "\n\n".join(parts)
 
 
 def _read_stdin() -> str | None:

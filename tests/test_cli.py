@@ -555,6 +555,27 @@ def test_no_template_sends_plain_text(files):
     assert result.exit_code == 0 and len(result.stdout.strip()) == 5
 
 
+@pytest.mark.parametrize("prompt", [" ", "\n", "    "])
+def test_a_whitespace_raw_prompt_is_completed_as_serve_completes_it(files, monkeypatch, prompt):
+    """--no-template sends the text as it is, as serve's /v1/completions does, and there whitespace is a prompt
+    (the indentation a line of code starts with): serve answered `"prompt": " "` and run refused it as 'the
+    prompt is empty'. A chat message of whitespace says nothing, so with the template it is still refused;
+    an empty raw prompt is refused by both."""
+    from specchat import chat
+    from specchat.openai_api import ApiError, parse_completion
+
+    sent = []
+    real = chat.prompt_tokens
+    monkeypatch.setattr("specchat.runtime.prompt_tokens", lambda e, m, **kw: sent.append(m) or real(e, m, **kw))
+    result = invoke("run", *files, "--mode", "target", "--no-template", "-n", "3", prompt)
+    assert result.exit_code == 0, result.output
+    assert [m.content for m in sent[0]] == [prompt] == [parse_completion({"prompt": prompt}, 16).prompt]
+    assert_one_line_error(invoke("run", *files, "--mode", "target", prompt), 2, "the prompt is empty")
+    assert_one_line_error(invoke("run", *files, "--mode", "target", "--no-template", ""), 2, "the prompt is empty")
+    with pytest.raises(ApiError, match="non-empty"):
+        parse_completion({"prompt": ""}, 16)
+
+
 def test_system_prompt_goes_into_the_template(files, monkeypatch):
     from specchat import chat
 

@@ -119,7 +119,9 @@ def run(
     if typing:  # `specchat run > file`, `specchat run | less`: "use a terminal" would say what the user does
         why_no_chat = 'stdout is not a terminal, so no chat: give a prompt (specchat run "your prompt" > file)'
     chat = (fmt == "live" and terminal) or plain_chat
-    text = read_prompt(prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None)
+    text = read_prompt(
+        prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None, raw=no_template
+    )
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
