@@ -70,6 +70,7 @@ HINT = "move the file aside (a new log is started)"
 READ_HINT = "move the file aside (a new log is started; `specchat logs --path` prints where)"
 LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
 FOREIGN_HINT = "set SPECCHAT_DATA_DIR to a folder of specchat's own"
+NEWER_HINT = "upgrade specchat to read and write it (nothing in it was changed), or set SPECCHAT_DATA_DIR elsewhere"
 OWN_TABLES = {"conversations", "messages"}
 SQLITE_MAX = 2**63 - 1  # SQLite's INTEGER is 64-bit: a larger Python int cannot even be bound
 
@@ -80,6 +81,10 @@ class LogError(SpecchatError):
 
 class ForeignDatabase(sqlite3.DatabaseError):
     """Another program's database lies where the log should be: it is neither read nor changed."""
+
+
+class NewerLog(sqlite3.DatabaseError):
+    """A log that a newer specchat set up: its tables may have another shape, so it is neither read nor changed."""
 
 
 def enabled(no_log: bool) -> bool:
@@ -137,6 +142,8 @@ def _refuse_foreign(conn: sqlite3.Connection) -> None:
     if tables and not (version >= VERSION and tables >= OWN_TABLES):
         shown = ", ".join(sorted(tables - OWN_TABLES or tables)[:3])
         raise ForeignDatabase(f"it is another program's database (tables {shown}), not specchat's log")
+    if version > VERSION:
+        raise NewerLog(f"it was written by a newer specchat (log version {version}; this one knows {VERSION})")
 
 
 @contextmanager
@@ -163,7 +170,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         with _connect_to_read(path) as conn:
             yield conn
     except (sqlite3.Error, OSError) as exc:
-        hint = FOREIGN_HINT if isinstance(exc, ForeignDatabase) else LOCKED_HINT if _locked(exc) else READ_HINT
+        hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else READ_HINT)
         raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
 
 
@@ -200,6 +207,9 @@ def _check_folder(path: Path) -> None:
         raise LogError(f"cannot read the conversation log {path}: {exc}", hint=exc.hint)
 
 
+_HINTS = {ForeignDatabase: FOREIGN_HINT, NewerLog: NEWER_HINT}  # neither is damage: moving it aside is no fix
+
+
 def _reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
@@ -214,8 +224,8 @@ def not_logged_because(exc: BaseException, path: Path) -> str:
     """Why a reply was not logged, and the hint: the end of `run`'s, the chat's and `serve`'s warning.
     Moving the file aside helps a damaged log only: not a locked one, nor one in a read-only folder
     (where no new log can be started either)."""
-    if isinstance(exc, ForeignDatabase):
-        hint = FOREIGN_HINT
+    if type(exc) in _HINTS:
+        hint = _HINTS[type(exc)]
     elif isinstance(exc, NotAFolder):
         hint = exc.hint
     elif _locked(exc):

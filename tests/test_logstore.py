@@ -256,6 +256,35 @@ def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(fil
     assert [row["prompt"] for row in logged()] == ["first", "second"]
 
 
+@pytest.mark.parametrize("renamed", [False, True])
+def test_a_log_from_a_newer_specchat_is_named_so_and_left_as_it_was(files, renamed):
+    """A log a newer specchat set up (a later PRAGMA user_version) was read and written as if it were this
+    version's: `logs` and `-c` failed on a renamed column with 'no such column: m.content' and the hint to
+    move the log aside, and a reply could be written into tables of another shape. It is named as a newer
+    log, the hint says to upgrade, and it is neither changed nor moved."""
+    ok(invoke("run", *files, "first"))
+    path = log_file()
+    with sqlite3.connect(path) as newer:
+        newer.execute(f"PRAGMA user_version = {logstore.VERSION + 1}")
+        if renamed:
+            newer.execute("ALTER TABLE messages RENAME COLUMN content TO body")
+    newer.close()
+    before = path.read_bytes()
+    result = invoke("run", *files, ADA)
+    assert result.exit_code == 0 and ADA in result.stdout
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning: this reply was not logged")]
+    assert len(warning) == 1 and "newer specchat" in warning[0] and "upgrade specchat" in warning[0], result.stderr
+    for reading in (
+        invoke("logs"),
+        invoke("logs", "--json"),
+        invoke("run", *files, "-c", "hi"),
+        invoke("run", *files, "--cid", "1", "hi"),
+    ):
+        assert_one_line_error(reading, 1, f"written by a newer specchat (log version {logstore.VERSION + 1}")
+        assert "upgrade specchat" in reading.stderr and "move the file aside" not in reading.stderr
+    assert path.read_bytes() == before
+
+
 def test_an_interrupted_reply_is_logged_as_such(isolated):
     target, _ = fake_backend.write_pair(isolated / "stop", interrupt_at=5)
     result = invoke("run", "--target", str(target), "--mode", "target", "Tell me a story.")
