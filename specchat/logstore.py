@@ -64,12 +64,15 @@ SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
 )
-HINT = "move the file aside (a new log is started)"
+HINT = "move the file aside, and its -wal if there is one (a new log is started)"
 # Reading (`logs`, `run -c`, `--cid`, /load) needs the log itself: --no-log cannot help there, and a log
 # that is only locked is not broken, so moving it aside would start a new one for nothing.
-READ_HINT = "move the file aside (a new log is started; `specchat logs --path` prints where)"
+READ_HINT = (
+    "move the file aside, and its -wal if there is one (a new log is started; `specchat logs --path` prints where)"
+)
 LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
 FOREIGN_HINT = "set SPECCHAT_DATA_DIR to a folder of specchat's own"
+LEFT_HINT = "move it next to that log, named as it with -wal added (old.db: old.db-wal), or delete it"
 NEWER_HINT = "upgrade specchat to read and write it (nothing in it was changed), or set SPECCHAT_DATA_DIR elsewhere"
 OWN_TABLES = {"conversations", "messages"}
 SQLITE_MAX = 2**63 - 1  # SQLite's INTEGER is 64-bit: a larger Python int cannot even be bound
@@ -81,6 +84,11 @@ class LogError(SpecchatError):
 
 class ForeignDatabase(sqlite3.DatabaseError):
     """Another program's database lies where the log should be: it is neither read nor changed."""
+
+
+class LeftoverWal(sqlite3.DatabaseError):
+    """A -wal file with no log to go with it: the log was moved aside (or emptied) after a process that wrote it
+    died, and the file holds that log's latest messages. SQLite deletes such a file when it starts a new log."""
 
 
 class NewerLog(sqlite3.DatabaseError):
@@ -101,6 +109,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
     make_dirs(path.parent)
     if path.exists() and (problem := file_problem(path)):  # SQLite: "unable to open", or "disk I/O error"
         raise OSError(errno.EISDIR if path.is_dir() else errno.EINVAL, f"it {problem}, not a log", str(path))
+    refuse_leftover_wal(path)
     if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
@@ -110,6 +119,16 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+def refuse_leftover_wal(path: Path) -> None:
+    """A log that is missing or empty beside a -wal that is not: SQLite would take the -wal for a new empty
+    log's and delete it. A log in WAL mode always has its first page in the file itself, so this is never
+    a log another process is starting."""
+    wal = path.with_name(path.name + "-wal")
+    if (not path.exists() or path.stat().st_size == 0) and _has_wal(path):
+        state = "emptied" if path.exists() else "moved away"
+        raise LeftoverWal(f"{wal} is left from a log that was {state}, and holds its latest messages")
 
 
 def _setup(conn: sqlite3.Connection) -> None:
@@ -207,7 +226,11 @@ def _check_folder(path: Path) -> None:
         raise LogError(f"cannot read the conversation log {path}: {exc}", hint=exc.hint)
 
 
-_HINTS = {ForeignDatabase: FOREIGN_HINT, NewerLog: NEWER_HINT}  # neither is damage: moving it aside is no fix
+_HINTS = {
+    ForeignDatabase: FOREIGN_HINT,
+    NewerLog: NEWER_HINT,
+    LeftoverWal: LEFT_HINT,
+}  # neither is damage: moving it aside is no fix
 
 
 def _reason(exc: BaseException) -> str:

@@ -646,3 +646,17 @@ def test_a_damaged_read_only_index_is_off_with_one_notice_that_says_so(private_l
     assert History.open(Tokenizer(), notes.append, logging=True).chains is None
     assert len(notes) == 1 and "off in this run" in notes[0] and "damaged (hash heads" in notes[0], notes
     assert str(meta_path.parent) in notes[0] and "SPECCHAT_DATA_DIR" in notes[0], notes
+
+
+def test_reading_the_log_never_deletes_a_wal_left_beside_an_empty_log(tmp_path):
+    """An emptied logs.db beside the -wal of the log it was (its latest messages): even a read-only SQLite
+    connection takes that -wal for the empty log's and deletes it, and the history read the log so before
+    each reply. It is the log's fault: one notice, and the -wal is kept."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    wal = tmp_path / "logs.db-wal"
+    wal.write_bytes(b"the old log's latest messages" * 100)
+    (tmp_path / "logs.db").write_bytes(b"")
+    assert open_history(tmp_path, notes).chains is None
+    assert wal.read_bytes() == b"the old log's latest messages" * 100
+    assert len(notes) == 1 and "logs.db-wal is left from a log" in notes[0], notes

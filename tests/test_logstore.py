@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import fake_backend
@@ -118,6 +119,48 @@ def test_no_log_flag_and_environment_write_nothing(files, monkeypatch):
     monkeypatch.setenv("SPECCHAT_NO_LOG", "False")  # "no, do not turn logging off": it was read as on
     ok(invoke("run", *files, "hi"))
     assert len(logged()) == 2
+
+
+LEAVE_A_WAL = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA wal_autocheckpoint = 0")
+conn.execute("INSERT INTO messages (conversation_id, role, content, created) VALUES (1, 'user', 'in the wal', 'now')")
+os._exit(0)  # a process that died: its committed messages are in logs.db-wal only
+"""
+
+
+@pytest.mark.parametrize("how", ["moved", "emptied"])
+def test_a_wal_left_by_a_log_moved_aside_is_not_deleted(files, how):
+    """After a crash the latest messages are in logs.db-wal; moving logs.db aside as the hint says (or emptying
+    it) left that file behind, and the next reply's new log made SQLite delete it, with the messages. The
+    new log is not started while it is there: one warning (the reply is shown), and reading names it."""
+    ok(invoke("run", *files, "first"))
+    path = log_file()
+    subprocess.run([sys.executable, "-c", LEAVE_A_WAL, str(path)], check=True)
+    wal = path.with_name("logs.db-wal")
+    kept = wal.read_bytes()
+    assert kept
+    old = path.with_name("old.db")
+    if how == "moved":
+        path.rename(old)
+    else:
+        old.write_bytes(path.read_bytes())
+        path.write_bytes(b"")
+    result = invoke("run", *files, ADA)
+    assert result.exit_code == 0 and ADA in result.stdout
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning: this reply was not logged")]
+    assert len(warning) == 1 and "logs.db-wal" in warning[0] and "hint:" in warning[0], result.stderr
+    assert wal.read_bytes() == kept
+    if how == "emptied":
+        assert_one_line_error(invoke("logs"), 1, "logs.db-wal")
+    wal.rename(old.with_name("old.db-wal"))  # as the hint says: next to its log, which then has every message
+    with closing(sqlite3.connect(old)) as conn:
+        contents = [row[0] for row in conn.execute("SELECT content FROM messages")]
+    assert len(contents) == 3 and contents[0] == "first" and contents[-1] == "in the wal"
+    path.unlink(missing_ok=True)
+    ok(invoke("run", *files, "second"))
+    assert [row["prompt"] for row in logged()] == ["second"]
 
 
 def test_a_corrupt_log_costs_no_reply(files):
