@@ -90,11 +90,19 @@ def tuning_path(key: str) -> Path:
 def _number(value, *, low: float = 0.0, inclusive: bool = False) -> float:
     """A finite number above `low` (or equal to it, inclusive), or ValueError (a saved file is never trusted
     blindly)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"not a number: {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+        raise ValueError(f"not a number: {shown}")
     if value < low or (value == low and not inclusive):
         raise ValueError(f"{value!r} is {'below' if inclusive else 'not above'} {low}")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits (JSON has no limit): no float can hold it
+        return False
 
 
 def _rate(value) -> float:
