@@ -110,6 +110,13 @@ def _rate(value) -> float:
     return min(1.0, _number(value, inclusive=True))
 
 
+def _batch(size: str) -> int:
+    """A verify batch's size: one no context holds (hundreds of digits) would overflow the cost model's floats."""
+    if len(size) > 9:
+        raise ValueError(f"a batch of {len(size)} digits")
+    return int(size)
+
+
 def parse(data: object, key: str) -> Tuning:
     """A saved tuning, validated in shape and values; ValueError for anything odd."""
     if not isinstance(data, dict) or data.get("version") != VERSION:
@@ -117,7 +124,7 @@ def parse(data: object, key: str) -> Tuning:
     ratios = data.get("v")
     if not isinstance(ratios, dict) or "1" not in ratios:
         raise ValueError("no verify costs")
-    verify = {int(n): _number(v) for n, v in ratios.items() if str(n).isdigit() and int(n) >= 1}
+    verify = {_batch(n): _number(v) for n, v in ratios.items() if str(n).isdigit() and int(n) >= 1}
     c = data.get("c")
     step = _number(data.get("step_s"))
     costs = Costs(verify, None if c is None else _number(c), step, step, busy=data.get("busy") is True)
