@@ -273,6 +273,23 @@ def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypat
     assert_one_line_error(invoke("logs"), 1, "attempt to write a readonly database")  # not an older log unsaid
 
 
+def test_a_log_with_a_wal_in_a_read_only_folder_is_not_sent_aside(files, monkeypatch):
+    """The log in a read-only folder, with messages still in its -wal (a writer that ended uncleanly): SQLite
+    must write the folder to read them, and `logs`, -c and --cid hinted to move the sound log aside, which
+    the read-only folder does not allow either. The hint says what is wrong and what reads it."""
+    ok(invoke("run", *files, "first"))
+
+    def refuse(conn):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(logstore, "_setup", refuse)
+    log_file().with_name(log_file().name + "-wal").write_bytes(b"x")
+    for result in (invoke("logs"), invoke("logs", "--json"), invoke("run", *files, "-c", "hi")):
+        assert_one_line_error(result, 1, "attempt to write a readonly database")
+        assert "move the file aside" not in result.stderr and "-wal" in result.stderr, result.stderr
+        assert "writable" in result.stderr and "SPECCHAT_DATA_DIR" in result.stderr, result.stderr
+
+
 def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(files):
     """SPECCHAT_DATA_DIR pointing at, say, simonw/llm's folder: its logs.db got specchat's tables added
     (and was switched to WAL), or a reply failed on its own `conversations` table."""
