@@ -91,7 +91,8 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
                 hint=f"`specchat pull {spec.name}` first: the command names local files",
             )
         paths[role] = Path(found).resolve()
-    return Files(paths["target"], paths["draft"], spec.name, spec.target, spec.draft)
+    # --draft FILE replaces the pair's draft: its Hub repo (what vLLM is told) is another model's.
+    return Files(paths["target"], paths["draft"], spec.name, spec.target, None if draft else spec.draft)
 
 
 def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layers: int):

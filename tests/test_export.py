@@ -370,3 +370,20 @@ def test_the_target_as_its_own_draft_is_refused_as_run_refuses_it(fake_models):
     assert same.exit_code == 2 and "is the target model itself" in same.stderr and "hint:" in same.stderr
     ngram = run_export("--to", "llama-server", "--target", str(target), "--draft", str(target), "--mode", "ngram")
     assert ngram.exit_code == 0, ngram.output  # the command names no draft model
+
+
+def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, isolated):
+    """`--draft FILE` beside a pair: the command names that file; the pair's draft repo is another model."""
+    _target, draft = fake_models
+    overlay = isolated / "config" / "models.toml"
+    overlay.parent.mkdir(parents=True, exist_ok=True)
+    overlay.write_text(
+        '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\nsource_repo = "a/t"\n'
+        '[models.d]\nrepo = "a/d-GGUF"\nfile = "other-draft.fake.gguf"\nsource_repo = "a/d"\n'
+        '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
+    )
+    result = run_export("--to", "vllm", "--pair", "mine", "--draft", str(draft), "--mode", "spec", "--json")
+    assert result.exit_code == 0, result.output
+    argv = json.loads(result.stdout)["argv"]
+    assert argv[2] == "a/t"
+    assert json.loads(value(argv, "--speculative-config"))["model"] == str(draft.resolve())
