@@ -387,3 +387,14 @@ def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, isolated
     argv = json.loads(result.stdout)["argv"]
     assert argv[2] == "a/t"
     assert json.loads(value(argv, "--speculative-config"))["model"] == str(draft.resolve())
+
+
+def test_a_tilde_the_shell_left_alone_is_the_home_directory(fake_models, isolated, monkeypatch):
+    """`--target=~/m.gguf` or a quoted "~/m.gguf": bash expands neither, and the file 'did not exist'."""
+    monkeypatch.setenv("HOME", str(isolated))
+    result = run_export(
+        "--to", "llama-server", "--target=~/files/target.fake.gguf", "--draft", "~/files/draft.fake.gguf"
+    )
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert value(argv, "-m") == str(fake_models[0].resolve()) and value(argv, "-md") == str(fake_models[1].resolve())

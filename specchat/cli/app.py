@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from .. import __version__
 from ..ctxsize import MAX_AUTO
 from ..errors import SpecchatError, UsageError
-from ..paths import env_flag, replace_bad_bytes
+from ..paths import env_flag, expand_home, replace_bad_bytes
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
 
 DEBUG_USAGE = "`specchat --debug COMMAND ...`"  # a root option: `specchat run ... --debug` is no option of run's
@@ -196,8 +196,18 @@ def one_pair(argument: str | None, option: str | None) -> str | None:
     return argument if argument is not None else option
 
 
-Target = Annotated[Path | None, typer.Option("--target", help="Local target GGUF (overrides the pair's).")]
-Draft = Annotated[Path | None, typer.Option("--draft", help="Local draft GGUF (overrides the pair's).")]
+def model_path(value: Path | None) -> Path | None:
+    """--target, --draft: a ~ the shell left alone (`--target=~/m.gguf`, a quoted path) is the home directory,
+    as in SPECCHAT_DATA_DIR: the file "did not exist"."""
+    return None if value is None else expand_home(str(value))
+
+
+Target = Annotated[
+    Path | None, typer.Option("--target", callback=model_path, help="Local target GGUF (overrides the pair's).")
+]
+Draft = Annotated[
+    Path | None, typer.Option("--draft", callback=model_path, help="Local draft GGUF (overrides the pair's).")
+]
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
 THREADS_HELP = "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number is kept to)."
 Threads = Annotated[int, typer.Option("--threads", min=0, help=THREADS_HELP)]
