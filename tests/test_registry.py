@@ -219,3 +219,33 @@ def test_a_plugin_module_that_cannot_be_imported_is_named(monkeypatch, tmp_path)
         backends.for_path(tmp_path / "model.gguf")
     assert caught.value.message.startswith("SPECCHAT_PLUGINS: cannot import 'no_such_plugin_module'")
     assert "SPECCHAT_PLUGINS" in caught.value.hint and caught.value.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("pinned", "command"),
+    [
+        (f'sha256 = "{"a" * 64}"', ["models", "--verify"]),
+        ("size = 12345", ["models", "--verify"]),
+        ("size = 12345", ["pull", "mypair"]),
+    ],
+)
+def test_a_wrong_size_or_sha256_in_the_overlay_names_the_entry_not_only_the_file(
+    isolated, monkeypatch, pinned, command
+):
+    """The user's own size or sha256 was wrong, not the file: "delete it and pull again" alone would throw a
+    good file away (and download it again, to fail the same check)."""
+    from typer.testing import CliRunner
+
+    from specchat.cli import app
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    overlay = isolated / "config" / "models.toml"
+    overlay.parent.mkdir(parents=True)
+    overlay.write_text(GOOD_MODEL.replace('file = "mine-q4.gguf"', f'file = "mine-q4.gguf"\n{pinned}'))
+    (isolated / "models").mkdir()
+    for name in ("mine-q4.gguf", "small-q4.gguf"):
+        (isolated / "models" / name).write_bytes(b"GGUF" + bytes(100))
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert f"[models.mine] in {overlay}" in result.output.replace("\n", " ")
