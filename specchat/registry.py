@@ -205,10 +205,10 @@ def _deep_nesting(text: str, limit: int = 100) -> tuple[int, int] | None:
 def _check_keys(data: dict[str, Any], allowed: set[str], path: Path, where: str) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise RegistryError(
-            f"{path}: unknown key(s) {', '.join(map(_shown, unknown))} in {where}",
-            hint=f"allowed keys: {', '.join(sorted(allowed))}",
-        )
+        hint = f"allowed keys: {', '.join(sorted(allowed))}"
+        if "default_pair" in unknown:  # TOML reads a key after [pairs.x] as that table's: it was meant at the top
+            hint = "default_pair goes at the top of the file, before any [table]"
+        raise RegistryError(f"{path}: unknown key(s) {', '.join(map(_shown, unknown))} in {where}", hint=hint)
 
 
 def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:

@@ -249,3 +249,14 @@ def test_a_wrong_size_or_sha256_in_the_overlay_names_the_entry_not_only_the_file
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
     assert f"[models.mine] in {overlay}" in result.output.replace("\n", " ")
+
+
+def test_default_pair_written_under_a_table_says_where_it_belongs(tmp_path):
+    """TOML puts a key after [pairs.mine] into that table: "unknown key default_pair in [pairs.mypair]" alone
+    left the user wondering why a documented key is unknown."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL + 'default_pair = "mypair"\n')
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert "default_pair" in err.value.message and "[pairs.mypair]" in err.value.message
+    assert "before any [table]" in err.value.hint
