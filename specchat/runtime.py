@@ -19,7 +19,7 @@ from .compat import PairReport, require_compatible
 from .drafters import Drafter, DraftModelDrafter, NgramDrafter
 from .drafters.auto import AutoDrafter
 from .engine import EngineConfig, Interrupt, TextStream
-from .errors import EngineError, UsageError
+from .errors import EngineError, PairError, UsageError
 from .models_api import CachedModel
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
@@ -333,7 +333,7 @@ def open_pipeline(
                 draft = _load(draft_path, options, options.draft_gpu_layers, interrupt)
             pipeline = Pipeline(resolved, options, target, draft, interrupt)
             if draft is not None:
-                pipeline.pair_report = require_compatible(target, draft, force=options.force_pair)
+                pipeline.pair_report = _compatible(target, draft, options, resolved)
             if loaded is not None:
                 loaded(pipeline)
             _add_drafters(pipeline, saved, notify)
@@ -345,6 +345,20 @@ def open_pipeline(
                     model.close()
             raise
     return pipeline
+
+
+def _compatible(target, draft, options: Options, resolved: Resolved) -> PairReport:
+    try:
+        return require_compatible(target, draft, force=options.force_pair)
+    except PairError as exc:
+        if not options.lone_target:
+            raise
+        # --target with the pair's draft model (--mode spec, the bench's spec rows): a draft the user never named
+        raise PairError(
+            f"{exc.message}: the draft {resolved.draft.name} is pair {resolved.pair_name}'s (--target replaces only "
+            "the target)",
+            hint="give --draft a smaller model of the target's family, or use --mode ngram (no draft model)",
+        ) from None
 
 
 def _usable_threads(options: Options, notify: Notify) -> Options:

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import fake_backend
 import pytest
 from ggufpatch import patched_copy
 from sighelp import default_signals
@@ -886,3 +887,21 @@ def test_engine_errors_have_a_hint(monkeypatch):
     with pytest.raises(EngineError, match="could not roll the KV cache back") as err:
         model.truncate(3)
     assert err.value.hint
+
+
+def test_a_target_given_with_the_pairs_draft_of_another_vocabulary_says_whose_draft_it_is(isolated, tmp_path):
+    """`run --target T --mode spec` drafts with the pair's draft model: 'incompatible pair: draft vocabulary
+    differs' (hint: a draft of the same family, or --force-pair) spoke of a draft the user never named."""
+    fake_backend.write_pair(isolated / "models")
+    overlay = isolated / "config" / "models.toml"
+    overlay.parent.mkdir(parents=True, exist_ok=True)
+    overlay.write_text(
+        '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\n'
+        '[models.d]\nrepo = "a/d-GGUF"\nfile = "draft.fake.gguf"\n'
+        '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
+    )
+    target = fake_file(tmp_path, "other", token_text={"100": "\x7f"})
+    result = invoke("run", "--pair", "mine", "--target", str(target), "--mode", "spec", "-n", "4", "Hi")
+    assert_one_line_error(result, 1, "draft vocabulary differs at token 100")
+    assert "draft.fake.gguf" in result.stderr and "pair mine" in result.stderr
+    assert "--draft" in result.stderr and "--force-pair" not in result.stderr
