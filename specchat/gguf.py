@@ -8,6 +8,7 @@ one-line ModelFileError. Results are remembered per (path, size, mtime), so a go
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import mmap
@@ -159,7 +160,7 @@ def check(path: Path) -> None:
     if known.get(key):
         return
     _require_header_size(path, stat.st_size)
-    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with _mapped(path) as data:
         _check_bytes(data, path.name)
     known[key] = True
     _save_cache(known)
@@ -185,8 +186,22 @@ def _require_header_size(path: Path, size: int) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _metadata(path: Path, _size: int, _mtime_ns: int) -> dict:
-    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with _mapped(path) as data:
         return _check_bytes(data, path.name, keep=True, tensors=False)
+
+
+@contextlib.contextmanager
+def _mapped(path: Path):
+    """The file's bytes, mapped. A file this user may not read (a pair's file pulled by another user) is
+    named, not an internal error."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise ModelFileError(
+            f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions (and its owner)"
+        ) from None
+    with handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        yield data
 
 
 def memory_needed(path: Path, n_ctx: int) -> tuple[int, int]:

@@ -153,3 +153,23 @@ def test_memory_estimate_refuses_with_numbers(default_pair_paths, monkeypatch):
         runtime.open_pipeline(options, lambda _message: None)
     assert "not enough memory" in err.value.message and "1.0 GB are available" in err.value.message
     assert "--ctx" in err.value.hint
+
+
+def test_a_model_file_that_cannot_be_opened_is_named_not_an_internal_error(tmp_path, monkeypatch):
+    """A pair's file in the models directory that this user may not read (another user's pull, mode 600):
+    run, bench, tune, export and `models --verify` ended with "internal error: PermissionError"."""
+    from pathlib import Path
+
+    path = write(tmp_path, tiny_gguf(), name="private.gguf")
+    opened = Path.open
+
+    def refuse(self, *args, **kwargs):
+        if self.name == "private.gguf":
+            raise PermissionError(13, "Permission denied", str(self))
+        return opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refuse)
+    for read in (gguf.check, gguf.metadata):
+        with pytest.raises(ModelFileError, match=r"cannot read .*private\.gguf: Permission denied") as err:
+            read(path)
+        assert "permissions" in err.value.hint
