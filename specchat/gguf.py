@@ -161,9 +161,24 @@ def check(path: Path) -> None:
         return
     _require_header_size(path, stat.st_size)
     with _mapped(path) as data:
-        _check_bytes(data, path.name)
+        _require_language_model(path.name, _check_bytes(data, path.name, keep=True))
     known[key] = True
     _save_cache(known)
+
+
+# GGUF files that sit beside a model in its Hub repo, by general.type or general.architecture: llama.cpp said
+# "unknown model architecture: 'clip'", whose hint (a newer llama-cpp-python) cannot help.
+NOT_MODELS = {
+    ("general.type", "adapter"): "is a LoRA adapter",
+    ("general.type", "imatrix"): "is an importance matrix (for quantizing)",
+    ("general.architecture", "clip"): "is a multimodal projector (mmproj)",
+}
+
+
+def _require_language_model(name: str, values: dict) -> None:
+    for (key, value), what in NOT_MODELS.items():
+        if values.get(key) == value:
+            raise ModelFileError(f"{name} {what}, not a language model", hint="give the language model's own GGUF file")
 
 
 def metadata(path: Path) -> dict:

@@ -173,3 +173,20 @@ def test_a_model_file_that_cannot_be_opened_is_named_not_an_internal_error(tmp_p
         with pytest.raises(ModelFileError, match=r"cannot read .*private\.gguf: Permission denied") as err:
             read(path)
         assert "permissions" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        (b"general.type", b"adapter", "is a LoRA adapter"),
+        (b"general.type", b"imatrix", "is an importance matrix"),
+        (b"general.architecture", b"clip", "is a multimodal projector"),
+    ],
+)
+def test_a_gguf_that_is_not_a_language_model_is_named_for_what_it_is(tmp_path, key, value, needle):
+    """Files that sit beside a model in its Hub repo (mmproj-*.gguf, a LoRA, an imatrix) passed the header check;
+    llama.cpp then said "unknown model architecture: 'clip'" with the hint to upgrade llama-cpp-python."""
+    path = write(tmp_path, tiny_gguf(extra_kv=s(key) + struct.pack("<I", 8) + s(value)), name="side.gguf")
+    with pytest.raises(ModelFileError, match=f"side.gguf {needle}") as err:
+        gguf.check(path)
+    assert "language model" in err.value.hint
