@@ -109,7 +109,9 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
             what = "--target and --draft name the files" if options.draft_path is not None else "--target names it"
             notify(f"pair {options.pair} is not used: {what}")
         _check_not_self(Path(options.target_path), _opt_path(options.draft_path), options)
-        return Resolved(None, Path(options.target_path), _opt_path(options.draft_path))
+        return _said_if_swapped(
+            Resolved(None, Path(options.target_path), _opt_path(options.draft_path)), options, notify
+        )
     pair = load_registry().pair(options.pair)
     paths: dict[str, Path] = {}
     for role, spec, given in (("target", pair.target, options.target_path), ("draft", pair.draft, options.draft_path)):
@@ -118,7 +120,38 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     target = Path(options.target_path) if options.target_path else paths["target"]
     draft = _opt_path(options.draft_path) or paths.get("draft")
     _check_not_self(target, draft, options)
-    return Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+    resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+    return _said_if_swapped(resolved, options, notify)
+
+
+def _said_if_swapped(resolved: Resolved, options: Options, notify: Notify) -> Resolved:
+    """A draft model larger than its target costs more per token than the target: it cannot save time, and
+    --target and --draft given the wrong way round are the usual reason. Said, not refused (the output
+    stays the target's). Files of a plugin backend may not be weights alone: only GGUFs are compared."""
+    from .backends import LlamaCppBackend
+
+    files = (resolved.target, resolved.draft)
+    if (
+        resolved.draft is None
+        or not options.wants_draft
+        or not all(isinstance(for_path(f), LlamaCppBackend) for f in files)
+    ):
+        return resolved
+    try:
+        target_size, draft_size = (f.stat().st_size for f in files)
+    except OSError:
+        return resolved  # the load says what is wrong with it
+    if draft_size > target_size:
+        given = (options.target_path is not None) + (options.draft_path is not None)
+        swapped = {
+            2: "--target and --draft swapped?",
+            0: f"pair {resolved.pair_name}'s target and draft swapped?",
+        }.get(given, "it cannot save time")
+        notify(
+            f"the draft model {resolved.draft.name} ({draft_size / 1e9:.1f} GB) is larger than the target "
+            f"{resolved.target.name} ({target_size / 1e9:.1f} GB): {swapped}"
+        )
+    return resolved
 
 
 def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:

@@ -1089,3 +1089,23 @@ def test_a_number_out_of_range_is_named_with_its_range(args, said):
 def test_one_token_is_said_in_the_singular(files):
     result = invoke("run", *files, "--mode", "target", "-n", "1", "--stats", "Hi")
     assert result.exit_code == 0 and "1 token in " in result.stderr, result.output
+
+
+def test_a_draft_larger_than_its_target_is_said_to_be_swapped_perhaps(tmp_path):
+    """`--target small.gguf --draft big.gguf` ran without a word: a draft that costs more than its target cannot
+    save time, and flags given the wrong way round are the usual reason."""
+    from specchat.runtime import Options, resolve
+
+    small, big = tmp_path / "small.gguf", tmp_path / "big.gguf"
+    small.write_bytes(b"GGUF" + bytes(100))
+    big.write_bytes(b"GGUF" + bytes(3000))
+    notes = []
+    resolve(Options(target_path=small, draft_path=big, mode="spec"), notes.append, None)
+    assert len(notes) == 1 and "big.gguf" in notes[0] and "larger than the target" in notes[0], notes
+    for options in (
+        Options(target_path=big, draft_path=small, mode="spec"),
+        Options(target_path=small, draft_path=big, mode="ngram"),
+    ):
+        notes.clear()
+        resolve(options, notes.append, None)
+        assert not notes  # the right way round, or a draft model that is not loaded
