@@ -280,7 +280,8 @@ def _safe_file_name(file: str, path: Path, where: str) -> str:
     ):
         raise RegistryError(
             f"{path}: [{where}] file '{file}' is not a safe GGUF file name",
-            hint="use a plain name ending in .gguf, without '..', '\\' or a leading '/'",
+            hint="give the file's name in the Hub repo, ending in .gguf, without '..', '\\' or a leading '/' (a file "
+            "you already have: put it into the models directory under that name, or run it with --target/--draft PATH)",
         )
     return file
 

@@ -260,3 +260,14 @@ def test_default_pair_written_under_a_table_says_where_it_belongs(tmp_path):
         load_registry(overlay)
     assert "default_pair" in err.value.message and "[pairs.mypair]" in err.value.message
     assert "before any [table]" in err.value.hint
+
+
+@pytest.mark.parametrize("file", ["/home/me/models/mine-q4.gguf", "C:\\\\models\\\\mine-q4.gguf"])
+def test_a_local_path_as_file_says_how_to_run_a_file_one_has(tmp_path, file):
+    """`file` is the name in the Hub repo: a user pointing it at a file on disk was told only which characters
+    a name may not hold, not how to use that file."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace('"mine-q4.gguf"', f'"{file}"'))
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert "--target/--draft PATH" in err.value.hint and "models directory" in err.value.hint
