@@ -6,6 +6,7 @@ Models are declared once and pairs refer to them by name, because one small draf
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import tomllib
 import unicodedata
@@ -113,6 +114,11 @@ def load_registry(extra: Path | None = None) -> Registry:
         if path == paths[-1] and not path.is_file():
             if path.exists():  # a directory or a FIFO: ignored in silence, `models` still named it as the overlay
                 raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
+            if path.is_symlink():  # a link into a dotfiles folder that moved: the user's pairs vanished in silence
+                raise RegistryError(
+                    f"{path} is a link to {os.readlink(path)}, which does not exist",
+                    hint="fix the link, or remove it (no overlay)",
+                )
             continue
         data = _read_toml(path)
         _check_keys(data, TOP_KEYS, path, "the top level")

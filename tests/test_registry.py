@@ -271,3 +271,13 @@ def test_a_local_path_as_file_says_how_to_run_a_file_one_has(tmp_path, file):
     with pytest.raises(RegistryError) as err:
         load_registry(overlay)
     assert "--target/--draft PATH" in err.value.hint and "models directory" in err.value.hint
+
+
+def test_an_overlay_that_is_a_broken_link_is_named(tmp_path):
+    """A models.toml linked from a dotfiles folder that moved: the user's pairs vanished in silence, and
+    `run --pair mine` said only "unknown pair"."""
+    overlay = tmp_path / "models.toml"
+    overlay.symlink_to(tmp_path / "dotfiles" / "models.toml")
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert str(overlay) in err.value.message and "dotfiles" in err.value.message and "link" in err.value.hint
