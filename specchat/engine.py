@@ -404,14 +404,23 @@ class Engine:
             self.close()
 
 
+# llama.cpp's words for what a newer build may know -> what the hint calls it
+UNKNOWN_TO_LLAMA_CPP = {
+    "unknown model architecture": "architecture",
+    "unknown pre-tokenizer type": "pre-tokenizer",
+    "unknown tokenizer": "tokenizer",
+}
+
+
 def _load_error(path: Path) -> EngineError:
     """Why llama.cpp refused a file whose header passed gguf.check: its own words (an architecture that this
     build does not know is the usual reason for a model newer than llama-cpp-python)."""
     reason = next(
         (line.split("error loading model: ")[-1] for line in _Backend.errors if "error loading model" in line), ""
     )
-    if "unknown model architecture" in reason:
-        hint = "this llama-cpp-python cannot run that architecture: a newer one may (pip install -U llama-cpp-python)"
+    unknown = next((name for words, name in UNKNOWN_TO_LLAMA_CPP.items() if words in reason), None)
+    if unknown is not None:  # a model newer than this llama.cpp: often a new pre-tokenizer before a new architecture
+        hint = f"this llama-cpp-python cannot run that {unknown}: a newer one may (pip install -U llama-cpp-python)"
     else:
         hint = "check that it is a complete GGUF file (`specchat models --verify`); `specchat --debug ...` shows why"
     return EngineError(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""), hint=hint)

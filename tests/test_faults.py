@@ -905,3 +905,18 @@ def test_a_target_given_with_the_pairs_draft_of_another_vocabulary_says_whose_dr
     assert_one_line_error(result, 1, "draft vocabulary differs at token 100")
     assert "draft.fake.gguf" in result.stderr and "pair mine" in result.stderr
     assert "--draft" in result.stderr and "--force-pair" not in result.stderr
+
+
+@pytest.mark.parametrize("reason", ["unknown pre-tokenizer type: 'qwen9'", "unknown tokenizer: 'gpt9'"])
+def test_a_tokenizer_llama_cpp_does_not_know_is_a_newer_model_not_a_broken_file(monkeypatch, reason):
+    """A model newer than llama-cpp-python often brings a new pre-tokenizer before a new architecture: its
+    hint was to check that the file is complete, which it is."""
+    from collections import deque
+
+    from specchat import engine
+
+    line = f"llama_model_load: error loading model: error loading model vocabulary: {reason}"
+    monkeypatch.setattr(engine._Backend, "errors", deque([line]))
+    error = engine._load_error(Path("new.gguf"))
+    assert reason in error.message and "complete GGUF" not in error.hint
+    assert f"cannot run that {reason.split(' ')[1]}" in error.hint and "newer" in error.hint
