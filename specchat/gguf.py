@@ -149,8 +149,45 @@ class _Reader:
 
 
 def check(path: Path) -> None:
-    """Raise ModelFileError unless `path` has a well-formed GGUF header whose tensors lie inside the file."""
+    """Raise ModelFileError unless `path` has a well-formed GGUF header whose tensors lie inside the file;
+    for a split model, every part (llama.cpp opens the others itself, unchecked)."""
     path = Path(path)
+    _check_file(path)
+    parts = split_parts(path)
+    for number, part in enumerate(parts[1:], start=2):
+        if not part.is_file():
+            raise ModelFileError(
+                f"{part.name}, part {number} of {len(parts)} of {path.name}, is missing",
+                hint="put every part of the split model into one folder (as downloaded)",
+            )
+        _check_file(part)
+
+
+def split_parts(path: Path) -> list[Path]:
+    """The files of a model split by llama.cpp's gguf-split (PREFIX-00001-of-00003.gguf, ...), first `path`
+    itself; [path] for a whole model. Given another part than the first, ModelFileError: llama.cpp loads a
+    split model from its first part and finds the others by their names."""
+    meta = metadata(path)
+    count, number = meta.get("split.count"), meta.get("split.no", 0)
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 1:
+        return [path]
+    first = f"-{1:05d}-of-{count:05d}.gguf"
+    if number != 0:
+        raise ModelFileError(
+            f"{path.name} is part {number + 1} of {count} of a split model",
+            hint=f"give its first part, {path.name.replace(f'-{number + 1:05d}-of-', '-00001-of-')}: "
+            "llama.cpp loads the others beside it",
+        )
+    if not path.name.endswith(first):
+        raise ModelFileError(
+            f"{path.name} is part 1 of {count} of a split model, but not named PREFIX{first}",
+            hint="llama.cpp finds the other parts by their names: keep the names gguf-split gave them",
+        )
+    prefix = path.name[: -len(first)]
+    return [path.with_name(f"{prefix}-{n:05d}-of-{count:05d}.gguf") for n in range(1, count + 1)]
+
+
+def _check_file(path: Path) -> None:
     try:
         stat = path.stat()
     except OSError as exc:
@@ -233,7 +270,9 @@ def memory_needed(path: Path, n_ctx: int) -> tuple[int, int]:
     key_len = number("attention.key_length", embd // max(heads, 1))
     value_len = number("attention.value_length", key_len)
     kv_bytes = n_ctx * layers * kv_heads * (key_len + value_len) * 2
-    return Path(path).stat().st_size, kv_bytes
+    # A split model's weights are in all its parts (a missing one is check()'s to name).
+    weights = sum(part.stat().st_size for part in split_parts(Path(path)) if part.is_file())
+    return weights, kv_bytes
 
 
 def trained_context(path: Path) -> int | None:

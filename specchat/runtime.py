@@ -19,7 +19,7 @@ from .compat import PairReport, require_compatible
 from .drafters import Drafter, DraftModelDrafter, NgramDrafter
 from .drafters.auto import AutoDrafter
 from .engine import EngineConfig, Interrupt, TextStream
-from .errors import EngineError, PairError, UsageError
+from .errors import EngineError, ModelFileError, PairError, UsageError
 from .models_api import CachedModel
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
@@ -137,9 +137,11 @@ def _said_if_swapped(resolved: Resolved, options: Options, notify: Notify) -> Re
         or not all(isinstance(for_path(f), LlamaCppBackend) for f in files)
     ):
         return resolved
-    try:
-        target_size, draft_size = (f.stat().st_size for f in files)
-    except OSError:
+    from .gguf import split_parts
+
+    try:  # a split model's size is all its parts'
+        target_size, draft_size = (sum(part.stat().st_size for part in split_parts(f)) for f in files)
+    except (OSError, ModelFileError):
         return resolved  # the load says what is wrong with it
     if draft_size > target_size:
         given = (options.target_path is not None) + (options.draft_path is not None)

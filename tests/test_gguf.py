@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -158,7 +159,6 @@ def test_memory_estimate_refuses_with_numbers(default_pair_paths, monkeypatch):
 def test_a_model_file_that_cannot_be_opened_is_named_not_an_internal_error(tmp_path, monkeypatch):
     """A pair's file in the models directory that this user may not read (another user's pull, mode 600):
     run, bench, tune, export and `models --verify` ended with "internal error: PermissionError"."""
-    from pathlib import Path
 
     path = write(tmp_path, tiny_gguf(), name="private.gguf")
     opened = Path.open
@@ -190,3 +190,35 @@ def test_a_gguf_that_is_not_a_language_model_is_named_for_what_it_is(tmp_path, k
     with pytest.raises(ModelFileError, match=f"side.gguf {needle}") as err:
         gguf.check(path)
     assert "language model" in err.value.hint
+
+
+def split_part(tmp_path, no: int, count: int = 2, name: str = "big") -> Path:
+    """Part `no` (0-based) of a model split by llama.cpp's gguf-split: each part has its own tensors."""
+    keys = (
+        s(b"split.no") + struct.pack("<IH", 2, no),
+        s(b"split.count") + struct.pack("<IH", 2, count),
+        s(b"split.tensors.count") + struct.pack("<Ii", 5, 2 * count),
+    )
+    data = tiny_gguf(extra_kv=b"".join(keys), n_kv=6)
+    return write(tmp_path, data, name=f"{name}-{no + 1:05d}-of-{count:05d}.gguf")
+
+
+def test_every_part_of_a_split_model_is_checked_before_llama_cpp_reads_it(tmp_path):
+    """llama.cpp loads the other parts of a split model itself: they reached its parser unchecked, and a part
+    that was missing or cut short was 'could not load' with the hint to check the first file."""
+    first = split_part(tmp_path, 0)
+    with pytest.raises(
+        ModelFileError, match=r"big-00002-of-00002\.gguf, part 2 of 2 of big-00001-of-00002\.gguf, is missing"
+    ):
+        gguf.check(first)
+    second = split_part(tmp_path, 1)
+    gguf.check(first)
+    assert gguf.memory_needed(first, 0)[0] == first.stat().st_size + second.stat().st_size
+    with pytest.raises(ModelFileError, match=r"big-00002-of-00002\.gguf is part 2 of 2 of a split model") as err:
+        gguf.check(second)
+    assert "big-00001-of-00002.gguf" in err.value.hint
+    second.write_bytes(second.read_bytes()[:-64])  # cut short
+    with pytest.raises(
+        ModelFileError, match=r"big-00002-of-00002\.gguf is not a valid GGUF file: tensor 'w2' lies outside"
+    ):
+        gguf.check(first)
