@@ -1097,8 +1097,9 @@ def test_a_draft_larger_than_its_target_is_said_to_be_swapped_perhaps(tmp_path):
     from specchat.runtime import Options, resolve
 
     small, big = tmp_path / "small.gguf", tmp_path / "big.gguf"
-    small.write_bytes(b"GGUF" + bytes(100))
-    big.write_bytes(b"GGUF" + bytes(3000))
+    header = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)  # version 3, no tensors, no metadata
+    small.write_bytes(header + bytes(100))
+    big.write_bytes(header + bytes(3000))
     notes = []
     resolve(Options(target_path=small, draft_path=big, mode="spec"), notes.append, None)
     assert len(notes) == 1 and "big.gguf" in notes[0] and "larger than the target" in notes[0], notes
