@@ -75,8 +75,10 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
     with a source_repo may be missing here (vLLM pulls it from the Hub); its path is where pull puts it.
     draftless (--mode ngram): the command names no draft, so a pair's draft that is not here is left out."""
     require_model_files(target=target, draft=draft)
+    # Absolute, not resolved: a link's name is the file's name to run (its tuning is saved under it, and a split
+    # model's parts are found by it; the Hugging Face cache's blobs are named by their hashes).
     if target is not None:
-        return Files(Path(target).resolve(), Path(draft).resolve() if draft else None)
+        return Files(Path(target).absolute(), Path(draft).absolute() if draft else None)
     spec = load_registry().pair(pair)
     paths = {}
     for role, model in (("target", spec.target), ("draft", spec.draft)):
@@ -90,7 +92,7 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
                 f"{model.local_name} ({role} of {spec.name}) is not on this machine",
                 hint=f"`specchat pull {spec.name}` first: the command names local files",
             )
-        paths[role] = Path(found).resolve()
+        paths[role] = Path(found).absolute()
     # --draft FILE replaces the pair's draft: its Hub repo (what vLLM is told) is another model's.
     return Files(paths["target"], paths["draft"], spec.name, spec.target, None if draft else spec.draft)
 

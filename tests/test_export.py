@@ -398,3 +398,22 @@ def test_a_tilde_the_shell_left_alone_is_the_home_directory(fake_models, isolate
     assert result.exit_code == 0, result.output
     argv = shlex.split(result.stdout)
     assert value(argv, "-m") == str(fake_models[0].resolve()) and value(argv, "-md") == str(fake_models[1].resolve())
+
+
+def test_linked_files_are_named_by_their_links_as_run_names_them(fake_models, seed_tuning, tmp_path):
+    """Files reached through links (the Hugging Face cache's snapshots, a folder of links): export resolved them
+    to the link targets, so it missed the tuning run had saved under the links' names ('no saved tuning'), and
+    named a split model's first part by its blob name, under which llama.cpp cannot find the other parts."""
+    links = tmp_path / "snapshot"
+    links.mkdir()
+    named = []
+    for path, blob in zip(fake_models, ("blob1", "blob2"), strict=True):  # as the cache's blobs, named by hashes
+        link = links / path.name
+        link.symlink_to(path.rename(path.with_name(f"{blob}.fake.gguf")))
+        named.append(link)
+    seed_tuning(*named)  # as `run --target LINK --draft LINK` saves it: GPU-like costs, the draft model pays
+    result = run_export("--to", "llama-server", "--target", str(named[0]), "--draft", str(named[1]), "--json")
+    assert result.exit_code == 0, result.output
+    made = json.loads(result.stdout)
+    assert value(made["argv"], "-m") == str(named[0]) and value(made["argv"], "-md") == str(named[1])
+    assert made["speculation"]["method"] == "draft" and "no saved tuning" not in made["speculation"]["why"]
