@@ -790,6 +790,15 @@ def test_a_target_that_is_not_a_regular_file_says_what_it_is(tmp_path):
     assert_one_line_error(invoke("run", "--target", "/dev/zero", "hi"), 1, "is not a regular file")
 
 
+@pytest.mark.parametrize("command", [["run", "hi"], ["export", "--to", "llama-server"]])
+def test_a_model_path_the_system_refuses_to_look_up_is_named(tmp_path, command):
+    """A file name longer than the file system allows (255 bytes): `is_file()` raised, an internal error."""
+    path = tmp_path / ("m" * 300 + ".gguf")
+    result = invoke(command[0], "--target", str(path), *command[1:])
+    assert_one_line_error(result, 1, "File name too long")
+    assert "internal error" not in result.stderr and "give the path of a .gguf file" in result.stderr
+
+
 @pytest.mark.parametrize("content", ["[]", '"abc"', '{"version": 4, "v": {}}', '{"version": 4, "v": {"1": "x"}}'])
 def test_an_odd_saved_tuning_never_stops_a_run(files, fake_models, content):
     """A tuning file of the wrong shape is ignored (auto measures again), never an internal error."""
