@@ -41,7 +41,8 @@ def check_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
     if draft.n_vocab > target.n_vocab + MAX_VOCAB_DIFFERENCE:
         return PairReport(False, f"draft vocabulary has {draft.n_vocab} tokens, target {target.n_vocab}", False)
     if target.vocab_type != draft.vocab_type:
-        return PairReport(False, f"vocabulary types differ (target {target.vocab_type}, draft {draft.vocab_type})")
+        kinds = (_kind(target.vocab_type), _kind(draft.vocab_type))
+        return PairReport(False, f"vocabulary types differ (target {kinds[0]}, draft {kinds[1]})")
     if (target.bos, target.add_bos) != (draft.bos, draft.add_bos):
         return PairReport(False, f"BOS differs (target {target.bos}, draft {draft.bos})")
     if target.eos != draft.eos:
@@ -53,8 +54,22 @@ def check_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
         )
     for token in range(FIRST_CHECKED_TOKEN, min(target.n_vocab, draft.n_vocab)):
         if target.token_text(token) != draft.token_text(token):
-            return PairReport(False, f"draft vocabulary differs at token {token}")
+            texts = f"target {_text(target.token_text(token))}, draft {_text(draft.token_text(token))}"
+            return PairReport(False, f"draft vocabulary differs at token {token} ({texts})")
     return PairReport(True)
+
+
+VOCAB_TYPES = {1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: "PLaMo-2"}  # llama.cpp's llama_vocab_type
+
+
+def _kind(vocab_type: int) -> str:
+    return VOCAB_TYPES.get(vocab_type, f"type {vocab_type}")
+
+
+def _text(piece: bytes, limit: int = 24) -> str:
+    """A token's text, quoted on one line (escapes shown as escapes): another family's token at that id."""
+    text = repr(piece.decode("utf-8", errors="replace"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def require_compatible(target: Vocabulary, draft: Vocabulary, *, force: bool | None = False) -> PairReport:

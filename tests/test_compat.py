@@ -64,3 +64,12 @@ def test_a_draft_with_ids_beyond_the_target_cannot_be_forced():
     with pytest.raises(PairError) as err:
         require_compatible(Vocab(n_vocab=1000), Vocab(n_vocab=1200), force=True)
     assert "1200 tokens" in err.value.message and "--force-pair" not in err.value.hint
+
+
+def test_a_mismatch_is_said_in_words_a_user_can_check():
+    """'vocabulary types differ (target 2, draft 1)' and 'differs at token 640' named llama.cpp's enum values
+    and an id: the tokenizer names and the two texts show at once that the draft is of another family."""
+    assert "(target BPE, draft SPM)" in check_pair(Vocab(), Vocab(vocab_type=1)).reason
+    assert "(target BPE, draft type 9)" in check_pair(Vocab(), Vocab(vocab_type=9)).reason
+    reason = check_pair(Vocab(), Vocab(changed={640: b"\xe2\x96\x81the\n"})).reason
+    assert reason == "draft vocabulary differs at token 640 (target 'tok640', draft '▁the\\n')"
