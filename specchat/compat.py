@@ -43,8 +43,11 @@ def check_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
     if target.vocab_type != draft.vocab_type:
         kinds = (_kind(target.vocab_type), _kind(draft.vocab_type))
         return PairReport(False, f"vocabulary types differ (target {kinds[0]}, draft {kinds[1]})")
-    if (target.bos, target.add_bos) != (draft.bos, draft.add_bos):
+    if target.bos != draft.bos:
         return PairReport(False, f"BOS differs (target {target.bos}, draft {draft.bos})")
+    if target.add_bos != draft.add_bos:
+        adds, not_adds = ("target", "draft") if target.add_bos else ("draft", "target")
+        return PairReport(False, f"BOS use differs ({adds} adds it, {not_adds} does not)")
     if target.eos != draft.eos:
         return PairReport(False, f"EOS differs (target {target.eos}, draft {draft.eos})")
     if abs(target.n_vocab - draft.n_vocab) > MAX_VOCAB_DIFFERENCE:

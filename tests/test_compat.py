@@ -38,7 +38,7 @@ def test_a_few_extra_tokens_are_fine():
     [
         (Vocab(vocab_type=1), "vocabulary types differ"),
         (Vocab(bos=7), "BOS differs"),
-        (Vocab(add_bos=True), "BOS differs"),
+        (Vocab(add_bos=True), "BOS use differs"),
         (Vocab(eos=9), "EOS differs"),
         (Vocab(n_vocab=800), "vocab sizes differ by more than 128"),
         (Vocab(n_vocab=871), "vocab sizes differ by more than 128"),  # 129 fewer
@@ -73,3 +73,9 @@ def test_a_mismatch_is_said_in_words_a_user_can_check():
     assert "(target BPE, draft type 9)" in check_pair(Vocab(), Vocab(vocab_type=9)).reason
     reason = check_pair(Vocab(), Vocab(changed={640: b"\xe2\x96\x81the\n"})).reason
     assert reason == "draft vocabulary differs at token 640 (target 'tok640', draft '▁the\\n')"
+
+
+def test_a_pair_that_differs_only_in_adding_bos_says_so():
+    """'BOS differs (target 1, draft 1)': the ids were the same, only one model adds BOS to a prompt."""
+    reason = check_pair(Vocab(), Vocab(add_bos=True)).reason
+    assert "BOS" in reason and "(target 1, draft 1)" not in reason and "draft adds it, target does not" in reason
