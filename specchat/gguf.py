@@ -212,10 +212,29 @@ NOT_MODELS = {
 }
 
 
+# Models llama.cpp loads but that cannot generate text as specchat drives it (decode, then read logits): an
+# embedding model (a BERT: non-causal attention, no logits to read; one without [CLS] aborted llama.cpp's
+# tokenizer) and T5, whose decoder needs an encoder pass first.
+NOT_GENERATIVE = {"t5": "an encoder-decoder model", "t5encoder": "an encoder model"}
+
+
 def _require_language_model(name: str, values: dict) -> None:
     for (key, value), what in NOT_MODELS.items():
         if values.get(key) == value:
             raise ModelFileError(f"{name} {what}, not a language model", hint="give the language model's own GGUF file")
+    arch = values.get("general.architecture", "")
+    what = NOT_GENERATIVE.get(arch)
+    if what is None and values.get(f"{arch}.attention.causal") is False:
+        what = "an embedding model"
+    if what is not None:
+        raise ModelFileError(
+            f"{name} is {what} ({_shown(arch)}): specchat cannot generate text with it",
+            hint="give a chat model's GGUF (a decoder-only language model)",
+        )
+
+
+def _shown(text: str) -> str:
+    return text if text.isprintable() else repr(text)
 
 
 def metadata(path: Path) -> dict:

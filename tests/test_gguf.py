@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
 from pathlib import Path
 
@@ -222,3 +223,29 @@ def test_every_part_of_a_split_model_is_checked_before_llama_cpp_reads_it(tmp_pa
         ModelFileError, match=r"big-00002-of-00002\.gguf is not a valid GGUF file: tensor 'w2' lies outside"
     ):
         gguf.check(first)
+
+
+@pytest.mark.parametrize(
+    ("arch", "extra", "needle"),
+    [
+        (b"bert", s(b"bert.attention.causal") + struct.pack("<I?", 7, False), "is an embedding model (bert)"),
+        (b"nomic-bert", s(b"nomic-bert.attention.causal") + struct.pack("<I?", 7, False), "is an embedding model"),
+        (b"t5", b"", "is an encoder-decoder model (t5)"),
+        (b"t5encoder", b"", "is an encoder model (t5encoder)"),
+    ],
+)
+def test_a_model_that_cannot_generate_text_is_refused_before_llama_cpp_runs_it(tmp_path, arch, extra, needle):
+    """An embedding model (nomic-embed-text, bge: non-causal BERTs) loaded and 'replied' with nothing, its
+    logits read from a context that has none; one whose vocabulary lacks [CLS] aborted the process in llama.cpp's
+    WPM tokenizer (exit 134). T5 needs an encoder pass that specchat never makes."""
+    kv = s(b"general.architecture") + struct.pack("<I", 8) + s(arch) + extra
+    path = write(tmp_path, tiny_gguf(extra_kv=kv, n_kv=4 + bool(extra)), name="enc.gguf")
+    with pytest.raises(ModelFileError, match=rf"enc\.gguf {re.escape(needle)}") as err:
+        gguf.check(path)
+    assert "generate" in err.value.message and "chat model" in err.value.hint
+
+
+def test_a_causal_model_that_says_so_is_not_refused(tmp_path):
+    kv = s(b"general.architecture") + struct.pack("<I", 8) + s(b"qwen2")
+    kv += s(b"qwen2.attention.causal") + struct.pack("<I?", 7, True)
+    gguf.check(write(tmp_path, tiny_gguf(extra_kv=kv, n_kv=5)))
