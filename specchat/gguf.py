@@ -18,6 +18,9 @@ from pathlib import Path
 from .errors import ModelFileError
 from .paths import cache_dir, make_dirs, read_json_object, write_atomic
 
+# The version of the rules below: a file remembered as checked under older ones is checked again (raise it
+# when a rule is added).
+RULES = 2
 MAX_TENSORS = 1 << 20
 MAX_KV = 1 << 16
 MAX_ARRAY = 1 << 26
@@ -192,7 +195,7 @@ def _check_file(path: Path) -> None:
         stat = path.stat()
     except OSError as exc:
         raise ModelFileError(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
-    key = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = f"{RULES}:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
     known = _load_cache()
     if known.get(key):
         return

@@ -249,3 +249,18 @@ def test_a_causal_model_that_says_so_is_not_refused(tmp_path):
     kv = s(b"general.architecture") + struct.pack("<I", 8) + s(b"qwen2")
     kv += s(b"qwen2.attention.causal") + struct.pack("<I?", 7, True)
     gguf.check(write(tmp_path, tiny_gguf(extra_kv=kv, n_kv=5)))
+
+
+def test_a_file_checked_by_an_older_specchat_is_checked_again_by_this_ones_rules(tmp_path):
+    """The cache remembered 'checked' per file: a file passed by an earlier version (before embedding models,
+    mmproj files or split parts were looked for) skipped every newer rule."""
+    import json
+
+    kv = s(b"general.architecture") + struct.pack("<I", 8) + s(b"clip")
+    path = write(tmp_path, tiny_gguf(extra_kv=kv), name="mmproj.gguf")
+    stat = path.stat()
+    cache = tmp_path / "cache" / "gguf-checked.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}": True}))  # the old key
+    with pytest.raises(ModelFileError, match="multimodal projector"):
+        gguf.check(path)
