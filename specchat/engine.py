@@ -96,6 +96,11 @@ class Interrupt:
 
     def __init__(self) -> None:
         self.requested = False
+        self.raised = False  # this generation has had its KeyboardInterrupt: more presses only set `requested`
+        # Set by the chat: once a generation has returned (whole, or stopped by Ctrl-C), Ctrl-C is ignored until
+        # the chat's step ends, so a press then (a second one, as users press it) cannot cut the reply's
+        # wind-down (the view closing, its logging) and lose the reply with its message.
+        self.settle = False
         self.callback = lib.ggml_abort_callback(lambda _data: self.requested)
 
     def _flag(self, _signum, _frame) -> None:
@@ -103,7 +108,9 @@ class Interrupt:
 
     def _raise(self, _signum, _frame) -> None:
         self.requested = True
-        raise KeyboardInterrupt
+        if not self.raised:  # a press while the first one's stop unwinds would escape the code that catches it
+            self.raised = True
+            raise KeyboardInterrupt
 
     @contextmanager
     def _handling(self, handler) -> Iterator[None]:
@@ -121,9 +128,11 @@ class Interrupt:
     @contextmanager
     def armed(self) -> Iterator[None]:
         """A fresh start for one generation: an older Ctrl-C that was already handled is forgotten."""
-        self.requested = False
+        self.requested = self.raised = False
         with self._handling(self._raise):
             yield
+        if self.settle and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # put back by the chat when its step ends
 
     def native(self):
         """Around one call into llama.cpp: Ctrl-C only sets the flag that the callbacks return."""
@@ -132,6 +141,7 @@ class Interrupt:
     def check(self) -> None:
         if self.requested:
             self.requested = False
+            self.raised = True
             raise KeyboardInterrupt
 
 

@@ -378,6 +378,7 @@ def chat_loop(session: ChatSession, *, history: bool = False) -> int:
     console = session.console
     reader = make_reader(console, session.commands(), history_file() if history else None)
     ctrl_c = _CtrlC()
+    session.pipeline.interrupt.settle = ctrl_c.ours  # a Ctrl-C must not cut a generated reply's wind-down
     with ctrl_c.between_turns():
         return _loop(session, reader, ctrl_c)
 
@@ -430,8 +431,8 @@ def _loop(session: ChatSession, reader, ctrl_c: _CtrlC) -> int:
         try:
             with typing_ahead(), ctrl_c.stops():
                 session.ask(text)
-        except KeyboardInterrupt:  # outside the loop's own stop (a slow template, the view opening, the log's
-            restore_terminal()  # write): it stops this reply, as one inside it does, not the chat
+        except KeyboardInterrupt:  # before the loop's own stop (a slow template, the view opening): it stops this
+            restore_terminal()  # reply, as one inside it does, not the chat (after it, Ctrl-C waits: Interrupt.settle)
             _drop_unanswered(session)
             console.print(Text("\n(stopped)", style="dim"))
         except SpecchatError as exc:  # e.g. one message longer than the context: say so, keep chatting

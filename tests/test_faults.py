@@ -920,3 +920,31 @@ def test_a_tokenizer_llama_cpp_does_not_know_is_a_newer_model_not_a_broken_file(
     error = engine._load_error(Path("new.gguf"))
     assert reason in error.message and "complete GGUF" not in error.hint
     assert f"cannot run that {reason.split(' ')[1]}" in error.hint and "newer" in error.hint
+
+
+@pytest.mark.parametrize("settle", [False, True])
+def test_ctrl_c_stops_a_generation_once(settle):
+    """A press while the first one's stop unwinds raised a second KeyboardInterrupt, which escaped the loop
+    that catches the first (the chat then lost the reply and its message); and in the chat (settle) a press
+    after the generation returned cut its wind-down (the view closing, the logging) the same way."""
+    from specchat.engine import Interrupt
+
+    interrupt = Interrupt()
+    interrupt.settle = settle
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with interrupt.armed():
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # pressed again at once: the stop under way is enough
+            assert interrupt.requested  # still seen by llama.cpp's abort callback, should a call be running
+        if settle:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # until the chat's step ends
+            signal.raise_signal(signal.SIGINT)
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as the chat's next step sets it
+        else:  # a one-shot reply or a server: Ctrl-C is as it was
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with interrupt.armed(), pytest.raises(KeyboardInterrupt):  # the next generation stops again
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -427,6 +427,37 @@ def test_fake_chat_keys_typed_during_a_reply_wait_for_the_prompt(tmp_path):
     assert "typed ahead" not in log.split("── ")[0], "echoed into the live view"
 
 
+def test_fake_chat_keeps_a_reply_stopped_by_ctrl_c_pressed_twice(tmp_path):
+    """Ctrl-C pressed again and again (as users do) stops the reply once: a later press landed while the
+    stopped reply was being closed and logged, and the partial reply and its message were lost."""
+    import json
+    import time
+
+    import fake_backend
+
+    reply = " ".join(f"word{n}" for n in range(400))
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply=reply, eval_sleep=0.01)
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        for turn in range(4):
+            child.expect_exact(PROMPT)
+            child.sendline(f"Go on {turn}.")
+            child.expect_exact("tok/s · target alone")  # the live view's footer: the reply is under way
+            time.sleep(0.3)
+            for _press in range(4):  # the first stops the reply; the others come during its wind-down
+                os.write(child.child_fd, b"\x03")
+                time.sleep(turn * 0.01)
+        child.expect_exact(PROMPT)
+        child.sendline("/save talk.json")
+        child.expect_exact(PROMPT)
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    saved = json.loads((tmp_path / "talk.json").read_text(encoding="utf-8"))["messages"]
+    assert [m["role"] for m in saved] == ["user", "assistant"] * 4
+    assert all(m.get("interrupted") and m["content"].startswith("word0") for m in saved[1::2])
+
+
 def test_fake_chat_with_no_color_has_no_colour_at_its_prompt(tmp_path):
     """--no-color: the line editor's prompt was cyan still (and grey when Ctrl-C aborted it); only
     NO_COLOR reached prompt_toolkit."""
