@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DownloadError, ModelFileError
-from .paths import cache_dir, folder_hint, make_dirs, models_dir, read_json_object, write_atomic
+from .paths import cache_dir, current_file_keys, folder_hint, make_dirs, models_dir, read_json_object, write_atomic
 from .registry import ModelSpec
 
 CHUNK = 1 << 20
@@ -485,7 +485,7 @@ def cached_sha256(path: Path) -> str:
         digest = sha256_of(path)
         # What the cache knew of this path before it changed, and of files since deleted (test runs, a
         # model moved away), is of no use any more: without this the file grows with every download.
-        known = {old: sha for old, sha in known.items() if _still_there(old, str(path.resolve()))}
+        known = current_file_keys(known)
         known[key] = digest
         try:
             make_dirs(store.parent)
@@ -493,12 +493,6 @@ def cached_sha256(path: Path) -> str:
         except OSError:
             pass  # only a cache: the next run hashes again
     return known[key]
-
-
-def _still_there(key: str, replaced: str) -> bool:
-    """A cache key (path:size:mtime) whose file is still there and is not the one being hashed anew."""
-    where = key.rsplit(":", 2)[0]
-    return where != replaced and Path(where).is_file()
 
 
 def _is_sha256(value: object) -> bool:

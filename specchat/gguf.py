@@ -16,7 +16,7 @@ import struct
 from pathlib import Path
 
 from .errors import ModelFileError
-from .paths import cache_dir, make_dirs, read_json_object, write_atomic
+from .paths import cache_dir, current_file_keys, make_dirs, read_json_object, write_atomic
 
 # The version of the rules below: a file remembered as checked under older ones is checked again (raise it
 # when a rule is added).
@@ -202,6 +202,7 @@ def _check_file(path: Path) -> None:
     _require_header_size(path, stat.st_size)
     with _mapped(path) as data:
         _require_language_model(path.name, _check_bytes(data, path.name, keep=True))
+    known = current_file_keys(known, prefix=f"{RULES}:")  # older rules' keys and files since changed or gone
     known[key] = True
     _save_cache(known)
 

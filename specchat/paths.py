@@ -187,6 +187,31 @@ def read_json_object(path: Path, valid: Callable[[Any], bool]) -> dict[str, Any]
     return data
 
 
+def current_file_keys(known: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The entries of a per-file cache (keys PREFIX PATH:SIZE:MTIME_NS) still worth keeping: those of files
+    that are there as they were. A file changed or deleted since, or an entry of another PREFIX (older rules),
+    is of no use, and without this the cache would grow with every download or touch. A file that cannot be
+    looked at now (a drive not mounted, a folder not readable) keeps its entry: hashing it again is slow."""
+    kept = {}
+    for key, value in known.items():
+        where, _, stamp = key.removeprefix(prefix).rpartition(":")
+        where, _, size = where.rpartition(":")
+        if not key.startswith(prefix) or not where:
+            continue
+        try:
+            stat = os.stat(where)
+        except FileNotFoundError:
+            if os.path.isdir(os.path.dirname(where)):  # gone from a folder that is there: deleted or moved
+                continue
+        except (OSError, ValueError):
+            pass
+        else:
+            if f"{stat.st_size}:{stat.st_mtime_ns}" != f"{size}:{stamp}":
+                continue
+        kept[key] = value
+    return kept
+
+
 def replace_bad_bytes(text: str) -> str:
     """The text with U+FFFD for bytes that are not UTF-8. prompt_toolkit passes them on as lone surrogates
     (as Python does argv), which the tokenizer and SQLite refuse."""

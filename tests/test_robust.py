@@ -522,6 +522,42 @@ def test_the_sha256_cache_forgets_files_changed_or_gone(tmp_path, monkeypatch):
     assert sorted(key.rsplit(":", 2)[0] for key in store) == sorted([str(kept.resolve()), str(data.resolve())])
 
 
+def test_the_gguf_check_cache_keeps_only_current_rules_and_files(tmp_path, monkeypatch):
+    """gguf-checked.json kept a key per file, size and mtime for good, and older rules' keys beside them."""
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    gone, model = tmp_path / "gone.gguf", tmp_path / "tiny.gguf"
+    for path in (gone, model):
+        path.write_bytes(tiny_gguf())
+        gguf.check(path)
+    gone.unlink()
+    stat = model.stat()
+    cache = tmp_path / "cache" / "gguf-checked.json"
+    old = json.loads(cache.read_text()) | {f"{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}": True}
+    cache.write_text(json.dumps(old))  # with a key of the rules before RULES, which no check reads
+    model.write_bytes(tiny_gguf() + b"\0")  # changed: checked again, under a new key
+    gguf.check(model)
+    stat = model.stat()
+    assert list(json.loads(cache.read_text())) == [f"{gguf.RULES}:{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"]
+
+
+def test_a_file_cache_keeps_entries_it_cannot_look_at(tmp_path, monkeypatch):
+    """A key of a drive not mounted (its folder gone) or of a folder not readable stays: hashing a model again
+    is slow. And a folder not readable raised PermissionError out of the check (Python 3.11's is_file)."""
+    from specchat.paths import current_file_keys
+
+    unreadable = str(tmp_path / "locked" / "m.gguf")
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if str(path) == unreadable:
+            raise PermissionError(13, "Permission denied", path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    known = {"/mnt/not-mounted/m.gguf:5:1": "a" * 64, f"{unreadable}:5:1": "b" * 64, f"{tmp_path}/gone:5:1": "c" * 64}
+    assert list(current_file_keys(known)) == list(known)[:2]
+
+
 def test_an_unwritable_sha256_cache_does_not_stop_the_hash(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
