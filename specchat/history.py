@@ -106,7 +106,7 @@ class History:
         blocked = next((nearest_existing(path) for path in candidates if not writable(path)), None)
         if not self.usable or blocked is None:  # unusable: update() has said why
             return
-        if not logging and self._log_id() <= self.index.meta.log_id:  # --no-log, and the index lacks nothing
+        if not logging and not self._log_ahead():  # --no-log, and the index lacks nothing
             return
         state = "frozen (new replies are not added to it)" if self.chains is not None else "off in this run"
         if self.damaged:  # it cannot be rebuilt where it is: say so, or it reads as if there were no index
@@ -191,6 +191,14 @@ class History:
         if last <= self.index.meta.log_id:
             return
         self.index.append(message_tokens(self.tokenize, texts), last, log_mark)
+
+    def _log_ahead(self) -> bool:
+        """The log holds messages the index lacks; a log that cannot be read (the run says so where it logs)
+        adds nothing to it."""
+        try:
+            return self._log_id() > self.index.meta.log_id
+        except sqlite3.Error:
+            return False
 
     def _log_id(self) -> int:
         """The latest message id in the log (0: no log yet)."""

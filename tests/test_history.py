@@ -328,6 +328,23 @@ def test_a_read_only_history_that_lacks_nothing_is_no_notice_without_logging(pri
     assert History.open(Tokenizer(), notes.append).chains is not None and len(notes) == 1 and "frozen" in notes[0]
 
 
+@pytest.mark.parametrize("log_state", ["emptied, its -wal left", "not a database"])
+def test_a_read_only_history_beside_an_unreadable_log_is_no_internal_error(private_log, read_only, log_state):
+    """--no-log with a read-only history: the notice asked the log how far it went, outside any guard, and a
+    log that cannot be read (emptied beside a leftover -wal, or not SQLite) ended the run as an internal error."""
+    log = private_log / "logs.db"
+    log_messages(log, "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    read_only(history_mod.root())
+    if log_state == "not a database":
+        log.write_bytes(b"not SQLite at all" * 100)
+    else:
+        log.write_bytes(b"")
+        (private_log / "logs.db-wal").write_bytes(b"messages only here" * 100)
+    notes: list[str] = []
+    assert History.open(Tokenizer(), notes.append).chains is not None  # what the index has is drafted from
+
+
 def test_a_read_only_data_folder_is_one_notice_where_the_run_logs(private_log, read_only):
     """A read-only data folder: no reply reaches the log, so the history stays as it was; that was not said."""
     log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
