@@ -126,6 +126,7 @@ class History:
         if self.frozen:  # read what is committed (another user's writes, too); nothing can be written
             try:
                 self.index.refresh()
+                self.damaged = None  # rebuilt since by whoever may write there
             except IndexDamaged as why:
                 if self.index.meta_path.exists():  # none yet is no damage
                     self.damaged = str(why)

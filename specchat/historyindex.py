@@ -40,7 +40,10 @@ VERSION = 1
 DEFAULT_CAPACITY = 8_000_000  # tokens kept (the oldest go first): at most ~96 MB on disk
 FILES = {"tokens": np.int32, "prev": np.uint32, "head": np.int64}
 WHOLE_HEAD = 4096  # more touched buckets than this: rewrite the head array in one write
-SAMPLE = 4096  # positions checked at open (a window this short is checked whole): opening stays cheap at any size
+# Positions checked at open: RUNS runs of RUN neighbours each (a few pages of each file, not thousands of random
+# ones: an index on a cold disk opens as fast as a small one), of which LINKS have their links and hash heads
+# followed (random by nature). A window this short is checked whole.
+RUNS, RUN, LINKS = 16, 256, 256
 NEWEST = 256  # the latest positions are always checked: a torn write is most likely there
 
 
@@ -114,7 +117,7 @@ class HistoryIndex:
     def _sizes(self, meta: Meta) -> dict[str, int]:
         return {"tokens": meta.capacity, "prev": meta.capacity, "head": 1 << meta.bits}
 
-    def open(self) -> None:
+    def open(self, again: bool = True) -> None:
         """Map the committed index (IndexDamaged if there is none that adds up)."""
         meta = Meta.read(self.meta_path)
         if (meta.fingerprint, meta.capacity) != (self.meta.fingerprint, self.meta.capacity):
@@ -131,6 +134,8 @@ class HistoryIndex:
             arrays["tokens"], arrays["prev"], arrays["head"], meta.bits, meta.capacity, meta.start, meta.total
         )
         why = damage_in(chains, self.n_vocab)
+        if why and again and Meta.read(self.meta_path) != meta:  # a writer committed meanwhile (a reader of a
+            return self.open(again=False)  # read-only index takes no lock): what it saw may be half-written
         if why:
             raise IndexDamaged(why)
         self.meta = meta
@@ -230,6 +235,9 @@ def damage_in(chains: Chains, n_vocab: int | None) -> str | None:
     if (dist[~kept] != 0).any() or (dist >= cap).any():
         return "links where none can be"
     where, dist, bucket = followers[kept], dist[kept], buckets(grams[kept, :ORDER], chains.bits)
+    if len(where) > LINKS:  # heads and links lie anywhere in their files: a few hundred reads, not thousands
+        some = np.random.default_rng().choice(len(where), LINKS, replace=False)
+        where, dist, bucket = where[some], dist[some], bucket[some]
     head = chains.head[bucket]
     if ((head <= where) | (head > total + cap)).any():  # a dead writer's heads are at most a ring ahead
         return "hash heads that do not add up"
@@ -246,12 +254,12 @@ def damage_in(chains: Chains, n_vocab: int | None) -> str | None:
 
 
 def _sample(first: int, end: int) -> np.ndarray:
-    """Positions [first, end): all of them, or SAMPLE spread at random (another set each open, so damage
-    that one open misses is not missed for good) and the NEWEST."""
-    if end - first <= SAMPLE + NEWEST:
+    """Positions [first, end): all of them, or RUNS runs of RUN at random places (another set each open, so
+    damage that one open misses is not missed for good) and the NEWEST."""
+    if end - first <= RUNS * RUN + NEWEST:
         return np.arange(first, max(first, end), dtype=np.int64)
-    spread = np.random.default_rng().integers(first, end - NEWEST, SAMPLE)
-    return np.concatenate([spread, np.arange(end - NEWEST, end)])
+    starts = np.sort(np.random.default_rng().integers(first, end - NEWEST - RUN, RUNS))
+    return np.concatenate([(starts[:, None] + np.arange(RUN)).ravel(), np.arange(end - NEWEST, end)])
 
 
 def _put(handle, offset: int, values) -> None:

@@ -651,6 +651,65 @@ def test_an_index_that_adds_up_is_not_rebuilt(tmp_path):
         HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
 
 
+def test_the_check_at_open_reads_a_few_pages_of_a_big_index():
+    """The sample was 4,096 positions spread at random: on a full index (32 MB of tokens) as many pages,
+    which a cold disk reads one seek each. Now a few runs of neighbours, and links followed for a few hundred."""
+    from specchat import historyindex
+
+    sample = historyindex._sample(0, historyindex.DEFAULT_CAPACITY)
+    assert len(sample) == historyindex.RUNS * historyindex.RUN + historyindex.NEWEST
+    assert len(set((sample * 4 // 4096).tolist())) <= 2 * historyindex.RUNS + 2  # pages of the tokens file
+
+
+def test_a_read_only_index_seen_while_its_writer_commits_is_looked_at_again(tmp_path, monkeypatch):
+    """A reader of a read-only index takes no lock: one that sampled slots a writer was rewriting (it commits
+    the eviction, then writes) read them as damage and ran without history. A meta.json that changed under
+    the check is read again, once."""
+    from specchat import historyindex
+
+    rng = np.random.default_rng(5)
+    index = HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300)
+    with index.lock:
+        index.create()
+    index.append(np.array([*rng.integers(0, 300, 500), SEP]), 1)
+    real, seen = historyindex.damage_in, []
+
+    def torn_once(chains, n_vocab):
+        if not seen:  # the writer commits while this reader checks
+            seen.append(True)
+            index.append(np.array([*rng.integers(0, 300, 50), SEP]), 2)
+            return "links between different n-grams"
+        return real(chains, n_vocab)
+
+    monkeypatch.setattr(historyindex, "damage_in", torn_once)
+    reader = HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300)
+    reader.open()
+    assert reader.meta.log_id == 2
+    seen.clear()
+    monkeypatch.setattr(historyindex, "damage_in", lambda chains, n_vocab: "links between different n-grams")
+    with pytest.raises(IndexDamaged):  # damage that stays when nothing was committed is damage
+        HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
+
+
+def test_a_read_only_index_once_rebuilt_is_no_longer_called_damaged(private_log, read_only):
+    """The notice's 'its index damaged' stayed with the history after a writer had rebuilt the index."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    meta_path = next(history_mod.root().glob("*/meta.json"))
+    meta = json.loads(meta_path.read_text())
+    _damage_zeroed_heads(meta_path.parent, meta)
+    read_only(history_mod.root())
+    frozen = History.open(Tokenizer(), print)
+    assert frozen.damaged
+    shutil.rmtree(meta_path.parent)  # whoever may write there starts it again
+    writer = History.open(Tokenizer(), print, folder=history_mod.root())
+    writer.frozen = False
+    writer.update()
+    assert writer.index.meta_path.exists()
+    frozen.update()
+    assert frozen.damaged is None
+
+
 def test_a_damaged_read_only_index_is_off_with_one_notice_that_says_so(private_log, read_only):
     """A damaged index in a read-only folder cannot be rebuilt: it was left out with 'off in this run: DIR is
     read-only', as if there were no index, which hid why making the folder writable brings it back."""
