@@ -162,6 +162,8 @@ def _refuse_foreign(conn: sqlite3.Connection) -> None:
     specchat sets the version with its tables; tables a user adds to specchat's log later are theirs."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > VERSION and tables & OWN_TABLES:  # a later version may have renamed or dropped one of them
+        raise NewerLog(f"it was written by a newer specchat (log version {version}; this one knows {VERSION})")
     if tables and not (version >= VERSION and tables >= OWN_TABLES):
         shown = ", ".join(sorted(tables - OWN_TABLES or tables)[:3])
         raise ForeignDatabase(f"it is another program's database (tables {shown}), not specchat's log")
@@ -187,6 +189,10 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     """A connection for reading (None: no log yet); failures become LogError."""
     if not path.exists():
         _check_folder(path)
+        try:
+            refuse_leftover_wal(path)  # a log moved aside without its -wal: "nothing logged" would hide it
+        except LeftoverWal as exc:
+            raise LogError(f"cannot read the conversation log {path}: {exc}", hint=LEFT_HINT) from None
         yield None
         return
     try:
