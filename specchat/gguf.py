@@ -174,6 +174,11 @@ def split_parts(path: Path) -> list[Path]:
     count, number = meta.get("split.count"), meta.get("split.no", 0)
     if not isinstance(count, int) or isinstance(count, bool) or count <= 1:
         return [path]
+    if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number < count:
+        raise ModelFileError(
+            f"{path.name} is not a valid GGUF file: split.no is {number!r}, not a part of {count}",
+            hint="re-download it, or split the model again with llama.cpp's gguf-split",
+        )
     first = f"-{1:05d}-of-{count:05d}.gguf"
     if number != 0:
         raise ModelFileError(

@@ -226,6 +226,24 @@ def test_every_part_of_a_split_model_is_checked_before_llama_cpp_reads_it(tmp_pa
 
 
 @pytest.mark.parametrize(
+    "split_no",
+    [s(b"split.no") + struct.pack("<I", 8) + s(b"one"), s(b"split.no") + struct.pack("<IH", 2, 7)],
+    ids=["a string", "beyond the count"],
+)
+def test_a_split_model_whose_part_number_is_garbled_is_named(tmp_path, split_no):
+    """split.no was not checked as split.count is: a string, or a part beyond the count, reached `number + 1`
+    and a :05d format, an internal error."""
+    keys = (
+        split_no,
+        s(b"split.count") + struct.pack("<IH", 2, 2),
+        s(b"split.tensors.count") + struct.pack("<Ii", 5, 4),
+    )
+    path = write(tmp_path, tiny_gguf(extra_kv=b"".join(keys), n_kv=6), name="big-00001-of-00002.gguf")
+    with pytest.raises(ModelFileError, match=r"big-00001-of-00002\.gguf is not a valid GGUF file: split\.no is"):
+        gguf.check(path)
+
+
+@pytest.mark.parametrize(
     ("arch", "extra", "needle"),
     [
         (b"bert", s(b"bert.attention.causal") + struct.pack("<I?", 7, False), "is an embedding model (bert)"),
