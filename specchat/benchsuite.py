@@ -7,6 +7,7 @@ messages: the bench replays every turn, see benchturns.py), and optionally "ques
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -164,13 +165,17 @@ def _spread(lines: list[str], index: int) -> int | None:
     return last if last > index else None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_text(text: str, where: str, what: str) -> None:
     """A usage error if text holds an escaped lone surrogate ("\\ud800"): valid JSON, but no character, and
     it failed as an internal error once tokenized (UTF-8 cannot encode it). An escaped pair is one character."""
-    half = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
-    if half is not None:
+    found = _SURROGATE.search(text)  # a regular expression: a history file of megabytes is read in C
+    if found is not None:
+        half = ord(found.group())
         raise UsageError(
-            f"{where}: {what} holds half of a UTF-16 surrogate pair (\\u{ord(half):04x}), which is no character",
+            f"{where}: {what} holds half of a UTF-16 surrogate pair (\\u{half:04x}), which is no character",
             hint="write the character itself, or the escapes of both halves (e.g. \\ud83d\\ude00)",
         )
 
