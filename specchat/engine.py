@@ -131,6 +131,7 @@ class Interrupt:
         self.requested = self.raised = False
         with self._handling(self._raise):
             yield
+        self.requested = False  # a press after the stop (only flagged) must not abort a later call into llama.cpp
         if self.settle and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # put back by the chat when its step ends
 

@@ -938,6 +938,7 @@ def test_ctrl_c_stops_a_generation_once(settle):
                 signal.raise_signal(signal.SIGINT)
             signal.raise_signal(signal.SIGINT)  # pressed again at once: the stop under way is enough
             assert interrupt.requested  # still seen by llama.cpp's abort callback, should a call be running
+        assert not interrupt.requested  # and forgotten with the generation: a later call is not aborted by it
         if settle:
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # until the chat's step ends
             signal.raise_signal(signal.SIGINT)
