@@ -6,6 +6,7 @@ Models are declared once and pairs refer to them by name, because one small draf
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
 import tomllib
@@ -103,6 +104,16 @@ def packaged_registry_path() -> Path:
     return Path(__file__).resolve().parent.parent / "models.toml"
 
 
+def _dangling(link: Path) -> str:
+    """Why a link leads nowhere: what it names is missing, or links lead back to where they started."""
+    try:
+        link.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "which leads back to itself (a loop of links)"
+    return "which does not exist"
+
+
 def load_registry(extra: Path | None = None) -> Registry:
     """The packaged registry, then the user overlay (which may add or replace models and pairs)."""
     raw_models: dict[str, tuple[Path, dict[str, Any]]] = {}
@@ -116,7 +127,7 @@ def load_registry(extra: Path | None = None) -> Registry:
                 raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
             if path.is_symlink():  # a link into a dotfiles folder that moved: the user's pairs vanished in silence
                 raise RegistryError(
-                    f"{path} is a link to {os.readlink(path)}, which does not exist",
+                    f"{path} is a link to {os.readlink(path)}, {_dangling(path)}",
                     hint="fix the link, or remove it (no overlay)",
                 )
             continue

@@ -281,3 +281,13 @@ def test_an_overlay_that_is_a_broken_link_is_named(tmp_path):
     with pytest.raises(RegistryError) as err:
         load_registry(overlay)
     assert str(overlay) in err.value.message and "dotfiles" in err.value.message and "link" in err.value.hint
+
+
+def test_an_overlay_in_a_loop_of_links_is_named_so(tmp_path):
+    """Two links that point at each other were "a link to X, which does not exist"; X is there."""
+    overlay, other = tmp_path / "models.toml", tmp_path / "other.toml"
+    overlay.symlink_to(other)
+    other.symlink_to(overlay)
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert "loop of links" in err.value.message and "does not exist" not in err.value.message
