@@ -433,7 +433,10 @@ def _load_error(path: Path) -> EngineError:
     if unknown is not None:  # a model newer than this llama.cpp: often a new pre-tokenizer before a new architecture
         hint = f"this llama-cpp-python cannot run that {unknown}: a newer one may (pip install -U llama-cpp-python)"
     else:
-        hint = "check that it is a complete GGUF file (`specchat models --verify`); `specchat --debug ...` shows why"
+        hint = (  # `models --verify` hashes a pair's files, not a --target/--draft of the user's own
+            "check that it is a complete GGUF file (a pair's: `specchat models --verify`); `specchat --debug ...` "
+            "shows why"
+        )
     return EngineError(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""), hint=hint)
 
 

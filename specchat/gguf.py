@@ -77,6 +77,10 @@ BLOCKS = {
 }
 
 
+# The file may be a pair's (pulled) or the user's own (--target/--draft): a hint for both.
+GGUF_HINT = "download it again (a pair's model: `specchat pull`), or check that it is a GGUF model"
+
+
 class _Reader:
     def __init__(self, data, name: str) -> None:
         self.data, self.pos, self.name, self.size = data, 0, name, len(data)
@@ -84,7 +88,7 @@ class _Reader:
     def fail(self, why: str) -> ModelFileError:
         return ModelFileError(
             f"{self.name} is not a valid GGUF file: {why}",
-            hint="re-download it (`specchat pull`) or check that it is a GGUF model",
+            hint=GGUF_HINT,
         )
 
     def take(self, fmt: str, size: int):
@@ -260,7 +264,7 @@ def _require_header_size(path: Path, size: int) -> None:
     if size < 24:  # magic, version and the two counts
         raise ModelFileError(
             f"{path.name} is not a valid GGUF file: only {size} bytes",
-            hint="re-download it (`specchat pull`) or check that it is a GGUF model",
+            hint=GGUF_HINT,
         )
 
 

@@ -282,3 +282,12 @@ def test_a_file_checked_by_an_older_specchat_is_checked_again_by_this_ones_rules
     cache.write_text(json.dumps({f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}": True}))  # the old key
     with pytest.raises(ModelFileError, match="multimodal projector"):
         gguf.check(path)
+
+
+def test_the_hint_for_a_bad_file_fits_a_file_of_ones_own(tmp_path):
+    """`--target my.gguf` that is no GGUF was told to `specchat pull` it, which fetches a pair's files only."""
+    for data in (b"GGU", b"PK\x03\x04" + bytes(64)):  # too short; a zip (a PyTorch checkpoint)
+        path = write(tmp_path, data, name="mine.gguf")
+        with pytest.raises(ModelFileError) as err:
+            gguf.check(path)
+        assert "a pair's model: `specchat pull`" in err.value.hint and "GGUF model" in err.value.hint
