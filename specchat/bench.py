@@ -223,4 +223,11 @@ def _lossless(pipeline: Pipeline, prompt: list[int], reference: list[int], token
     row = pipeline.target_cache.feed(prompt + reference[:first], 1)[0]
     top = np.sort(row)[-2:]
     margin = float(top[1] - top[0])
-    return ("near-tie" if margin < NEAR_TIE else "MISMATCH"), round(margin, 4)
+    # A near-tie is a choice between the target's best two (ties for second place included): a run that took
+    # a third token, or stopped where no end of generation is among them, went wrong however close those two.
+    top_two = {int(token) for token in np.flatnonzero(row >= top[0])}
+    chosen = [seq[first] if first < len(seq) else None for seq in (reference, tokens)]  # None: it stopped here
+    among = all(
+        token in top_two if token is not None else any(pipeline.target.is_eog(t) for t in top_two) for token in chosen
+    )
+    return ("near-tie" if margin < NEAR_TIE and among else "MISMATCH"), round(margin, 4)

@@ -1,0 +1,60 @@
+"""The bench's statistics on synthetic samples and fake logits: how a divergence is judged, how replies
+are paired. No model is loaded."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from specchat import bench
+
+EOG = 9
+
+
+class _Logits:
+    """A target whose logits after any context are `row` (the bench feeds it the shared prefix)."""
+
+    def __init__(self, row: list[float]) -> None:
+        self.row = np.array(row, dtype=np.float32)
+
+    def feed(self, context, n_logits):
+        return self.row[None, :]
+
+
+def _pipeline(row: list[float]):
+    return SimpleNamespace(target_cache=_Logits(row), target=SimpleNamespace(is_eog=lambda token: token == EOG))
+
+
+#               token: 0    1    2    3    4    5    6    7    8    9 (EOG)
+CLOSE_TOP_TWO = [0.0, 10.0, 9.8, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("reference", "tokens", "verdict"),
+    [
+        ([5, 1, 4], [5, 2, 4], "near-tie"),  # the target's top two, 0.2 apart: llama.cpp's batch noise
+        ([5, 1, 4], [5, 3, 4], "MISMATCH"),  # a third token, 7.8 below the best: no near-tie, however close 1 and 2
+        ([5, 1, 4], [5], "MISMATCH"),  # stopped where the end of generation is far below the top two
+    ],
+)
+def test_a_divergence_is_a_near_tie_only_between_the_targets_top_two(reference, tokens, verdict):
+    """A near-tie was any divergence where the target's best two logits were close, whichever token the
+    speculative run took: a token ranked third, far below both, passed as a near-tie. As
+    tests/test_real_lossless.py asks, both runs' tokens must be the target's top two."""
+    result, margin = bench._lossless(_pipeline(CLOSE_TOP_TWO), [7], reference, tokens)
+    assert result == verdict
+    assert margin == pytest.approx(0.2, abs=1e-4)
+
+
+def test_a_run_that_stops_at_a_near_tied_end_of_generation_is_a_near_tie():
+    row = [0.0, 10.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.9]  # the end of generation 0.1 below token 1
+    assert bench._lossless(_pipeline(row), [7], [5, 1, 4], [5])[0] == "near-tie"
+    assert bench._lossless(_pipeline(row), [7], [5], [5, 1, 4])[0] == "near-tie"  # the reference stopped
+
+
+def test_a_token_tied_with_the_second_best_counts_as_the_top_two():
+    row = [0.0, 10.0, 9.8, 9.8, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # 2 and 3 tie for second place
+    assert bench._lossless(_pipeline(row), [7], [1], [3])[0] == "near-tie"
+    assert bench._lossless(_pipeline(row), [7], [1], [2])[0] == "near-tie"
