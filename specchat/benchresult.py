@@ -117,7 +117,9 @@ class BenchResult:
             return None
         base = {(s.prompt_id, s.turn, s.rep): s.tokens_per_s for s in samples if s.variant == "target"}
         paired = [(s, base.get((s.prompt_id, s.turn, s.rep))) for s in mine]
-        ratios = [s.tokens_per_s / reference for s, reference in paired if reference]
+        # A reply of no tokens (an end of generation first) has no speed: its pair is left out, whichever side
+        # it is on (a variant's entered as 0.00x, a loss that was never measured).
+        ratios = [s.tokens_per_s / reference for s, reference in paired if reference and s.tokens_per_s]
         drafted, accepted, rounds = (sum(getattr(s, f) for s in mine) for f in ("drafted", "accepted", "rounds"))
         k = mine[0].k
         rate = accepted / drafted if drafted else None
@@ -193,7 +195,8 @@ class BenchResult:
 
 DEFINITIONS = {
     "tokens_per_s": "generated tokens / decode time (prefill excluded), median over samples",
-    "speedup": "median over (prompt, repetition) of variant tok/s / target-alone tok/s in the same repetition",
+    "speedup": "median over (prompt, turn, repetition) of variant tok/s / target-alone tok/s in the same block "
+    "(a pair where either reply generated no tokens is left out: it has no speed)",
     "speedup_low": "with speedup_high: a 95% confidence interval of that median from the order statistics of the "
     "paired ratios (distribution-free; null below 6 pairs, where none exists)",
     "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",

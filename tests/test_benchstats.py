@@ -58,3 +58,26 @@ def test_a_token_tied_with_the_second_best_counts_as_the_top_two():
     row = [0.0, 10.0, 9.8, 9.8, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]  # 2 and 3 tie for second place
     assert bench._lossless(_pipeline(row), [7], [1], [3])[0] == "near-tie"
     assert bench._lossless(_pipeline(row), [7], [1], [2])[0] == "near-tie"
+
+
+def _sample(variant: str, k: int, rep: int, tokens_per_s: float, generated: int = 10):
+    from specchat.benchresult import Sample
+
+    decode = generated / tokens_per_s if tokens_per_s else 0.05
+    return Sample("p", "code", variant, k, rep, tokens_per_s, generated, decode, 0.1, 1, 0, 0, 0.0, 0.05, [], [])
+
+
+@pytest.mark.parametrize("empty", ["target", "ngram k=8"])
+def test_a_reply_of_no_tokens_has_no_speed_on_either_side_of_a_pair(empty):
+    """A reply that ended at once (an end of generation first) has tok/s 0: no speed at all. Such a target
+    reply left its pair out, but such a variant reply entered it as a ratio of 0.00x, painted red as a loss."""
+    from specchat.benchresult import BenchResult
+    from specchat.tableview import speedup_style
+
+    samples = [_sample("target", 0, 0, 20.0), _sample("ngram k=8", 8, 0, 30.0)]  # one pair of 1.5x
+    samples += [
+        _sample(name, k, 1, 0.0 if name == empty else 20.0, 0 if name == empty else 10)
+        for name, k in (("target", 0), ("ngram k=8", 8))
+    ]
+    row = next(r for r in BenchResult(samples=samples).rows() if r.variant == "ngram k=8")
+    assert row.speedup == pytest.approx(1.5) and speedup_style(row) == "green"
