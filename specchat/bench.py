@@ -1,8 +1,9 @@
 """`specchat bench`: target alone vs speculative decoding, side by side, in one run.
 
 Methodology: a warm-up per variant; then for each repetition and each prompt, every variant runs back to
-back, in an order rotated from block to block, so that drift of a shared machine hits all variants alike
-and none always runs first. Greedy outputs are checked against the target-alone output of the block.
+back, in an order rotated from block to block and run backwards in every other block, so that drift of a
+shared machine hits all variants alike, none always runs first, and each runs before the target as often
+as after it. Greedy outputs are checked against the target-alone output of the block.
 tok/s = generated tokens / decode time (prefill excluded: it is the same for all variants and reported
 separately as time to first token). The speedup is the median of paired ratios
 (variant tok/s / target tok/s, same prompt, same repetition), never a ratio of medians.
@@ -178,11 +179,9 @@ def run_bench(
     done = 0
     for rep in range(reps):
         for index, turn in enumerate(turns):
-            # Rotate the order per block, so that no variant always runs first or last (drift, warmth).
-            shift = (rep + index) % len(variants)
             outputs: dict[str, list[int]] = {}
             block: list[Sample] = []
-            for variant in variants[shift:] + variants[:shift]:
+            for variant in block_order(variants, rep, index):
                 if progress:
                     progress(f"rep {rep + 1}/{reps} · {turn.label} · {variant.name}", done)
                 tokens, stats = _generate(pipeline, turn.ids, params, variant, max_tokens)
@@ -194,6 +193,17 @@ def run_bench(
     if progress:
         progress("done", done)
     return result
+
+
+def block_order(variants: list[Variant], rep: int, index: int) -> list[Variant]:
+    """The order of a block: rotated, so that no variant always runs first or last (warmth), and backwards in
+    every other block, so that each variant runs before the target as often as after it and a drift within
+    a block cancels out of its paired ratios. A rotation alone kept the order around the circle: the variant
+    listed after the target ran after it in all blocks but one of every len(variants). The two blocks of a
+    pair share a rotation: a prompt's repetitions 2j and 2j+1, or in a repetition, prompts 2i and 2i+1."""
+    shift = (rep // 2 + index // 2) % len(variants)
+    order = variants[shift:] + variants[:shift]
+    return order[::-1] if (rep + index) % 2 else order
 
 
 def _check_block(pipeline, prompt, block: list[Sample], outputs: dict[str, list[int]], params) -> None:

@@ -81,3 +81,47 @@ def test_a_reply_of_no_tokens_has_no_speed_on_either_side_of_a_pair(empty):
     ]
     row = next(r for r in BenchResult(samples=samples).rows() if r.variant == "ngram k=8")
     assert row.speedup == pytest.approx(1.5) and speedup_style(row) == "green"
+
+
+class _Recorder:
+    """A pipeline that records which mode generated, in order, and replies 4 tokens in 1 s."""
+
+    target = SimpleNamespace(n_ctx=4096, is_eog=lambda token: False)
+
+    def __init__(self) -> None:
+        self.modes: list[str] = []
+
+    def prompt(self, messages):
+        return [1, 2, 3] * len(messages)
+
+    def reset(self) -> None:
+        pass
+
+    def generate(self, ids, params, mode, k, max_tokens):
+        from specchat.speculative import Stats
+
+        self.modes.append(mode)
+        return SimpleNamespace(tokens=[5] * 4, stats=Stats(generated=4, total_s=1.0, prefill_s=0.1), text="x")
+
+
+@pytest.mark.parametrize(("prompts", "reps"), [(1, 2), (1, 4), (2, 2), (3, 4)])
+def test_every_variant_runs_before_the_target_as_often_as_after_it(prompts, reps):
+    """The order rotated from block to block, always in the same direction: with the target, k=2, ngram and
+    auto, k=2 ran right after the target in 3 blocks of 4 and auto right before it in 3 of 4, so a drift within
+    a block (a CPU that heats or throttles) went into their paired ratios one way. Every other block now runs
+    the order backwards: each variant comes before the target in half of the blocks, pair by pair."""
+    from collections import Counter
+
+    from specchat.benchresult import BenchResult
+    from specchat.benchsuite import Prompt
+    from specchat.sampling import SamplingParams
+
+    variants = bench.variants_for([2], ("spec", "ngram", "auto"))
+    pipeline = _Recorder()
+    records = [Prompt(str(i), "code", f"p{i}", (f"p{i}",)) for i in range(prompts)]
+    bench.run_bench(pipeline, records, variants, reps=reps, max_tokens=8, params=SamplingParams(), result=BenchResult())
+    runs = pipeline.modes[len(variants) :]  # after the warm-up
+    blocks = [runs[i : i + len(variants)] for i in range(0, len(runs), len(variants))]
+    before = Counter(mode for block in blocks for mode in block[: block.index("target")])
+    assert before == {mode: len(blocks) // 2 for mode in ("spec", "ngram", "auto")}
+    assert len({block[0] for block in blocks}) > 1  # none always runs first
