@@ -77,7 +77,7 @@ class Row:
     variant: str
     k: int
     n: int
-    tokens_per_s: float
+    tokens_per_s: float | None  # None: no reply of the row generated a token
     speedup: float | None
     acceptance_rate: float | None
     mean_accepted_length: float | None
@@ -138,7 +138,7 @@ class BenchResult:
             name,
             k,
             len(mine),
-            statistics.median(s.tokens_per_s for s in mine),
+            _median([s.tokens_per_s for s in mine if s.tokens_per_s]),  # no tokens, no speed: as in the ratios
             statistics.median(ratios) if ratios else None,
             rate,
             accepted / rounds if k and rounds else None,
@@ -194,7 +194,8 @@ class BenchResult:
 
 
 DEFINITIONS = {
-    "tokens_per_s": "generated tokens / decode time (prefill excluded), median over samples",
+    "tokens_per_s": "generated tokens / decode time (prefill excluded), median over the samples that generated "
+    "tokens (null where none did)",
     "speedup": "median over (prompt, turn, repetition) of variant tok/s / target-alone tok/s in the same block "
     "(a pair where either reply generated no tokens is left out: it has no speed)",
     "speedup_low": "with speedup_high: a 95% confidence interval of that median from the order statistics of the "
@@ -208,6 +209,10 @@ DEFINITIONS = {
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
     "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption",
 }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:

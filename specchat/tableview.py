@@ -148,7 +148,7 @@ def row_cells(row) -> list[str]:
         row.label,  # the category, with "turn N" where its records have several turns
         row.variant,
         str(row.n),
-        f"{row.tokens_per_s:.1f}",
+        fmt(row.tokens_per_s, "{:.1f}"),
         fmt(row.speedup, "{:.2f}x"),
         f"{row.speedup_low:.2f}-{row.speedup_high:.2f}" if row.speedup_low is not None else "-",
         fmt(row.predicted_speedup, "{:.2f}x"),

@@ -125,3 +125,20 @@ def test_every_variant_runs_before_the_target_as_often_as_after_it(prompts, reps
     before = Counter(mode for block in blocks for mode in block[: block.index("target")])
     assert before == {mode: len(blocks) // 2 for mode in ("spec", "ngram", "auto")}
     assert len({block[0] for block in blocks}) > 1  # none always runs first
+
+
+def test_a_reply_of_no_tokens_is_no_speed_in_the_rows_tok_s_either():
+    """The row's tok/s took a reply of no tokens as 0 tok/s: one reply at 20 tok/s beside one that ended at
+    once had a median of 10.0, a speed nothing ran at. Where no reply of the row generated anything, its
+    tok/s is '-' (null in JSON), as its speedup is."""
+    from specchat.benchreport import render
+    from specchat.benchresult import BenchResult
+    from specchat.tableview import row_cells
+
+    samples = [_sample("target", 0, 0, 20.0), _sample("target", 0, 1, 0.0, 0)]
+    samples += [_sample("ngram k=8", 8, 0, 0.0, 0), _sample("ngram k=8", 8, 1, 0.0, 0)]
+    target, ngram = BenchResult(samples=samples).rows()
+    assert target.tokens_per_s == pytest.approx(20.0)
+    assert ngram.tokens_per_s is None and row_cells(ngram)[3] == "-" and ngram.speedup is None
+    for fmt in ("md", "csv", "json", "jsonl"):
+        render(BenchResult(samples=samples), fmt)  # no format fails on the missing figure
