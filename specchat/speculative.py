@@ -84,7 +84,7 @@ class Stats:
 
     @property
     def tokens_per_s(self) -> float:
-        """Generated tokens / decode time (prefill excluded: it is the same with or without a draft)."""
+        """Generated tokens / decode time (prefill excluded: in prefill_s and the time to first token)."""
         return self.generated / self.decode_s if self.decode_s > 0 else 0.0
 
     def record(
