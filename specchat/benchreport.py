@@ -174,7 +174,8 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
     """The report to --output (with the table on stdout: in the format of its name's suffix, else md), --plot,
     and stdout."""
     err = stderr_console()
-    if not result.samples:
+    if not result.samples:  # stopped before its first sample: what it would have skipped is still worth knowing
+        _say_skipped(err, result)
         err.print("nothing was measured", style="yellow")
         return
     text = None if fmt == "table" else render(result, fmt)
@@ -195,8 +196,12 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         print_bench(stdout_console(what="the report"), result, ks)
     # Under the table, or in Markdown on stdout, it is said already; a file or JSON is not read on the spot.
     if text is not None and not (fmt == "md" and output is None):
-        for skipped in result.skipped:
-            err.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
+        _say_skipped(err, result)
+
+
+def _say_skipped(err, result: BenchResult) -> None:
+    for skipped in result.skipped:
+        err.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
 
 
 def _write_file(path: Path, body: str) -> None:

@@ -235,3 +235,15 @@ def test_a_random_bench_seed_is_recorded_and_repeats_the_history(bench, monkeypa
     assert isinstance(drawn, int) and drawn >= 0
     assert bench(*common, "--seed", str(drawn))["meta"]["settings"]["seed"] == drawn
     assert len(histories) == 2 and histories[0] == histories[1] and histories[0]
+
+
+def test_a_bench_stopped_before_its_first_sample_still_names_what_it_skipped(capsys):
+    """Ctrl-C before the first sample: 'nothing was measured' alone, the skipped records unsaid."""
+    from specchat import benchreport
+    from specchat.benchresult import BenchResult
+    from specchat.benchturns import Skipped
+
+    result = BenchResult(skipped=[Skipped("q7", "code", [2], 300, 256)])
+    benchreport.write(result, "table", None, None, [1])
+    err = capsys.readouterr().err
+    assert "skipped prompt #q7, turn 2" in err and "nothing was measured" in err
