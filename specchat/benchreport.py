@@ -118,6 +118,18 @@ def _check_writable(path: Path, option: str) -> None:
 INTERRUPTED = "interrupted (Ctrl-C): this report holds only what was measured before it"
 
 
+def context_note(result: BenchResult) -> str | None:
+    """Replies the context cut short: measured all the same (every variant stops where the target alone does),
+    but shorter than -n asked, which a reader of the table would not guess."""
+    cut = sum(sample.stop_reason == "context" for sample in result.samples)
+    if not cut:
+        return None
+    return (
+        f"{cut} of {len(result.samples)} replies ended when the context was full, before --max-tokens "
+        "(measured as they ran; --ctx gives them room)"
+    )
+
+
 def to_markdown(result: BenchResult) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(map(_md_cell, row_cells(row))) + " |" for row in result.rows()]
@@ -125,6 +137,8 @@ def to_markdown(result: BenchResult) -> str:
         lines += ["", f"*{INTERRUPTED}*"]
     if result.skipped:  # json and jsonl have "skipped"
         lines += [""] + [f"- {_md_cell(skipped.text())}" for skipped in result.skipped]
+    if context_note(result):  # json and jsonl have each sample's stop_reason
+        lines += ["", f"*{context_note(result)}*"]
     return "\n".join(lines) + "\n"
 
 
@@ -224,6 +238,8 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
         console.print(INTERRUPTED, style="yellow", highlight=False)
     for skipped in result.skipped:  # a prompt id is the user's text: shown, never obeyed
         console.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
+    if context_note(result):
+        console.print(context_note(result), style="yellow", highlight=False)
     if result.cost is not None:
         console.print(cost_table(result.cost, ks))
     lossless = result.lossless_summary()

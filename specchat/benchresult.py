@@ -43,6 +43,7 @@ class Sample:
     mode: str = "spec"
     rounds_by_source: dict = field(default_factory=dict)
     turn: int = 1  # which turn of the record (1-based); pair samples by (prompt_id, turn, rep)
+    stop_reason: str = ""  # as in run --json: "context" is a reply the context cut short of --max-tokens
 
     @classmethod
     def of(cls, prompt: Prompt, variant: Variant, rep: int, stats: Stats, turn: int = 1) -> Sample:
@@ -66,6 +67,7 @@ class Sample:
             mode=variant.mode,
             rounds_by_source=dict(stats.rounds_by_source),
             turn=turn,
+            stop_reason=stats.stop_reason,
         )
 
 

@@ -247,3 +247,23 @@ def test_a_bench_stopped_before_its_first_sample_still_names_what_it_skipped(cap
     benchreport.write(result, "table", None, None, [1])
     err = capsys.readouterr().err
     assert "skipped prompt #q7, turn 2" in err and "nothing was measured" in err
+
+
+def test_replies_the_context_cut_short_are_said(bench, tmp_path):
+    """A reply that filled the context was measured with fewer tokens than -n asked, and nothing said so."""
+    records = [{"question_id": "q", "category": "c", "turns": ["x " * 180]}, RECORDS[1]]
+    data = bench("--ctx", "400", "-n", "300", "--modes", "ngram", "-r", "1", records=records)
+    cut = {(s["prompt_id"], s["variant"]) for s in data["samples"] if s["stop_reason"] == "context"}
+    assert cut == {("q", "target"), ("q", "ngram k=8")}  # both stop where the context does: still a pair
+    assert {s["stop_reason"] for s in data["samples"] if s["prompt_id"] == "one"} == {"eog"}
+    from rich.console import Console
+
+    from specchat.benchreport import print_bench, render
+    from specchat.benchresult import BenchResult, Sample
+
+    result = BenchResult(samples=[Sample(**sample) for sample in data["samples"]])
+    note = "2 of 4 replies ended when the context was full, before --max-tokens"
+    assert note in render(result, "md")
+    console = Console(record=True, width=200)
+    print_bench(console, result, [8])
+    assert note in console.export_text()
