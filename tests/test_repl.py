@@ -19,7 +19,8 @@ def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=False)
     available = {"target", "ngram", "auto"} | ({"spec"} if drafter else set())
-    pipeline = SimpleNamespace(available=available.__contains__)
+    # interrupt: the chat sets its settle (a Pipeline has one, as every pipeline the CLI opens)
+    pipeline = SimpleNamespace(available=available.__contains__, interrupt=SimpleNamespace(settle=False))
     return ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None), out
 
 
