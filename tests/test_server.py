@@ -1123,7 +1123,7 @@ def test_a_stream_whose_client_leaves_after_the_generation_before_done_gets_its_
     from rich.console import Console
 
     from specchat.runtime import Options, open_pipeline
-    from specchat.server import Api, ServeConfig
+    from specchat.serveapi import Api, ServeConfig
 
     console = Console(record=True, width=300)
     with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
@@ -1290,7 +1290,7 @@ def test_the_app_starts_and_stops_with_its_lifespan(fake_models):
     from starlette.testclient import TestClient
 
     from specchat.runtime import Options, open_pipeline
-    from specchat.server import Api, ServeConfig
+    from specchat.serveapi import Api, ServeConfig
 
     with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
         api = Api(pipe, ServeConfig(mode="spec", no_log=True), Console(record=True))
@@ -1306,7 +1306,7 @@ def test_serve_caps_k_at_what_the_mode_drafts(fake_models):
     from rich.console import Console
 
     from specchat.runtime import Options, open_pipeline
-    from specchat.server import Api, ServeConfig
+    from specchat.serveapi import Api, ServeConfig
 
     with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
         for mode, k in (("spec", 16), ("ngram", 32)):

@@ -1,0 +1,322 @@
+"""The route handlers of `specchat serve`: the Starlette app around one Engine, as OpenAI error objects.
+
+Routes: POST /v1/chat/completions and /v1/completions, GET /v1/models and /v1/models/{id}, GET /health, each
+with a trailing slash too. Every failure a client causes is an OpenAI error object with a status; the console
+shows one line per request. Apart from server.py (binding the socket, running uvicorn, shutting down) and from
+servestream.py (a streamed reply's events), so that each reads on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import cors, modes, openai_api, servestream
+from .chat import MessagesRefused
+from .errors import ContextFullError, SpecchatError
+from .openai_api import ApiError, ApiRequest
+from .outputs import Request as Ask
+from .paths import path_text
+from .runtime import Pipeline
+from .servelog import ServerLog
+from .servequeue import Engine, Job, Outcome, QueueFull
+from .servestream import CLIENT_CLOSED
+from .view import n_tokens, one_line
+
+# A 503's Retry-After, in seconds. A queue place frees when the running reply ends, seconds to a minute on a CPU:
+# the official `openai` client waits this long before each of its two retries, which it made after about 0.5 s and 1 s
+# without it, into the same full queue. Small, as it is a guess: a server restarted after a shutdown's 503 is back
+# once its models are loaded, and a client that waits longer than it needs to is slower for nothing.
+RETRY_AFTER_S = 5
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    mode: str = "auto"
+    k: int | None = None  # None: the mode's default
+    api_key: str | None = None
+    max_queue: int = 8  # requests that may wait behind the running one
+    max_tokens: int = 2048  # the most any request may generate (larger asks are held to it)
+    max_body: int = 1_000_000  # bytes; the same bound run puts on a prompt
+    no_log: bool = False  # True: requests are not written to the conversation log
+    allow_origins: tuple[str, ...] = ()  # web pages that may call the API beside this machine's (parse_origins)
+
+
+def model_id(pipeline: Pipeline) -> str:
+    """The one model this server answers as: the pair's name, else the target file's name."""
+    return pipeline.resolved.pair_name or path_text(pipeline.resolved.target.name)
+
+
+def _created(target: Path) -> int:
+    """/v1/models' `created`: when the target file was made (a client shows it as the model's date; 0 read
+    as 1970), else now."""
+    try:
+        return int(target.stat().st_mtime)
+    except OSError:
+        return int(time.time())
+
+
+class Api:
+    """The route handlers, around one Engine; a handler returns a Response or raises ApiError."""
+
+    def __init__(self, pipeline: Pipeline, config: ServeConfig, console: Console) -> None:
+        self.pipeline, self.config, self.console = pipeline, config, console
+        self.engine = Engine(pipeline, config.max_queue)
+        self.history = ServerLog(pipeline, console, no_log=config.no_log)
+        self.model = model_id(pipeline)
+        self.mode = config.mode if pipeline.available(config.mode) else "target"
+        self.k = modes.get(self.mode).length(config.k)
+        self.label = modes.get(self.mode).describe(self.k)
+        self.jobs: set[Job] = set()  # admitted and not finished: what stop_all() stops
+        self.closing = False  # set by stop_all(): a cancelled job was cut by the shutdown, not by its client
+        # Names a client may send for this model: its id, the pair, the target's file name and stem.
+        target = path_text(pipeline.resolved.target.name)
+        self.aliases = {self.model, target, target.removesuffix(".gguf"), pipeline.resolved.pair_name}
+        self.created = _created(pipeline.resolved.target)
+
+    def app(self) -> Starlette:
+        # Also without /v1, as llama-server answers: a client given the base URL http://host:port finds them.
+        routes = [
+            route
+            for prefix in ("/v1", "")
+            for route in (
+                *_slashed(f"{prefix}/chat/completions", self._wrap(self.chat), "POST"),
+                *_slashed(f"{prefix}/completions", self._wrap(self.completions), "POST"),
+                *_slashed(f"{prefix}/models", self._wrap(self.models), "GET"),
+                # After /models/, which it would take as the model "": a path matches anything, a trailing slash
+                # too (model_info drops it).
+                Route(f"{prefix}/models/{{model:path}}", self._wrap(self.model_info), methods=["GET"]),
+            )
+        ] + _slashed("/health", self._wrap(self.health, auth=False), "GET")
+        app = Starlette(
+            routes=routes,
+            middleware=[cors.middleware(self.config.allow_origins, self.log)],
+            lifespan=self._lifespan,
+            exception_handlers={HTTPException: self._http_error},
+        )
+        app.router.redirect_slashes = False  # a route is served, or it is a 404 error object: never a redirect
+        return app
+
+    async def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        """Starlette's own refusals (an unknown route 404, a wrong method 405) as OpenAI error objects too."""
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        error = ApiError(
+            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code=codes.get(exc.status_code)
+        )
+        self.log(request, exc.status_code, note=exc.detail)
+        return JSONResponse(error.body(), status_code=exc.status_code, headers=exc.headers)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        yield
+        self.engine.close()  # after uvicorn's graceful shutdown: the running generation has ended
+        self.history.close()
+
+    def _wrap(self, handler: Callable[[Request], Awaitable[Response]], auth: bool = True):
+        """Authentication, error objects and the console line, the same for every route."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                if auth:
+                    self._authorize(request)
+                return await handler(request)
+            except ApiError as exc:
+                self.log(request, exc.status, note=exc.message)
+                return _error_response(exc)
+            except Exception as exc:  # a bug: this request fails with an error object, the server goes on
+                error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
+                self.log(request, 500, note=error.message)
+                return _error_response(error)
+
+        return endpoint
+
+    def _authorize(self, request: Request) -> None:
+        key = self.config.api_key
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # The scheme is case-insensitive (RFC 9110: "bearer" and "BEARER" are the same); the key is not.
+        # compare_digest: the time taken must not tell how much of a guessed key was right.
+        if key and not (scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), key.encode())):
+            raise ApiError(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error",
+                           "invalid_api_key")  # fmt: skip
+
+    async def health(self, _request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": self.model, "mode": self.mode, "busy": self.engine.waiting})
+
+    async def models(self, request: Request) -> Response:
+        self.log(request, 200)
+        return JSONResponse({"object": "list", "data": [self._model_entry()]})
+
+    async def model_info(self, request: Request) -> Response:
+        """GET /v1/models/{id}: what the official client's `models.retrieve(id)` asks for."""
+        self._check_model(request.path_params["model"].removesuffix("/"))  # /v1/models/ID/ is /v1/models/ID
+        self.log(request, 200)
+        return JSONResponse(self._model_entry())
+
+    def _model_entry(self) -> dict:
+        return {"id": self.model, "object": "model", "created": self.created, "owned_by": "specchat"}
+
+    def _check_model(self, name: str) -> None:
+        """A request may name the model by any of its aliases; another name is a 404."""
+        if name not in self.aliases:
+            raise ApiError(404, f"model '{name}' is not served here; this server has '{self.model}'",
+                           code="model_not_found", param="model")  # fmt: skip
+
+    async def chat(self, request: Request) -> Response:
+        parsed = openai_api.parse_chat(await self._body(request), self.config.max_tokens)
+        return await self._answer(request, parsed, chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        parsed = openai_api.parse_completion(await self._body(request), self.config.max_tokens)
+        return await self._answer(request, parsed, chat=False)
+
+    async def _body(self, request: Request) -> dict:
+        """The JSON body, read no further than max_body bytes (Content-Length may be absent or lie)."""
+        limit, data = self.config.max_body, bytearray()
+        # A length declared over the limit is refused before any of the body is read: read first, the 413 came
+        # once 1 MB had arrived, and a client that declared more but sent little waited for it until it gave up.
+        declared = request.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:  # isdigit() alone takes "²"
+            raise ApiError(413, f"the body is larger than {limit} bytes (Content-Length {declared})",
+                           code="body_too_large")  # fmt: skip
+        try:
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > limit:
+                    raise ApiError(413, f"the body is larger than {limit} bytes", code="body_too_large")
+        except ClientDisconnect:
+            raise ApiError(CLIENT_CLOSED, "the client went away while sending", code="client_disconnected") from None
+        return openai_api.parse_json(bytes(data))
+
+    async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
+        if parsed.model is not None:
+            self._check_model(parsed.model)
+        try:
+            self.engine.admit()
+        except QueueFull:
+            busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
+            raise ApiError(503, busy, "server_error", "queue_full") from None
+        ask = Ask(self.mode, self.k, parsed.params, parsed.max_tokens)
+        job = Job(parsed.messages, parsed.prompt, ask, parsed.stop, parsed.prediction)
+        try:  # before any status line: a prompt longer than the context is a 400, streamed or not
+            await self._measure(job)
+        except BaseException:
+            self.engine.release()
+            raise
+        if parsed.stream:
+            return servestream.stream_response(self, request, job, chat, parsed.include_usage)
+        task = self.start(job)
+        watcher = asyncio.ensure_future(servestream.cancel_on_disconnect(request, job))
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            job.cancel()
+            raise
+        finally:
+            watcher.cancel()
+        self.check_shutdown(outcome)  # past it, a cancelled job is one whose client left
+        self.log(request, CLIENT_CLOSED if outcome.stop_reason == "cancelled" else 200, outcome=outcome)
+        build = openai_api.chat_response if chat else openai_api.completion_response
+        reason = openai_api.finish_reason(outcome.stop_reason)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
+        return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
+                                  reason, extra))  # fmt: skip
+
+    async def _measure(self, job: Job) -> None:
+        """The prompt's tokens, checked against the context before the request waits for the engine or
+        gets a status line (a streamed one's would already say 200 when the loop refused it)."""
+        with _as_api_errors("prompt" if job.messages is None else "messages"):
+            await self.engine.measure(job)
+
+    def start(self, job: Job) -> asyncio.Task:
+        """The generation as a task; its queue place is given back when the worker is done with it,
+        not when the client stops listening."""
+        task = asyncio.ensure_future(self._run(job))
+        self.jobs.add(job)
+
+        def done(finished: asyncio.Task) -> None:
+            self.engine.release()
+            self.jobs.discard(job)
+            if not finished.cancelled() and finished.exception() is None:  # retrieved: no warning if unread
+                self.history.record(job, finished.result())
+
+        task.add_done_callback(done)
+        return task
+
+    async def _run(self, job: Job) -> Outcome:
+        """The generation, with the library's failures turned into error objects."""
+        with _as_api_errors("prompt" if job.messages is None else "messages"):
+            return await self.engine.run(job)
+
+    def stop_all(self) -> None:
+        """The server is shutting down: stop every job at its next round (queued ones never start)."""
+        self.closing = True
+        for job in self.jobs:
+            job.cancel()
+
+    def check_shutdown(self, outcome: Outcome) -> None:
+        """A reply cut by the shutdown is a 503, not a short text that looks complete."""
+        if self.closing and outcome.stop_reason == "cancelled":
+            raise ApiError(503, "the server shut down before the reply was complete", "server_error", "shutting_down")
+
+    def log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:
+        """One console line per request: what it cost and how much of the draft the target kept."""
+        line = f"{request.method} {request.url.path} {status}"
+        if outcome is not None:
+            stats = outcome.stats
+            line += (
+                f"  {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, accepted {stats.accepted}/"
+                f"{stats.drafted} (rejected {stats.drafted - stats.accepted}), {self.label}, {outcome.stop_reason}"
+            )
+        elif note:
+            line += f"  {note}"
+        # what a client sent (a model name, a path) made harmless: a newline would start a line that reads as
+        # another request's, an escape sequence would act on the terminal
+        self.console.print(one_line(line), highlight=False, markup=False, soft_wrap=True)
+
+
+def _slashed(path: str, endpoint: Callable[[Request], Awaitable[Response]], method: str) -> list[Route]:
+    """The route at its path and with a trailing slash: Starlette answered that one with a 307 redirect, which
+    many clients do not follow for a POST (and which got no console line)."""
+    return [Route(path, endpoint, methods=[method]), Route(f"{path}/", endpoint, methods=[method])]
+
+
+def _error_response(error: ApiError) -> JSONResponse:
+    """The error object as a response; a 503 (a full queue, a shutdown) says when to come back, a 413 closes the
+    connection. (A stream cut by a shutdown has had its 200 and headers: its shutting_down error goes as the
+    last event, without one.)"""
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if error.status == 503 else None
+    if error.status == 413:  # the rest of the body is not read: the connection cannot carry another request
+        headers = {"Connection": "close"}
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+@contextlib.contextmanager
+def _as_api_errors(field: str) -> Iterator[None]:
+    """The library's failures of one request as error objects: a prompt longer than the context, or messages
+    the chat template refuses, are the client's (400); a template that fails or an engine error fails this
+    request only (500). field: where the prompt came from ("messages" or "prompt"), the error's param."""
+    try:
+        yield
+    except ContextFullError as exc:
+        # The way out, as the API's own error says "Please reduce the length of the messages": the library's hint
+        # ("raise --ctx") is the command line's, and the client may not know it started a server.
+        hint = f"shorten the {field}, or start `specchat serve` with a larger --ctx"
+        raise ApiError(400, f"{exc.message}; {hint}", code="context_length_exceeded", param=field) from None
+    except MessagesRefused as exc:  # the client's messages, not a server fault (a 500 the client would retry)
+        raise ApiError(400, exc.message, code="invalid_message", param=field) from None
+    except SpecchatError as exc:
+        raise ApiError(500, exc.message, "server_error", "generation_failed") from None
