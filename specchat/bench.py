@@ -70,8 +70,8 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
     import llama_cpp
 
     from . import __version__
-    from .download import cached_sha256
     from .engine import default_threads, gpu_offload_supported
+    from .modelfiles import cached_sha256
 
     files = {}
     for role, path in (("target", resolved.target), ("draft", resolved.draft)):

@@ -16,7 +16,7 @@ from .view import one_line, stderr_console, stdout_console, write_stdout
 
 def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
     """`specchat models`: one row per pair and role, with presence (and checksums with verify)."""
-    from . import download
+    from . import download, modelfiles
     from .registry import load_registry
 
     registry = load_registry()
@@ -46,7 +46,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
                 row["problem"] = row["problem"] or problem
             elif to_check is not None and to_check.is_file():
                 try:
-                    download.verify(spec, to_check)
+                    modelfiles.verify(spec, to_check)
                     if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
                         from .gguf import check
 

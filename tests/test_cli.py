@@ -975,7 +975,7 @@ def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
 def test_models_verify_checks_a_draft_shared_by_pairs_once(isolated, monkeypatch):
     """The packaged Coder 0.5B drafts for four pairs: --verify hashed its file once per pair and printed a
     bad one four times. It is read once, and a bad one is one error line."""
-    from specchat import download
+    from specchat import modelfiles
 
     models = isolated / "models"
     models.mkdir()
@@ -989,8 +989,8 @@ def test_models_verify_checks_a_draft_shared_by_pairs_once(isolated, monkeypatch
         '[pairs.pa]\ntarget = "a"\ndraft = "small"\n[pairs.pb]\ntarget = "b"\ndraft = "small"\n'
     )
     hashed = []
-    real = download.sha256_of
-    monkeypatch.setattr(download, "sha256_of", lambda path, advance=None: hashed.append(path) or real(path))
+    real = modelfiles.sha256_of
+    monkeypatch.setattr(modelfiles, "sha256_of", lambda path, advance=None: hashed.append(path) or real(path))
     result = invoke("models", "--verify", "--json")
     assert_one_line_error(result, 1, "small.gguf has sha256")
     assert [path.name for path in hashed] == ["small.gguf"]
@@ -1003,12 +1003,12 @@ def test_models_verify_of_an_unreadable_file_is_one_line(isolated, monkeypatch):
     an internal error: it is that file's own error."""
     import errno
 
-    from specchat import download
+    from specchat import modelfiles
 
     def unreadable(path, advance=None):
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(download, "sha256_of", unreadable)
+    monkeypatch.setattr(modelfiles, "sha256_of", unreadable)
     models = isolated / "models"
     models.mkdir()
     (isolated / "config").mkdir()

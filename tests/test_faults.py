@@ -194,12 +194,12 @@ def test_disk_full_before_pull_says_how_much(fake_pair_env, monkeypatch):
 
 def test_disk_full_while_writing_leaves_nothing(fake_pair_env, monkeypatch):
     tmp_path, _index = fake_pair_env
-    from specchat import download
+    from specchat import mirror
 
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(download, "_append_chunk", full)
+    monkeypatch.setattr(mirror, "_append_chunk", full)
     result = invoke("pull", "fake")
     assert_error_is_last_line(result, "disk full while writing faketarget.gguf")
     assert not list((tmp_path / "models").glob("*")), "a partial file was left behind"

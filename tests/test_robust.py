@@ -21,7 +21,7 @@ import pytest
 from test_download import VERSION, make_wheel  # the mirror's chunk wheels, made as there
 from typer.testing import CliRunner
 
-from specchat import download, gguf
+from specchat import download, gguf, modelfiles
 from specchat.chat import Message, TemplateError, prompt_tokens
 from specchat.cli import app
 from specchat.registry import Mirror, ModelSpec
@@ -175,7 +175,7 @@ def test_a_pull_that_finds_the_file_after_waiting_reports_it_present(tmp_path, m
                      mirror=Mirror("nothing-part{n}", VERSION, 1))  # fmt: skip
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path))
     monkeypatch.setattr(download, "hub_reachable", lambda timeout=3.0: False)
-    monkeypatch.setattr(download, "_from_mirror", lambda *_: pytest.fail("pulled a file that was present"))
+    monkeypatch.setattr(download, "from_mirror", lambda *_: pytest.fail("pulled a file that was present"))
     notes: list[str] = []
     holding = threading.Event()
 
@@ -491,8 +491,8 @@ def test_an_odd_sha256_cache_is_ignored_and_rewritten(tmp_path, monkeypatch, con
     data = tmp_path / "model.gguf"
     data.write_bytes(b"weights")
     expected = hashlib.sha256(b"weights").hexdigest()
-    assert download.cached_sha256(data) == expected
-    assert download.cached_sha256(data) == expected
+    assert modelfiles.cached_sha256(data) == expected
+    assert modelfiles.cached_sha256(data) == expected
     assert list(json.loads(store.read_text()).values()) == [expected]
 
 
@@ -504,7 +504,7 @@ def test_a_wrong_cached_sha256_for_this_file_is_not_believed(tmp_path, monkeypat
     store = tmp_path / "cache" / "sha256.json"
     store.parent.mkdir()
     store.write_text(json.dumps({f"{data.resolve()}:{stat.st_size}:{stat.st_mtime_ns}": 3}))
-    assert download.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
+    assert modelfiles.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
 
 
 def test_the_sha256_cache_forgets_files_changed_or_gone(tmp_path, monkeypatch):
@@ -513,11 +513,11 @@ def test_the_sha256_cache_forgets_files_changed_or_gone(tmp_path, monkeypatch):
     kept, gone, data = tmp_path / "kept:1.gguf", tmp_path / "gone.gguf", tmp_path / "model.gguf"
     for path in (kept, gone, data):
         path.write_bytes(path.name.encode())
-        download.cached_sha256(path)
+        modelfiles.cached_sha256(path)
     gone.unlink()
     data.write_bytes(b"weights, pulled again")
     os.utime(data, ns=(1, 1))  # a new mtime even on a coarse clock
-    assert download.cached_sha256(data) == hashlib.sha256(b"weights, pulled again").hexdigest()
+    assert modelfiles.cached_sha256(data) == hashlib.sha256(b"weights, pulled again").hexdigest()
     store = json.loads((tmp_path / "cache" / "sha256.json").read_text())
     assert sorted(key.rsplit(":", 2)[0] for key in store) == sorted([str(kept.resolve()), str(data.resolve())])
 
@@ -564,7 +564,7 @@ def test_an_unwritable_sha256_cache_does_not_stop_the_hash(tmp_path, monkeypatch
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(blocker / "cache"))
     data = tmp_path / "model.gguf"
     data.write_bytes(b"weights")
-    assert download.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
+    assert modelfiles.cached_sha256(data) == hashlib.sha256(b"weights").hexdigest()
 
 
 # --- 4. --seed -1 ---------------------------------------------------------------------------------------

@@ -132,9 +132,9 @@ def recording_server(status: int = 200):
 
 
 def probe(tmp_path: Path, **env: str) -> bool:
-    """download.hub_reachable() in a child whose environment is exactly this one plus env (no proxies)."""
+    """hubpull.hub_reachable() in a child whose environment is exactly this one plus env (no proxies)."""
     base = {k: v for k, v in child_env(tmp_path).items() if "proxy" not in k.lower()}
-    code = "from specchat.download import hub_reachable; print(hub_reachable(timeout=10))"
+    code = "from specchat.hubpull import hub_reachable; print(hub_reachable(timeout=10))"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, env=base | env
     )
