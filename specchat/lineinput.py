@@ -85,7 +85,7 @@ class TerminalInput:
     def input(self, prompt: str | Text) -> str:
         # Ctrl-C at the prompt is a key (raw mode). prompt_toolkit's SIGINT handler, for one pressed while it
         # starts or ends (cooked mode), raised "Application is not running" for a second such press, with a
-        # traceback: the chat ignores Ctrl-C there instead (repl._CtrlC).
+        # traceback: the chat ignores Ctrl-C there instead (chatloop.CtrlC).
         if isinstance(prompt, Text):
             prompt = FormattedText([("bold ansicyan", prompt.plain)])
         return self.session.prompt(prompt, handle_sigint=False)

@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from specchat.chat import Message
-from specchat.repl import ChatSession, ChatSettings, save_conversation
+from specchat.repl import ChatSession, ChatSettings
+from specchat.transcript import save_conversation
 
 
 def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
@@ -176,12 +177,12 @@ def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
 
 def test_chat_survives_a_full_context(monkeypatch):
     """An error in one turn (here: the conversation outgrew the context) is reported; the chat goes on."""
-    from specchat import repl
+    from specchat import chatloop, repl
     from specchat.errors import ContextFullError
 
     chat, out = session()
     lines = iter(["hello", "/bye"])
-    monkeypatch.setattr(repl, "read_message", lambda _console: next(lines))
+    monkeypatch.setattr(chatloop, "read_message", lambda _console: next(lines))
 
     def full(_text):
         chat.conversation.messages.append(Message("user", "hello"))
@@ -196,11 +197,11 @@ def test_chat_survives_a_full_context(monkeypatch):
 
 def test_ctrl_c_during_a_command_stops_the_command_not_the_chat(monkeypatch):
     """Ctrl-C while /load waited (a locked log, a slow disk) ended the whole chat with exit 130."""
-    from specchat import repl
+    from specchat import chatloop, repl
 
     chat, out = session()
     lines = iter(["/load 1", "/k 5", "/bye"])
-    monkeypatch.setattr(repl, "read_message", lambda _console: next(lines))
+    monkeypatch.setattr(chatloop, "read_message", lambda _console: next(lines))
 
     def waiting(_what):
         raise KeyboardInterrupt
@@ -355,7 +356,7 @@ def test_a_reply_that_fills_the_context_says_what_comes_next(fake_models, tmp_pa
 
 
 def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
-    from specchat import repl
+    from specchat import chatloop, repl
 
     chat, out = live_chat
     script = iter(["", "Hi.", KeyboardInterrupt, UnicodeDecodeError("utf-8", b"", 0, 1, "bad"), "/help", "/bye"])
@@ -366,23 +367,23 @@ def test_chat_loop_reads_runs_and_leaves(live_chat, monkeypatch):
             return item
         raise item if isinstance(item, BaseException) else item()
 
-    monkeypatch.setattr(repl, "read_message", read)
+    monkeypatch.setattr(chatloop, "read_message", read)
     assert repl.chat_loop(chat) == 0
     text = out.getvalue()
     assert "Ctrl-C at the prompt does not leave" in text and "not valid UTF-8" in text and "/save FILE" in text
     assert len(chat.conversation.messages) == 2
-    monkeypatch.setattr(repl, "read_message", lambda _console: (_ for _ in ()).throw(EOFError))
+    monkeypatch.setattr(chatloop, "read_message", lambda _console: (_ for _ in ()).throw(EOFError))
     assert repl.chat_loop(chat) == 0
 
 
 def test_a_message_that_begins_with_a_slash_is_sent_with_two(live_chat, monkeypatch):
     """ "/usr/bin/python is slow, why?" could only be sent as a multi-line message: it was an unknown command."""
-    from specchat import repl
+    from specchat import chatloop, repl
 
     chat, out = live_chat
     pasted = "// a JavaScript comment\nlet x = 1;"  # many lines are never a command: sent as they are
     lines = iter(["/usr/bin/python is slow", "//usr/bin/python is slow, why?", pasted, "/bye"])
-    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
     assert repl.chat_loop(chat) == 0
     assert "unknown command /usr/bin/python: /help lists the commands; //usr/bin/python sends it" in out.getvalue()
     assert [m.content for m in chat.conversation.messages if m.role == "user"] == [
@@ -395,11 +396,11 @@ def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, m
     """Ctrl-C while the prompt was prepared (a slow chat template, a long conversation) or while the view
     opened, outside the loop's own handling, ended the whole chat with exit 130 (and could leave the view's
     Live started); it stops that turn only, as Ctrl-C during the reply does."""
-    from specchat import chatview, repl
+    from specchat import chatloop, chatview, repl
 
     chat, out = live_chat
     lines = iter(["Hi.", "Again.", "Once more.", "/bye"])
-    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
     fit, remember, views = repl.fit_conversation, chatview.ReplyView._remember, []
 
     def slow_template(*args, **kwargs):
@@ -423,11 +424,11 @@ def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, m
 def test_bytes_that_are_not_utf8_are_replaced_not_a_crash(live_chat, monkeypatch):
     """prompt_toolkit passes a stray byte (a Latin-1 paste) on as a lone surrogate, which the tokenizer
     refused: an internal error that ended the chat. Now it is replaced, with a warning, as in piped stdin."""
-    from specchat import repl
+    from specchat import chatloop, repl
 
     chat, out = live_chat
     lines = iter(["caf\udce9 au lait", "/bye"])
-    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
     assert repl.chat_loop(chat) == 0
     assert "not valid UTF-8; bad bytes were replaced" in out.getvalue()
     assert chat.conversation.messages[0].content == "caf\ufffd au lait"
@@ -454,7 +455,7 @@ class EndingConsole(ScriptedConsole):
 
 
 def test_read_message_joins_continued_and_quoted_lines():
-    from specchat.repl import read_message
+    from specchat.lineinput import read_message
 
     assert read_message(ScriptedConsole(["one \\", "two"])) == "one \ntwo"
     assert read_message(ScriptedConsole(['"""', "a", "", "b", '"""'])) == "a\n\nb"
@@ -569,12 +570,12 @@ def test_turns_give_way_down_to_half_the_context(small_context_chat):
 
 
 def test_a_message_longer_than_the_context_is_one_error_and_the_chat_goes_on(small_context_chat, monkeypatch):
-    from specchat import repl
+    from specchat import chatloop, repl
 
     chat, out = small_context_chat
     chat.ask("Hello.")
     lines = iter([words(300, 1), "Still there?", "/bye"])  # 300 words: about 1,200 tokens
-    monkeypatch.setattr(repl, "read_message", lambda _reader: next(lines))
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
     assert repl.chat_loop(chat) == 0
     errors = [line for line in out.getvalue().splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "the context holds 1024" in errors[0] and "hint:" in errors[0]
@@ -636,7 +637,7 @@ def test_save_and_load_under_an_unknown_users_home_are_chat_lines_not_a_crash(tm
 def test_ctrl_d_inside_a_block_sends_what_was_typed(live_chat, monkeypatch):
     """Ctrl-D inside a \"\"\" block (or after a `\\` line) left the chat and silently dropped the typed lines.
     Now the lines are sent, with a note; the next Ctrl-D leaves. Ctrl-D on a blank block just leaves."""
-    from specchat import repl
+    from specchat import lineinput, repl
 
     chat, out = live_chat
     monkeypatch.setattr(repl, "make_reader", lambda *_args: EndingConsole(['"""', "Hi.", "there"]))
@@ -645,12 +646,12 @@ def test_ctrl_d_inside_a_block_sends_what_was_typed(live_chat, monkeypatch):
     assert [m.content for m in chat.conversation.messages][:1] == ["Hi.\nthere"]
     assert len(chat.conversation.messages) == 2
 
-    with pytest.raises(repl.UnfinishedMessage) as unfinished:
-        repl.read_message(EndingConsole(["one \\"]))
+    with pytest.raises(lineinput.UnfinishedMessage) as unfinished:
+        lineinput.read_message(EndingConsole(["one \\"]))
     assert unfinished.value.text == "one "
     with pytest.raises(EOFError) as ended:
-        repl.read_message(EndingConsole(['"""', " "]))
-    assert not isinstance(ended.value, repl.UnfinishedMessage)
+        lineinput.read_message(EndingConsole(['"""', " "]))
+    assert not isinstance(ended.value, lineinput.UnfinishedMessage)
 
 
 def test_help_on_a_dumb_terminal_tells_the_ways_of_typing_several_lines_that_work_there():

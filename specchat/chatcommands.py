@@ -1,0 +1,214 @@
+"""The chat's slash commands (/help, /k, /mode, /save, ...), as a base class of repl.ChatSession.
+
+Each command is a `_cmd_NAME` method, found by name (so that completion and the docs' list see every one); it
+changes the session's settings or conversation and says what it did. Apart from repl.py, which holds the turns
+themselves, so that a command can be read or added without the reply's machinery around it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from . import modes
+from .chat import decimal_number, whole_number
+from .errors import SpecchatError
+from .logstore import Recorder
+from .paths import expand_home
+from .runtime import Pipeline
+from .speculative import Stats
+from .transcript import save_conversation
+from .view import n_tokens, position_bars, session_lines
+
+if TYPE_CHECKING:
+    from .chat import Conversation
+    from .repl import ChatSettings
+
+MAX_K = max(mode.max_k for mode in modes.MODES.values())
+MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
+
+HELP = """\
+/help            this list
+/stats           session totals (tokens, speed, acceptance)
+/max N           longest reply in tokens (0 = no limit: to its end or the context's)
+/k N             draft length (1-64; in auto mode the largest it may choose)
+/temp T          temperature (0 = greedy, exactly the target's output)
+/mode M          {modes}
+/spec on|off     speculation on (the chosen mode), or the target alone
+/rejected on|off show or hide the rejected draft guesses
+/system TEXT     set the system prompt (empty: the template's default)
+/reset           start a new conversation (keeps the system prompt)
+/save FILE       save the conversation (.json: /load reads it back; else Markdown)
+/load ID|FILE    continue a logged conversation (`specchat logs`) or a saved .json
+/bye             leave (Ctrl-D works too)
+{input}"""
+# How to type a message of several lines: the terminal's line editor (prompt_toolkit) takes pastes, Esc-Enter and
+# Tab; plain line reading (TERM=dumb: Emacs' shell, where the terminal edits the line) reads a pasted block as one
+# message per line and knows no keys of its own, so there only a line ending in a backslash or a """ block work.
+EDITOR_INPUT = "Multi-line input: paste it, or Esc-Enter (Alt-Enter) for a new line; Tab completes commands."
+PLAIN_INPUT = 'Multi-line input: end a line with \\ to go on, or put the message between two """ lines.'
+
+
+class SlashCommands:
+    """The commands of a chat session; ChatSession holds the state they act on."""
+
+    pipeline: Pipeline
+    settings: ChatSettings
+    console: Console
+    log: Recorder
+    conversation: Conversation
+    totals: Stats
+    plain: bool
+
+    @classmethod
+    def commands(cls) -> list[str]:
+        """Every slash command, for completion."""
+        return [f"/{name[5:]}" for name in dir(cls) if name.startswith("_cmd_")]
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; False means leave."""
+        name, _, arg = line[1:].partition(" ")
+        arg = arg.strip()
+        handler = getattr(self, f"_cmd_{name.lower()}", None)
+        if not name:  # "/" or "/ help": no name to send with "//" either
+            self._say("a / alone is no command: /help lists the commands", "yellow")
+            return True
+        if handler is None:
+            self._say(f"unknown command /{name}: /help lists the commands; //{name} sends it as a message", "yellow")
+            return True
+        if inspect.signature(handler).parameters:
+            return handler(arg) is not False
+        if arg:  # a command that takes none: `/bye now` or `/reset x` may be a slip, so it does not act
+            self._say(f"usage: /{name.lower()} (it takes no argument)", "yellow")
+            return True
+        return handler() is not False
+
+    def _say(self, message: str, style: str = "cyan") -> None:
+        self.console.print(Text(message, style=style))
+
+    def _modes_here(self) -> list[str]:
+        """The modes this session can switch to: a draft-model mode needs the draft loaded at the start."""
+        return [name for name in modes.MODES if self.pipeline.available(name)]
+
+    def _cmd_help(self) -> None:
+        here = self._modes_here()
+        names = [f"{name} ({MODE_WORDS[name]})" if name in MODE_WORDS else name for name in here]
+        # The others need a model or a history this session did not load: /mode would refuse them.
+        prefix = "" if len(here) == len(modes.MODES) else "in this session: "
+        typing = PLAIN_INPUT if self.plain else EDITOR_INPUT
+        self.console.print(Text(HELP.format(modes=prefix + ", ".join(names), input=typing)))
+
+    def _cmd_bye(self) -> bool:
+        return False
+
+    _cmd_exit = _cmd_quit = _cmd_bye
+
+    def _cmd_stats(self) -> None:
+        for line in session_lines(self.totals):
+            self._say(line)
+        if self.totals.drafted:
+            for line in position_bars(self.totals.drafted_at, self.totals.accepted_at):
+                self.console.print(line)
+
+    def _cmd_k(self, arg: str) -> None:
+        k = whole_number(arg)
+        if k is None or not 1 <= k <= MAX_K:
+            self._say(f"usage: /k N with N from 1 to {MAX_K}", "yellow")
+            return
+        self.settings.k = k
+        used = self.settings.effective_k
+        cap = f"; {self.settings.effective_mode} drafts at most {used}" if 0 < used < k else ""
+        self._say(f"draft length k = {k} ({self.settings.label}{cap})")
+
+    def _cmd_max(self, arg: str) -> None:
+        tokens = whole_number(arg)
+        if tokens is None:
+            self._say("usage: /max N (tokens per reply; 0 = no limit)", "yellow")
+            return
+        self.settings.max_tokens = tokens
+        self._say(f"replies stop after {n_tokens(tokens)}" if tokens else "replies run to their end (no limit)")
+
+    def _cmd_temp(self, arg: str) -> None:
+        value = decimal_number(arg)
+        if value is None or not 0.0 <= value <= 5.0:
+            self._say("usage: /temp T with T from 0 (greedy) to 5", "yellow")
+            return
+        self.settings.params = replace(self.settings.params, temperature=value)
+        self._say(f"temperature = {value:g}" + (" (greedy)" if value == 0 else ""))
+
+    def _on_off(self, arg: str, usage: str) -> bool | None:
+        if arg.lower() in ("on", "off"):
+            return arg.lower() == "on"
+        self._say(f"usage: {usage} on|off", "yellow")
+        return None
+
+    def _cmd_spec(self, arg: str) -> None:
+        value = self._on_off(arg, "/spec")
+        if value is None:
+            return
+        if value and self.settings.mode == "target":
+            drafting = "|".join(name for name in self._modes_here() if name != "target")
+            self._say(f"the mode is 'target': choose one with /mode {drafting}", "yellow")
+            return
+        if value and not self.pipeline.available(self.settings.mode):
+            self._say(f"mode {self.settings.mode} has no drafter here (no draft model loaded)", "yellow")
+            return
+        self.settings.spec = value
+        self._say("speculation " + (f"on: {self.settings.label}" if value else "off: target alone"))
+
+    def _cmd_mode(self, arg: str) -> None:
+        name = arg if arg in modes.MODES else arg.lower()
+        usage = f"usage: /mode {'|'.join(self._modes_here())}"
+        if name not in modes.MODES:
+            self._say(usage, "yellow")
+            return
+        if not self.pipeline.available(name):  # said before "lower case": spec would be refused too
+            self._say(f"mode {name} is not available in this session (start with --mode {name})", "yellow")
+            return
+        if name != arg:
+            self._say(f"{usage} (lower case)", "yellow")
+            return
+        self.settings.mode, self.settings.spec = arg, True
+        self._say(f"mode: {self.settings.label}")
+
+    def _cmd_rejected(self, arg: str) -> None:
+        value = self._on_off(arg, "/rejected")
+        if value is not None:
+            self.settings.show_rejected = value
+            self._say("rejected guesses " + ("shown" if value else "hidden"))
+
+    def _cmd_system(self, arg: str) -> None:
+        self.conversation.system = arg or None
+        self._say("system prompt " + ("set" if arg else "cleared (template default)"))
+
+    def _cmd_reset(self) -> None:
+        self.conversation.messages.clear()
+        self.log.restart()
+        self._say("conversation cleared")
+
+    def _cmd_load(self, arg: str) -> None:
+        if not arg:
+            self._say("usage: /load ID (from `specchat logs`) or /load FILE (saved with /save FILE.json)", "yellow")
+            return
+        try:
+            self.conversation, where = self.log.load(arg)
+        except SpecchatError as exc:
+            self._say(f"{exc.message} ({exc.hint})" if exc.hint else exc.message, "red")
+            return
+        self._say(f"loaded {where}: {len(self.conversation.messages)} messages; the next reply continues it")
+
+    def _cmd_save(self, arg: str) -> None:
+        if not arg:
+            self._say("usage: /save FILE (.json for JSON, anything else for Markdown)", "yellow")
+            return
+        path = expand_home(arg)
+        try:
+            save_conversation(self.conversation, path)
+        except OSError as exc:
+            self._say(f"could not save to {path}: {exc.strerror or exc}", "red")
+            return
+        self._say(f"saved {len(self.conversation.messages)} messages to {path}")
