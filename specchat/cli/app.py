@@ -95,6 +95,18 @@ class SpecchatGroup(TyperGroup):
         _folded_help()
         return super().format_help(ctx, formatter)
 
+    def resolve_command(self, ctx, args):
+        """Another tool's command or flags (llama.cpp's `-c 4096`) are refused with specchat's own name for
+        them, before Click reads them as something else (habits.py)."""
+        from . import habits
+
+        if args and not ctx.resilient_parsing:
+            habits.check_command(args[0], self.list_commands(ctx))
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and not ctx.resilient_parsing:
+            habits.check(name, command.params, rest)
+        return name, command, rest
+
     def make_context(self, info_name, args, parent=None, **extra):
         """Ctrl-C while the root options are parsed, before invoke's boundary: Typer turns it into a
         silent exit 130, so it is said here."""

@@ -1,0 +1,219 @@
+"""Flags typed from habit in llama.cpp, Ollama, LM Studio or vLLM: one line that names specchat's own, exit 2.
+
+Click alone said "No such option: --ctx-size (Possible options: --continue, --ctx)", or worse took the habit
+for something else: `run -c 4096` (llama.cpp's context size; here -c is --continue) answered the prompt
+"4096" in the latest conversation, `-ngl 99` read as `-n gl`. The tables below are checked before Click
+parses a command's arguments; each entry only replaces what would be an error or a misreading, so no
+command line that means something here changes meaning. docs/usage.md has the same table for people.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import suppress
+from pathlib import Path
+
+from ..errors import SpecchatError, UsageError
+
+HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
+CHAT = "`specchat run` with no prompt is the chat"
+TEMPLATE = "the GGUF's own chat template is always used here (--no-template: none)"
+
+
+def _is(option: str, more: str = "") -> tuple[str, str]:
+    """An option specchat has under another name (the entry applies where the command has it)."""
+    return option, f"is {option} here" + (f" ({more})" if more else "")
+
+
+# A flag specchat does not have -> [(what the command must have: an option, or a command's name; the message
+# after the flag)]; the first entry whose need the command meets is said, else Click's own error stands.
+FOREIGN: dict[str, list[tuple[str, str]]] = {
+    "-m": [("--target", "is not an option here: a model file is --target FILE")],
+    "--model": [("--target", "is --target FILE here (a pair from `specchat models`: --pair NAME)")],
+    "-md": [_is("--draft", "a draft model file")],
+    "--model-draft": [_is("--draft", "a draft model file")],
+    "--speculative-model": [_is("--draft", "a draft model file")],
+    "--speculative-config": [("--draft", "is --draft FILE with -k N here (--mode spec: the draft model alone)")],
+    "-hf": [("--pair", "has no equivalent: models come as pairs here (--pair NAME, see `specchat models`)")],
+    "--hf-repo": [("--pair", "has no equivalent: models come as pairs here (--pair NAME, see `specchat models`)")],
+    "-c": [_is("--ctx")],
+    "--ctx-size": [_is("--ctx")],
+    "--context-length": [_is("--ctx")],
+    "--max-model-len": [_is("--ctx")],
+    "-cd": [_is("--ctx", "one size for both models")],
+    "--ctx-size-draft": [_is("--ctx", "one size for both models")],
+    "--n-predict": [_is("-n/--max-tokens")],
+    "--predict": [_is("-n/--max-tokens")],
+    "-t": [_is("--threads")],
+    "-tb": [_is("--threads")],
+    "--threads-batch": [_is("--threads")],
+    "-td": [_is("--threads", "one count for both models")],
+    "--threads-draft": [_is("--threads", "one count for both models")],
+    "-ngl": [_is("--gpu-layers")],
+    "--n-gpu-layers": [_is("--gpu-layers")],
+    "--gpu": [_is("--gpu-layers", "-1: all, 0: none")],
+    "-ngld": [_is("--draft-gpu-layers")],
+    "--n-gpu-layers-draft": [_is("--draft-gpu-layers")],
+    "--gpu-layers-draft": [_is("--draft-gpu-layers")],
+    "--draft-max": [_is("-k/--draft-tokens")],
+    "--draft-n": [_is("-k/--draft-tokens")],
+    "--num-speculative-tokens": [_is("-k/--draft-tokens")],
+    "--draft-min": [("--draft-tokens", "has no equivalent: -k/--draft-tokens sets the most a round drafts")],
+    "--draft-p-min": [_is("--p-min")],
+    "--spec-type": [_is("--mode", "spec: the draft model, ngram: prompt lookup"), _is("--modes")],
+    "--prompt": [("run", 'has no equivalent: the prompt is the argument: specchat run "PROMPT"'), _is("--prompts")],
+    "--file": [("run", "has no equivalent: a prompt from a file is stdin: specchat run < FILE"), _is("--prompts")],
+    "-s": [_is("--seed")],
+    "--temp": [_is("--temperature")],
+    "-sys": [_is("--system")],
+    "--system-prompt": [_is("--system")],
+    "-cnv": [("run", f"has no equivalent: {CHAT}")],
+    "--conversation": [("run", f"has no equivalent: {CHAT}")],
+    "-i": [("run", f"has no equivalent: {CHAT}")],
+    "--interactive": [("run", f"has no equivalent: {CHAT}")],
+    "-if": [("run", f"has no equivalent: {CHAT}")],
+    "--interactive-first": [("run", f"has no equivalent: {CHAT}")],
+    "-no-cnv": [("run", "has no equivalent: a prompt given is answered once, without the chat")],
+    "--no-conversation": [("run", "has no equivalent: a prompt given is answered once, without the chat")],
+    "--jinja": [("--target", f"has no equivalent: {TEMPLATE}")],
+    "--chat-template": [("--target", f"has no equivalent: {TEMPLATE}")],
+    "--chat-template-file": [("--target", f"has no equivalent: {TEMPLATE}")],
+    "-fa": [("--target", "has no equivalent: specchat has no flash-attention option")],
+    "--flash-attn": [("--target", "has no equivalent: specchat has no flash-attention option")],
+    "--repeat-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
+    "--presence-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
+    "--frequency-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
+    "-np": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
+    "--parallel": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
+}
+
+# Commands of the other tools -> the message after "no command 'X'".
+COMMANDS = {
+    "chat": CHAT,
+    "list": "`specchat models` lists the pairs",
+    "ls": "`specchat models` lists the pairs",
+    "get": "`specchat pull PAIR` downloads a pair",
+    "download": "`specchat pull PAIR` downloads a pair",
+    "server": "`specchat serve` is the server",
+}
+
+MODEL_FILE = re.compile(r".*\.gguf", re.IGNORECASE)
+
+
+def _model_like(value: str) -> bool:
+    """A value that names a model file (or a Hugging Face repository), not a mode, format or pair."""
+    return bool(MODEL_FILE.fullmatch(value)) or "/" in value or "\\" in value
+
+
+def _continue_number(command: str, value: str) -> str | None:
+    if command == "run" and value.isdigit():  # -c 4096: llama.cpp's context size, not a prompt to continue with
+        said = f"the context size is --ctx {value} (to continue with the prompt: --continue {value})"
+        return f"-c is --continue here; {said}"
+    return None
+
+
+def _mode_model(command: str, value: str) -> str | None:
+    if _model_like(value):
+        return f"-m is --mode here; a model file is --target {value}"
+    return None
+
+
+def _pair_prompt(command: str, value: str) -> str | None:
+    if command == "run" and any(character.isspace() for character in value):  # pair names have no spaces
+        return f'-p is --pair here; the prompt is the argument: specchat run "{value}"'
+    return None
+
+
+def _format_file(command: str, value: str) -> str | None:
+    if "." not in value and "/" not in value and not Path(value).exists():
+        return None
+    if command == "bench":
+        return f"-f is --format here; prompts from a file: --prompts {value}"
+    return f"-f is --format here; a prompt from a file is stdin: specchat run < {value}"
+
+
+def _draft_count(command: str, value: str) -> str | None:
+    if value.isdigit() and not Path(value).exists():  # llama-speculative's --draft N: the draft length
+        return f"--draft is the draft model's file here; the draft length is -k {value}"
+    return None
+
+
+# Options specchat has whose llama.cpp meaning differs -> a check of the token that follows them.
+FOLLOWED_BY = {
+    "-c": _continue_number,
+    "-m": _mode_model,
+    "-p": _pair_prompt,
+    "-f": _format_file,
+    "--draft": _draft_count,
+}
+
+
+def check_command(name: str, known: list[str]) -> None:
+    """`specchat list`, `specchat chat`: another tool's command."""
+    if name not in known and name in COMMANDS:
+        raise UsageError(f"no command '{name}': {COMMANDS[name]}", hint="see `specchat --help`")
+
+
+def check(command_name: str, params: list, args: list[str]) -> None:
+    """Refuse a habit from another tool in a command's arguments with a line naming specchat's own."""
+    end = args.index("--") if "--" in args else len(args)
+    if {"--help", "-h"} & set(args[:end]):
+        return
+    names = {opt for param in params for opt in (*param.opts, *getattr(param, "secondary_opts", []))}
+    takes_value = {
+        opt
+        for param in params
+        if param.param_type_name == "option" and not getattr(param, "is_flag", False)
+        for opt in param.opts
+    }
+    positionals, index = [], 0
+    while index < end:
+        token = args[index]
+        name = token.split("=", 1)[0]
+        if not token.startswith("-") or token == "-":
+            positionals.append(token)
+            index += 1
+            continue
+        if name not in names:
+            _foreign(command_name, name, names)
+        elif name in FOLLOWED_BY and "=" not in token and index + 1 < end:
+            message = FOLLOWED_BY[name](command_name, args[index + 1])
+            if message:
+                raise UsageError(message, hint=HINT)
+        index += 2 if name in takes_value and "=" not in token else 1
+    _positional(command_name, positionals + args[end + 1 :])
+
+
+def _foreign(command_name: str, name: str, names: set[str]) -> None:
+    for need, text in FOREIGN.get(name, []):
+        if need == command_name or need.split("/")[-1] in names:
+            raise UsageError(f"{name} {text}", hint=HINT)
+
+
+def _positional(command_name: str, positionals: list[str]) -> None:
+    """`specchat run MODEL` (ollama run), `specchat serve MODEL` (vllm serve): a model where a prompt, or
+    nothing, goes."""
+    if not positionals or command_name not in ("run", "serve"):
+        return
+    first = positionals[0]
+    # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); a .gguf one is a model
+    if MODEL_FILE.fullmatch(first) if command_name == "run" else _model_like(first):
+        raise UsageError(f"{first} reads as a model: here a model file is --target FILE, a pair --pair NAME", hint=HINT)
+    pair = _pair_named(first)
+    if pair is not None:
+        place = "the prompt goes after it" if command_name == "run" else "serve takes no argument"
+        raise UsageError(f"{first} is a pair: give it as --pair {pair} ({place})", hint=HINT)
+
+
+def _pair_named(text: str) -> str | None:
+    """The pair that a one-word text names: its name, or Ollama's NAME:TAG for it (qwen2.5-coder:1.5b)."""
+    if not re.fullmatch(r"[\w.:-]+", text):
+        return None
+    from ..registry import load_registry
+
+    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
+        pairs = load_registry().pairs
+        for name in (text, text.replace(":", "-")):
+            if name in pairs:
+                return name
+    return None

@@ -1,0 +1,116 @@
+"""Flags typed from habit in llama.cpp, Ollama, LM Studio or vLLM (specchat/cli/habits.py): one line that
+names specchat's own option, exit 2, before Click reads them as something else."""
+
+from __future__ import annotations
+
+import fake_backend
+import pytest
+from test_cli import assert_one_line_error, invoke
+
+
+@pytest.fixture
+def files(isolated):
+    target, draft = fake_backend.write_pair(isolated / "files", reply="Seen: {history}")
+    return ["--target", str(target), "--draft", str(draft), "--mode", "target", "-n", "400"]
+
+
+def test_c_then_a_number_is_llama_cpps_context_size_not_a_prompt_to_continue_with(files):
+    """`run -c 4096` continued the latest conversation with the prompt "4096" and answered it."""
+    assert invoke("run", *files, "Hello there").exit_code == 0
+    result = invoke("run", *files, "-c", "4096")
+    assert_one_line_error(result, 2, "-c is --continue here; the context size is --ctx 4096")
+    assert "Seen" not in result.stdout
+
+
+def test_c_with_a_prompt_still_continues(files):
+    assert invoke("run", *files, "Hello there").exit_code == 0
+    for prompt in (["-c", "2+2"], ["--continue", "4096"]):  # the long name means what it says
+        result = invoke("run", *files, *prompt)
+        assert result.exit_code == 0 and "Hello there" in result.stdout, result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "-m", "model.gguf", "hi"], "-m is --mode here; a model file is --target model.gguf"),
+        (["serve", "-m", "models/x.gguf"], "-m is --mode here; a model file is --target models/x.gguf"),
+        (["export", "--to", "vllm", "-m", "Qwen/Qwen2.5-7B"], "-m is --mode here"),
+        (["tune", "-m", "x.gguf"], "-m is not an option here: a model file is --target FILE"),
+        (["run", "-p", "write a haiku"], '-p is --pair here; the prompt is the argument: specchat run "write a haiku"'),
+        (["run", "-f", "prompt.txt"], "-f is --format here; a prompt from a file is stdin: specchat run < prompt.txt"),
+        (["bench", "-f", "p.jsonl"], "-f is --format here; prompts from a file: --prompts p.jsonl"),
+        (["run", "--draft", "8", "hi"], "--draft is the draft model's file here; the draft length is -k 8"),
+    ],
+)
+def test_a_flag_specchat_has_given_what_llama_cpp_gives_it(isolated, command, needle):
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "--ctx-size", "4096", "hi"], "--ctx-size is --ctx here"),
+        (["serve", "-c", "8192"], "-c is --ctx here"),
+        (["run", "-md", "d.gguf", "hi"], "-md is --draft here"),
+        (["run", "--model", "x.gguf", "hi"], "--model is --target FILE here"),
+        (["run", "--n-predict", "10", "hi"], "--n-predict is -n/--max-tokens here"),
+        (["tune", "-t", "4"], "-t is --threads here"),
+        (["run", "-ngl", "99", "hi"], "-ngl is --gpu-layers here"),  # read as `-n gl`
+        (["serve", "-ngld", "99"], "-ngld is --draft-gpu-layers here"),
+        (["run", "--draft-max", "8", "hi"], "--draft-max is -k/--draft-tokens here"),
+        (["run", "--draft-min", "2", "hi"], "--draft-min has no equivalent"),
+        (["run", "--temp=0.7", "hi"], "--temp is --temperature here"),
+        (["run", "--repeat-penalty", "1.1", "hi"], "--repeat-penalty has no equivalent"),
+        (["run", "-fa", "hi"], "-fa has no equivalent"),  # read as `-f a`
+        (["run", "-s", "42", "hi"], "-s is --seed here"),
+        (["run", "-sys", "be brief", "hi"], "-sys is --system here"),
+        (["run", "-cnv"], "-cnv has no equivalent: `specchat run` with no prompt is the chat"),
+        (["run", "--jinja", "hi"], "--jinja has no equivalent: the GGUF's own chat template is always used"),
+        (["run", "--prompt", "hi"], '--prompt has no equivalent: the prompt is the argument: specchat run "PROMPT"'),
+        (["serve", "--spec-type", "ngram-simple"], "--spec-type is --mode here"),
+        (["bench", "--spec-type", "ngram-simple"], "--spec-type is --modes here"),
+        (["serve", "-np", "4"], "-np has no equivalent: requests run one at a time here"),
+        (["serve", "--max-model-len", "8192"], "--max-model-len is --ctx here"),
+        (["export", "--to", "vllm", "--speculative-config", "{}"], "--speculative-config is --draft FILE with -k N"),
+    ],
+)
+def test_a_flag_of_another_tool_names_specchats_own(isolated, command, needle):
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+def test_a_flag_whose_equivalent_the_command_lacks_keeps_clicks_error(isolated):
+    assert_one_line_error(invoke("logs", "--ctx-size", "3"), 2, "No such option: --ctx-size")
+
+
+def test_a_habit_given_as_an_options_value_or_after_double_dash_is_left_alone(files):
+    result = invoke("run", *files, "--system", "-sys", "--", "-c")
+    assert result.exit_code == 0 and "-sys" in result.stdout and "-c" in result.stdout, result.output
+    assert invoke("logs", "-q", "-fa").exit_code == 0
+
+
+def test_help_is_shown_whatever_else_is_given(isolated):
+    assert invoke("run", "-c", "4096", "--help").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "qwen2.5-coder:1.5b"], "is a pair: give it as --pair qwen2.5-coder-1.5b (the prompt goes after it)"),
+        (["run", "qwen2.5-coder-1.5b", "hi"], "is a pair: give it as --pair qwen2.5-coder-1.5b"),
+        (["run", "model.gguf"], "model.gguf reads as a model: here a model file is --target FILE"),
+        (["serve", "Qwen/Qwen2.5-7B-Instruct"], "reads as a model: here a model file is --target FILE"),
+    ],
+)
+def test_a_model_where_the_prompt_goes_ollama_run_or_vllm_serve(isolated, command, needle):
+    """`specchat run MODEL` (Ollama's habit) answered the model's name as a prompt."""
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+def test_a_one_word_prompt_with_a_slash_is_a_prompt(files):
+    result = invoke("run", *files, "src/a.py")
+    assert result.exit_code == 0 and "src/a.py" in result.stdout, result.output
+
+
+@pytest.mark.parametrize(("name", "needle"), [("list", "`specchat models`"), ("chat", "`specchat run` with no prompt")])
+def test_another_tools_command_names_specchats(isolated, name, needle):
+    assert_one_line_error(invoke(name), 2, f"no command '{name}': {needle}")
