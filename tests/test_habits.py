@@ -114,3 +114,10 @@ def test_a_one_word_prompt_with_a_slash_is_a_prompt(files):
 @pytest.mark.parametrize(("name", "needle"), [("list", "`specchat models`"), ("chat", "`specchat run` with no prompt")])
 def test_another_tools_command_names_specchats(isolated, name, needle):
     assert_one_line_error(invoke(name), 2, f"no command '{name}': {needle}")
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["serve"], ["logs"]])
+def test_h_is_help_as_in_llama_cpp(command):
+    """`-h` was "No such option: -h"; no command uses it for anything else."""
+    result = invoke(*command, "-h")
+    assert result.exit_code == 0 and "Usage" in result.stdout, result.output

@@ -176,6 +176,7 @@ app = typer.Typer(
     "A small draft model guesses the next tokens, the target model checks them in one batch; "
     "greedy output is exactly the target's own.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},  # -h as in llama.cpp, vLLM and most tools
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
