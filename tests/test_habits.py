@@ -121,3 +121,13 @@ def test_h_is_help_as_in_llama_cpp(command):
     """`-h` was "No such option: -h"; no command uses it for anything else."""
     result = invoke(*command, "-h")
     assert result.exit_code == 0 and "Usage" in result.stdout, result.output
+
+
+def test_usage_md_lists_every_flag_the_table_refuses():
+    from test_docs import _section
+
+    from specchat.cli.habits import FOREIGN
+
+    section = _section("usage.md", "Coming from llama.cpp, Ollama or vLLM")
+    missing = [flag for flag in FOREIGN if f"`{flag}" not in section and f"/{flag}" not in section]
+    assert not missing
