@@ -131,3 +131,9 @@ def test_usage_md_lists_every_flag_the_table_refuses():
     section = _section("usage.md", "Coming from llama.cpp, Ollama or vLLM")
     missing = [flag for flag in FOREIGN if f"`{flag}" not in section and f"/{flag}" not in section]
     assert not missing
+
+
+def test_a_format_is_a_format_even_where_a_file_has_its_name(files, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "json").write_text("{}")
+    assert invoke("run", *files, "-f", "json", "hi").exit_code == 0

@@ -125,7 +125,7 @@ def _pair_prompt(command: str, value: str) -> str | None:
 
 
 def _format_file(command: str, value: str) -> str | None:
-    if "." not in value and "/" not in value and not Path(value).exists():
+    if "." not in value and "/" not in value:  # no format has either (a file named `json` is no reason)
         return None
     if command == "bench":
         return f"-f is --format here; prompts from a file: --prompts {value}"
