@@ -133,6 +133,21 @@ def test_usage_md_lists_every_flag_the_table_refuses():
     assert not missing
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["pull", "qwen2.5-coder:7b"],
+        ["tune", "llama3.1:8b"],
+        ["run", "-p", "qwen2.5:7b", "hi"],
+        ["export", "--to", "vllm", "--pair", "gemma3:12b"],
+    ],
+)
+def test_ollamas_name_for_a_pair_names_the_pair(isolated, command):
+    """`specchat pull qwen2.5-coder:7b` (Ollama's NAME:TAG) was "unknown pair", with the list to search."""
+    name = next(arg for arg in command if ":" in arg)
+    assert_one_line_error(invoke(*command), 2, f"{name} is Ollama's name; the pair is {name.replace(':', '-')}")
+
+
 def test_a_format_is_a_format_even_where_a_file_has_its_name(files, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "json").write_text("{}")

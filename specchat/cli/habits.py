@@ -121,7 +121,13 @@ def _mode_model(command: str, value: str) -> str | None:
 def _pair_prompt(command: str, value: str) -> str | None:
     if command == "run" and any(character.isspace() for character in value):  # pair names have no spaces
         return f'-p is --pair here; the prompt is the argument: specchat run "{value}"'
-    return None
+    return _ollama_name(command, value)
+
+
+def _ollama_name(command: str, value: str) -> str | None:
+    """Ollama's NAME:TAG for a pair (qwen2.5-coder:7b) where a pair's name goes."""
+    pair = _pair_named(value) if ":" in value else None
+    return f"{value} is Ollama's name; the pair is {pair}" if pair is not None else None
 
 
 def _format_file(command: str, value: str) -> str | None:
@@ -143,6 +149,7 @@ FOLLOWED_BY = {
     "-c": _continue_number,
     "-m": _mode_model,
     "-p": _pair_prompt,
+    "--pair": _ollama_name,
     "-f": _format_file,
     "--draft": _draft_count,
 }
@@ -192,10 +199,17 @@ def _foreign(command_name: str, name: str, names: set[str]) -> None:
 
 def _positional(command_name: str, positionals: list[str]) -> None:
     """`specchat run MODEL` (ollama run), `specchat serve MODEL` (vllm serve): a model where a prompt, or
-    nothing, goes."""
-    if not positionals or command_name not in ("run", "serve"):
+    nothing, goes; `specchat pull qwen2.5-coder:7b` (ollama pull): Ollama's name for a pair."""
+    if not positionals:
         return
     first = positionals[0]
+    if command_name in ("pull", "tune"):  # their PAIR argument: `ollama pull qwen2.5-coder:7b`
+        message = _ollama_name(command_name, first)
+        if message:
+            raise UsageError(message, hint=HINT)
+        return
+    if command_name not in ("run", "serve"):
+        return
     # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); a .gguf one is a model
     if MODEL_FILE.fullmatch(first) if command_name == "run" else _model_like(first):
         raise UsageError(f"{first} reads as a model: here a model file is --target FILE, a pair --pair NAME", hint=HINT)
