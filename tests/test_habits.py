@@ -152,3 +152,9 @@ def test_a_format_is_a_format_even_where_a_file_has_its_name(files, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     (tmp_path / "json").write_text("{}")
     assert invoke("run", *files, "-f", "json", "hi").exit_code == 0
+
+
+@pytest.mark.parametrize("flag", ["-ctk", "-ctv", "-ub"])
+def test_a_short_flag_click_would_split_is_named_whole(isolated, flag):
+    """`-ctk q8_0` was "No such option: -t" (read as -c -t -k): the user never typed -t."""
+    assert_one_line_error(invoke("run", flag, "q8_0", "hi"), 2, f"{flag} has no equivalent")

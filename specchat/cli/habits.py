@@ -83,6 +83,10 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--repeat-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
     "--presence-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
     "--frequency-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
+    # Click splits an unknown short flag into letters ("No such option: -t" for -ctk): each is named whole
+    "-ctk": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
+    "-ctv": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
+    "-ub": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
     "-np": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
     "--parallel": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
 }
