@@ -158,3 +158,18 @@ def test_a_format_is_a_format_even_where_a_file_has_its_name(files, tmp_path, mo
 def test_a_short_flag_click_would_split_is_named_whole(isolated, flag):
     """`-ctk q8_0` was "No such option: -t" (read as -c -t -k): the user never typed -t."""
     assert_one_line_error(invoke("run", flag, "q8_0", "hi"), 2, f"{flag} has no equivalent")
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["bench", "-o", "json"], "-o is --output FILE here; the report's format is -f json"),
+        (["bench", "-p", "512"], "-p is --pair here; llama-bench's prompt length has no equivalent"),
+    ],
+)
+def test_llama_bench_habits(isolated, monkeypatch, command, needle):
+    """llama-bench's `-o json` (its output format) wrote the report, as markdown, to a file named json."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no download, where the habit went through
+    monkeypatch.chdir(isolated)
+    assert_one_line_error(invoke(*command), 2, needle)
+    assert not (isolated / "json").exists()

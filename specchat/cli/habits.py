@@ -125,6 +125,10 @@ def _mode_model(command: str, value: str) -> str | None:
 def _pair_prompt(command: str, value: str) -> str | None:
     if command == "run" and any(character.isspace() for character in value):  # pair names have no spaces
         return f'-p is --pair here; the prompt is the argument: specchat run "{value}"'
+    if command == "bench" and value.isdigit():  # llama-bench's -p N: the prompt's length
+        return (
+            "-p is --pair here; llama-bench's prompt length has no equivalent: the prompts are --suite's or --prompts'"
+        )
     return _ollama_name(command, value)
 
 
@@ -142,6 +146,12 @@ def _format_file(command: str, value: str) -> str | None:
     return f"-f is --format here; a prompt from a file is stdin: specchat run < {value}"
 
 
+def _output_format(command: str, value: str) -> str | None:
+    if command == "bench" and value in ("csv", "json", "jsonl", "md"):  # llama-bench's -o: its format
+        return f"-o is --output FILE here; the report's format is -f {value} (a file named {value}: -o ./{value})"
+    return None
+
+
 def _draft_count(command: str, value: str) -> str | None:
     if value.isdigit() and not Path(value).exists():  # llama-speculative's --draft N: the draft length
         return f"--draft is the draft model's file here; the draft length is -k {value}"
@@ -155,6 +165,7 @@ FOLLOWED_BY = {
     "-p": _pair_prompt,
     "--pair": _ollama_name,
     "-f": _format_file,
+    "-o": _output_format,
     "--draft": _draft_count,
 }
 
