@@ -173,3 +173,9 @@ def test_llama_bench_habits(isolated, monkeypatch, command, needle):
     monkeypatch.chdir(isolated)
     assert_one_line_error(invoke(*command), 2, needle)
     assert not (isolated / "json").exists()
+
+
+@pytest.mark.parametrize("flag", ["-n", "--max-tokens"])
+def test_n_minus_one_names_the_limit_that_is_none(isolated, flag):
+    """llama.cpp's `-n -1` (no limit) was "-1 is less than 0: give 0 or more", without saying what 0 means."""
+    assert_one_line_error(invoke("run", flag, "-1", "hi"), 2, f"{flag} -1 is llama.cpp's no limit; here that is -n 0")

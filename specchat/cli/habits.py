@@ -10,6 +10,7 @@ command line that means something here changes meaning. docs/usage.md has the sa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -146,6 +147,13 @@ def _format_file(command: str, value: str) -> str | None:
     return f"-f is --format here; a prompt from a file is stdin: specchat run < {value}"
 
 
+def _no_limit(flag: str) -> Callable[[str, str], str | None]:
+    """run's -n -1: llama.cpp's 'until the end'; run's is 0 (serve's and bench's -n is a count, -1 none)."""
+    return lambda command, value: (
+        f"{flag} -1 is llama.cpp's no limit; here that is -n 0" if command == "run" and value == "-1" else None
+    )
+
+
 def _output_format(command: str, value: str) -> str | None:
     if command == "bench" and value in ("csv", "json", "jsonl", "md"):  # llama-bench's -o: its format
         return f"-o is --output FILE here; the report's format is -f {value} (a file named {value}: -o ./{value})"
@@ -166,6 +174,8 @@ FOLLOWED_BY = {
     "--pair": _ollama_name,
     "-f": _format_file,
     "-o": _output_format,
+    "-n": _no_limit("-n"),
+    "--max-tokens": _no_limit("--max-tokens"),
     "--draft": _draft_count,
 }
 
