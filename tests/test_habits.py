@@ -179,3 +179,10 @@ def test_llama_bench_habits(isolated, monkeypatch, command, needle):
 def test_n_minus_one_names_the_limit_that_is_none(isolated, flag):
     """llama.cpp's `-n -1` (no limit) was "-1 is less than 0: give 0 or more", without saying what 0 means."""
     assert_one_line_error(invoke("run", flag, "-1", "hi"), 2, f"{flag} -1 is llama.cpp's no limit; here that is -n 0")
+
+
+@pytest.mark.parametrize("flag", ["--temp", "--temperature", "--top-k", "--seed", "-s"])
+def test_sampling_flags_given_to_serve_say_that_requests_set_them(isolated, flag):
+    """`llama-server --temp 0.7` sets its default; serve takes sampling per request, and said only
+    "No such option"."""
+    assert_one_line_error(invoke("serve", flag, "1"), 2, f"{flag} has no equivalent in serve: each request sets")

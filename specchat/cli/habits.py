@@ -18,6 +18,7 @@ from ..errors import SpecchatError, UsageError
 
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
 CHAT = "`specchat run` with no prompt is the chat"
+PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampling (temperature, top_p, seed, ...)")
 TEMPLATE = "the GGUF's own chat template is always used here (--no-template: none)"
 
 
@@ -64,8 +65,13 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--spec-type": [_is("--mode", "spec: the draft model, ngram: prompt lookup"), _is("--modes")],
     "--prompt": [("run", 'has no equivalent: the prompt is the argument: specchat run "PROMPT"'), _is("--prompts")],
     "--file": [("run", "has no equivalent: a prompt from a file is stdin: specchat run < FILE"), _is("--prompts")],
-    "-s": [_is("--seed")],
-    "--temp": [_is("--temperature")],
+    "-s": [_is("--seed"), PER_REQUEST],
+    "--temp": [_is("--temperature"), PER_REQUEST],
+    "--temperature": [PER_REQUEST],
+    "--top-k": [PER_REQUEST],
+    "--top-p": [PER_REQUEST],
+    "--min-p": [PER_REQUEST],
+    "--seed": [PER_REQUEST],
     "-sys": [_is("--system")],
     "--system-prompt": [_is("--system")],
     "-cnv": [("run", f"has no equivalent: {CHAT}")],
@@ -81,9 +87,9 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--chat-template-file": [("--target", f"has no equivalent: {TEMPLATE}")],
     "-fa": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--flash-attn": [("--target", "has no equivalent: specchat has no flash-attention option")],
-    "--repeat-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
-    "--presence-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
-    "--frequency-penalty": [("--temperature", "has no equivalent: specchat has no repetition penalty")],
+    "--repeat-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
+    "--presence-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
+    "--frequency-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
     # Click splits an unknown short flag into letters ("No such option: -t" for -ctk): each is named whole
     "-ctk": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
     "-ctv": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
