@@ -12,17 +12,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import download, modes
+from . import modes
 from .backends import for_path
 from .chat import Message, prompt_tokens
 from .compat import PairReport, require_compatible
-from .drafters import Drafter, DraftModelDrafter, NgramDrafter
+from .drafters import Drafter
 from .drafters.auto import AutoDrafter
+from .drafterset import add_drafters, suffix_drafter
 from .engine import EngineConfig, Interrupt, TextStream
-from .errors import EngineError, ModelFileError, PairError, UsageError
+from .errors import EngineError, PairError, UsageError
 from .models_api import CachedModel
-from .paths import require_model_files, require_other_draft
-from .registry import ModelSpec, load_registry
+from .pairfiles import Resolved, resolve
 from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
 
@@ -90,92 +90,6 @@ class Generation:
     stats: Stats
     set_aside: dict[str, int] = field(default_factory=dict)  # auto: drafters its guard set aside in this reply
     threads: tuple[int, int] | None = None  # (fewest, most) llama.cpp threads in this reply (cpuload.py)
-
-
-@dataclass
-class Resolved:
-    pair_name: str | None
-    target: Path
-    draft: Path | None
-    specs: dict[str, ModelSpec] = field(default_factory=dict)
-
-
-def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
-    """Paths of the files to load; registry models that are missing are pulled first (with a message)."""
-    require_model_files(target=options.target_path, draft=options.draft_path)
-    want_draft = options.wants_draft
-    if options.target_path is not None and (options.draft_path is not None or not want_draft):
-        if options.pair is not None:  # said, as export says it: a benchmark labelled by a pair it never loaded
-            what = "--target and --draft name the files" if options.draft_path is not None else "--target names it"
-            notify(f"pair {options.pair} is not used: {what}")
-        _check_not_self(Path(options.target_path), _opt_path(options.draft_path), options)
-        return _said_if_swapped(
-            Resolved(None, Path(options.target_path), _opt_path(options.draft_path)), options, notify
-        )
-    pair = load_registry().pair(options.pair)
-    paths: dict[str, Path] = {}
-    for role, spec, given in (("target", pair.target, options.target_path), ("draft", pair.draft, options.draft_path)):
-        if given is None and (role == "target" or want_draft):
-            paths[role] = _present_or_pulled(spec, notify, start_progress)
-    target = Path(options.target_path) if options.target_path else paths["target"]
-    draft = _opt_path(options.draft_path) or paths.get("draft")
-    _check_not_self(target, draft, options)
-    resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
-    return _said_if_swapped(resolved, options, notify)
-
-
-def _said_if_swapped(resolved: Resolved, options: Options, notify: Notify) -> Resolved:
-    """A draft model larger than its target costs more per token than the target: it cannot save time, and
-    --target and --draft given the wrong way round are the usual reason. Said, not refused (the output
-    stays the target's). Files of a plugin backend may not be weights alone: only GGUFs are compared."""
-    from .backends import LlamaCppBackend
-
-    files = (resolved.target, resolved.draft)
-    if (
-        resolved.draft is None
-        or not options.wants_draft
-        or not all(isinstance(for_path(f), LlamaCppBackend) for f in files)
-    ):
-        return resolved
-    from .gguf import split_parts
-
-    try:  # a split model's size is all its parts'
-        target_size, draft_size = (sum(part.stat().st_size for part in split_parts(f)) for f in files)
-    except (OSError, ModelFileError):
-        return resolved  # the load says what is wrong with it
-    if draft_size > target_size:
-        given = (options.target_path is not None) + (options.draft_path is not None)
-        swapped = {
-            2: "--target and --draft swapped?",
-            0: f"pair {resolved.pair_name}'s target and draft swapped?",
-        }.get(given, "it cannot save time")
-        notify(
-            f"the draft model {resolved.draft.name} ({draft_size / 1e9:.1f} GB) is larger than the target "
-            f"{resolved.target.name} ({target_size / 1e9:.1f} GB): {swapped}"
-        )
-    return resolved
-
-
-def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:
-    if draft is not None and not options.self_draft:
-        require_other_draft(target, draft)
-
-
-def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:
-    found = download.locate(spec)
-    if found is None:
-        # Offline: the error alone, not "pulling it first" and then the error. A wrong-sized file there: pull()
-        # says what is wrong with it instead.
-        if download.check_pullable(spec) is None:
-            notify(f"{spec.local_name} is not on this machine yet: pulling it first (once)")
-        result = download.pull(spec, notify, start_progress)
-        notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
-        found = result.path
-    return found
-
-
-def _opt_path(path: Path | None) -> Path | None:
-    return Path(path) if path is not None else None
 
 
 OVERHEAD_BYTES = 300_000_000  # per model: compute buffers, context, output logits (measured ~200 MB here)
@@ -300,7 +214,7 @@ class Pipeline:
         """The suffix drafter over `history` (None: the current conversation only), and with `arm` an arm
         of auto too. open_pipeline adds it over the user's log; the bench over a history it chose."""
         self.drop_suffix()
-        suffix = self.drafters["suffix"] = _suffix(self.target, history)
+        suffix = self.drafters["suffix"] = suffix_drafter(self.target, history)
         auto = self.drafters.get("auto")
         if arm and isinstance(auto, AutoDrafter):
             auto.drafters = [*auto.drafters, suffix]
@@ -371,7 +285,7 @@ def open_pipeline(
                 pipeline.pair_report = _compatible(target, draft, options, resolved)
             if loaded is not None:
                 loaded(pipeline)
-            _add_drafters(pipeline, saved, notify)
+            add_drafters(pipeline, saved, notify)
         except KeyboardInterrupt:  # the process is leaving: see Pipeline.__exit__
             raise
         except BaseException:  # a bad draft, an incompatible pair: free what was loaded
@@ -413,71 +327,3 @@ def _no_progress(_label: str, _total: int):
 def _load(path: Path, options: Options, gpu_layers: int, interrupt: Interrupt):
     config = EngineConfig(n_ctx=options.n_ctx, n_threads=options.threads, gpu_layers=gpu_layers)
     return for_path(path).load(path, config, interrupt)
-
-
-def _add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
-    """One drafter per mode the loaded models allow; auto gets measured costs and the others as arms."""
-    from . import tuning
-
-    options = pipeline.options
-    priors = saved.priors if saved is not None else {}
-    drafters: dict[str, Drafter] = {}
-    if pipeline.draft is not None:
-        drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
-    target = pipeline.target
-    drafters["ngram"] = NgramDrafter(
-        ends_copy=getattr(target, "is_control", None),
-        line_role=getattr(target, "line_role", None),
-        codec=target if hasattr(target, "piece") and hasattr(target, "tokenize") else None,  # rewrite.py
-    )
-    past = _user_history(pipeline, notify) if options.mode in ("suffix", "auto") else None
-    if options.mode == "suffix" or past is not None:  # for auto, only with a history: else it is prompt lookup
-        drafters["suffix"] = _suffix(pipeline.target, past)
-    if options.mode == "spec" and "spec" not in drafters:
-        raise UsageError("--mode spec needs a draft model", hint="give --draft FILE or a --pair, or use --mode ngram")
-    if options.mode == "auto":
-        # `bench --target T --modes spec,auto` loads the pair's draft model for spec; auto ran with it and
-        # under its tuning, where `run --target T` runs without one: it now measures what run does.
-        own = replace(pipeline.resolved, draft=None) if options.lone_target else pipeline.resolved
-        own_draft = pipeline.draft if own.draft is not None else None
-        key = tuning.key_for(own, options)
-        chosen = tuning.prepare(pipeline.target, own_draft, key, use_saved=options.use_tuning, notify=notify)
-        pipeline.tuning = chosen
-        arms = [d for d in drafters.values() if own_draft is not None or d.name != "spec"]
-        if own.draft is not None and not chosen.draft_model_can_pay():
-            arms = [d for d in arms if d.name != "spec"]
-            costs = chosen.costs
-            pipeline.mode_note = (
-                "auto: draft model off: even if every guess were accepted it could not beat the target here "
-                f"(a draft step costs {costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f})"
-            )
-            if not options.keep_draft and pipeline.draft is not None:  # the bench still compares it
-                drafters.pop("spec")
-                pipeline.draft.close()
-                pipeline.draft = None
-        else:
-            pipeline.mode_note = "auto: drafts only when the measured costs and acceptance say it pays"
-        drafters["auto"] = AutoDrafter(_fresh_costs(chosen.costs), arms)
-    pipeline.drafters = drafters
-
-
-def _suffix(target, history) -> Drafter:
-    from .drafters.suffix import SuffixDrafter
-
-    # A copy ends before a control token: the chat template's markup is never proposed.
-    return SuffixDrafter(history, ends_copy=getattr(target, "is_control", None))
-
-
-def _user_history(pipeline: Pipeline, notify: Notify):
-    """The user's past conversations from the log (history.History), or None where turned off (or where the
-    engine cannot say which tokenizer it has)."""
-    from . import history
-
-    if not history.enabled(not pipeline.options.history):
-        return None
-    return history.History.open(pipeline.target, notify, logging=pipeline.options.log)
-
-
-def _fresh_costs(costs):
-    """auto's own copy: its online updates must not change what tune or the bench report."""
-    return replace(costs, verify=dict(costs.verify))

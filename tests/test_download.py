@@ -223,14 +223,14 @@ def test_run_does_not_announce_a_pull_that_a_gated_model_without_a_token_cannot_
 ):
     """run said "X is not on this machine yet: pulling it first (once)" and then that X is gated and no token is
     set: a pull known to fail before any request is the error alone, as offline is."""
-    from specchat import runtime
+    from specchat import pairfiles
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token saved by a login either
     gated = ModelSpec(name="g", repo="nobody/g-GGUF", file="g.gguf", gated=True)
     notes: list[str] = []
     with pytest.raises(DownloadError, match="is gated on the Hub and no Hugging Face token"):
-        runtime._present_or_pulled(gated, notes.append, None)
+        pairfiles._present_or_pulled(gated, notes.append, None)
     assert notes == []
 
 

@@ -1,0 +1,105 @@
+"""Which model files a run loads: the user's own (--target, --draft) or a registry pair's, pulled when missing.
+Separate from runtime.py, which loads what this decides: finding, pulling and sanity-checking the files (a
+draft that is the target itself, or larger than it) needs nothing of the engines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import download
+from .backends import for_path
+from .errors import ModelFileError
+from .paths import require_model_files, require_other_draft
+from .registry import ModelSpec, load_registry
+
+if TYPE_CHECKING:
+    from .runtime import Notify, Options
+
+
+@dataclass
+class Resolved:
+    pair_name: str | None
+    target: Path
+    draft: Path | None
+    specs: dict[str, ModelSpec] = field(default_factory=dict)
+
+
+def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
+    """Paths of the files to load; registry models that are missing are pulled first (with a message)."""
+    require_model_files(target=options.target_path, draft=options.draft_path)
+    want_draft = options.wants_draft
+    if options.target_path is not None and (options.draft_path is not None or not want_draft):
+        if options.pair is not None:  # said, as export says it: a benchmark labelled by a pair it never loaded
+            what = "--target and --draft name the files" if options.draft_path is not None else "--target names it"
+            notify(f"pair {options.pair} is not used: {what}")
+        _check_not_self(Path(options.target_path), _opt_path(options.draft_path), options)
+        return _said_if_swapped(
+            Resolved(None, Path(options.target_path), _opt_path(options.draft_path)), options, notify
+        )
+    pair = load_registry().pair(options.pair)
+    paths: dict[str, Path] = {}
+    for role, spec, given in (("target", pair.target, options.target_path), ("draft", pair.draft, options.draft_path)):
+        if given is None and (role == "target" or want_draft):
+            paths[role] = _present_or_pulled(spec, notify, start_progress)
+    target = Path(options.target_path) if options.target_path else paths["target"]
+    draft = _opt_path(options.draft_path) or paths.get("draft")
+    _check_not_self(target, draft, options)
+    resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+    return _said_if_swapped(resolved, options, notify)
+
+
+def _said_if_swapped(resolved: Resolved, options: Options, notify: Notify) -> Resolved:
+    """A draft model larger than its target costs more per token than the target: it cannot save time, and
+    --target and --draft given the wrong way round are the usual reason. Said, not refused (the output
+    stays the target's). Files of a plugin backend may not be weights alone: only GGUFs are compared."""
+    from .backends import LlamaCppBackend
+
+    files = (resolved.target, resolved.draft)
+    if (
+        resolved.draft is None
+        or not options.wants_draft
+        or not all(isinstance(for_path(f), LlamaCppBackend) for f in files)
+    ):
+        return resolved
+    from .gguf import split_parts
+
+    try:  # a split model's size is all its parts'
+        target_size, draft_size = (sum(part.stat().st_size for part in split_parts(f)) for f in files)
+    except (OSError, ModelFileError):
+        return resolved  # the load says what is wrong with it
+    if draft_size > target_size:
+        given = (options.target_path is not None) + (options.draft_path is not None)
+        swapped = {
+            2: "--target and --draft swapped?",
+            0: f"pair {resolved.pair_name}'s target and draft swapped?",
+        }.get(given, "it cannot save time")
+        notify(
+            f"the draft model {resolved.draft.name} ({draft_size / 1e9:.1f} GB) is larger than the target "
+            f"{resolved.target.name} ({target_size / 1e9:.1f} GB): {swapped}"
+        )
+    return resolved
+
+
+def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:
+    if draft is not None and not options.self_draft:
+        require_other_draft(target, draft)
+
+
+def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:
+    found = download.locate(spec)
+    if found is None:
+        # Offline: the error alone, not "pulling it first" and then the error. A wrong-sized file there: pull()
+        # says what is wrong with it instead.
+        if download.check_pullable(spec) is None:
+            notify(f"{spec.local_name} is not on this machine yet: pulling it first (once)")
+        result = download.pull(spec, notify, start_progress)
+        notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
+        found = result.path
+    return found
+
+
+def _opt_path(path: Path | None) -> Path | None:
+    return Path(path) if path is not None else None
