@@ -20,7 +20,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
-from .logstore import refuse_leftover_wal
+from .logdb import refuse_leftover_wal
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
@@ -258,6 +258,6 @@ def message_tokens(tokenize: Callable[[str], list[int]], texts: list[str]) -> np
 
 def _read_only(path: Path) -> closing[sqlite3.Connection]:
     """A read-only connection to the log: the history never writes it, never creates it. Not to an empty log
-    beside a -wal: even a read-only connection would delete that (logstore.LeftoverWal)."""
+    beside a -wal: even a read-only connection would delete that (logdb.LeftoverWal)."""
     refuse_leftover_wal(path)
     return closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0))

@@ -3,100 +3,29 @@ logs.db. `run -c`/`--cid` and the chat's /load continue a logged conversation; `
 
 Several specchat processes may write at once: WAL mode, a busy timeout and one short transaction per
 reply. Writing happens after the reply is shown, and a failure (a locked or corrupt file, a full disk) is
-one warning line on stderr: the log never costs a reply.
+one warning line on stderr: the log never costs a reply. The file itself (opening, setting up, refusing
+what is not specchat's log, the hints) is logdb.py's.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import sqlite3
-import time
-from collections.abc import Iterator
-from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
-from .errors import SpecchatError
-from .paths import (
-    NotAFolder,
-    blocking_file,
-    env_flag,
-    expand_home,
-    file_problem,
-    log_file,
-    make_dirs,
-    moved_by,
-    nearest_existing,
-    writable,
-)
+from .logdb import LogError, connect, not_logged_because, reading, reason, transaction
+from .paths import env_flag, expand_home, log_file
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
     from .outputs import Request
     from .runtime import Generation, Pipeline
 
-VERSION = 1  # PRAGMA user_version once the tables below exist
-BUSY_S = 5.0  # how long a writer waits for another process's transaction
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS conversations (
-        id INTEGER PRIMARY KEY,
-        created TEXT NOT NULL,
-        pair TEXT, target TEXT, draft TEXT,
-        mode TEXT,
-        settings TEXT,  -- JSON of the first reply's settings (k, sampling, max_tokens, ctx)
-        system TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS messages (
-        id INTEGER PRIMARY KEY,
-        conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        created TEXT NOT NULL,
-        interrupted INTEGER NOT NULL DEFAULT 0,
-        label TEXT,     -- replies only: how the reply was made, as the view shows it (auto (k<=64))
-        settings TEXT,  -- replies only: JSON
-        stats TEXT      -- replies only: JSON of Stats.as_dict() (tokens, tok/s, acceptance, rounds by source)
-    )""",
-    "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
-)
-HINT = "move the file aside, and its -wal if there is one (a new log is started)"
-# Reading (`logs`, `run -c`, `--cid`, /load) needs the log itself: --no-log cannot help there, and a log
-# that is only locked is not broken, so moving it aside would start a new one for nothing.
-READ_HINT = (
-    "move the file aside, and its -wal if there is one (a new log is started; `specchat logs --path` prints where)"
-)
-READ_ONLY_WAL_HINT = (
-    "the log or its folder is read-only, and its -wal holds messages SQLite must write there to read: make them"
-    " writable, or copy the log and its -wal to a writable folder and point SPECCHAT_DATA_DIR there"
-)
-LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
-FOREIGN_HINT = "set SPECCHAT_DATA_DIR to a folder of specchat's own"
-LEFT_HINT = "move it next to that log, named as it with -wal added (old.db: old.db-wal), or delete it"
-NEWER_HINT = "upgrade specchat to read and write it (nothing in it was changed), or set SPECCHAT_DATA_DIR elsewhere"
-OWN_TABLES = {"conversations", "messages"}
 SQLITE_MAX = 2**63 - 1  # SQLite's INTEGER is 64-bit: a larger Python int cannot even be bound
-
-
-class LogError(SpecchatError):
-    """The conversation log cannot be read, or has no such conversation."""
-
-
-class ForeignDatabase(sqlite3.DatabaseError):
-    """Another program's database lies where the log should be: it is neither read nor changed."""
-
-
-class LeftoverWal(sqlite3.DatabaseError):
-    """A -wal file with no log to go with it: the log was moved aside (or emptied) after a process that wrote it
-    died, and the file holds that log's latest messages. SQLite deletes such a file when it starts a new log."""
-
-
-class NewerLog(sqlite3.DatabaseError):
-    """A log that a newer specchat set up: its tables may have another shape, so it is neither read nor changed."""
 
 
 def enabled(no_log: bool) -> bool:
@@ -105,172 +34,6 @@ def enabled(no_log: bool) -> bool:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@contextmanager
-def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    """A connection with the tables in place (created on first use). Raises sqlite3.Error or OSError."""
-    make_dirs(path.parent)
-    if path.exists() and (problem := file_problem(path)):  # SQLite: "unable to open", or "disk I/O error"
-        raise OSError(errno.EISDIR if path.is_dir() else errno.EINVAL, f"it {problem}, not a log", str(path))
-    refuse_leftover_wal(path)
-    if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
-    try:
-        conn.row_factory = sqlite3.Row
-        _setup(conn)
-        yield conn
-    finally:
-        conn.close()
-
-
-def refuse_leftover_wal(path: Path) -> None:
-    """A log that is missing or empty beside a -wal that is not: SQLite would take the -wal for a new empty
-    log's and delete it. A log in WAL mode always has its first page in the file itself, so this is never
-    a log another process is starting."""
-    wal = path.with_name(path.name + "-wal")
-    if (not path.exists() or path.stat().st_size == 0) and _has_wal(path):
-        state = "emptied" if path.exists() else "moved away"
-        raise LeftoverWal(f"{wal} is left from a log that was {state}, and holds its latest messages")
-
-
-def _setup(conn: sqlite3.Connection) -> None:
-    # Switching a new file to WAL needs an exclusive lock, and SQLite may answer "database is locked" at
-    # once instead of waiting on the busy timeout (processes opening a new log together): retry briefly.
-    deadline = time.monotonic() + BUSY_S
-    while True:
-        try:
-            _refuse_foreign(conn)  # before anything is written, the journal mode included
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            if conn.execute("PRAGMA user_version").fetchone()[0] < VERSION:
-                with transaction(conn):
-                    for statement in SCHEMA:
-                        conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {VERSION}")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def _refuse_foreign(conn: sqlite3.Connection) -> None:
-    """A database with tables that specchat did not set up (say simonw/llm's logs.db, found through
-    SPECCHAT_DATA_DIR) got specchat's tables added to it, or failed on its own `conversations` table.
-    specchat sets the version with its tables; tables a user adds to specchat's log later are theirs."""
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > VERSION and tables & OWN_TABLES:  # a later version may have renamed or dropped one of them
-        raise NewerLog(f"it was written by a newer specchat (log version {version}; this one knows {VERSION})")
-    if tables and not (version >= VERSION and tables >= OWN_TABLES):
-        shown = ", ".join(sorted(tables - OWN_TABLES or tables)[:3])
-        raise ForeignDatabase(f"it is another program's database (tables {shown}), not specchat's log")
-    if version > VERSION:
-        raise NewerLog(f"it was written by a newer specchat (log version {version}; this one knows {VERSION})")
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    # IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of
-    # failing when a read lock cannot be upgraded.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-@contextmanager
-def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
-    """A connection for reading (None: no log yet); failures become LogError."""
-    if not path.exists():
-        _check_folder(path)
-        try:
-            refuse_leftover_wal(path)  # a log moved aside without its -wal: "nothing logged" would hide it
-        except LeftoverWal as exc:
-            raise LogError(f"cannot read the conversation log {path}: {exc}", hint=LEFT_HINT) from None
-        yield None
-        return
-    try:
-        with _connect_to_read(path) as conn:
-            yield conn
-    except (sqlite3.Error, OSError) as exc:
-        hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else READ_HINT)
-        if "readonly" in str(exc) and _has_wal(path):  # see _connect_to_read: sound, but unreadable where it is
-            hint = READ_ONLY_WAL_HINT
-        raise LogError(f"cannot read the conversation log {path}: {_reason(exc)}", hint=hint) from None
-
-
-@contextmanager
-def _connect_to_read(path: Path) -> Iterator[sqlite3.Connection]:
-    """connect(), or where SQLite cannot write next to the log (a read-only folder or mount: a WAL log
-    needs its -shm file created there), the log opened immutable: reading it needs no write, and
-    `logs`, `-c` and /load failed with "attempt to write a readonly database" and a hint to move it aside."""
-    with ExitStack() as stack:
-        try:
-            conn = stack.enter_context(connect(path))
-        except sqlite3.OperationalError as exc:  # only opening: the reader's own errors are not retried
-            if "readonly" not in str(exc) or _has_wal(path):  # immutable would not read a -wal's messages
-                raise
-            conn = stack.enter_context(closing(sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)))
-            conn.row_factory = sqlite3.Row
-            _refuse_foreign(conn)
-        yield conn
-
-
-def _has_wal(path: Path) -> bool:
-    """Messages not yet checkpointed into the log (a writer that is running, or ended uncleanly): an immutable
-    open ignores them, so such a log is not read that way (it would show an older log without saying so)."""
-    wal = path.with_name(path.name + "-wal")
-    return wal.is_file() and wal.stat().st_size > 0
-
-
-def _check_folder(path: Path) -> None:
-    """A log that is missing because a file stands where its folder should be (SPECCHAT_DATA_DIR naming a
-    file) is an error naming that file, not an empty log."""
-    blocker = blocking_file(path.parent)
-    if blocker is not None:
-        exc = NotAFolder(blocker, path.parent)
-        raise LogError(f"cannot read the conversation log {path}: {exc}", hint=exc.hint)
-
-
-_HINTS = {
-    ForeignDatabase: FOREIGN_HINT,
-    NewerLog: NEWER_HINT,
-    LeftoverWal: LEFT_HINT,
-}  # neither is damage: moving it aside is no fix
-
-
-def _reason(exc: BaseException) -> str:
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-
-
-def _locked(exc: BaseException) -> bool:
-    """SQLite's "database is locked" (another writer): only its own errors, since an OSError's text holds the
-    path, and a folder named /srv/unlocked is no lock."""
-    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-
-
-def not_logged_because(exc: BaseException, path: Path) -> str:
-    """Why a reply was not logged, and the hint: the end of `run`'s, the chat's and `serve`'s warning.
-    Moving the file aside helps a damaged log only: not a locked one, nor one in a read-only folder
-    (where no new log can be started either)."""
-    if type(exc) in _HINTS:
-        hint = _HINTS[type(exc)]
-    elif isinstance(exc, NotAFolder):
-        hint = exc.hint
-    elif _locked(exc):
-        hint = LOCKED_HINT
-    elif not writable(path.parent):
-        folder = nearest_existing(path.parent)
-        hint = f"{folder} is read-only: make it writable, or point {moved_by(folder) or 'SPECCHAT_DATA_DIR'} elsewhere"
-    else:
-        hint = HINT
-    return f"{_reason(exc)}  hint: {hint}, or run with --no-log"
 
 
 # -- reading ---------------------------------------------------------------------------------------------
@@ -390,7 +153,7 @@ class Recorder:
         try:
             loaded = load_conversation(expand_home(what))
         except OSError as exc:
-            raise TranscriptError(f"cannot read {what}: {_reason(exc)}") from None
+            raise TranscriptError(f"cannot read {what}: {reason(exc)}") from None
         self.restart()
         return loaded, what
 

@@ -22,7 +22,7 @@ import pytest
 from rich.console import Console
 from test_cli import assert_one_line_error, invoke
 
-from specchat import logstore
+from specchat import logdb, logstore
 from specchat.chat import Conversation, Message
 from specchat.paths import log_file
 
@@ -193,7 +193,7 @@ def test_a_log_that_is_not_a_file_is_named_so(files, kind):
 
 def test_a_locked_log_costs_no_reply(files, monkeypatch):
     ok(invoke("run", *files, "first"))
-    monkeypatch.setattr(logstore, "BUSY_S", 0.2)
+    monkeypatch.setattr(logdb, "BUSY_S", 0.2)
     holder = sqlite3.connect(log_file(), isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process in the middle of a long write
     try:
@@ -236,7 +236,7 @@ def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
     """`logs` (and -c) on a corrupt log hinted "or run with --no-log", an option `logs` does not have and
     that cannot make a log readable; on a merely locked log it said to move the file aside."""
     ok(invoke("run", *files, "first"))
-    monkeypatch.setattr(logstore, "BUSY_S", 0.2)
+    monkeypatch.setattr(logdb, "BUSY_S", 0.2)
     holder = sqlite3.connect(log_file(), isolation_level=None)
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # in WAL mode only this keeps readers out
     holder.execute("BEGIN EXCLUSIVE")
@@ -262,7 +262,7 @@ def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypat
     def refuse(conn):
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
-    monkeypatch.setattr(logstore, "_setup", refuse)
+    monkeypatch.setattr(logdb, "_setup", refuse)
     assert [row["prompt"] for row in logged()] == ["first"]
     result = invoke("run", *files, "-c", ADA)
     assert result.exit_code == 0 and "first" in result.stdout and ADA in result.stdout, result.output
@@ -281,7 +281,7 @@ def test_a_log_with_a_wal_in_a_read_only_folder_is_not_sent_aside(files, monkeyp
     def refuse(conn):
         raise sqlite3.OperationalError("attempt to write a readonly database")
 
-    monkeypatch.setattr(logstore, "_setup", refuse)
+    monkeypatch.setattr(logdb, "_setup", refuse)
     log_file().with_name(log_file().name + "-wal").write_bytes(b"x")
     for result in (invoke("logs"), invoke("logs", "--json"), invoke("run", *files, "-c", "hi")):
         assert_one_line_error(result, 1, "attempt to write a readonly database")
@@ -324,7 +324,7 @@ def test_a_log_from_a_newer_specchat_is_named_so_and_left_as_it_was(files, renam
     ok(invoke("run", *files, "first"))
     path = log_file()
     with sqlite3.connect(path) as newer:
-        newer.execute(f"PRAGMA user_version = {logstore.VERSION + 1}")
+        newer.execute(f"PRAGMA user_version = {logdb.VERSION + 1}")
         if renamed == "table":  # was "another program's database" (review)
             newer.execute("ALTER TABLE conversations RENAME TO chats")
         elif renamed:
@@ -341,7 +341,7 @@ def test_a_log_from_a_newer_specchat_is_named_so_and_left_as_it_was(files, renam
         invoke("run", *files, "-c", "hi"),
         invoke("run", *files, "--cid", "1", "hi"),
     ):
-        assert_one_line_error(reading, 1, f"written by a newer specchat (log version {logstore.VERSION + 1}")
+        assert_one_line_error(reading, 1, f"written by a newer specchat (log version {logdb.VERSION + 1}")
         assert "upgrade specchat" in reading.stderr and "move the file aside" not in reading.stderr
     assert path.read_bytes() == before
 
