@@ -94,7 +94,7 @@ def _is_part(part: object) -> bool:
 
 def _text(content: str | list | None) -> str:
     if isinstance(content, list):
-        # one line each, as the server reads them (openai_api._message) and llama-server and vLLM join them
+        # one line each, as the server reads them (apicheck.message) and llama-server and vLLM join them
         return "\n".join(part["text"] for part in content if part.get("type") == "text")
     return content or ""
 
