@@ -101,6 +101,7 @@ class Interrupt:
         # the chat's step ends, so a press then (a second one, as users press it) cannot cut the reply's
         # wind-down (the view closing, its logging) and lose the reply with its message.
         self.settle = False
+        self._settled = False  # SIGINT is ignored by the settling above, not by the shell
         self.callback = lib.ggml_abort_callback(lambda _data: self.requested)
 
     def _flag(self, _signum, _frame) -> None:
@@ -113,27 +114,34 @@ class Interrupt:
             raise KeyboardInterrupt
 
     @contextmanager
-    def _handling(self, handler) -> Iterator[None]:
+    def _handling(self, handler, *, settling: bool = False) -> Iterator[None]:
+        """`handler` for SIGINT inside; then as it was, or with `settling`, ignored where it was ours."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
         previous = signal.signal(signal.SIGINT, handler)
-        if previous is signal.SIG_IGN:  # started in the background by a shell: Ctrl-C is not ours
+        # Ignored before: started in the background by a shell, Ctrl-C is not ours; unless the chat's settling
+        # ignored it after an earlier generation of the same step (then Ctrl-C is ours, and stops this one).
+        ours = previous is not signal.SIG_IGN or (settling and self._settled)
+        if not ours:
             signal.signal(signal.SIGINT, previous)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if settling:  # no moment with the default handler between the generation and the chat's wind-down
+                self._settled = ours and previous in (signal.default_int_handler, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN if settling and self._settled else previous)
 
     @contextmanager
     def armed(self) -> Iterator[None]:
-        """A fresh start for one generation: an older Ctrl-C that was already handled is forgotten."""
+        """A fresh start for one generation: an older Ctrl-C that was already handled is forgotten. In the chat
+        (settle), Ctrl-C is then ignored until the chat's step ends (and put back by the chat)."""
         self.requested = self.raised = False
-        with self._handling(self._raise):
-            yield
-        self.requested = False  # a press after the stop (only flagged) must not abort a later call into llama.cpp
-        if self.settle and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # put back by the chat when its step ends
+        try:
+            with self._handling(self._raise, settling=self.settle):
+                yield
+        finally:  # a press after the stop (only flagged) must not abort a later call into llama.cpp
+            self.requested = False
 
     def native(self):
         """Around one call into llama.cpp: Ctrl-C only sets the flag that the callbacks return."""

@@ -939,9 +939,16 @@ def test_ctrl_c_stops_a_generation_once(settle):
             signal.raise_signal(signal.SIGINT)  # pressed again at once: the stop under way is enough
             assert interrupt.requested  # still seen by llama.cpp's abort callback, should a call be running
         assert not interrupt.requested  # and forgotten with the generation: a later call is not aborted by it
+        with pytest.raises(ValueError), interrupt.armed():  # a generation that fails forgets it too
+            interrupt.requested = True
+            raise ValueError
+        assert not interrupt.requested
         if settle:
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # until the chat's step ends
             signal.raise_signal(signal.SIGINT)
+            with interrupt.armed(), pytest.raises(KeyboardInterrupt):  # another generation of the same step
+                signal.raise_signal(signal.SIGINT)  # stops as the first did: the ignoring was ours
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
             signal.signal(signal.SIGINT, signal.default_int_handler)  # as the chat's next step sets it
         else:  # a one-shot reply or a server: Ctrl-C is as it was
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
