@@ -186,3 +186,38 @@ def test_sampling_flags_given_to_serve_say_that_requests_set_them(isolated, flag
     """`llama-server --temp 0.7` sets its default; serve takes sampling per request, and said only
     "No such option"."""
     assert_one_line_error(invoke("serve", flag, "1"), 2, f"{flag} has no equivalent in serve: each request sets")
+
+
+def test_a_prompt_that_ends_in_gguf_is_a_prompt(files):
+    """A one-word model file name is refused where the prompt goes; "how do I make a .gguf" was refused too."""
+    result = invoke("run", *files, "how do I convert safetensors to .gguf")
+    assert result.exit_code == 0 and "convert safetensors" in result.stdout, result.output
+
+
+def test_after_double_dash_any_word_is_a_prompt(files):
+    """`--` is the way to send a word the checks would take for a model or a pair."""
+    for word in ("model.gguf", "qwen2.5-coder-1.5b"):
+        result = invoke("run", *files, "--", word)
+        assert result.exit_code == 0 and word in result.stdout, result.output
+
+
+def test_a_pair_of_ones_own_named_with_a_colon_is_that_pair(isolated):
+    """A user's pair named `coder:1.5b` was "Ollama's name; the pair is coder:1.5b" wherever a pair goes."""
+    (isolated / "config").mkdir(exist_ok=True)
+    (isolated / "config" / "models.toml").write_text(
+        '[pairs."coder:1.5b"]\nfamily = "qwen2.5"\n'
+        'target = "qwen2.5-coder-1.5b-instruct-q4_k_m"\ndraft = "qwen2.5-coder-0.5b-instruct-q4_k_m"\n'
+    )
+    from specchat.cli import habits
+
+    habits._positional("pull", ["coder:1.5b"])  # tune and pull: their PAIR argument
+    assert habits.FOLLOWED_BY["--pair"]("run", "coder:1.5b") is None  # --pair
+    assert habits.FOLLOWED_BY["-p"]("export", "coder:1.5b") is None
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [(["bench", "--draft", "8"], "the draft length is --ks 8"), (["tune", "--draft", "8"], "tune measures every")],
+)
+def test_the_draft_length_hint_names_an_option_the_command_has(isolated, command, needle):
+    assert_one_line_error(invoke(*command), 2, needle)

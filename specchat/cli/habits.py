@@ -108,7 +108,7 @@ COMMANDS = {
     "server": "`specchat serve` is the server",
 }
 
-MODEL_FILE = re.compile(r".*\.gguf", re.IGNORECASE)
+MODEL_FILE = re.compile(r"\S+\.gguf", re.IGNORECASE)  # one word: "how do I make a .gguf" is a prompt
 
 
 def _model_like(value: str) -> bool:
@@ -142,7 +142,9 @@ def _pair_prompt(command: str, value: str) -> str | None:
 def _ollama_name(command: str, value: str) -> str | None:
     """Ollama's NAME:TAG for a pair (qwen2.5-coder:7b) where a pair's name goes."""
     pair = _pair_named(value) if ":" in value else None
-    return f"{value} is Ollama's name; the pair is {pair}" if pair is not None else None
+    if pair is None or pair == value:  # a pair of the user's own may be named with a colon: it is that pair
+        return None
+    return f"{value} is Ollama's name; the pair is {pair}"
 
 
 def _format_file(command: str, value: str) -> str | None:
@@ -167,9 +169,13 @@ def _output_format(command: str, value: str) -> str | None:
 
 
 def _draft_count(command: str, value: str) -> str | None:
-    if value.isdigit() and not Path(value).exists():  # llama-speculative's --draft N: the draft length
-        return f"--draft is the draft model's file here; the draft length is -k {value}"
-    return None
+    if not value.isdigit() or Path(value).exists():  # llama-speculative's --draft N: the draft length
+        return None
+    if command == "tune":
+        return "--draft is the draft model's file here; tune measures every draft length itself"
+    return (
+        f"--draft is the draft model's file here; the draft length is {'--ks' if command == 'bench' else '-k'} {value}"
+    )
 
 
 # Options specchat has whose llama.cpp meaning differs -> a check of the token that follows them.
@@ -219,7 +225,7 @@ def check(command_name: str, params: list, args: list[str]) -> None:
             if message:
                 raise UsageError(message, hint=HINT)
         index += 2 if name in takes_value and "=" not in token else 1
-    _positional(command_name, positionals + args[end + 1 :])
+    _positional(command_name, positionals)  # after `--` a word is taken as it is: the way to send any prompt
 
 
 def _foreign(command_name: str, name: str, names: set[str]) -> None:
