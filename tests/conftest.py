@@ -56,6 +56,27 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
+# A user's overlay with a pair "mine" of two fake models, named by the files fake_backend.write_pair makes.
+MINE = (
+    '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\nsource_repo = "a/t"\n'
+    '[models.d]\nrepo = "a/d-GGUF"\nfile = "{draft}"\nsource_repo = "a/d"\n'
+    '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
+)
+
+
+@pytest.fixture
+def overlay(isolated):
+    """overlay(text): the user's models.toml (in this test's config directory) holds text; its path."""
+
+    def write(text: str):
+        path = isolated / "config" / "models.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    return write
+
+
 @pytest.fixture
 def fake_models(isolated):
     """(target, draft) fake model files, with the fake backend registered (as a plugin would be)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import fake_backend
 import pytest
+from conftest import MINE
 from typer.testing import CliRunner
 
 from specchat import export as exporting
@@ -177,16 +178,10 @@ def test_vllm_speculative_config_is_json(fake_models, seed_tuning):
     assert "GGUF support is experimental" in result.stderr and "--tokenizer" in result.stderr
 
 
-def test_vllm_ngram_and_hub_repos(fake_models, seed_tuning, isolated):
+def test_vllm_ngram_and_hub_repos(fake_models, seed_tuning, isolated, overlay):
     target, draft = fake_models
     seed_tuning(target, draft, CPU_COSTS)
-    overlay = isolated / "config" / "models.toml"
-    overlay.parent.mkdir(parents=True, exist_ok=True)
-    overlay.write_text(
-        '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\nsource_repo = "a/t"\n'
-        '[models.d]\nrepo = "a/d-GGUF"\nfile = "draft.fake.gguf"\nsource_repo = "a/d"\n'
-        '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
-    )
+    overlay(MINE.format(draft="draft.fake.gguf"))
     result = run_export("--to", "vllm", "--pair", "mine", "--json")  # not on this machine: vLLM pulls the repos
     assert result.exit_code == 0, result.output
     argv = json.loads(result.stdout)["argv"]
@@ -372,16 +367,10 @@ def test_the_target_as_its_own_draft_is_refused_as_run_refuses_it(fake_models):
     assert ngram.exit_code == 0, ngram.output  # the command names no draft model
 
 
-def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, isolated):
+def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, overlay):
     """`--draft FILE` beside a pair: the command names that file; the pair's draft repo is another model."""
     _target, draft = fake_models
-    overlay = isolated / "config" / "models.toml"
-    overlay.parent.mkdir(parents=True, exist_ok=True)
-    overlay.write_text(
-        '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\nsource_repo = "a/t"\n'
-        '[models.d]\nrepo = "a/d-GGUF"\nfile = "other-draft.fake.gguf"\nsource_repo = "a/d"\n'
-        '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
-    )
+    overlay(MINE.format(draft="other-draft.fake.gguf"))
     result = run_export("--to", "vllm", "--pair", "mine", "--draft", str(draft), "--mode", "spec", "--json")
     assert result.exit_code == 0, result.output
     argv = json.loads(result.stdout)["argv"]

@@ -889,13 +889,11 @@ def test_engine_errors_have_a_hint(monkeypatch):
     assert err.value.hint
 
 
-def test_a_target_given_with_the_pairs_draft_of_another_vocabulary_says_whose_draft_it_is(isolated, tmp_path):
+def test_a_target_given_with_the_pairs_draft_of_another_vocabulary_says_whose_draft_it_is(isolated, tmp_path, overlay):
     """`run --target T --mode spec` drafts with the pair's draft model: 'incompatible pair: draft vocabulary
     differs' (hint: a draft of the same family, or --force-pair) spoke of a draft the user never named."""
     fake_backend.write_pair(isolated / "models")
-    overlay = isolated / "config" / "models.toml"
-    overlay.parent.mkdir(parents=True, exist_ok=True)
-    overlay.write_text(
+    overlay(
         '[models.t]\nrepo = "a/t-GGUF"\nfile = "target.fake.gguf"\n'
         '[models.d]\nrepo = "a/d-GGUF"\nfile = "draft.fake.gguf"\n'
         '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'

@@ -201,10 +201,9 @@ def test_after_double_dash_any_word_is_a_prompt(files):
         assert result.exit_code == 0 and word in result.stdout, result.output
 
 
-def test_a_pair_of_ones_own_named_with_a_colon_is_that_pair(isolated):
+def test_a_pair_of_ones_own_named_with_a_colon_is_that_pair(overlay):
     """A user's pair named `coder:1.5b` was "Ollama's name; the pair is coder:1.5b" wherever a pair goes."""
-    (isolated / "config").mkdir(exist_ok=True)
-    (isolated / "config" / "models.toml").write_text(
+    overlay(
         '[pairs."coder:1.5b"]\nfamily = "qwen2.5"\n'
         'target = "qwen2.5-coder-1.5b-instruct-q4_k_m"\ndraft = "qwen2.5-coder-0.5b-instruct-q4_k_m"\n'
     )
