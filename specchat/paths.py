@@ -260,6 +260,9 @@ def require_other_draft(target: Path, draft: Path) -> None:
         )
 
 
+LINK_LOOP = "is a loop of symbolic links"
+
+
 def file_problem(path: Path) -> str | None:
     """Why a path that should be a regular file (a model given by path, the log) is not one (None: it is one)."""
     try:
@@ -268,7 +271,7 @@ def file_problem(path: Path) -> str | None:
         pass  # said below (a link to nowhere too)
     except OSError as exc:  # a name too long or a folder without permission: is_file() raised (an internal error)
         loop = exc.errno == errno.ELOOP  # is_file() is False: it "did not exist"
-        return "is a loop of symbolic links" if loop else f"cannot be looked at: {exc.strerror or exc}"
+        return LINK_LOOP if loop else f"cannot be looked at: {exc.strerror or exc}"
     if path.is_file():
         return None
     if path.is_dir():

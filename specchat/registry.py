@@ -5,7 +5,6 @@ Models are declared once and pairs refer to them by name, because one small draf
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RegistryError
-from .paths import overlay_file
+from .paths import LINK_LOOP, file_problem, overlay_file
 from .registrychecks import (
     check_keys,
     optional,
@@ -110,14 +109,18 @@ def packaged_registry_path() -> Path:
     return Path(__file__).resolve().parent.parent / "models.toml"
 
 
-def _dangling(link: Path) -> str:
-    """Why a link leads nowhere: what it names is missing, or links lead back to where they started."""
-    try:
-        link.stat()
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "which leads back to itself (a loop of links)"
-    return "which does not exist"
+def _check_overlay_missing(path: Path, problem: str) -> None:
+    """No overlay is fine; one that is there but cannot be read was ignored in silence (`models` still named it
+    as the overlay), and a link into a dotfiles folder that moved made the user's pairs vanish."""
+    if problem.startswith("cannot be looked at"):  # a name too long, a folder without permission
+        raise RegistryError(f"{path} {problem}", hint="check the config folder's permissions, or SPECCHAT_CONFIG_DIR")
+    if problem in ("does not exist", LINK_LOOP) and path.is_symlink():
+        leads = "which leads back to itself (a loop of links)" if problem == LINK_LOOP else "which does not exist"
+        raise RegistryError(
+            f"{path} is a link to {os.readlink(path)}, {leads}", hint="fix the link, or remove it (no overlay)"
+        )
+    if problem != "does not exist":  # a directory or a FIFO
+        raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
 
 
 def load_registry(extra: Path | None = None) -> Registry:
@@ -128,14 +131,9 @@ def load_registry(extra: Path | None = None) -> Registry:
     paths = [packaged_registry_path(), extra or overlay_file()]
     default_from = paths[0]  # the file to blame when default_pair names no pair
     for path in paths:
-        if path == paths[-1] and not path.is_file():
-            if path.exists():  # a directory or a FIFO: ignored in silence, `models` still named it as the overlay
-                raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
-            if path.is_symlink():  # a link into a dotfiles folder that moved: the user's pairs vanished in silence
-                raise RegistryError(
-                    f"{path} is a link to {os.readlink(path)}, {_dangling(path)}",
-                    hint="fix the link, or remove it (no overlay)",
-                )
+        problem = file_problem(path) if path == paths[-1] else None
+        if problem is not None:
+            _check_overlay_missing(path, problem)
             continue
         data = read_toml(path)
         check_keys(data, TOP_KEYS, path, "the top level")

@@ -291,3 +291,12 @@ def test_an_overlay_in_a_loop_of_links_is_named_so(tmp_path):
     with pytest.raises(RegistryError) as err:
         load_registry(overlay)
     assert "loop of links" in err.value.message and "does not exist" not in err.value.message
+
+
+def test_an_overlay_that_cannot_be_looked_at_is_named(tmp_path):
+    """A config folder whose name is too long (or that this user may not search) was an internal error:
+    pathlib's is_file() raises there on Python 3.11."""
+    overlay = tmp_path / ("x" * 300) / "models.toml"
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert "cannot be looked at: File name too long" in err.value.message and "SPECCHAT_CONFIG_DIR" in err.value.hint
