@@ -74,7 +74,7 @@ class History:
         self.notify = notify
         self.usable = True
         self.frozen = False  # its folder is read-only: the committed index is read, never written
-        self.damaged = ""  # why a frozen index cannot be used (it cannot be rebuilt either)
+        self.damaged: str | None = None  # why a frozen index cannot be used (it cannot be rebuilt either)
 
     @classmethod
     def open(
