@@ -137,8 +137,9 @@ def to_markdown(result: BenchResult) -> str:
         lines += ["", f"*{INTERRUPTED}*"]
     if result.skipped:  # json and jsonl have "skipped"
         lines += [""] + [f"- {_md_cell(skipped.text())}" for skipped in result.skipped]
-    if context_note(result):  # json and jsonl have each sample's stop_reason
-        lines += ["", f"*{context_note(result)}*"]
+    cut = context_note(result)
+    if cut:  # json and jsonl have each sample's stop_reason
+        lines += ["", f"*{cut}*"]
     return "\n".join(lines) + "\n"
 
 
@@ -213,9 +214,9 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         _say_skipped(err, result)
 
 
-def _say_skipped(err, result: BenchResult) -> None:
-    for skipped in result.skipped:
-        err.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
+def _say_skipped(console: Console, result: BenchResult) -> None:
+    for skipped in result.skipped:  # a prompt id is the user's text: shown, never obeyed
+        console.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
 
 
 def _write_file(path: Path, body: str) -> None:
@@ -236,10 +237,10 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
     console.print(bench_table(result))
     if result.interrupted:
         console.print(INTERRUPTED, style="yellow", highlight=False)
-    for skipped in result.skipped:  # a prompt id is the user's text: shown, never obeyed
-        console.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
-    if context_note(result):
-        console.print(context_note(result), style="yellow", highlight=False)
+    _say_skipped(console, result)
+    cut = context_note(result)
+    if cut:
+        console.print(cut, style="yellow", highlight=False)
     if result.cost is not None:
         console.print(cost_table(result.cost, ks))
     lossless = result.lossless_summary()
