@@ -9,8 +9,10 @@ with a few tokens changed (what users asking for the same kind of thing again lo
 
 - build: the whole history appended in chunks of 1M tokens (a first update from a long log);
 - append: one reply of ~300 tokens after the build (what every later reply costs), median;
-- open: mapping the committed index in a new HistoryIndex (the page cache is warm: a cold disk adds
-  its own reads of the meta file and of the pages a lookup touches);
+- open: mapping the committed index in a new HistoryIndex and checking its sample (historyindex.damage_in),
+  page cache warm; with `--cold N`, also N opens in fresh processes with the page cache dropped before
+  each (`/proc/sys/vm/drop_caches`: root only; without it, said and skipped), what a run's start pays
+  after a reboot;
 - lookup: the drafter's whole lookup (drafters.suffix.lookup over a 2,000-token conversation and the
   history, 64 tokens of continuation), for contexts that end in a repeated passage and for fresh ones;
 - size: bytes on disk (the files are sparse: what is allocated, next to their apparent size).
@@ -22,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -83,10 +88,32 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def measure(total: int, seed: int = 1) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
+def cold_opens(folder: Path, capacity: int, times: int) -> list[float] | None:
+    """Seconds of `times` opens, each in a new process after the page cache was dropped (None: it
+    cannot be dropped here). numpy is loaded before the clock starts: a run has loaded it long before."""
+    child = (
+        "import sys, time, numpy as np; from pathlib import Path; from specchat.historyindex import HistoryIndex\n"
+        "np.random.default_rng().choice(9, 2, replace=False)\n"
+        "index = HistoryIndex(Path(sys.argv[1]), 'bench', capacity=int(sys.argv[2]))\n"
+        "start = time.perf_counter(); index.open(); print(time.perf_counter() - start)"
+    )
+    out = []
+    for _ in range(times):
+        os.sync()
+        try:
+            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        except OSError:
+            return None
+        run = subprocess.run([sys.executable, "-c", child, str(folder), str(capacity)], capture_output=True, text=True)
+        out.append(float(run.stdout))
+    return out
+
+
+def measure(total: int, seed: int = 1, cold: int = 0) -> dict:
+    with tempfile.TemporaryDirectory(dir=Path.cwd() if cold else None) as tmp:  # cold: on disk, not tmpfs
         folder = Path(tmp) / "bench"
         index, pool, build_s = build(folder, total)
+        colds = cold_opens(folder, index.meta.capacity, cold) if cold else None
         rng = np.random.default_rng(seed)
         appends = [timed(lambda: index.append(rng.integers(0, VOCAB, 300), 0)) for _ in range(50)]
         opens = []
@@ -114,6 +141,7 @@ def measure(total: int, seed: int = 1) -> dict:
             "append_reply_s_median": statistics.median(appends),
             "open_s_median": statistics.median(opens),
             "open_s_max": max(opens),
+            "cold_open_s": colds,
             "lookup_hit_ms_median": 1000 * statistics.median(hits),
             "lookup_hit_ms_p99": 1000 * percentile(hits, 99),
             "lookup_miss_ms_median": 1000 * statistics.median(misses),
@@ -125,9 +153,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", default="1000000,10000000", help="comma-separated history sizes")
     parser.add_argument("--json", action="store_true", help="one JSON object per size instead of a table")
+    parser.add_argument("--cold", type=int, default=0, metavar="N", help="N opens with the page cache dropped (root)")
     args = parser.parse_args()
     for total in (int(t) for t in args.tokens.split(",")):
-        row = measure(total)
+        row = measure(total, cold=args.cold)
         if args.json:
             print(json.dumps(row))
             continue
@@ -138,6 +167,10 @@ def main() -> None:
             f"lookup hit {row['lookup_hit_ms_median']:.3f}/{row['lookup_hit_ms_p99']:.3f} ms  "
             f"miss {row['lookup_miss_ms_median']:.3f}/{row['lookup_miss_ms_p99']:.3f} ms (median/p99)"
         )
+        if args.cold:
+            colds = row["cold_open_s"]
+            said = " ".join(f"{1000 * s:.0f}" for s in colds) + " ms" if colds else "skipped (needs root)"
+            print("  cold open: " + said)
 
 
 if __name__ == "__main__":

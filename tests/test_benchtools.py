@@ -131,3 +131,22 @@ def test_traces_record_the_drafts_confidence_and_old_traces_get_the_same(default
         )
     assert flipped == 0
     assert again == conf
+
+
+def test_history_index_bench_measures_a_small_history_and_skips_cold_opens_it_cannot_make(monkeypatch, tmp_path):
+    """benchmarks/history_index.py: one small history end to end; where the page cache cannot be dropped
+    (not root), the cold opens are skipped (None), never timed warm and reported as cold."""
+    bench = load("history_index")
+    row = bench.measure(30_000)
+    assert row["tokens"] >= 30_000 and row["open_s_median"] > 0 and row["cold_open_s"] is None
+    assert row["disk_bytes"] > 0 and row["lookup_hit_ms_median"] > 0
+    real = Path.write_text
+
+    def refuse(path, *args, **kwargs):
+        if str(path) == "/proc/sys/vm/drop_caches":
+            raise PermissionError(13, "Permission denied")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    index, _, _ = bench.build(tmp_path / "h", 30_000)
+    assert bench.cold_opens(tmp_path / "h", index.meta.capacity, 2) is None
