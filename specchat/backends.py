@@ -23,7 +23,7 @@ class Backend(Protocol):
         ...
 
     def load(self, path: Path, config: Any, interrupt: Any) -> Any:
-        """An engine for the file (config: engine.EngineConfig, interrupt: engine.Interrupt)."""
+        """An engine for the file (config: engine.EngineConfig, interrupt: interrupt.Interrupt)."""
         ...
 
     def memory_needed(self, path: Path, n_ctx: int) -> tuple[int, int] | None:

@@ -7,14 +7,11 @@ that ask for them, never for the whole context (no `logits_all`), and the KV cac
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import os
-import signal
-import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -23,6 +20,7 @@ import numpy as np
 
 from .cpuload import ThreadGovernor, usable_cpus
 from .errors import ContextFullError, EngineError
+from .interrupt import Interrupt
 
 try:
     import llama_cpp.llama_cpp as lib
@@ -83,75 +81,6 @@ def capped_threads(asked: int) -> tuple[int, str | None]:
     if asked <= usable:
         return asked, None
     return usable, f"--threads {asked} is more than the {usable} usable CPUs: using {usable}"
-
-
-class Interrupt:
-    """Ctrl-C that can stop a running llama_decode (or model load) through llama.cpp's callbacks.
-
-    Python runs signal handlers only between bytecodes. While llama.cpp runs, the only Python that runs
-    is our abort/progress callback, and an exception raised there is swallowed by ctypes, so around every
-    native call (`native()`) Ctrl-C merely sets a flag: the callback returns it, ggml stops between graph
-    nodes, and the flag becomes a KeyboardInterrupt once the call has returned.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.raised = False  # this generation has had its KeyboardInterrupt: more presses only set `requested`
-        # Set by the chat: once a generation has returned (whole, or stopped by Ctrl-C), Ctrl-C is ignored until
-        # the chat's step ends, so a press then (a second one, as users press it) cannot cut the reply's
-        # wind-down (the view closing, its logging) and lose the reply with its message.
-        self.settle = False
-        self._settled = False  # SIGINT is ignored by the settling above, not by the shell
-        self.callback = lib.ggml_abort_callback(lambda _data: self.requested)
-
-    def _flag(self, _signum, _frame) -> None:
-        self.requested = True
-
-    def _raise(self, _signum, _frame) -> None:
-        self.requested = True
-        if not self.raised:  # a press while the first one's stop unwinds would escape the code that catches it
-            self.raised = True
-            raise KeyboardInterrupt
-
-    @contextmanager
-    def _handling(self, handler, *, settling: bool = False) -> Iterator[None]:
-        """`handler` for SIGINT inside; then as it was, or with `settling`, ignored where it was ours."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = signal.signal(signal.SIGINT, handler)
-        # Ignored before: started in the background by a shell, Ctrl-C is not ours; unless the chat's settling
-        # ignored it after an earlier generation of the same step (then Ctrl-C is ours, and stops this one).
-        ours = previous is not signal.SIG_IGN or (settling and self._settled)
-        if not ours:
-            signal.signal(signal.SIGINT, previous)
-        try:
-            yield
-        finally:
-            if settling:  # no moment with the default handler between the generation and the chat's wind-down
-                self._settled = ours and previous in (signal.default_int_handler, signal.SIG_IGN)
-            signal.signal(signal.SIGINT, signal.SIG_IGN if settling and self._settled else previous)
-
-    @contextmanager
-    def armed(self) -> Iterator[None]:
-        """A fresh start for one generation: an older Ctrl-C that was already handled is forgotten. In the chat
-        (settle), Ctrl-C is then ignored until the chat's step ends (and put back by the chat)."""
-        self.requested = self.raised = False
-        try:
-            with self._handling(self._raise, settling=self.settle):
-                yield
-        finally:  # a press after the stop (only flagged) must not abort a later call into llama.cpp
-            self.requested = False
-
-    def native(self):
-        """Around one call into llama.cpp: Ctrl-C only sets the flag that the callbacks return."""
-        return self._handling(self._flag)
-
-    def check(self) -> None:
-        if self.requested:
-            self.requested = False
-            self.raised = True
-            raise KeyboardInterrupt
 
 
 @dataclass(frozen=True)
@@ -216,7 +145,9 @@ class Engine:
                 f"llama.cpp could not create a context of {config.n_ctx} tokens for {self.path.name}",
                 hint="try a smaller --ctx",
             )
-        lib.llama_set_abort_callback(self.ctx, self.interrupt.callback, ctypes.c_void_p(0))
+        # ggml asks between graph nodes whether to stop: Ctrl-C's flag (kept referenced: ctypes would free it)
+        self._on_abort = lib.ggml_abort_callback(lambda _data: self.interrupt.requested)
+        lib.llama_set_abort_callback(self.ctx, self._on_abort, ctypes.c_void_p(0))
         # The default (all usable CPUs) gives way to other programs (cpuload.py); --threads N is kept to.
         self.threads = self.max_threads = self.fewest_threads = threads  # fewest: since the caller last reset it
         self._governor = ThreadGovernor(threads) if not config.n_threads else None
@@ -471,25 +402,3 @@ class Vocab:
         if self.model:
             lib.llama_model_free(self.model)
             self.model = None
-
-
-class TextStream:
-    """Token ids to text without splitting multi-byte UTF-8 characters across tokens."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def push(self, token: int) -> str:
-        return self.decoder.decode(self.engine.piece(token))
-
-    def flush(self) -> str:
-        return self.decoder.decode(b"", final=True)
-
-    def guess(self, tokens: Sequence[int]) -> str:
-        """The text these tokens would add after those pushed, without pushing them (a rejected draft guess):
-        a character begun by the pushed tokens is completed, one the guess leaves unfinished left out.
-        Decoded on their own, the tokens of a guess inside a character (an emoji, a rarer CJK character)
-        showed U+FFFD."""
-        pending, _flag = self.decoder.getstate()
-        return (pending + b"".join(self.engine.piece(t) for t in tokens)).decode("utf-8", errors="ignore")

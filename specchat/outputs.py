@@ -17,6 +17,7 @@ from . import modes
 from .errors import UsageError
 from .paths import path_text
 from .sampling import SamplingParams
+from .textstream import TextStream
 from .view import note, position_bars, print_stats, stderr_console, summary_line, write_stdout
 
 if TYPE_CHECKING:
@@ -121,8 +122,6 @@ class JsonlOutput(JsonOutput):
     kind = "summary"
 
     def __init__(self, pipeline: Pipeline, request: Request) -> None:
-        from .engine import TextStream  # here: importing engine loads llama.cpp
-
         super().__init__(pipeline, request)
         self._stream = TextStream(pipeline.target)
 

@@ -19,12 +19,14 @@ from .compat import PairReport, require_compatible
 from .drafters import Drafter
 from .drafters.auto import AutoDrafter
 from .drafterset import add_drafters, suffix_drafter
-from .engine import EngineConfig, Interrupt, TextStream
+from .engine import EngineConfig
 from .errors import EngineError, PairError, UsageError
+from .interrupt import Interrupt
 from .models_api import CachedModel
 from .pairfiles import Resolved, resolve
 from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
+from .textstream import TextStream
 
 ACCEPTED, TARGET, REJECTED = "accepted", "target", "rejected"
 Notify = Callable[[str], None]

@@ -925,7 +925,7 @@ def test_ctrl_c_stops_a_generation_once(settle):
     """A press while the first one's stop unwinds raised a second KeyboardInterrupt, which escaped the loop
     that catches the first (the chat then lost the reply and its message); and in the chat (settle) a press
     after the generation returned cut its wind-down (the view closing, the logging) the same way."""
-    from specchat.engine import Interrupt
+    from specchat.interrupt import Interrupt
 
     interrupt = Interrupt()
     interrupt.settle = settle

@@ -1,0 +1,33 @@
+"""Token ids to text as they stream, never splitting a multi-byte UTF-8 character across tokens."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Pieces(Protocol):
+    def piece(self, token: int) -> bytes: ...
+
+
+class TextStream:
+    """Token ids to text without splitting multi-byte UTF-8 characters across tokens."""
+
+    def __init__(self, engine: Pieces) -> None:
+        self.engine = engine
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        return self.decoder.decode(self.engine.piece(token))
+
+    def flush(self) -> str:
+        return self.decoder.decode(b"", final=True)
+
+    def guess(self, tokens: Sequence[int]) -> str:
+        """The text these tokens would add after those pushed, without pushing them (a rejected draft guess):
+        a character begun by the pushed tokens is completed, one the guess leaves unfinished left out.
+        Decoded on their own, the tokens of a guess inside a character (an emoji, a rarer CJK character)
+        showed U+FFFD."""
+        pending, _flag = self.decoder.getstate()
+        return (pending + b"".join(self.engine.piece(t) for t in tokens)).decode("utf-8", errors="ignore")
