@@ -70,6 +70,10 @@ def test_a_flag_specchat_has_given_what_llama_cpp_gives_it(isolated, command, ne
         (["serve", "--spec-type", "ngram-simple"], "--spec-type is --mode here"),
         (["bench", "--spec-type", "ngram-simple"], "--spec-type is --modes here"),
         (["serve", "-np", "4"], "-np has no equivalent: requests run one at a time here"),
+        (["serve", "--batch-size", "512"], "--batch-size has no equivalent: the batch sizes are specchat's own"),
+        (["run", "--color", "hi"], "--color has no equivalent: colours are on where stdout is a terminal"),
+        (["serve", "--device", "CUDA0"], "--device has no equivalent: llama.cpp offloads to the GPUs it finds"),
+        (["run", "-devd", "CUDA0", "hi"], "-devd has no equivalent"),
         (["serve", "--max-model-len", "8192"], "--max-model-len is --ctx here"),
         (["export", "--to", "vllm", "--speculative-config", "{}"], "--speculative-config is --draft FILE with -k N"),
     ],
@@ -154,10 +158,33 @@ def test_a_format_is_a_format_even_where_a_file_has_its_name(files, tmp_path, mo
     assert invoke("run", *files, "-f", "json", "hi").exit_code == 0
 
 
-@pytest.mark.parametrize("flag", ["-ctk", "-ctv", "-ub"])
+@pytest.mark.parametrize("flag", ["-ctk", "-ctv", "-ub", "-b", "-co", "-dev"])
 def test_a_short_flag_click_would_split_is_named_whole(isolated, flag):
-    """`-ctk q8_0` was "No such option: -t" (read as -c -t -k): the user never typed -t."""
+    """`-ctk q8_0` was "No such option: -t" (read as -c -t -k), `-co` "No such option: -o", `-dev` "-d":
+    the user never typed those."""
     assert_one_line_error(invoke("run", flag, "q8_0", "hi"), 2, f"{flag} has no equivalent")
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "-t4", "hi"], "-t is --threads here"),
+        (["serve", "-c4096"], "-c is --ctx here"),
+        (["run", "-c4096"], "-c is --continue here; the context size is --ctx 4096"),
+        (["run", "-ngl99", "hi"], "-ngl is --gpu-layers here"),
+        (["run", "-b512", "hi"], "-b has no equivalent"),
+        (["run", "-n-1", "hi"], "-n -1 is llama.cpp's no limit"),
+    ],
+)
+def test_a_flag_with_its_number_glued_on_is_judged_as_typed_apart(isolated, command, needle):
+    """`-t4` was "No such option: -t", `-ngl99` read as `-n gl99`: the table did not know them glued."""
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+def test_specchats_own_short_flags_glued_together_still_work(files):
+    assert invoke("run", *files, "Hello there").exit_code == 0
+    result = invoke("run", *files, "-vc", "-k4", "-n400", "2+2")  # -v -c; -k 4; -n 400
+    assert result.exit_code == 0 and "Hello" in result.stdout, result.output
 
 
 @pytest.mark.parametrize(

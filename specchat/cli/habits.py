@@ -20,6 +20,8 @@ HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, O
 CHAT = "`specchat run` with no prompt is the chat"
 PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampling (temperature, top_p, seed, ...)")
 TEMPLATE = "the GGUF's own chat template is always used here (--no-template: none)"
+DEVICE = "llama.cpp offloads to the GPUs it finds (--gpu-layers 0, --draft-gpu-layers 0: CPU only)"
+GLUED_NUMBER = re.compile(r"-?\d+(\.\d+)?")  # `-t4`, `-c4096`: a short flag with its number glued on
 
 
 def _is(option: str, more: str = "") -> tuple[str, str]:
@@ -93,7 +95,16 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     # Click splits an unknown short flag into letters ("No such option: -t" for -ctk): each is named whole
     "-ctk": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
     "-ctv": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
+    "-b": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
+    "--batch-size": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
     "-ub": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
+    "--ubatch-size": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
+    "-co": [("--no-color", "has no equivalent: colours are on where stdout is a terminal (--no-color: off)")],
+    "--color": [("--no-color", "has no equivalent: colours are on where stdout is a terminal (--no-color: off)")],
+    "-dev": [("--gpu-layers", f"has no equivalent: {DEVICE}")],
+    "--device": [("--gpu-layers", f"has no equivalent: {DEVICE}")],
+    "-devd": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
+    "--device-draft": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
     "-np": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
     "--parallel": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
 }
@@ -220,6 +231,8 @@ def check(command_name: str, params: list, args: list[str]) -> None:
             continue
         if name not in names:
             _foreign(command_name, name, names)
+            if not token.startswith("--") and "=" not in token:
+                _glued(command_name, token, names)
         elif name in FOLLOWED_BY and "=" not in token and index + 1 < end:
             message = FOLLOWED_BY[name](command_name, args[index + 1])
             if message:
@@ -232,6 +245,22 @@ def _foreign(command_name: str, name: str, names: set[str]) -> None:
     for need, text in FOREIGN.get(name, []):
         if need == command_name or need.split("/")[-1] in names:
             raise UsageError(f"{name} {text}", hint=HINT)
+
+
+def _glued(command_name: str, token: str, names: set[str]) -> None:
+    """`-t4`, `-ngl99`, run's `-c4096`: Click splits them into letters ("No such option: -t") or reads the
+    rest as a value (`-ngl99`: -n gl99); the longest flag they start with is judged as if typed apart."""
+    for flag in sorted(FOREIGN.keys() | FOLLOWED_BY.keys(), key=len, reverse=True):
+        value = token[len(flag) :]
+        if flag.startswith("--") or not token.startswith(flag) or not value:
+            continue
+        if flag not in names and GLUED_NUMBER.fullmatch(value):  # another tool's flag: only its number is glued
+            _foreign(command_name, flag, names)
+        elif flag in names and flag in FOLLOWED_BY:
+            message = FOLLOWED_BY[flag](command_name, value)
+            if message:
+                raise UsageError(message, hint=HINT)
+        return
 
 
 def _positional(command_name: str, positionals: list[str]) -> None:
