@@ -152,6 +152,28 @@ def test_ollamas_name_for_a_pair_names_the_pair(isolated, command):
     assert_one_line_error(invoke(*command), 2, f"{name} is Ollama's name; the pair is {name.replace(':', '-')}")
 
 
+@pytest.mark.parametrize("args", [["-p", "hello"], ["-p", "hello", "hi"], ["-phello"]])
+def test_p_and_a_word_that_is_no_pair_says_p_is_pair(isolated, args):
+    """llama.cpp's `-p hello` (its prompt) was "unknown pair 'hello'", which did not say why."""
+    result = invoke("run", *args)
+    needle = "unknown pair 'hello': -p is --pair here; a prompt is the argument: specchat run \"hello\""
+    assert_one_line_error(result, 2, needle)
+    assert "known pairs: " in result.stderr and "qwen2.5-coder-1.5b" in result.stderr
+
+
+def test_p_and_a_pair_is_that_pair(overlay):
+    overlay(
+        '[pairs.mine]\ntarget = "qwen2.5-coder-1.5b-instruct-q4_k_m"\ndraft = "qwen2.5-coder-0.5b-instruct-q4_k_m"\n'
+    )
+    from specchat.cli import habits
+
+    for name in ("mine", "qwen2.5-coder-1.5b"):
+        assert habits.FOLLOWED_BY["-p"]("run", name) is None
+    long_name = invoke("run", "--pair", "hello", "hi")  # no habit: the registry's own error
+    assert_one_line_error(long_name, 1, "unknown pair 'hello'")
+    assert "-p is --pair" not in long_name.stderr
+
+
 def test_a_format_is_a_format_even_where_a_file_has_its_name(files, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "json").write_text("{}")

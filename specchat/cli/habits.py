@@ -147,7 +147,25 @@ def _pair_prompt(command: str, value: str) -> str | None:
         return (
             "-p is --pair here; llama-bench's prompt length has no equivalent: the prompts are --suite's or --prompts'"
         )
-    return _ollama_name(command, value)
+    message = _ollama_name(command, value)
+    if message is None and command == "run":
+        _pair_word(value)
+    return message
+
+
+def _pair_word(value: str) -> None:
+    """run's `-p hello`: llama.cpp's -p PROMPT; "unknown pair 'hello'" alone did not say that -p is --pair."""
+    from ..registry import load_registry
+
+    pairs = None
+    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
+        pairs = load_registry().pairs
+    if pairs is None or not value.strip() or value in pairs:  # an empty name: the registry's own message
+        return
+    raise UsageError(
+        f"unknown pair '{value}': -p is --pair here; a prompt is the argument: specchat run \"{value}\"",
+        hint=f"known pairs: {', '.join(sorted(pairs)) or 'none'} (see `specchat models`)",
+    )
 
 
 def _ollama_name(command: str, value: str) -> str | None:
