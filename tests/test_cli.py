@@ -175,6 +175,23 @@ def test_missing_target_file(tmp_path):
     assert_one_line_error(invoke("run", "--target", str(tmp_path), "hi"), 1, "is a directory")
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["run", "--target", "", "hi"], "--target"),
+        (["run", "--target=", "hi"], "--target"),
+        (["run", "--draft", "", "hi"], "--draft"),
+        (["export", "--to", "vllm", "--target", ""], "--target"),
+        (["bench", "--prompts", ""], "--prompts"),
+        (["bench", "-o", ""], "--output"),
+        (["bench", "--plot", ""], "--plot"),
+    ],
+)
+def test_an_empty_path_is_named_as_empty(isolated, args, option):
+    """`--target "$MODEL"` with MODEL unset was '--target . is a directory': Click made "" the path "."."""
+    assert_one_line_error(invoke(*args), 2, f"{option} is empty")
+
+
 def test_empty_stdin_is_usage_error():
     assert_one_line_error(invoke("run", input="   \n"), 2, "the prompt is empty")
 

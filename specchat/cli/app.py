@@ -215,11 +215,37 @@ def model_path(value: Path | None) -> Path | None:
     return None if value is None else expand_home(str(value))
 
 
+def a_path(option: str, what: str) -> Callable[[str], Path]:
+    """A path option's text as a Path. Click made "" (`--target "$MODEL"` with MODEL unset) the path ".", and
+    the error said ". is a directory"; an empty path is named as such."""
+
+    def parse(text: str) -> Path:
+        if not text:
+            raise UsageError(f"{option} is empty", hint=f"give {what}, or leave {option} out")
+        return Path(text)
+
+    return parse
+
+
 Target = Annotated[
-    Path | None, typer.Option("--target", callback=model_path, help="Local target GGUF (overrides the pair's).")
+    Path | None,
+    typer.Option(
+        "--target",
+        parser=a_path("--target", "a .gguf file's path"),
+        metavar="<path>",
+        callback=model_path,
+        help="Local target GGUF (overrides the pair's).",
+    ),
 ]
 Draft = Annotated[
-    Path | None, typer.Option("--draft", callback=model_path, help="Local draft GGUF (overrides the pair's).")
+    Path | None,
+    typer.Option(
+        "--draft",
+        parser=a_path("--draft", "a .gguf file's path"),
+        metavar="<path>",
+        callback=model_path,
+        help="Local draft GGUF (overrides the pair's).",
+    ),
 ]
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
 THREADS_HELP = "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number is kept to)."

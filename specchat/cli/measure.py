@@ -24,6 +24,7 @@ from .app import (
     PairArgument,
     Target,
     Threads,
+    a_path,
     app,
     finite,
     given,
@@ -67,7 +68,15 @@ def bench(
     target: Target = None,
     draft: Draft = None,
     suite: Annotated[str, typer.Option(help=SUITE_HELP)] = "default",
-    prompts: Annotated[Path | None, Opt("--prompts", help="JSONL prompts (Spec-Bench format; - reads stdin).")] = None,
+    prompts: Annotated[
+        Path | None,
+        Opt(
+            "--prompts",
+            parser=a_path("--prompts", "a JSONL file (- : stdin)"),
+            metavar="<path>",
+            help="JSONL prompts (Spec-Bench format; - reads stdin).",
+        ),
+    ] = None,
     turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.")] = "spec,ngram,auto",
@@ -91,11 +100,19 @@ def bench(
         typer.Option(
             "--output",
             "-o",
+            parser=a_path("--output", "a file name"),
+            metavar="<path>",
             help="Write the report to this file (-f table: as its name ends, .csv/.json/.jsonl, else md).",
         ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Save the draft model's speedup vs k as PNG or SVG (matplotlib).")
+        Path | None,
+        typer.Option(
+            "--plot",
+            parser=a_path("--plot", "a .png or .svg file name"),
+            metavar="<path>",
+            help="Save the draft model's speedup vs k as PNG or SVG (matplotlib).",
+        ),
     ] = None,
 ) -> None:
     """Measure target alone vs speculative decoding side by side, and explain the result.
