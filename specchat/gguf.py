@@ -2,13 +2,15 @@
 
 llama.cpp's GGUF parser has had memory-safety bugs and aborts the whole process on some malformed files.
 This reads the header with explicit bounds (magic, version 2 or 3, sane counts, every string and array
-inside the file, n_dims <= 4, every tensor's data inside the file) and turns any violation into a
-one-line ModelFileError. Results are remembered per (path, size, mtime), so a good file costs once.
+inside the file, n_dims <= 4, every tensor's data inside the file, every tensor's type one this llama.cpp
+reads) and turns any violation into a one-line ModelFileError. Results are remembered per (path, size,
+mtime), so a good file costs once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import json
 import mmap
@@ -20,7 +22,7 @@ from .paths import cache_dir, current_file_keys, make_dirs, read_json_object, wr
 
 # The version of the rules below: a file remembered as checked under older ones is checked again (raise it
 # when a rule is added).
-RULES = 2
+RULES = 3
 MAX_TENSORS = 1 << 20
 MAX_KV = 1 << 16
 MAX_ARRAY = 1 << 26
@@ -40,7 +42,8 @@ SCALARS = {
     11: ("<q", 8),
     12: ("<d", 8),
 }
-# ggml type -> (elements per block, bytes per block), from ggml.c's type traits
+# ggml type -> (elements per block, bytes per block), from ggml.c's type traits: where llama.cpp's own ggml
+# cannot be asked (ggml_types)
 BLOCKS = {
     0: (1, 4),
     1: (1, 2),
@@ -350,11 +353,12 @@ def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -
         dims = [reader.u64() for _ in range(n_dims)]
         infos.append((tensor, dims, reader.u32(), reader.u64()))
     data_start = -(-reader.pos // alignment) * alignment
+    types = ggml_types()
     for tensor, dims, kind, offset in infos:
         elements = 1
         for dim in dims:
             elements *= dim
-        per_block, block_bytes = BLOCKS.get(kind, (1, 0))
+        per_block, block_bytes = _block(name, tensor, kind, types) if types is not None else BLOCKS.get(kind, (1, 0))
         size = -(-elements // per_block) * block_bytes
         if data_start + offset + size > reader.size:
             raise reader.fail(
@@ -362,6 +366,46 @@ def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -
                 f"file has {reader.size}): truncated download?"
             )
     return values
+
+
+@functools.cache
+def ggml_types() -> tuple[int, dict[int, tuple[int, int]], dict[int, str]] | None:
+    """This llama.cpp's tensor types, asked of its own ggml: (GGML_TYPE_COUNT, type -> (elements, bytes) per
+    block for those it reads, type -> ggml's name for those it no longer reads); None where llama-cpp-python
+    cannot be asked. A type it does not read ended as llama.cpp's bare "failed to load model"."""
+    try:
+        import llama_cpp.llama_cpp as lib
+
+        count = int(lib.GGML_TYPE_COUNT)
+    except (ImportError, OSError, RuntimeError, AttributeError):  # not installed, or its library does not load
+        return None
+    try:  # ggml's functions, found through libllama, which links them
+        blck, size, name = (lib._lib[f"ggml_{what}"] for what in ("blck_size", "type_size", "type_name"))
+    except (AttributeError, OSError):  # only the count: the types below it are taken as read
+        return count, {kind: BLOCKS.get(kind, (1, 0)) for kind in range(count)}, {}
+    blck.restype, size.restype, name.restype = ctypes.c_int64, ctypes.c_size_t, ctypes.c_char_p
+    for function in (blck, size, name):
+        function.argtypes = [ctypes.c_int]
+    readable = {kind: (int(blck(kind)), int(size(kind))) for kind in range(count)}
+    removed = {kind: (name(kind) or b"").decode(errors="replace") for kind, (n, _) in readable.items() if n <= 0}
+    return count, {kind: block for kind, block in readable.items() if kind not in removed}, removed
+
+
+def _block(name: str, tensor: str, kind: int, types: tuple) -> tuple[int, int]:
+    """The block of a tensor's type, or a ModelFileError naming the tensor whose type this llama.cpp lacks."""
+    count, readable, removed = types
+    if kind in readable:
+        return readable[kind]
+    if kind in removed:
+        raise ModelFileError(
+            f"{name}: tensor {tensor!r} has ggml type {kind} ({_shown(removed[kind])}), which this llama.cpp no "
+            "longer reads",
+            hint="download another quantization of the model (or requantize it with a current llama.cpp)",
+        )
+    raise ModelFileError(
+        f"{name}: tensor {tensor!r} has ggml type {kind}, unknown to this llama.cpp (it knows 0-{count - 1})",
+        hint="a newer llama-cpp-python may read it (pip install -U llama-cpp-python)",
+    )
 
 
 def _cache_file() -> Path:

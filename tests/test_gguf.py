@@ -21,8 +21,10 @@ def s(text: bytes) -> bytes:
     return struct.pack("<Q", len(text)) + text
 
 
-def tiny_gguf(*, version=3, magic=b"GGUF", n_dims=2, offset2=64, alignment=32, extra_kv=b"", n_kv=None) -> bytes:
-    """A small but complete GGUF: 3 metadata keys, two F32 tensors of 4x4 with their data."""
+def tiny_gguf(
+    *, version=3, magic=b"GGUF", n_dims=2, offset2=64, alignment=32, extra_kv=b"", n_kv=None, kind=0
+) -> bytes:
+    """A small but complete GGUF: 3 metadata keys, two tensors of 4x4 (F32, or ggml type `kind`) with their data."""
     kv = [
         s(b"general.name") + struct.pack("<I", 8) + s(b"tiny"),
         s(b"general.alignment") + struct.pack("<I", 4) + struct.pack("<I", alignment),
@@ -32,7 +34,9 @@ def tiny_gguf(*, version=3, magic=b"GGUF", n_dims=2, offset2=64, alignment=32, e
         kv.append(extra_kv)
     tensors = b""
     for name, offset in ((b"w1", 0), (b"w2", offset2)):
-        tensors += s(name) + struct.pack("<I", n_dims) + struct.pack("<Q", 4) * n_dims + struct.pack("<IQ", 0, offset)
+        tensors += (
+            s(name) + struct.pack("<I", n_dims) + struct.pack("<Q", 4) * n_dims + struct.pack("<IQ", kind, offset)
+        )
     head = magic + struct.pack("<IQQ", version, 2, len(kv) if n_kv is None else n_kv) + b"".join(kv) + tensors
     padding = (-len(head)) % 32
     return head + b"\0" * padding + b"\1" * 128  # 2 tensors x 16 floats x 4 bytes
@@ -291,3 +295,35 @@ def test_the_hint_for_a_bad_file_fits_a_file_of_ones_own(tmp_path):
         with pytest.raises(ModelFileError) as err:
             gguf.check(path)
         assert "a pair's model: `specchat pull`" in err.value.hint and "GGUF model" in err.value.hint
+
+
+def test_a_tensor_type_newer_than_this_llama_cpp_is_named_before_it_loads(tmp_path):
+    """A model quantized with a ggml type this llama.cpp does not know passed the check, and llama.cpp said
+    only "failed to load model"."""
+    import llama_cpp.llama_cpp as lib
+
+    count = lib.GGML_TYPE_COUNT
+    for kind in (count, 99):
+        with pytest.raises(ModelFileError) as err:
+            gguf.check(write(tmp_path, tiny_gguf(kind=kind), name=f"t{kind}.gguf"))
+        needle = f"t{kind}.gguf: tensor 'w1' has ggml type {kind}, unknown to this llama.cpp (it knows 0-{count - 1})"
+        assert err.value.message == needle and "pip install -U llama-cpp-python" in err.value.hint
+    path = write(tmp_path, tiny_gguf(kind=count), name="new.gguf")
+    result = CliRunner().invoke(app, ["run", "--target", str(path), "--no-spec", "hi"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1 and f"type {count}, unknown to this llama.cpp" in result.stderr
+
+
+def test_every_tensor_type_this_llama_cpp_reads_passes_and_a_removed_one_is_named(tmp_path):
+    """The types are asked of llama.cpp's own ggml: llama-cpp-python's enum leaves out some it reads (BF16)."""
+    count, readable, removed = gguf.ggml_types()
+    assert 31 in removed  # Q4_0_4_4, removed in favour of repacking Q4_0 at load
+    assert 30 in readable and 12 in readable  # BF16, Q4_K
+    for kind in range(count):
+        data = tiny_gguf(kind=kind, offset2=512) + bytes(1024)  # room for a block of any type
+        path = write(tmp_path, data, name=f"t{kind}.gguf")
+        if kind in readable:
+            gguf.check(path)
+        else:
+            with pytest.raises(ModelFileError, match=f"tensor 'w1' has ggml type {kind} .*no longer reads"):
+                gguf.check(path)
