@@ -10,7 +10,6 @@ mtime), so a good file costs once.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import json
 import mmap
@@ -18,6 +17,7 @@ import struct
 from pathlib import Path
 
 from .errors import ModelFileError
+from .ggmltypes import block
 from .paths import cache_dir, current_file_keys, make_dirs, read_json_object, write_atomic
 
 # The version of the rules below: a file remembered as checked under older ones is checked again (raise it
@@ -41,42 +41,6 @@ SCALARS = {
     10: ("<Q", 8),
     11: ("<q", 8),
     12: ("<d", 8),
-}
-# ggml type -> (elements per block, bytes per block), from ggml.c's type traits: where llama.cpp's own ggml
-# cannot be asked (ggml_types)
-BLOCKS = {
-    0: (1, 4),
-    1: (1, 2),
-    2: (32, 18),
-    3: (32, 20),
-    6: (32, 22),
-    7: (32, 24),
-    8: (32, 34),
-    9: (32, 36),
-    10: (256, 84),
-    11: (256, 110),
-    12: (256, 144),
-    13: (256, 176),
-    14: (256, 210),
-    15: (256, 292),
-    16: (256, 66),
-    17: (256, 74),
-    18: (256, 98),
-    19: (256, 50),
-    20: (32, 18),
-    21: (256, 110),
-    22: (256, 82),
-    23: (256, 136),
-    24: (1, 1),
-    25: (1, 2),
-    26: (1, 4),
-    27: (1, 8),
-    28: (1, 8),
-    29: (256, 56),
-    30: (1, 2),
-    34: (256, 54),
-    35: (256, 66),
-    39: (32, 17),
 }
 
 
@@ -353,12 +317,11 @@ def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -
         dims = [reader.u64() for _ in range(n_dims)]
         infos.append((tensor, dims, reader.u32(), reader.u64()))
     data_start = -(-reader.pos // alignment) * alignment
-    types = ggml_types()
     for tensor, dims, kind, offset in infos:
         elements = 1
         for dim in dims:
             elements *= dim
-        per_block, block_bytes = _block(name, tensor, kind, types) if types is not None else BLOCKS.get(kind, (1, 0))
+        per_block, block_bytes = block(name, tensor, kind)
         size = -(-elements // per_block) * block_bytes
         if data_start + offset + size > reader.size:
             raise reader.fail(
@@ -366,46 +329,6 @@ def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -
                 f"file has {reader.size}): truncated download?"
             )
     return values
-
-
-@functools.cache
-def ggml_types() -> tuple[int, dict[int, tuple[int, int]], dict[int, str]] | None:
-    """This llama.cpp's tensor types, asked of its own ggml: (GGML_TYPE_COUNT, type -> (elements, bytes) per
-    block for those it reads, type -> ggml's name for those it no longer reads); None where llama-cpp-python
-    cannot be asked. A type it does not read ended as llama.cpp's bare "failed to load model"."""
-    try:
-        import llama_cpp.llama_cpp as lib
-
-        count = int(lib.GGML_TYPE_COUNT)
-    except (ImportError, OSError, RuntimeError, AttributeError):  # not installed, or its library does not load
-        return None
-    try:  # ggml's functions, found through libllama, which links them
-        blck, size, name = (lib._lib[f"ggml_{what}"] for what in ("blck_size", "type_size", "type_name"))
-    except (AttributeError, OSError):  # only the count: the types below it are taken as read
-        return count, {kind: BLOCKS.get(kind, (1, 0)) for kind in range(count)}, {}
-    blck.restype, size.restype, name.restype = ctypes.c_int64, ctypes.c_size_t, ctypes.c_char_p
-    for function in (blck, size, name):
-        function.argtypes = [ctypes.c_int]
-    readable = {kind: (int(blck(kind)), int(size(kind))) for kind in range(count)}
-    removed = {kind: (name(kind) or b"").decode(errors="replace") for kind, (n, _) in readable.items() if n <= 0}
-    return count, {kind: block for kind, block in readable.items() if kind not in removed}, removed
-
-
-def _block(name: str, tensor: str, kind: int, types: tuple) -> tuple[int, int]:
-    """The block of a tensor's type, or a ModelFileError naming the tensor whose type this llama.cpp lacks."""
-    count, readable, removed = types
-    if kind in readable:
-        return readable[kind]
-    if kind in removed:
-        raise ModelFileError(
-            f"{name}: tensor {tensor!r} has ggml type {kind} ({_shown(removed[kind])}), which this llama.cpp no "
-            "longer reads",
-            hint="download another quantization of the model (or requantize it with a current llama.cpp)",
-        )
-    raise ModelFileError(
-        f"{name}: tensor {tensor!r} has ggml type {kind}, unknown to this llama.cpp (it knows 0-{count - 1})",
-        hint="a newer llama-cpp-python may read it (pip install -U llama-cpp-python)",
-    )
 
 
 def _cache_file() -> Path:
