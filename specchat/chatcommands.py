@@ -22,7 +22,7 @@ from .paths import expand_home
 from .runtime import Pipeline
 from .speculative import Stats
 from .transcript import save_conversation
-from .view import n_tokens, position_bars, session_lines
+from .view import n_tokens, position_bars, session_lines, visible
 
 if TYPE_CHECKING:
     from .chat import Conversation
@@ -40,7 +40,7 @@ HELP = """\
 /mode M          {modes}
 /spec on|off     speculation on (the chosen mode), or the target alone
 /rejected on|off show or hide the rejected draft guesses
-/system TEXT     set the system prompt (empty: the template's default)
+/system [TEXT]   show the system prompt; TEXT sets it, /system off clears it
 /reset           start a new conversation (keeps the system prompt)
 /save FILE       save the conversation (.json: /load reads it back; else Markdown)
 /load ID|FILE    continue a logged conversation (`specchat logs`) or a saved .json
@@ -182,8 +182,17 @@ class SlashCommands:
             self._say("rejected guesses " + ("shown" if value else "hidden"))
 
     def _cmd_system(self, arg: str) -> None:
-        self.conversation.system = arg or None
-        self._say("system prompt " + ("set" if arg else "cleared (template default)"))
+        if not arg:  # it cleared the prompt, unseen, and nothing showed what the prompt was
+            current = self.conversation.system
+            if current is None:
+                self._say("no system prompt (the template's default): /system TEXT sets one")
+                return
+            self._say("system prompt (/system TEXT replaces it, /system off clears it):")
+            self.console.print(Text(visible(current)))
+            return
+        clear = arg.lower() == "off"
+        self.conversation.system = None if clear else arg
+        self._say("system prompt cleared (the template's default)" if clear else "system prompt set")
 
     def _cmd_reset(self) -> None:
         self.conversation.messages.clear()

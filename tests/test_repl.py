@@ -152,6 +152,21 @@ def test_system_and_reset():
     assert chat.conversation.as_messages()[0] == Message("system", "Be terse.")
 
 
+def test_system_alone_shows_the_system_prompt_and_off_clears_it():
+    """`/system` alone cleared the system prompt, unseen: nothing in the chat showed what it was."""
+    chat, out = session()
+    chat.command("/system")
+    assert "no system prompt (the template's default): /system TEXT sets one" in out.getvalue()
+    chat.command("/system Be terse.\x1b[2J")
+    chat.command("/system")
+    assert chat.conversation.system == "Be terse.\x1b[2J"  # shown, not cleared
+    shown = out.getvalue()
+    assert "/system TEXT replaces it, /system off clears it" in shown and "Be terse.\u241b[2J" in shown
+    assert "\x1b" not in shown  # a control character is shown, not acted on
+    chat.command("/system off")
+    assert chat.conversation.system is None and "system prompt cleared" in out.getvalue()
+
+
 def test_save_json_and_markdown(tmp_path):
     chat, out = session()
     chat.conversation.messages += [Message("user", "hi"), Message("assistant", "hel", interrupted=True)]
