@@ -8,6 +8,7 @@ that ask for them, never for the whole context (no `logits_all`), and the KV cac
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from collections import deque
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ import numpy as np
 
 from .cpuload import ThreadGovernor, usable_cpus
 from .errors import ContextFullError, EngineError
+from .ggmltypes import BLOCKS
 from .interrupt import Interrupt
 
 try:
@@ -81,6 +83,27 @@ def capped_threads(asked: int) -> tuple[int, str | None]:
     if asked <= usable:
         return asked, None
     return usable, f"--threads {asked} is more than the {usable} usable CPUs: using {usable}"
+
+
+@functools.cache
+def ggml_types() -> tuple[int, dict[int, tuple[int, int]], dict[int, str]] | None:
+    """This llama.cpp's tensor types, asked of its own ggml: (GGML_TYPE_COUNT, type -> (elements, bytes) per
+    block for those it reads, type -> ggml's name for those it no longer reads); None where llama-cpp-python
+    cannot be asked. A type it does not read ended as llama.cpp's bare "failed to load model"."""
+    try:
+        count = int(lib.GGML_TYPE_COUNT)
+    except AttributeError:  # a llama-cpp-python without it
+        return None
+    try:  # ggml's functions, found through libllama, which links them
+        blck, size, name = (lib._lib[f"ggml_{what}"] for what in ("blck_size", "type_size", "type_name"))
+    except (AttributeError, OSError):  # only the count: the types below it are taken as read
+        return count, {kind: BLOCKS.get(kind, (1, 0)) for kind in range(count)}, {}
+    blck.restype, size.restype, name.restype = ctypes.c_int64, ctypes.c_size_t, ctypes.c_char_p
+    for function in (blck, size, name):
+        function.argtypes = [ctypes.c_int]
+    readable = {kind: (int(blck(kind)), int(size(kind))) for kind in range(count)}
+    removed = {kind: (name(kind) or b"").decode(errors="replace") for kind, (n, _) in readable.items() if n <= 0}
+    return count, {kind: sizes for kind, sizes in readable.items() if kind not in removed}, removed
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,11 @@
 """The ggml tensor types a GGUF's tensors may have: their block sizes, for gguf.py's check that every tensor
-lies inside the file, and which of them this llama.cpp reads, asked of its own ggml (llama-cpp-python's enum
-of them leaves out some it reads, BF16 among them).
+lies inside the file, and which of them this llama.cpp reads, asked of its own ggml by engine.ggml_types
+(llama-cpp-python's enum of them leaves out some it reads, BF16 among them).
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-
-from .errors import ModelFileError
+from .errors import EngineError, ModelFileError
 
 # ggml type -> (elements per block, bytes per block), from ggml.c's type traits: where llama.cpp's own ggml
 # cannot be asked
@@ -48,32 +45,13 @@ BLOCKS = {
 }
 
 
-@functools.cache
-def ggml_types() -> tuple[int, dict[int, tuple[int, int]], dict[int, str]] | None:
-    """This llama.cpp's tensor types, asked of its own ggml: (GGML_TYPE_COUNT, type -> (elements, bytes) per
-    block for those it reads, type -> ggml's name for those it no longer reads); None where llama-cpp-python
-    cannot be asked. A type it does not read ended as llama.cpp's bare "failed to load model"."""
-    try:
-        import llama_cpp.llama_cpp as lib
-
-        count = int(lib.GGML_TYPE_COUNT)
-    except (ImportError, OSError, RuntimeError, AttributeError):  # not installed, or its library does not load
-        return None
-    try:  # ggml's functions, found through libllama, which links them
-        blck, size, name = (lib._lib[f"ggml_{what}"] for what in ("blck_size", "type_size", "type_name"))
-    except (AttributeError, OSError):  # only the count: the types below it are taken as read
-        return count, {kind: BLOCKS.get(kind, (1, 0)) for kind in range(count)}, {}
-    blck.restype, size.restype, name.restype = ctypes.c_int64, ctypes.c_size_t, ctypes.c_char_p
-    for function in (blck, size, name):
-        function.argtypes = [ctypes.c_int]
-    readable = {kind: (int(blck(kind)), int(size(kind))) for kind in range(count)}
-    removed = {kind: (name(kind) or b"").decode(errors="replace") for kind, (n, _) in readable.items() if n <= 0}
-    return count, {kind: sizes for kind, sizes in readable.items() if kind not in removed}, removed
-
-
 def block(name: str, tensor: str, kind: int) -> tuple[int, int]:
     """(elements, bytes) per block of a tensor's type in file `name`, or a ModelFileError naming the tensor
     whose type this llama.cpp does not read (an unknown type counts as no bytes where it cannot be asked)."""
+    try:
+        from .engine import ggml_types  # the only module that calls llama.cpp
+    except EngineError:  # llama-cpp-python is not usable: the table above
+        return BLOCKS.get(kind, (1, 0))
     types = ggml_types()
     if types is None:
         return BLOCKS.get(kind, (1, 0))

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from specchat import ggmltypes, gguf
+from specchat import engine, gguf
 from specchat.cli import app
 from specchat.errors import ModelFileError
 
@@ -316,7 +316,7 @@ def test_a_tensor_type_newer_than_this_llama_cpp_is_named_before_it_loads(tmp_pa
 
 def test_every_tensor_type_this_llama_cpp_reads_passes_and_a_removed_one_is_named(tmp_path):
     """The types are asked of llama.cpp's own ggml: llama-cpp-python's enum leaves out some it reads (BF16)."""
-    count, readable, removed = ggmltypes.ggml_types()
+    count, readable, removed = engine.ggml_types()
     assert 31 in removed  # Q4_0_4_4, removed in favour of repacking Q4_0 at load
     assert 30 in readable and 12 in readable  # BF16, Q4_K
     for kind in range(count):
