@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 
 import pytest
 from fake_backend import REPLY, FakeEngine
@@ -190,6 +191,17 @@ def test_missing_target_file(tmp_path):
 def test_an_empty_path_is_named_as_empty(isolated, args, option):
     """`--target "$MODEL"` with MODEL unset was '--target . is a directory': Click made "" the path "."."""
     assert_one_line_error(invoke(*args), 2, f"{option} is empty")
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["bench", "--target", "no.gguf", "-o=r.md"], "--output"), (["run", "--target", "=m.gguf", "hi"], "--target")],
+)
+def test_a_path_starting_with_equals_is_a_short_flag_typed_with_equals(isolated, args, option):
+    """`bench -o=report.md` wrote the report to a file named '=report.md' (and `-o=` to one named '=')."""
+    result = invoke(*args)
+    assert_one_line_error(result, 2, f"{option} got '=")
+    assert "a short flag takes no '='" in result.stderr and not list(pathlib.Path.cwd().glob("=*"))
 
 
 def test_empty_stdin_is_usage_error():

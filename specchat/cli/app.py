@@ -222,6 +222,11 @@ def a_path(option: str, what: str) -> Callable[[str], Path]:
     def parse(text: str) -> Path:
         if not text:
             raise UsageError(f"{option} is empty", hint=f"give {what}, or leave {option} out")
+        if text.startswith("="):  # `-o=report.md`: Click gives a short option's value as typed, "=" and all
+            raise UsageError(
+                f"{option} got '{text}', a name starting with '='",
+                hint=f"write {option} {text[1:] or 'NAME'} (a short flag takes no '=')",
+            )
         return Path(text)
 
     return parse
