@@ -250,11 +250,17 @@ def note(console: Console, message: str) -> None:
     console.print(Text(visible(message), style="dim"), soft_wrap=True)
 
 
+def _drawn(console: Console) -> bool:
+    """A progress bar only on a terminal. Elsewhere (`2> log`, a pipe) Rich prints a bar once, as it stops: after
+    the lines that said the download was done, wrapped at 80 columns, and a transient one as a blank line."""
+    return console.is_terminal
+
+
 @contextmanager
 def download_progress(console: Console) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    """Yields start(label, total) -> advance(n): one bar per file, on stderr."""
+    """Yields start(label, total) -> advance(n): one bar per file, on stderr (a terminal only: see _drawn)."""
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    progress = Progress(*columns, TimeRemainingColumn(), console=console, transient=False)
+    progress = Progress(*columns, TimeRemainingColumn(), console=console, transient=False, disable=not _drawn(console))
 
     def start(label: str, total: int) -> Callable[[int], None]:
         if not progress.live.is_started:
@@ -274,7 +280,10 @@ def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int]
     """Which prompt and variant is running, how far along, and an ETA."""
     # A description names a prompt's category and id (from a --prompts file): no markup.
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
-    progress = Progress(*columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
+    shown = _drawn(console)
+    progress = Progress(
+        *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=not shown
+    )
     task = progress.add_task("warming up", total=total)
     with progress:
         yield lambda description, done, total=None: progress.update(

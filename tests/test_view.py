@@ -250,3 +250,19 @@ def _record_failure(call, failed: list) -> None:
         call()
     except Exception as exc:  # the thread's exception would only be printed
         failed.append(exc)
+
+
+def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal():
+    """`specchat pull 2> log`: Rich printed each download's bar once, as it stopped, after the lines that said
+    the download was done (and wrapped at 80 columns: `491.… MB`), and tune's and bench's transient bar left a
+    blank line before an error or 'interrupted'. The notes on stderr say what happens there already."""
+    from specchat.view import download_progress
+
+    out = io.StringIO()
+    console = Console(file=out, width=80)  # not a terminal
+    with download_progress(console) as start:
+        start("model.gguf (PyPI mirror)", 1000)(1000)
+        console.print("model.gguf: downloaded")
+    with bench_progress(console, 2) as progress:
+        progress("spec k=8 · code #1", 1)
+    assert out.getvalue() == "model.gguf: downloaded\n"
