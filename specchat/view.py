@@ -17,12 +17,14 @@ from rich.progress import (
     DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 from .errors import SpecchatError
@@ -256,11 +258,30 @@ def _drawn(console: Console) -> bool:
     return console.is_terminal
 
 
+class _Label(ProgressColumn):
+    """A download's label on one line, cut with … where the column is narrowed (TextColumn's would wrap)."""
+
+    def render(self, task) -> Text:
+        return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+
 @contextmanager
 def download_progress(console: Console) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    """Yields start(label, total) -> advance(n): one bar per file, on stderr (a terminal only: see _drawn)."""
-    columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    progress = Progress(*columns, TimeRemainingColumn(), console=console, transient=False, disable=not _drawn(console))
+    """Yields start(label, total) -> advance(n): one bar per file, on stderr (a terminal only: see _drawn).
+    Where the line is too narrow, the file's name gives way (…), then the bar; the numbers stay whole: with
+    Rich's defaults an 80-column terminal wrapped the default pair's `GB` onto a line of its own. Below 64
+    columns the bar and the speed are left out, so that the name keeps a few characters."""
+    whole = Column(no_wrap=True)
+    columns = [
+        _Label(table_column=Column(min_width=8)),  # wrappable columns are the ones Rich narrows
+        BarColumn(bar_width=None, table_column=Column(min_width=4, max_width=30)),
+        DownloadColumn(table_column=whole),
+        TransferSpeedColumn(table_column=whole),
+        TimeRemainingColumn(table_column=whole),
+    ]
+    if console.width < 64:
+        del columns[3], columns[1]
+    progress = Progress(*columns, console=console, transient=False, disable=not _drawn(console))
 
     def start(label: str, total: int) -> Callable[[int], None]:
         if not progress.live.is_started:

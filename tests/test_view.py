@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pyte
+import pytest
 from rich.console import Console
 
 from specchat.chatview import STYLES, ReplyView, legend
@@ -266,3 +267,19 @@ def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal():
     with bench_progress(console, 2) as progress:
         progress("spec k=8 · code #1", 1)
     assert out.getvalue() == "model.gguf: downloaded\n"
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_a_download_bar_keeps_its_numbers_whole_on_a_narrow_terminal(width):
+    """The default pair's first pull on an 80-column terminal drew `0.1/1.1` with `GB` wrapped onto a line of its
+    own, at 60 columns no numbers at all: the file's name gives way (…), the numbers do not."""
+    from specchat.view import download_progress
+
+    console = Console(file=io.StringIO(), width=width, force_terminal=True, no_color=True)
+    with download_progress(console) as start:
+        start("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (PyPI mirror)", 1_117_320_768)(100_000_000)
+        start("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (PyPI mirror)", 491_400_064)(491_400_064)
+    lines = screen(console).splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("qwen2.5-") and "0.1/1.1 GB" in lines[0], lines
+    assert "491.4/491.4 MB" in lines[1], lines
