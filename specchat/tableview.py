@@ -223,12 +223,18 @@ def ceiling(batch: int, speedup: float) -> str:
 
 def tune_table(title: str, estimates) -> Table:
     table = Table(title=Text(f"specchat tune: {one_line(title)}"), title_justify="left")  # a file name: no markup
-    for column in ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting"):
-        table.add_column(column, justify="left" if column == "mode" else "right")
+    rows = []
     for e in estimates:
         accept = f"{e.acceptance:.0%}" if e.acceptance is not None else "-"
         drafting = f"{e.drafting_speedup:.2f}x" if e.drafting_speedup is not None else "-"
-        table.add_row(e.mode, accept, str(e.k), f"{e.predicted_speedup:.2f}x", str(e.best_drafting_k or "-"), drafting)
+        rows.append([e.mode, accept, str(e.k), f"{e.predicted_speedup:.2f}x", str(e.best_drafting_k or "-"), drafting])
+    headers = ("mode", "acceptance", "best k", "predicted", "best k >= 1", "predicted if drafting")
+    for index, column in enumerate(headers):
+        # At least as wide as its widest cell: in a narrow pane the headers give way (…), never a number (`1.…`).
+        widest = max((len(row[index]) for row in rows), default=1)
+        table.add_column(column, justify="left" if column == "mode" else "right", min_width=widest)
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

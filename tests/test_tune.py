@@ -274,6 +274,28 @@ def test_the_tune_table_shows_a_file_names_control_characters_rather_than_sendin
     assert "\x1b" not in text and "\\x1b[2J" in text
 
 
+@pytest.mark.parametrize("width", [40, 50, 55, 80])
+def test_the_tune_table_never_cuts_a_number_on_a_narrow_terminal(width):
+    """In a 40- or 50-column pane the table cut its cells to `1.…`, `12.5…` and `tar…`: the numbers it exists
+    for. The headers give way instead (from 55 columns the table fits; below, its lines are a little wider)."""
+    from rich.console import Console
+
+    from specchat.tableview import tune_table
+    from specchat.tuning import ModeEstimate
+
+    estimates = [ModeEstimate("target", 0, None, 1.0), ModeEstimate("spec", 0, 0.48, 1.0, 1, 0.58)]
+    estimates.append(ModeEstimate("ngram", 39, 0.06, 12.55, 39, 12.55))
+    console = Console(record=True, width=width, color_system=None, soft_wrap=True)  # as stdout_console()
+    console.print(tune_table("qwen2.5-coder-1.5b", estimates))
+    rows = [line for line in console.export_text().splitlines() if line.startswith("│")]
+    cells = [[cell.strip() for cell in row.strip("│").split("│")] for row in rows]
+    assert cells == [
+        ["target", "-", "0", "1.00x", "-", "-"],
+        ["spec", "48%", "0", "1.00x", "1", "0.58x"],
+        ["ngram", "6%", "39", "12.55x", "39", "12.55x"],
+    ], rows
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [("garbage{", "not JSON"), ('{"version": 99}', "not a tuning of this version"), (b"\xff\xfe", "not JSON")],
