@@ -15,7 +15,7 @@ from pathlib import Path
 from .errors import DownloadError, ModelFileError
 from .hubpull import from_hub, gated_without_token, has_hub_token, hub_cache_path, hub_offline, hub_reachable
 from .mirror import Notify, from_mirror, no_pip, pull_lock
-from .modelfiles import Advance, bad_file_hint, local_path, misfit
+from .modelfiles import Advance, bad_file_hint, local_path, misfit, verify_remembered
 from .paths import folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
@@ -82,9 +82,12 @@ def check_pullable(model: ModelSpec) -> ModelFileError | None:
 
 
 def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance]) -> PullResult:
-    """Make the model's file present; `start(label, total)` opens a progress display and returns its advance."""
+    """Make the model's file present; `start(label, total)` opens a progress display and returns its advance.
+    A file found present is checked by its sha256 too (read once, then remembered per size and mtime): `run`
+    checks the size alone, as it looks for the file itself (locate)."""
     found = locate(model)
     if found is not None:
+        verify_remembered(model, found, lambda: start(f"sha256 of {model.local_name}", found.stat().st_size))
         return PullResult(model, found, "present")
     if (stale := check_pullable(model)) is not None:  # the mirror replaces it; a Hub download goes to its cache
         notify(f"{stale.message} (incomplete, or another file): downloading it again")

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import DownloadError
-from .modelfiles import CHUNK, Advance, local_path
+from .modelfiles import CHUNK, Advance, local_path, remember_sha256
 from .paths import cache_dir, folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
@@ -106,6 +106,7 @@ def from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path:
             )
         os.chmod(tmp, 0o644)  # NamedTemporaryFile creates 0600; a model file is ordinary data
         os.replace(tmp, target)
+        remember_sha256(target, expected)  # as checked above: the next `pull` need not read it again
     except OSError as exc:
         on_disk = tmp.stat().st_size if tmp.exists() else written
         raise _write_error(exc, target, size - on_disk) from None

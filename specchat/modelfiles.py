@@ -70,37 +70,71 @@ def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None
                 f"cannot read {path}: {exc.strerror or exc}",
                 hint=f"check the file's permissions, or delete it and run `specchat pull` again ({model.name})",
             ) from None
-        if actual != model.sha256:
-            raise ModelFileError(
-                f"{path} has sha256 {actual[:16]}..., expected {model.sha256[:16]}...{model.declared_in}",
-                hint=bad_file_hint(
-                    model,
-                    "sha256",
-                    f"the file is corrupt or a different build: delete it and run `specchat pull` ({model.name})",
-                ),
-            )
+        _check_sha256(model, path, actual)
 
 
-def cached_sha256(path: Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime) so that repeated benchmarks do not rehash."""
+def verify_remembered(model: ModelSpec, path: Path, hashing: Callable[[], Advance | None]) -> None:
+    """verify() for a file `pull` finds present (locate() checked its size): its sha256 read once and then
+    remembered per size and modification time (cached_sha256); hashing() gives the progress while it is read."""
+    if model.sha256 is None:
+        return
+    try:
+        actual = cached_sha256(path, hashing)
+    except OSError as exc:
+        raise ModelFileError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            hint=f"check the file's permissions, or delete it and run `specchat pull` again ({model.name})",
+        ) from None
+    _check_sha256(model, path, actual)
+
+
+def _check_sha256(model: ModelSpec, path: Path, actual: str) -> None:
+    if actual != model.sha256:
+        raise ModelFileError(
+            f"{path} has sha256 {actual[:16]}..., expected {model.sha256[:16]}...{model.declared_in}",
+            hint=bad_file_hint(
+                model,
+                "sha256",
+                f"the file is corrupt or a different build: delete it and run `specchat pull` ({model.name})",
+            ),
+        )
+
+
+def _sha256_store() -> Path:
+    return cache_dir() / "sha256.json"
+
+
+def _file_key(path: Path) -> str:
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def cached_sha256(path: Path, hashing: Callable[[], Advance | None] = lambda: None) -> str:
+    """sha256 of a file, remembered per (path, size, mtime) so that repeated benchmarks and pulls do not
+    rehash; hashing() is called only when the file is read (a progress bar for gigabytes)."""
+    known = read_json_object(_sha256_store(), _is_sha256)  # anything odd in it: hash again and rewrite it
+    if (digest := known.get(_file_key(path))) is None:
+        digest = sha256_of(path, hashing())
+        remember_sha256(path, digest, known)
+    return digest
+
+
+def remember_sha256(path: Path, digest: str, known: dict | None = None) -> None:
+    """Keep a file's sha256 (a pull that just computed it while writing the file: the next pull reads nothing)."""
     import json
 
-    stat = path.stat()
-    key = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-    store = cache_dir() / "sha256.json"
-    known = read_json_object(store, _is_sha256)  # anything odd in it: hash again and rewrite it
-    if key not in known:
-        digest = sha256_of(path)
+    if known is None:
+        known = read_json_object(_sha256_store(), _is_sha256)
+    try:
+        key = _file_key(path)
         # What the cache knew of this path before it changed, and of files since deleted (test runs, a
         # model moved away), is of no use any more: without this the file grows with every download.
         known = current_file_keys(known)
         known[key] = digest
-        try:
-            make_dirs(store.parent)
-            write_atomic(store, json.dumps(known))
-        except OSError:
-            pass  # only a cache: the next run hashes again
-    return known[key]
+        make_dirs(_sha256_store().parent)
+        write_atomic(_sha256_store(), json.dumps(known))
+    except OSError:
+        pass  # only a cache: the next run hashes again
 
 
 def _is_sha256(value: object) -> bool:

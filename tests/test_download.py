@@ -376,3 +376,32 @@ def test_a_pip_less_interpreter_running_the_download_is_told_too(mirror_env, mon
     with pytest.raises(DownloadError) as exc_info:
         quiet_pull(spec)
     assert_no_pip_error(exc_info, models)
+
+
+def test_pull_checks_the_sha256_of_a_file_it_finds(mirror_env):
+    """A present file was checked by its size alone: a copy with a damaged byte (a failing disk, a bad copy)
+    was 'already present' to `pull`, the command run to make the files right. Its sha256 is read once, with
+    a progress bar, and remembered per size and modification time, so a second pull reads nothing."""
+    spec, blob, models = mirror_env
+    models.mkdir(parents=True)
+    (models / "fake.gguf").write_bytes(blob)  # copied in by hand: never hashed
+    bars = []
+    result = download.pull(spec, pytest.fail, lambda label, total: bars.append((label, total)) or (lambda _n: None))
+    assert result.source == "present" and bars == [("sha256 of fake.gguf", len(blob))]
+    again = download.pull(spec, pytest.fail, lambda _label, _total: pytest.fail("hashed twice"))
+    assert again.source == "present"
+    damaged = b"\x00" + blob[1:]
+    (models / "fake.gguf").write_bytes(damaged)  # the same size
+    stamp = (models / "fake.gguf").stat().st_mtime_ns + 10**9  # a later write, past the clock's tick
+    os.utime(models / "fake.gguf", ns=(stamp, stamp))
+    with pytest.raises(ModelFileError, match=r"fake\.gguf has sha256 [0-9a-f]{16}\.\.\., expected") as err:
+        quiet_pull(spec)
+    assert "delete it and run `specchat pull`" in err.value.hint
+    assert (models / "fake.gguf").read_bytes() == damaged  # named, not deleted: it may be the user's own file
+
+
+def test_a_file_the_mirror_just_wrote_is_not_hashed_again_by_the_next_pull(mirror_env, monkeypatch):
+    spec, _, _ = mirror_env
+    assert quiet_pull(spec)[0].source == "mirror"
+    monkeypatch.setattr(modelfiles, "sha256_of", lambda *_args: pytest.fail("hashed again"))
+    assert quiet_pull(spec)[0].source == "present"
