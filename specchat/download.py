@@ -15,7 +15,7 @@ from pathlib import Path
 from .errors import DownloadError, ModelFileError
 from .hubpull import from_hub, gated_without_token, has_hub_token, hub_cache_path, hub_offline, hub_reachable
 from .mirror import Notify, from_mirror, no_pip, pull_lock
-from .modelfiles import Advance, bad_file_hint, local_path, misfit, verify_remembered
+from .modelfiles import Advance, bad_file_hint, local_path, misfit, pull_command, verify_remembered
 from .paths import folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
@@ -50,7 +50,8 @@ def directory_in_place(model: ModelSpec) -> DownloadError | None:
     if not path.is_dir():
         return None
     return DownloadError(
-        f"{path} is a directory where the model's file should be", hint="move or remove it, then run `specchat pull`"
+        f"{path} is a directory where the model's file should be",
+        hint=f"move or remove it, then run {pull_command(model)}",
     )
 
 
@@ -66,7 +67,8 @@ def check_pullable(model: ModelSpec) -> ModelFileError | None:
             hint=bad_file_hint(
                 model,
                 "size",
-                "unset HF_HUB_OFFLINE and run `specchat pull` to download it again, or put a complete copy there",
+                f"unset HF_HUB_OFFLINE and run {pull_command(model)} to download it again, "
+                "or put a complete copy there",
             ),
         )
     needs_token = model.gated and model.mirror is None and not has_hub_token()  # with a mirror, the mirror is the way
@@ -74,7 +76,7 @@ def check_pullable(model: ModelSpec) -> ModelFileError | None:
         first = " after setting HF_TOKEN (it is gated on the Hub)" if needs_token else ""
         raise DownloadError(
             f"{model.local_name} is not on this machine and HF_HUB_OFFLINE is set",
-            hint=f"unset HF_HUB_OFFLINE and run `specchat pull`{first}, or copy the file into {models_dir()}",
+            hint=f"unset HF_HUB_OFFLINE and run {pull_command(model)}{first}, or copy the file into {models_dir()}",
         )
     if needs_token:
         raise gated_without_token(model)

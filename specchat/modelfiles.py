@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ModelFileError
+from .errors import ModelFileError, SpecchatError
 from .paths import cache_dir, current_file_keys, make_dirs, models_dir, read_json_object, write_atomic
 from .registry import ModelSpec
 
@@ -38,8 +38,24 @@ def _size_error(model: ModelSpec, path: Path) -> ModelFileError | None:
         return None
     return ModelFileError(
         f"{path} has {size:,} bytes, expected {model.size:,}{model.declared_in}",
-        hint=bad_file_hint(model, "size", f"delete it and run `specchat pull` again (model {model.name})"),
+        hint=bad_file_hint(model, "size", f"delete it and run {pull_command(model)} again"),
     )
+
+
+def pull_command(model: ModelSpec) -> str:
+    """The pull that fetches this model's file again: `specchat pull` alone pulls the default pair, which a
+    hint for a file of another pair sent people to (the damaged file stayed). A draft that several pairs
+    share: the default pair if it is one of them, else the first by name."""
+    from .registry import load_registry
+
+    try:
+        registry = load_registry()
+    except SpecchatError:  # a broken overlay is said by the command that reads it
+        return "`specchat pull`"
+    pairs = sorted(name for name, pair in registry.pairs.items() if model.name in (pair.target.name, pair.draft.name))
+    if not pairs or registry.default_pair in pairs:
+        return "`specchat pull`"
+    return f"`specchat pull {pairs[0]}`"
 
 
 def bad_file_hint(model: ModelSpec, key: str, usual: str) -> str:
@@ -66,10 +82,7 @@ def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None
         try:
             actual = sha256_of(path, advance)
         except OSError as exc:  # another user's file, a failing disk: its error, not an internal one
-            raise ModelFileError(
-                f"cannot read {path}: {exc.strerror or exc}",
-                hint=f"check the file's permissions, or delete it and run `specchat pull` again ({model.name})",
-            ) from None
+            raise _unreadable(model, path, exc) from None
         _check_sha256(model, path, actual)
 
 
@@ -81,11 +94,15 @@ def verify_remembered(model: ModelSpec, path: Path, hashing: Callable[[], Advanc
     try:
         actual = cached_sha256(path, hashing)
     except OSError as exc:
-        raise ModelFileError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            hint=f"check the file's permissions, or delete it and run `specchat pull` again ({model.name})",
-        ) from None
+        raise _unreadable(model, path, exc) from None
     _check_sha256(model, path, actual)
+
+
+def _unreadable(model: ModelSpec, path: Path, exc: OSError) -> ModelFileError:
+    return ModelFileError(
+        f"cannot read {path}: {exc.strerror or exc}",
+        hint=f"check the file's permissions, or delete it and run {pull_command(model)} again",
+    )
 
 
 def _check_sha256(model: ModelSpec, path: Path, actual: str) -> None:
@@ -95,7 +112,7 @@ def _check_sha256(model: ModelSpec, path: Path, actual: str) -> None:
             hint=bad_file_hint(
                 model,
                 "sha256",
-                f"the file is corrupt or a different build: delete it and run `specchat pull` ({model.name})",
+                f"the file is corrupt or a different build: delete it and run {pull_command(model)} again",
             ),
         )
 

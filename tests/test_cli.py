@@ -976,6 +976,28 @@ def test_a_truncated_model_file_is_named_not_called_missing(isolated, monkeypatc
     assert_one_line_error(invoke("models", "--verify"), 1, needle)
 
 
+def test_a_damaged_file_of_a_pair_that_is_not_the_default_is_sent_to_pull_that_pair(isolated):
+    """The hint said `specchat pull` (model NAME): run as said, it pulled the default pair and left the damaged
+    file of the pair asked for as it was. It names the pair that holds the file."""
+    import hashlib
+
+    models = isolated / "models"
+    models.mkdir()
+    target, draft = hashlib.sha256(b"GGUF" * 25).hexdigest(), hashlib.sha256(b"GGUF" * 5).hexdigest()
+    (models / "t.gguf").write_bytes(b"FUGG" * 25)  # the right size, other bytes
+    (models / "d.gguf").write_bytes(b"GGUF" * 5)
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        f'[models.t]\nrepo = "nobody/t"\nfile = "t.gguf"\nsize = 100\nsha256 = "{target}"\n'
+        f'[models.d]\nrepo = "nobody/d"\nfile = "d.gguf"\nsize = 20\nsha256 = "{draft}"\n'
+        '[pairs.mine]\ntarget = "t"\ndraft = "d"\n'
+    )
+    for args in (["pull", "mine"], ["models", "--verify"]):
+        result = invoke(*args)
+        assert_one_line_error(result, 1, "t.gguf has sha256")
+        assert "run `specchat pull mine`" in result.stderr, result.stderr
+
+
 def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     """An overlay model may leave out size and sha256: `models --verify` then checked nothing and called a
     truncated copy or any bytes checksum_ok true (exit 0), though troubleshooting.md sends a user with a
