@@ -96,9 +96,23 @@ class Registry:
             raise RegistryError("the pair name is empty", hint="name a pair (see `specchat models`), or leave it out")
         name = name or self.default_pair
         if name not in self.pairs:
-            known = ", ".join(sorted(self.pairs)) or "none"
-            raise RegistryError(f"unknown pair '{name}'", hint=f"known pairs: {known} (see `specchat models`)")
+            raise self._unknown(name)
         return self.pairs[name]
+
+    def _unknown(self, name: str) -> RegistryError:
+        """A model's name given as a pair's (the file hints named models), or a pair's name with a typo: the
+        pair meant, before the whole list."""
+        import difflib
+
+        known = ", ".join(sorted(self.pairs)) or "none"
+        holding = sorted(pair.name for pair in self.pairs.values() if name in (pair.target.name, pair.draft.name))
+        if holding:
+            which = "its pair" if len(holding) == 1 else "one of its pairs"
+            return RegistryError(f"'{name}' is a model, not a pair", hint=f"give {which}: {', '.join(holding)}")
+        near = [pair for pair in self.pairs if pair.lower() == name.lower()]
+        near = near or difflib.get_close_matches(name, list(self.pairs), n=1, cutoff=0.8)
+        guess = f"did you mean {near[0]}? " if near else ""
+        return RegistryError(f"unknown pair '{name}'", hint=f"{guess}known pairs: {known} (see `specchat models`)")
 
 
 def packaged_registry_path() -> Path:

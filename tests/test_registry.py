@@ -300,3 +300,28 @@ def test_an_overlay_that_cannot_be_looked_at_is_named(tmp_path):
     with pytest.raises(RegistryError) as err:
         load_registry(overlay)
     assert "cannot be looked at: File name too long" in err.value.message and "SPECCHAT_CONFIG_DIR" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("name", "message", "hint"),
+    [
+        ("QWEN2.5-CODER-1.5B", "unknown pair 'QWEN2.5-CODER-1.5B'", "did you mean qwen2.5-coder-1.5b?"),
+        ("qwen2.5-coder-1.5", "unknown pair 'qwen2.5-coder-1.5'", "did you mean qwen2.5-coder-1.5b?"),
+        (
+            "qwen2.5-coder-1.5b-instruct-q4_k_m",
+            "'qwen2.5-coder-1.5b-instruct-q4_k_m' is a model, not a pair",
+            "give its pair: qwen2.5-coder-1.5b",
+        ),
+        (
+            "qwen2.5-coder-0.5b-instruct-q4_k_m",
+            "'qwen2.5-coder-0.5b-instruct-q4_k_m' is a model, not a pair",
+            "give one of its pairs: qwen2.5-coder-1.5b, qwen2.5-coder-14b, qwen2.5-coder-32b, qwen2.5-coder-7b",
+        ),
+    ],
+)
+def test_an_unknown_pair_that_is_near_one_or_a_models_name_says_which_pair(name, message, hint):
+    """`specchat pull qwen2.5-coder-1.5b-instruct-q4_k_m` (the name the file hints gave in parentheses), a
+    capital or a letter left out: each was 'unknown pair' and the whole list to search."""
+    with pytest.raises(RegistryError) as err:
+        load_registry().pair(name)
+    assert err.value.message == message and err.value.hint.startswith(hint), err.value.hint
