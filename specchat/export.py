@@ -247,6 +247,12 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             notes.append(
                 "this choice comes from this machine's costs; on a GPU a draft model usually pays: --mode spec"
             )
+    if choice.method == "draft":  # as run says it: a draft model larger than the target cannot save time
+        from .pairfiles import larger_draft
+
+        given = (target is not None) + (draft is not None)
+        if (swapped := larger_draft(files.target, files.draft, given, files.pair)) is not None:
+            notes.append(swapped)
     if pair is not None and target is not None:  # find_files takes the files given: the pair was ignored unsaid
         notes.append(f"--pair {pair} is not used: --target names the files (and --draft FILE a draft model)")
     if draft is not None and mode == "ngram":  # the command names no draft model: dropped unsaid, as --pair was

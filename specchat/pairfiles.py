@@ -52,35 +52,37 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
 
 
 def _said_if_swapped(resolved: Resolved, options: Options, notify: Notify) -> Resolved:
-    """A draft model larger than its target costs more per token than the target: it cannot save time, and
-    --target and --draft given the wrong way round are the usual reason. Said, not refused (the output
-    stays the target's). Files of a plugin backend may not be weights alone: only GGUFs are compared."""
-    from .backends import LlamaCppBackend
-
-    files = (resolved.target, resolved.draft)
-    if (
-        resolved.draft is None
-        or not options.wants_draft
-        or not all(isinstance(for_path(f), LlamaCppBackend) for f in files)
-    ):
+    """A draft model larger than its target is said, not refused (the output stays the target's): see
+    larger_draft."""
+    if resolved.draft is None or not options.wants_draft:
         return resolved
+    given = (options.target_path is not None) + (options.draft_path is not None)
+    note = larger_draft(resolved.target, resolved.draft, given, resolved.pair_name)
+    if note is not None:
+        notify(note)
+    return resolved
+
+
+def larger_draft(target: Path, draft: Path, given: int, pair: str | None) -> str | None:
+    """A draft model larger than its target costs more per token than the target: it cannot save time, and
+    --target and --draft given the wrong way round are the usual reason (`given`: how many of the two were).
+    Files of a plugin backend may not be weights alone: only GGUFs are compared. run and export say it."""
+    from .backends import LlamaCppBackend
     from .gguf import split_parts
 
+    if not all(isinstance(for_path(f), LlamaCppBackend) for f in (target, draft)):
+        return None
     try:  # a split model's size is all its parts'
-        target_size, draft_size = (sum(part.stat().st_size for part in split_parts(f)) for f in files)
+        target_size, draft_size = (sum(part.stat().st_size for part in split_parts(f)) for f in (target, draft))
     except (OSError, ModelFileError):
-        return resolved  # the load says what is wrong with it
-    if draft_size > target_size:
-        given = (options.target_path is not None) + (options.draft_path is not None)
-        swapped = {
-            2: "--target and --draft swapped?",
-            0: f"pair {resolved.pair_name}'s target and draft swapped?",
-        }.get(given, "it cannot save time")
-        notify(
-            f"the draft model {resolved.draft.name} ({draft_size / 1e9:.1f} GB) is larger than the target "
-            f"{resolved.target.name} ({target_size / 1e9:.1f} GB): {swapped}"
-        )
-    return resolved
+        return None  # the load says what is wrong with it
+    if draft_size <= target_size:
+        return None
+    swapped = {2: "--target and --draft swapped?", 0: f"pair {pair}'s target and draft swapped?"}
+    return (
+        f"the draft model {draft.name} ({draft_size / 1e9:.1f} GB) is larger than the target "
+        f"{target.name} ({target_size / 1e9:.1f} GB): {swapped.get(given, 'it cannot save time')}"
+    )
 
 
 def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:

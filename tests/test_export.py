@@ -406,3 +406,21 @@ def test_linked_files_are_named_by_their_links_as_run_names_them(fake_models, se
     made = json.loads(result.stdout)
     assert value(made["argv"], "-m") == str(named[0]) and value(made["argv"], "-md") == str(named[1])
     assert made["speculation"]["method"] == "draft" and "no saved tuning" not in made["speculation"]["why"]
+
+
+def test_a_draft_larger_than_its_target_is_said_to_be_swapped_perhaps(tmp_path):
+    """`export --target small.gguf --draft big.gguf` printed `-m small.gguf -md big.gguf` without a word, where
+    `run` says the draft cannot save time and the flags may be the wrong way round."""
+    small, big = tmp_path / "small.gguf", tmp_path / "big.gguf"
+    header = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)  # version 3, no tensors, no metadata
+    small.write_bytes(header + bytes(100))
+    big.write_bytes(header + bytes(3000))
+    swapped = run_export("--to", "llama-server", "--target", str(small), "--draft", str(big), "--mode", "spec")
+    assert swapped.exit_code == 0, swapped.output
+    assert "the draft model big.gguf (0.0 GB) is larger than the target small.gguf" in swapped.stderr
+    assert "--target and --draft swapped?" in swapped.stderr
+    made = exporting.export("vllm", target=small, draft=big, mode="spec")
+    assert any("--target and --draft swapped?" in note for note in made.notes), made.notes
+    for args in (["--target", str(big), "--draft", str(small), "--mode", "spec"], ["--target", str(small)]):
+        right = run_export("--to", "llama-server", *args)
+        assert right.exit_code == 0 and "larger than" not in right.stderr, right.output
