@@ -74,13 +74,14 @@ def misfit(model: ModelSpec) -> ModelFileError | None:
     return _size_error(model, path) if path.is_file() else None
 
 
-def verify(model: ModelSpec, path: Path, advance: Advance | None = None) -> None:
-    """Raise ModelFileError naming the file when its size or sha256 differs from the registry."""
+def verify(model: ModelSpec, path: Path, hashing: Callable[[], Advance | None] = lambda: None) -> None:
+    """Raise ModelFileError naming the file when its size or sha256 differs from the registry; hashing() gives
+    the progress of the read, called only once the size is right (no bar for a file that is not read)."""
     if (wrong := _size_error(model, path)) is not None:
         raise wrong
     if model.sha256 is not None:
         try:
-            actual = sha256_of(path, advance)
+            actual = sha256_of(path, hashing())
         except OSError as exc:  # another user's file, a failing disk: its error, not an internal one
             raise _unreadable(model, path, exc) from None
         _check_sha256(model, path, actual)

@@ -14,8 +14,9 @@ from .errors import SpecchatError
 from .view import one_line, stderr_console, stdout_console, write_stdout
 
 
-def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
-    """`specchat models`: one row per pair and role, with presence (and checksums with verify)."""
+def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError]]:
+    """`specchat models`: one row per pair and role, with presence (and checksums with verify; start(label,
+    total) -> advance: a progress bar while a file is read, as `pull` shows it)."""
     from . import download, modelfiles
     from .registry import load_registry
 
@@ -46,7 +47,7 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
                 row["problem"] = row["problem"] or problem
             elif to_check is not None and to_check.is_file():
                 try:
-                    modelfiles.verify(spec, to_check)
+                    modelfiles.verify(spec, to_check, _reading(start, spec, to_check))
                     if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
                         from .gguf import check
 
@@ -61,13 +62,20 @@ def model_rows(verify: bool) -> tuple[list[dict], list[SpecchatError]]:
     return rows, bad
 
 
+def _reading(start, spec, path: Path):
+    """The progress bar of --verify's read of a file, opened when the read starts (none without start)."""
+    return (lambda: start(f"sha256 of {spec.local_name}", path.stat().st_size)) if start else (lambda: None)
+
+
 def print_models(*, as_json: bool, verify: bool) -> None:
     """`specchat models`: the table (or JSON) on stdout; a bad file (with verify) raises after it."""
     import json
 
     from .paths import models_dir, overlay_file
+    from .view import download_progress
 
-    rows, bad = model_rows(verify)
+    with download_progress(stderr_console()) as start:  # drawn while --verify reads the files
+        rows, bad = model_rows(verify, start)
     if as_json:
         info = {"models_dir": str(models_dir()), "overlay": str(overlay_file()), "pairs": rows}
         write_stdout(json.dumps(info, indent=2) + "\n", "the list")
