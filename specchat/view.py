@@ -166,14 +166,21 @@ def restore_terminal_when_killed() -> None:
 def keys_unechoed() -> Iterator[None]:
     """stdin's terminal does not echo what is typed in here (a reply in the live view): an echoed Enter moved
     the cursor under Rich's live region, which then left a stale copy of its lines on the screen. What is
-    typed stays in the terminal's queue for the next prompt, which shows it (TCSANOW: nothing is flushed)."""
+    typed stays in the terminal's queue for the next prompt, which shows it (TCSANOW: nothing is flushed).
+    Ctrl-D is no end-of-file key in here: the terminal made it a NUL byte, which the next prompt swallowed;
+    kept as the key itself, it leaves there (on an empty line), as a shell does with one typed during a command."""
     modes = _terminal_modes()
     if modes is None or not _foreground():
         yield
         return
     import termios
 
-    quiet = [*modes[:3], modes[3] & ~termios.ECHO, *modes[4:]]
+    keys = list(modes[6])
+    with suppress(OSError, ValueError):  # _POSIX_VDISABLE: 0 on Linux, 0xff on macOS
+        disabled = os.fpathconf(sys.stdin.fileno(), "PC_VDISABLE")
+        if 0 <= disabled <= 0xFF:
+            keys[termios.VEOF] = bytes([disabled])
+    quiet = [*modes[:3], modes[3] & ~termios.ECHO, *modes[4:6], keys]
     with suppress(termios.error, OSError):
         termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, quiet)
     try:

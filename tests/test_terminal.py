@@ -427,6 +427,27 @@ def test_fake_chat_keys_typed_during_a_reply_wait_for_the_prompt(tmp_path):
     assert "typed ahead" not in log.split("── ")[0], "echoed into the live view"
 
 
+def test_fake_chat_ctrl_d_during_a_reply_leaves_after_it(tmp_path):
+    """Ctrl-D pressed while a reply streams ends the chat once the reply is done, as at the prompt (and
+    as a shell does with a Ctrl-D typed during a command): the terminal turned it into a NUL byte, which
+    the next prompt swallowed, so the chat went on."""
+    import fake_backend
+
+    reply = "\n".join(f"line {n}" for n in range(60))
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply=reply, eval_sleep=0.01)
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Count.")
+        child.expect_exact("line 5")  # the reply is under way
+        child.sendeof()
+        child.expect_exact("line 59")  # the reply goes on to its end
+        child.expect_exact("── ")
+        expect_exit(child, "0", timeout=20)
+    finally:
+        child.close(force=True)
+
+
 def test_fake_chat_keeps_a_reply_stopped_by_ctrl_c_pressed_twice(tmp_path):
     """Ctrl-C pressed again and again (as users do) stops the reply once: a later press landed while the
     stopped reply was being closed and logged, and the partial reply and its message were lost."""
