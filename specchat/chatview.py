@@ -1,13 +1,14 @@
 """The live view of a reply (Rich): what the draft guessed, what the target kept, what it cost.
 
-Reply text is append-only: every completed line is printed once, above a small Rich Live region that
-holds only the line being written and a one-line footer. Rich Live is known to truncate or duplicate
-long streamed text when it owns it, so it never does here. The view counts nothing itself: the footer
-shows the stats that come with each update.
+Reply text is append-only: every completed line (and row of a line that wraps) is printed once, above a
+small Rich Live region that holds only the row being written and a one-line footer. Rich Live is known
+to truncate or duplicate long streamed text when it owns it, so it never does here. The view counts
+nothing itself: the footer shows the stats that come with each update.
 """
 
 from __future__ import annotations
 
+from rich._wrap import divide_line
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.segment import Segment as RichSegment
@@ -89,9 +90,25 @@ class ReplyView:
 
     def _refresh(self) -> None:
         self._after_resize()
-        self._frame = Group(self.partial, footer(self.stats, self.label))
-        self.live.update(self._frame, refresh=True)
+        with self.console:  # one write: the rows printed for good and the region redrawn do not flicker
+            self._print_wrapped_rows()
+            self._frame = Group(self.partial, footer(self.stats, self.label))
+            self.live.update(self._frame, refresh=True)
         self._remember()
+
+    def _print_wrapped_rows(self) -> None:
+        """The line being written keeps its last row in the live region; the rows it wrapped past are printed
+        for good, as completed lines are (words wrap greedily, so appended text moves the last row's words
+        only). Drawn whole, a long line showed its first row alone (the stdout console's soft wrap crops
+        the region at the terminal's width), and one taller than the screen was cut with '...'."""
+        if not self.console.is_terminal:
+            return
+        self.partial.expand_tabs()  # as printing it would; the tab stops of a row to come are the screen's
+        # Rich's own word wrap (Text.wrap strips a row's trailing spaces, which the row being written keeps)
+        rows = self.partial.divide(divide_line(self.partial.plain, self.console.width))
+        if len(rows) > 1:
+            self.live.console.print(Text("\n").join(rows[:-1]), soft_wrap=False)
+            self.partial = rows[-1]
 
     def _remember(self) -> None:
         """The width the live region was just drawn at, and the length of each of its lines."""

@@ -115,6 +115,47 @@ def test_narrow_terminal_renders_whole_text():
     assert flat.count("word29") == 1 and " ".join(words) in flat
 
 
+def play_mid_reply(console: Console, words: list[str], height: int) -> str:
+    """The screen while the reply is still streaming (the view not yet closed), as one long line of words."""
+    stats = Stats()
+    with ReplyView(console, k=4, label="spec k=4") as view:
+        for i, word in enumerate(words):
+            stats.record(1, 1, 2, 0.01, 0.02, "spec")
+            view.on_update(Update(event(i + 1, [i], 1, 100 + i), [Segment(" " + word, ACCEPTED)], stats))
+        return screen(console, height)
+
+
+def test_a_line_longer_than_the_terminal_is_wide_shows_as_it_is_written():
+    """The line being written wraps while it streams: with the run's stdout console (soft wrap on, as
+    stdout_console makes it), the live region showed only its first row, cut at the terminal's width,
+    until the line's newline came."""
+    console = stdout_like_console(width=30, height=24)
+    words = [f"word{i}" for i in range(20)]
+    shown = play_mid_reply(console, words, 24)
+    flat = " ".join(shown.split())
+    assert "word19" in shown and " ".join(words) in flat and "tok/s" in shown
+
+
+def test_a_line_taller_than_the_screen_shows_its_end_and_the_footer():
+    """A line that wraps over more rows than the screen has: its completed rows scroll up as text does,
+    the row being written and the footer stay in view (Rich cut the region with '...', hiding both)."""
+    for soft_wrap in (True, False):
+        console = stdout_like_console(width=30, height=6, soft_wrap=soft_wrap)
+        words = [f"word{i}" for i in range(60)]
+        shown = play_mid_reply(console, words, 6)
+        assert "word59" in shown and "tok/s" in shown and "..." not in shown
+        flat = " ".join(screen(console, 100).split())  # the reply, done: every word once, in order
+        assert " ".join(words) in flat and flat.count("word59") == 1
+
+
+def stdout_like_console(width: int, height: int, soft_wrap: bool = True) -> Console:
+    """A console as specchat's stdout_console makes it (soft wrap on), recording, on a terminal."""
+    return Console(
+        record=True, width=width, height=height, force_terminal=True, color_system="truecolor",
+        file=io.StringIO(), soft_wrap=soft_wrap,
+    )  # fmt: skip
+
+
 def test_legend_summary_and_bars():
     assert "rejected draft guess" in legend().plain
     stats = Stats(generated=10, rounds=4, drafted=12, accepted=6, total_s=1.0, stop_reason="interrupted")
