@@ -67,11 +67,12 @@ class ReplyView:
 
     def on_update(self, update: Update) -> None:
         self.stats = update.stats
-        for segment in update.segments:
-            if segment.kind == REJECTED and not self.show_rejected:
-                continue
-            self._append(segment)
-        self._refresh()
+        with self.console:  # one write: a line printed and the region redrawn apart showed the line twice
+            for segment in update.segments:
+                if segment.kind == REJECTED and not self.show_rejected:
+                    continue
+                self._append(segment)
+            self._refresh()
 
     def _append(self, segment: Segment) -> None:
         # Without a draft every token is the target's own: no emphasis needed.
@@ -90,10 +91,9 @@ class ReplyView:
 
     def _refresh(self) -> None:
         self._after_resize()
-        with self.console:  # one write: the rows printed for good and the region redrawn do not flicker
-            self._print_wrapped_rows()
-            self._frame = Group(self.partial, footer(self.stats, self.label))
-            self.live.update(self._frame, refresh=True)
+        self._print_wrapped_rows()
+        self._frame = Group(self.partial, footer(self.stats, self.label))
+        self.live.update(self._frame, refresh=True)
         self._remember()
 
     def _print_wrapped_rows(self) -> None:

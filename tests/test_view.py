@@ -148,6 +148,27 @@ def test_a_line_taller_than_the_screen_shows_its_end_and_the_footer():
         assert " ".join(words) in flat and flat.count("word59") == 1
 
 
+def test_each_update_reaches_the_terminal_in_one_write():
+    """A round's lines printed for good and the live region redrawn go out together: written apart, the
+    terminal could show the region's old frame under a line just printed (the line twice) for a moment."""
+
+    class Writes(io.StringIO):
+        count = 0
+
+        def write(self, text: str) -> int:
+            self.count += 1
+            return super().write(text)
+
+    console = Console(width=30, height=10, force_terminal=True, file=Writes(), soft_wrap=True)
+    with ReplyView(console, k=4, label="spec k=4") as view:
+        stats = Stats()
+        stats.record(2, 2, 3, 0.01, 0.02, "spec")
+        before = console.file.count
+        lines = [Segment("one\ntwo\n", ACCEPTED), Segment("three " * 12, ACCEPTED), Segment("four", TARGET)]
+        view.on_update(Update(event(1, [1, 2], 2, 3), lines, stats))
+        assert console.file.count - before == 1
+
+
 def stdout_like_console(width: int, height: int, soft_wrap: bool = True) -> Console:
     """A console as specchat's stdout_console makes it (soft wrap on), recording, on a terminal."""
     return Console(
