@@ -41,6 +41,9 @@ class ReplyView:
         self.show_rejected = show_rejected
         self.partial = Text()
         self.stats = Stats()  # the latest the loop reported
+        # A live region is drawn on a terminal that takes escape codes; elsewhere (`--format live > file`,
+        # TERM=dumb) the lines go out as they are: wrapped at Rich's width (80 for a file), the text changed
+        self.drawn = console.is_terminal and not console.is_dumb_terminal
         self.live = Live(
             console=console, auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False
         )
@@ -62,7 +65,7 @@ class ReplyView:
         finally:  # even on a Ctrl-C here: a Live left started nests the next one
             self.live.stop()  # transient: the footer goes, then the last partial line is printed for good
         if self.partial.plain:
-            self.console.print(self.partial, soft_wrap=False)
+            self.console.print(self.partial, soft_wrap=not self.drawn)
         self.partial = Text()
 
     def on_update(self, update: Update) -> None:
@@ -85,7 +88,7 @@ class ReplyView:
             self.partial.append(piece, style=style)
             if index < len(lines) - 1:
                 self._after_resize()
-                self.live.console.print(self.partial, soft_wrap=False)  # printed above the live region
+                self.live.console.print(self.partial, soft_wrap=not self.drawn)  # printed above the live region
                 self._remember()
                 self.partial = Text()
 
@@ -101,7 +104,7 @@ class ReplyView:
         for good, as completed lines are (words wrap greedily, so appended text moves the last row's words
         only). Drawn whole, a long line showed its first row alone (the stdout console's soft wrap crops
         the region at the terminal's width), and one taller than the screen was cut with '...'."""
-        if not self.console.is_terminal:
+        if not self.drawn:
             return
         self.partial.expand_tabs()  # as printing it would; the tab stops of a row to come are the screen's
         # Rich's own word wrap (Text.wrap strips a row's trailing spaces, which the row being written keeps)

@@ -169,6 +169,21 @@ def test_each_update_reaches_the_terminal_in_one_write():
         assert console.file.count - before == 1
 
 
+def test_the_live_format_into_a_file_keeps_the_reply_as_it_is():
+    """`--format live > file`: no live region is drawn there, and the reply's lines are written as they
+    are; they were wrapped at 80 columns (Rich's width for a file), with trailing spaces, into the text."""
+    console = Console(width=30, file=io.StringIO(), soft_wrap=True)  # a file: not a terminal
+    assert not console.is_terminal
+    words = [f"word{i}" for i in range(20)]
+    stats = Stats()
+    with ReplyView(console, k=4, label="spec k=4") as view:
+        for i, word in enumerate(words):
+            stats.record(1, 1, 2, 0.01, 0.02, "spec")
+            text = word if i == 0 else ("\n" if i == 10 else " ") + word
+            view.on_update(Update(event(i + 1, [i], 1, 100 + i), [Segment(text, ACCEPTED)], stats))
+    assert console.file.getvalue() == " ".join(words[:10]) + "\n" + " ".join(words[10:]) + "\n"
+
+
 def stdout_like_console(width: int, height: int, soft_wrap: bool = True) -> Console:
     """A console as specchat's stdout_console makes it (soft wrap on), recording, on a terminal."""
     return Console(
