@@ -182,7 +182,7 @@ class LiveOutput(Output):
         if self.legend:
             from .chatview import legend
 
-            self.console.print(legend())
+            self.console.print(legend(), soft_wrap=self._one_line)
         self.view.__enter__()
         return self
 
@@ -194,10 +194,15 @@ class LiveOutput(Output):
 
     def finish(self, generation: Generation) -> None:
         stats = generation.stats
-        self.console.print(summary_line(stats, self.request.label))
+        self.console.print(summary_line(stats, self.request.label), soft_wrap=self._one_line)
         if self.verbose and stats.drafted:
             for line in position_bars(stats.drafted_at, stats.accepted_at):
                 self.console.print(line)
+
+    @property
+    def _one_line(self) -> bool:
+        """Into a file each line stays one; on a terminal Rich wraps it at words (the terminal broke words)."""
+        return not self.view.drawn
 
 
 def set_aside_note(counts: dict[str, int]) -> str:

@@ -91,3 +91,29 @@ def test_a_closed_stdout(monkeypatch):
     console = view.stdout_console()
     assert not console.is_terminal
     assert outputs.fancy_terminal() is False
+
+
+def test_the_live_views_legend_and_summary_wrap_at_words_on_a_narrow_terminal():
+    """At 40 columns the legend and the line under the reply broke inside words ("accep" / "ted"): the
+    stdout console's soft wrap left them to the terminal. On a terminal they wrap at words; into a file
+    they stay one line each."""
+    import pyte
+    from rich.console import Console
+
+    request = outputs.Request("spec", 4, SamplingParams(), 64)
+    stats = Stats(generated=40, rounds=13, drafted=36, accepted=31, total_s=5.0, stop_reason="max_tokens")
+    for terminal in (True, False):
+        console = Console(width=40, file=io.StringIO(), force_terminal=terminal, soft_wrap=True)
+        with outputs.LiveOutput(console, request) as sink:
+            sink.update(Update(None, [Segment("Hi.", "target")], stats))
+        sink.finish(Generation("Hi.", [], stats))
+        written = console.file.getvalue()
+        if not terminal:
+            assert len(written.splitlines()) == 3  # the legend, the reply, the summary
+            continue
+        screen = pyte.Screen(40, 20)
+        pyte.Stream(screen).feed(written.replace("\n", "\r\n"))
+        rows = [row.rstrip() for row in screen.display if row.strip()]
+        text = " ".join(rows)
+        for words in ("rejected draft guess", "accepted 31/36 (86%)", "target token [max tokens reached]"):
+            assert words in text, rows
