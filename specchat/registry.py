@@ -96,22 +96,28 @@ class Registry:
             raise RegistryError("the pair name is empty", hint="name a pair (see `specchat models`), or leave it out")
         name = name or self.default_pair
         if name not in self.pairs:
-            raise self._unknown(name)
+            raise self.unknown(name)
         return self.pairs[name]
 
-    def _unknown(self, name: str) -> RegistryError:
-        """A model's name given as a pair's (the file hints named models), or a pair's name with a typo: the
-        pair meant, before the whole list."""
+    def holding(self, name: str) -> list[str]:
+        """The pairs of which `name` is a model (the file hints name models, and people type them as pairs)."""
+        return sorted(pair.name for pair in self.pairs.values() if name in (pair.target.name, pair.draft.name))
+
+    def near(self, name: str) -> str | None:
+        """The pair `name` misspells (another case, a character or two), if one."""
         import difflib
 
+        same = [pair for pair in self.pairs if pair.lower() == name.lower()]
+        close = same or difflib.get_close_matches(name, list(self.pairs), n=1, cutoff=0.8)
+        return close[0] if close else None
+
+    def unknown(self, name: str) -> RegistryError:
+        """A model's name given as a pair's, or a pair's name with a typo: the pair meant, before the whole list."""
         known = ", ".join(sorted(self.pairs)) or "none"
-        holding = sorted(pair.name for pair in self.pairs.values() if name in (pair.target.name, pair.draft.name))
-        if holding:
+        if holding := self.holding(name):
             which = "its pair" if len(holding) == 1 else "one of its pairs"
             return RegistryError(f"'{name}' is a model, not a pair", hint=f"give {which}: {', '.join(holding)}")
-        near = [pair for pair in self.pairs if pair.lower() == name.lower()]
-        near = near or difflib.get_close_matches(name, list(self.pairs), n=1, cutoff=0.8)
-        guess = f"did you mean {near[0]}? " if near else ""
+        guess = f"did you mean {near}? " if (near := self.near(name)) else ""
         return RegistryError(f"unknown pair '{name}'", hint=f"{guess}known pairs: {known} (see `specchat models`)")
 
 

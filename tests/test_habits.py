@@ -161,6 +161,21 @@ def test_p_and_a_word_that_is_no_pair_says_p_is_pair(isolated, args):
     assert "known pairs: " in result.stderr and "qwen2.5-coder-1.5b" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("word", "needle", "hint"),
+    [
+        ("qwen2.5-coder-7B", "unknown pair 'qwen2.5-coder-7B'", "did you mean qwen2.5-coder-7b?"),
+        ("qwen2.5-coder-1.5b-instruct-q4_k_m", "is a model, not a pair", "give its pair: qwen2.5-coder-1.5b"),
+    ],
+)
+def test_p_and_a_near_miss_or_a_models_name_keeps_the_registrys_word(isolated, word, needle, hint):
+    """-p is how most type --pair: its "a prompt is the argument" hid the registry's "did you mean" and "is a
+    model" (and told someone who typed a pair's name with a capital letter to make it a prompt)."""
+    result = invoke("run", "-p", word, "hi")
+    assert_one_line_error(result, 1, needle)
+    assert hint in result.stderr and "a prompt is the argument" not in result.stderr
+
+
 def test_p_and_a_pair_is_that_pair(overlay):
     overlay(
         '[pairs.mine]\ntarget = "qwen2.5-coder-1.5b-instruct-q4_k_m"\ndraft = "qwen2.5-coder-0.5b-instruct-q4_k_m"\n'

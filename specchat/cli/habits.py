@@ -154,17 +154,20 @@ def _pair_prompt(command: str, value: str) -> str | None:
 
 
 def _pair_word(value: str) -> None:
-    """run's `-p hello`: llama.cpp's -p PROMPT; "unknown pair 'hello'" alone did not say that -p is --pair."""
+    """run's `-p hello`: llama.cpp's -p PROMPT; "unknown pair 'hello'" alone did not say that -p is --pair. A
+    model's name or a pair's with a typo keeps the registry's own message (which pair, did you mean)."""
     from ..registry import load_registry
 
-    pairs = None
+    registry = None
     with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        pairs = load_registry().pairs
-    if pairs is None or not value.strip() or value in pairs:  # an empty name: the registry's own message
+        registry = load_registry()
+    if registry is None or not value.strip() or value in registry.pairs:  # an empty name: the registry's message
         return
+    if registry.holding(value) or registry.near(value):
+        return  # a model's name, or a near miss: the registry's message says which pair is meant
     raise UsageError(
         f"unknown pair '{value}': -p is --pair here; a prompt is the argument: specchat run \"{value}\"",
-        hint=f"known pairs: {', '.join(sorted(pairs)) or 'none'} (see `specchat models`)",
+        hint=registry.unknown(value).hint,
     )
 
 
