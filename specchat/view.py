@@ -262,7 +262,7 @@ def note(console: Console, message: str) -> None:
 def _drawn(console: Console) -> bool:
     """A progress bar only on a terminal. Elsewhere (`2> log`, a pipe) Rich prints a bar once, as it stops: after
     the lines that said the download was done, wrapped at 80 columns, and a transient one as a blank line."""
-    return console.is_terminal
+    return console.is_terminal and not console.is_dumb_terminal  # TERM=dumb (Emacs' shell): no cursor moves
 
 
 class _Label(ProgressColumn):

@@ -346,6 +346,21 @@ def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal():
     assert out.getvalue() == "model.gguf: downloaded\n"
 
 
+def test_progress_bars_draw_nothing_on_a_dumb_terminal(monkeypatch):
+    """TERM=dumb (Emacs' M-x shell): a terminal without cursor moves, where a bar came after 'downloaded'."""
+    from specchat.view import download_progress
+
+    monkeypatch.setenv("TERM", "dumb")
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=True)
+    with download_progress(console) as start:
+        start("model.gguf (PyPI mirror)", 1000)(1000)
+        console.print("model.gguf: downloaded")
+    with bench_progress(console, 2) as progress:
+        progress("spec k=8 · code #1", 1)
+    assert out.getvalue() == "model.gguf: downloaded\n"
+
+
 @pytest.mark.parametrize("width", [40, 60, 80])
 def test_a_download_bar_keeps_its_numbers_whole_on_a_narrow_terminal(width):
     """The default pair's first pull on an 80-column terminal drew `0.1/1.1` with `GB` wrapped onto a line of its
