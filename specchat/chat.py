@@ -154,7 +154,7 @@ def _render(engine: Engine, template: str, messages: list[dict]) -> str:
     except Refused as exc:  # the same words as any failure; a server answers it as the client's fault
         # Gemma's and Mistral's templates refuse a system message: leaving it out is the fix that keeps the template
         system = any(m["role"] == "system" for m in messages)
-        hint = "leave out the system prompt (--system, /system), or " if system else ""
+        hint = "leave out the system prompt (--system; in the chat /system off), or " if system else ""
         raise MessagesRefused(
             f"the chat template of {engine.path.name} failed to render: {exc}",
             hint=hint + "use --no-template to send the prompt as plain text",
