@@ -76,7 +76,9 @@ def misfit(model: ModelSpec) -> ModelFileError | None:
 
 def verify(model: ModelSpec, path: Path, hashing: Callable[[], Advance | None] = lambda: None) -> None:
     """Raise ModelFileError naming the file when its size or sha256 differs from the registry; hashing() gives
-    the progress of the read, called only once the size is right (no bar for a file that is not read)."""
+    the progress of the read, called only once the size is right (no bar for a file that is not read). It
+    always reads the file (a Hub download, `models --verify`), and remembers what it read: the next `pull`
+    finds the sha256 known (verify_remembered) instead of reading gigabytes again."""
     if (wrong := _size_error(model, path)) is not None:
         raise wrong
     if model.sha256 is not None:
@@ -84,6 +86,7 @@ def verify(model: ModelSpec, path: Path, hashing: Callable[[], Advance | None] =
             actual = sha256_of(path, hashing())
         except OSError as exc:  # another user's file, a failing disk: its error, not an internal one
             raise _unreadable(model, path, exc) from None
+        remember_sha256(path, actual)
         _check_sha256(model, path, actual)
 
 

@@ -405,3 +405,14 @@ def test_a_file_the_mirror_just_wrote_is_not_hashed_again_by_the_next_pull(mirro
     assert quiet_pull(spec)[0].source == "mirror"
     monkeypatch.setattr(modelfiles, "sha256_of", lambda *_args: pytest.fail("hashed again"))
     assert quiet_pull(spec)[0].source == "present"
+
+
+def test_a_file_verify_read_is_not_hashed_again_by_the_next_pull(mirror_env, monkeypatch):
+    """verify() reads the whole file (a Hub download, `models --verify`) and kept nothing: the next `pull`
+    read it again (20 GB for a 32B pair), where a mirror download was remembered."""
+    spec, blob, models = mirror_env
+    models.mkdir(parents=True)
+    (models / "fake.gguf").write_bytes(blob)
+    modelfiles.verify(spec, models / "fake.gguf")
+    monkeypatch.setattr(modelfiles, "sha256_of", lambda *_args: pytest.fail("hashed again"))
+    assert quiet_pull(spec)[0].source == "present"
