@@ -433,7 +433,9 @@ def test_fake_chat_ctrl_d_during_a_reply_leaves_after_it(tmp_path):
     the next prompt swallowed, so the chat went on."""
     import fake_backend
 
-    reply = "\n".join(f"line {n}" for n in range(60))
+    # Seconds of reply left after "line 5" (10 ms a token): the press must land in the reply, where
+    # the old terminal settings swallowed it; one landing at the prompt passes on any code.
+    reply = "\n".join(f"line {n}" for n in range(150))
     target, _draft = fake_backend.write_pair(tmp_path / "files", reply=reply, eval_sleep=0.01)
     child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
     try:
@@ -441,7 +443,7 @@ def test_fake_chat_ctrl_d_during_a_reply_leaves_after_it(tmp_path):
         child.sendline("Count.")
         child.expect_exact("line 5")  # the reply is under way
         child.sendeof()
-        child.expect_exact("line 59")  # the reply goes on to its end
+        child.expect_exact("line 149")  # the reply goes on to its end
         child.expect_exact("── ")
         expect_exit(child, "0", timeout=20)
     finally:
