@@ -225,7 +225,7 @@ def a_path(option: str, what: str) -> Callable[[str], Path]:
         if text.startswith("="):  # `-o=report.md`: Click gives a short option's value as typed, "=" and all
             raise UsageError(
                 f"{option} got '{text}', a name starting with '='",
-                hint=f"write {option} {text[1:] or 'NAME'} (a short flag takes no '=')",
+                hint=f"write {option} {text[1:] or 'NAME'} (`-o=x` keeps the '=': a short flag takes no '=')",
             )
         return Path(text)
 
