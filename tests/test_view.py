@@ -330,29 +330,18 @@ def _record_failure(call, failed: list) -> None:
         failed.append(exc)
 
 
-def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal():
+@pytest.mark.parametrize("term", ["file", "dumb"])
+def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal(monkeypatch, term):
     """`specchat pull 2> log`: Rich printed each download's bar once, as it stopped, after the lines that said
     the download was done (and wrapped at 80 columns: `491.… MB`), and tune's and bench's transient bar left a
-    blank line before an error or 'interrupted'. The notes on stderr say what happens there already."""
+    blank line before an error or 'interrupted'. The notes on stderr say what happens there already. The same
+    on TERM=dumb (Emacs' M-x shell): a terminal without cursor moves."""
     from specchat.view import download_progress
 
     out = io.StringIO()
-    console = Console(file=out, width=80)  # not a terminal
-    with download_progress(console) as start:
-        start("model.gguf (PyPI mirror)", 1000)(1000)
-        console.print("model.gguf: downloaded")
-    with bench_progress(console, 2) as progress:
-        progress("spec k=8 · code #1", 1)
-    assert out.getvalue() == "model.gguf: downloaded\n"
-
-
-def test_progress_bars_draw_nothing_on_a_dumb_terminal(monkeypatch):
-    """TERM=dumb (Emacs' M-x shell): a terminal without cursor moves, where a bar came after 'downloaded'."""
-    from specchat.view import download_progress
-
-    monkeypatch.setenv("TERM", "dumb")
-    out = io.StringIO()
-    console = Console(file=out, width=80, force_terminal=True)
+    if term == "dumb":
+        monkeypatch.setenv("TERM", "dumb")
+    console = Console(file=out, width=80, force_terminal=term == "dumb")
     with download_progress(console) as start:
         start("model.gguf (PyPI mirror)", 1000)(1000)
         console.print("model.gguf: downloaded")

@@ -232,26 +232,16 @@ def a_path(option: str, what: str) -> Callable[[str], Path]:
     return parse
 
 
-Target = Annotated[
-    Path | None,
-    typer.Option(
-        "--target",
-        parser=a_path("--target", "a .gguf file's path"),
-        metavar="<path>",
-        callback=model_path,
-        help="Local target GGUF (overrides the pair's).",
-    ),
-]
-Draft = Annotated[
-    Path | None,
-    typer.Option(
-        "--draft",
-        parser=a_path("--draft", "a .gguf file's path"),
-        metavar="<path>",
-        callback=model_path,
-        help="Local draft GGUF (overrides the pair's).",
-    ),
-]
+def model_file_option(role: str):
+    """--target/--draft: a local GGUF of that role, "~" expanded, an empty path refused."""
+    option = f"--{role}"
+    parser = a_path(option, "a .gguf file's path")
+    help_text = f"Local {role} GGUF (overrides the pair's)."
+    return typer.Option(option, parser=parser, metavar="<path>", callback=model_path, help=help_text)
+
+
+Target = Annotated[Path | None, model_file_option("target")]
+Draft = Annotated[Path | None, model_file_option("draft")]
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
 THREADS_HELP = "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number is kept to)."
 Threads = Annotated[int, typer.Option("--threads", min=0, help=THREADS_HELP)]
