@@ -82,6 +82,13 @@ def test_a_flag_of_another_tool_names_specchats_own(isolated, command, needle):
     assert_one_line_error(invoke(*command), 2, needle)
 
 
+@pytest.mark.parametrize("command", [["run", "-np", "4", "hi"], ["bench", "-np", "4"], ["tune", "-np", "4"]])
+def test_np_outside_serve_is_named_not_read_as_n(isolated, command):
+    """llama.cpp's `-np 4` (parallel slots) was read as `-n p` outside serve: "Invalid value for '--max-tokens'
+    / '-n': 'p' is not a whole number", where usage.md says that no habit is misread so."""
+    assert_one_line_error(invoke(*command), 2, "-np has no equivalent: one generation runs at a time")
+
+
 def test_a_flag_whose_equivalent_the_command_lacks_keeps_clicks_error(isolated):
     assert_one_line_error(invoke("logs", "--ctx-size", "3"), 2, "No such option: --ctx-size")
 

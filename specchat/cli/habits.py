@@ -21,6 +21,9 @@ CHAT = "`specchat run` with no prompt is the chat"
 PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampling (temperature, top_p, seed, ...)")
 TEMPLATE = "the GGUF's own chat template is always used here (--no-template: none)"
 DEVICE = "llama.cpp offloads to the GPUs it finds (--gpu-layers 0, --draft-gpu-layers 0: CPU only)"
+ONE_AT_A_TIME = "has no equivalent: requests run one at a time here (--queue: how many may wait)"
+# Elsewhere Click read `-np 4` as `-n p` ("'p' is not a whole number"): named here as serve names it.
+ONE_GENERATION = "has no equivalent: one generation runs at a time (`specchat serve --queue N`: requests that may wait)"
 GLUED_NUMBER = re.compile(r"-?\d+(\.\d+)?")  # `-t4`, `-c4096`: a short flag with its number glued on
 
 
@@ -105,8 +108,8 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--device": [("--gpu-layers", f"has no equivalent: {DEVICE}")],
     "-devd": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
     "--device-draft": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
-    "-np": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
-    "--parallel": [("--queue", "has no equivalent: requests run one at a time here (--queue: how many may wait)")],
+    "-np": [("--queue", ONE_AT_A_TIME), *((name, ONE_GENERATION) for name in ("run", "bench", "tune"))],
+    "--parallel": [("--queue", ONE_AT_A_TIME), *((name, ONE_GENERATION) for name in ("run", "bench", "tune"))],
 }
 
 # Commands of the other tools -> the message after "no command 'X'".
