@@ -297,7 +297,9 @@ def require_matplotlib():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--plot needs matplotlib", hint="pip install 'specchat[plot]'") from None
+        raise UsageError(
+            "--plot needs matplotlib", hint="pip install matplotlib (in specchat's clone: pip install '.[plot]')"
+        ) from None
     return plt
 
 

@@ -726,6 +726,19 @@ def test_the_terminal_chart_needs_no_plotting_library(monkeypatch):
     assert "│" not in chart[1]
 
 
+def test_plot_without_matplotlib_names_an_install_that_works(monkeypatch):
+    """The hint was `pip install 'specchat[plot]'`: specchat is installed from its clone (install.md), and
+    that line asked the package index for a specchat it does not have."""
+    from specchat.benchreport import require_matplotlib
+    from specchat.errors import UsageError
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(UsageError) as caught:
+        require_matplotlib()
+    assert caught.value.message == "--plot needs matplotlib"
+    assert "pip install matplotlib" in caught.value.hint and "specchat[" not in caught.value.hint
+
+
 def test_the_chart_marks_where_the_target_alone_is():
     result = two_variant_result()
     result.samples[1].tokens_per_s = 10.0  # k=2 at 0.5x
