@@ -302,9 +302,11 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
     prompt_ids = [pipeline.prompt([Message("user", prompt.text)]) for prompt in prompts]
     needed = max(max(map(len, prompt_ids)) + 1, len(pipeline.target.tokenize(CALIBRATION_TEXT)) + max(FULL_BATCHES))
     if needed > pipeline.target.n_ctx:  # found before minutes of measuring, not after
+        # 1024 holds it for the usual tokenizers; a finer one (bytes, characters) needs more: a round 256
+        enough = max(1024, -(-needed // 256) * 256)
         raise UsageError(
             f"a context of {pipeline.target.n_ctx} tokens cannot hold what tune measures ({needed} tokens)",
-            hint="use --ctx 1024 or more (the default is 4096)",
+            hint=f"use --ctx {enough} or more (the default is 4096)",
         )
     notify("timing single steps and verify batches of 1..16, 20, 24, 28, 32, 40, 48, 56 and 64 tokens")
     result = calibrate(pipeline.target, pipeline.draft, key_for(pipeline.resolved, pipeline.options), full=True)

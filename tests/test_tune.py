@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -260,7 +261,18 @@ def test_a_context_too_small_for_what_tune_measures_is_refused_before_measuring(
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: a context of 64 tokens cannot hold what tune measures"), result.stderr
-    assert "--ctx 1024" in lines[-1] and not measured and "Traceback" not in result.output
+    assert "use --ctx " in lines[-1] and not measured and "Traceback" not in result.output
+
+
+def test_the_context_tune_asks_for_holds_what_it_measures(fake_models, isolated):
+    """The hint said `--ctx 1024` whatever the model: the fake's byte-level tokenizer needs more, so the
+    context the hint gave was refused in turn, with the same hint."""
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "--ctx", "1024"])
+    assert result.exit_code == 2, result.output
+    needed = int(re.search(r"\((\d+) tokens\)", result.stderr).group(1))
+    asked = int(re.search(r"use --ctx (\d+) or more", result.stderr).group(1))
+    assert needed > 1024 and asked >= needed and asked % 256 == 0
 
 
 def test_the_tune_table_shows_a_file_names_control_characters_rather_than_sending_them():
