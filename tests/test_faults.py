@@ -625,7 +625,7 @@ def test_a_template_that_refuses_a_system_message_hints_to_leave_it_out(fake_mod
     target = fake_file(tmp_path, "gemma", template=refusing + "{{ messages[-1]['content'] }}")
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "--system", "Be brief.", "Hi")
     assert_one_line_error(result, 1, "System role not supported")
-    assert "leave out the system prompt (--system, /system)" in result.stderr
+    assert "leave out the system prompt (--system; in the chat /system off)" in result.stderr
     plain = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
     assert plain.exit_code == 0, plain.output
 
