@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from .speculative import Stats
-from .view import footer, visible
+from .view import footer, redrawn, visible
 
 STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 
@@ -43,7 +43,7 @@ class ReplyView:
         self.stats = Stats()  # the latest the loop reported
         # A live region is drawn on a terminal that takes escape codes; elsewhere (`--format live > file`,
         # TERM=dumb) the lines go out as they are: wrapped at Rich's width (80 for a file), the text changed
-        self.drawn = console.is_terminal and not console.is_dumb_terminal
+        self.drawn = redrawn(console)
         self.live = Live(
             console=console, auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False
         )

@@ -259,9 +259,10 @@ def note(console: Console, message: str) -> None:
     console.print(Text(visible(message), style="dim"), soft_wrap=True)
 
 
-def _drawn(console: Console) -> bool:
-    """A progress bar only on a terminal. Elsewhere (`2> log`, a pipe) Rich prints a bar once, as it stops: after
-    the lines that said the download was done, wrapped at 80 columns, and a transient one as a blank line."""
+def redrawn(console: Console) -> bool:
+    """Whether a region can be drawn over in place (a progress bar, the live view): on a terminal only. Elsewhere
+    (`2> log`, a pipe) Rich prints a bar once, as it stops: after the lines that said the download was done,
+    wrapped at 80 columns, and a transient one as a blank line."""
     return console.is_terminal and not console.is_dumb_terminal  # TERM=dumb (Emacs' shell): no cursor moves
 
 
@@ -274,7 +275,7 @@ class _Label(ProgressColumn):
 
 @contextmanager
 def download_progress(console: Console) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    """Yields start(label, total) -> advance(n): one bar per file, on stderr (a terminal only: see _drawn).
+    """Yields start(label, total) -> advance(n): one bar per file, on stderr (a terminal only: see redrawn).
     Where the line is too narrow, the file's name gives way (…), then the bar; the numbers stay whole: with
     Rich's defaults an 80-column terminal wrapped the default pair's `GB` onto a line of its own. Below 64
     columns the bar and the speed are left out, so that the name keeps a few characters."""
@@ -288,7 +289,7 @@ def download_progress(console: Console) -> Iterator[Callable[[str, int], Callabl
     ]
     if console.width < 64:
         del columns[3], columns[1]
-    progress = Progress(*columns, console=console, transient=False, disable=not _drawn(console))
+    progress = Progress(*columns, console=console, transient=False, disable=not redrawn(console))
 
     def start(label: str, total: int) -> Callable[[int], None]:
         if not progress.live.is_started:
@@ -308,7 +309,7 @@ def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int]
     """Which prompt and variant is running, how far along, and an ETA."""
     # A description names a prompt's category and id (from a --prompts file): no markup.
     columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
-    shown = _drawn(console)
+    shown = redrawn(console)
     progress = Progress(
         *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=not shown
     )
