@@ -52,7 +52,7 @@ def pull_command(model: ModelSpec) -> str:
         registry = load_registry()
     except SpecchatError:  # a broken overlay is said by the command that reads it
         return "`specchat pull`"
-    pairs = sorted(name for name, pair in registry.pairs.items() if model.name in (pair.target.name, pair.draft.name))
+    pairs = registry.holding(model.name)
     if not pairs or registry.default_pair in pairs:
         return "`specchat pull`"
     return f"`specchat pull {pairs[0]}`"
@@ -88,6 +88,12 @@ def verify(model: ModelSpec, path: Path, hashing: Callable[[], Advance | None] =
             raise _unreadable(model, path, exc) from None
         remember_sha256(path, actual)
         _check_sha256(model, path, actual)
+
+
+def hashing_bar(start, model: ModelSpec, path: Path) -> Callable[[], Advance | None]:
+    """The progress bar of a read of the model's file (`pull`, `models --verify`), opened only when the read
+    starts: start(label, total) -> advance; none without start."""
+    return (lambda: start(f"sha256 of {model.local_name}", path.stat().st_size)) if start else (lambda: None)
 
 
 def verify_remembered(model: ModelSpec, path: Path, hashing: Callable[[], Advance | None]) -> None:

@@ -47,7 +47,7 @@ def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError
                 row["problem"] = row["problem"] or problem
             elif to_check is not None and to_check.is_file():
                 try:
-                    modelfiles.verify(spec, to_check, _reading(start, spec, to_check))
+                    modelfiles.verify(spec, to_check, modelfiles.hashing_bar(start, spec, to_check))
                     if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
                         from .gguf import check
 
@@ -60,11 +60,6 @@ def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError
                 checked[spec.name] = row["checksum_ok"], row["problem"]
             rows.append(row)
     return rows, bad
-
-
-def _reading(start, spec, path: Path):
-    """The progress bar of --verify's read of a file, opened when the read starts (none without start)."""
-    return (lambda: start(f"sha256 of {spec.local_name}", path.stat().st_size)) if start else (lambda: None)
 
 
 def print_models(*, as_json: bool, verify: bool) -> None:
