@@ -24,6 +24,8 @@ DEVICE = "llama.cpp offloads to the GPUs it finds (--gpu-layers 0, --draft-gpu-l
 ONE_AT_A_TIME = "has no equivalent: requests run one at a time here (--queue: how many may wait)"
 # Elsewhere Click read `-np 4` as `-n p` ("'p' is not a whole number"): named here as serve names it.
 ONE_GENERATION = "has no equivalent: one generation runs at a time (`specchat serve --queue N`: requests that may wait)"
+BATCHES = "has no equivalent: the batch sizes are specchat's own"
+COLOURS = "has no equivalent: colours are on where stdout is a terminal (--no-color: off)"
 GLUED_NUMBER = re.compile(r"-?\d+(\.\d+)?")  # `-t4`, `-c4096`: a short flag with its number glued on
 
 
@@ -98,12 +100,12 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     # Click splits an unknown short flag into letters ("No such option: -t" for -ctk): each is named whole
     "-ctk": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
     "-ctv": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
-    "-b": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
-    "--batch-size": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
-    "-ub": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
-    "--ubatch-size": [("--threads", "has no equivalent: the batch sizes are specchat's own")],
-    "-co": [("--no-color", "has no equivalent: colours are on where stdout is a terminal (--no-color: off)")],
-    "--color": [("--no-color", "has no equivalent: colours are on where stdout is a terminal (--no-color: off)")],
+    "-b": [("--threads", BATCHES)],
+    "--batch-size": [("--threads", BATCHES)],
+    "-ub": [("--threads", BATCHES)],
+    "--ubatch-size": [("--threads", BATCHES)],
+    "-co": [("--no-color", COLOURS)],
+    "--color": [("--no-color", COLOURS)],
     "-dev": [("--gpu-layers", f"has no equivalent: {DEVICE}")],
     "--device": [("--gpu-layers", f"has no equivalent: {DEVICE}")],
     "-devd": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
