@@ -50,9 +50,11 @@ class StopScanner:
     def push(self, text: str) -> str:
         """The text that is safe to show now; sets `stopped` when a stop string was reached."""
         self.pending += text
-        hits = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
+        # The stop that ends first, as if the text came a character at a time: a round of several tokens may hold
+        # "again:\nh" and "ain:", which a round of one token stops at when it ends, before the longer one exists.
+        hits = [(i + len(s), i) for s in self.stops if (i := self.pending.find(s)) >= 0]
         if hits:
-            out, self.pending, self.stopped = self.pending[: min(hits)], "", True
+            out, self.pending, self.stopped = self.pending[: min(hits)[1]], "", True
             return out
         # Only a stop's first len(pending) characters can end the pending text: every prefix of a long stop (a
         # request's 1 MB body holds stops of 250,000 characters) took seconds a round on the one worker.

@@ -190,6 +190,24 @@ def test_stop_string_and_max_tokens(server):
     assert streamed == "Here is your text "
 
 
+def test_the_stop_that_ends_first_cuts_the_reply_however_the_rounds_fell(server):
+    """Of two stops, the one found first in the text cut it: a round that brought "again:\nh" and "ain:" together
+    cut before "again", where rounds of one token each stop at "ain:" as soon as it ends (before "again:\nh" is
+    there), so the reply depended on how many tokens a round accepted. The first to end wins, streamed or not."""
+    client, stops = server.client(), ["again:\nh", "ain:"]
+    assert ask(client, stop=stops).choices[0].message.content == "Here is your text ag"
+    streamed = "".join(c.choices[0].delta.content or "" for c in ask(client, stream=True, stop=stops))
+    assert streamed == "Here is your text ag"
+    from specchat.servequeue import StopScanner
+
+    one_by_one, shown = StopScanner(stops), ""
+    for character in "Here is your text again:\nhi":
+        shown += one_by_one.push(character)
+        if one_by_one.stopped:
+            break
+    assert shown == StopScanner(stops).push("Here is your text again:\nhi") == "Here is your text ag"
+
+
 def test_an_empty_stop_string_is_ignored(server):
     """A request's "stop": "" (or "" in a list) was a 400 invalid_stop: an empty stop string would be found at
     once, before any text, so it is ignored; a list of empty strings alone means no stop."""
