@@ -19,7 +19,7 @@ from .chat import Conversation, Message
 from .outputs import summary
 from .paths import log_file
 from .runtime import Generation, Pipeline
-from .servequeue import Job, Outcome
+from .servequeue import Job, Outcome, prefilled
 
 
 class ServerLog:
@@ -38,8 +38,11 @@ class ServerLog:
     def _write(self, job: Job, outcome: Outcome) -> None:
         messages = job.messages if job.messages is not None else [Message("user", job.prompt)]
         system = messages[0].content if messages and messages[0].role == "system" else None
-        conversation = Conversation(system, [*messages[1 if system is not None else 0 :]])
-        conversation.messages.append(Message("assistant", outcome.text))
+        turns, text = messages[1 if system is not None else 0 :], outcome.text
+        if prefilled(messages):  # the reply continued the last message: one assistant turn, as the client reads it
+            *turns, start = turns
+            text = start.content + text
+        conversation = Conversation(system, [*turns, Message("assistant", text)])
         reply = summary(self.pipeline, job.request, Generation(outcome.text, [], outcome.stats))
         reply["stats"]["stop_reason"] = outcome.stop_reason  # a stop string ends it as "stop", as the API says
         try:

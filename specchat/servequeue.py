@@ -71,6 +71,12 @@ class StopScanner:
         return out
 
 
+def prefilled(messages: list[Message]) -> bool:
+    """A last assistant message after others is the start of the reply (llama-server's prefill), not a finished
+    turn: rendered as one, the template closed it and the model began a new turn, ignoring what it was given."""
+    return len(messages) > 1 and messages[-1].role == "assistant"
+
+
 class Job:
     """One request's generation: its inputs, a cancel flag, and (streamed) the pieces of text as they come."""
 
@@ -135,6 +141,9 @@ class Engine:
     def _prompt_ids(self, job: Job) -> list[int]:
         if job.messages is None:
             return self.pipeline.prompt([Message("user", job.prompt)], use_template=False)
+        if prefilled(job.messages):  # the reply continues it: its text after the template's assistant header
+            *before, last = job.messages
+            return self.pipeline.prompt(before, use_template=True) + self.pipeline.target.tokenize(last.content)
         return self.pipeline.prompt(job.messages, use_template=True)
 
     async def run(self, job: Job) -> Outcome:

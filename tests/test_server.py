@@ -381,6 +381,25 @@ def test_error_objects_name_the_field_at_fault(server, path, body, param):
     assert set(error) == {"message", "type", "param", "code"} and error["param"] == param
 
 
+def test_a_last_assistant_message_is_continued_as_llama_server_prefills_it(server):
+    """A last assistant message was rendered as a finished turn, and the model began a new one, ignoring the
+    start it was given (the fake target wrote its whole reply again). It is continued now, streamed or not;
+    the log holds the whole turn."""
+    prompt, start = "Prefill this one.", "Here is your"
+    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": start}]
+    rest = fake_backend.REPLY.format(prompt=prompt).removeprefix(start)
+    client = server.client()
+    reply = client.chat.completions.create(model="", messages=messages, temperature=0)
+    assert reply.choices[0].message.content == rest and reply.choices[0].finish_reason == "stop"
+    streamed = client.chat.completions.create(model="", messages=messages, temperature=0, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == rest
+    path, deadline, found = server.folder / "data" / "logs.db", time.monotonic() + 30, []
+    while not found and time.monotonic() < deadline:  # written after the response, on the log's thread
+        found = [r for r in logstore.replies(path, limit=50) if r["prompt"] == prompt] if path.exists() else []
+        time.sleep(0.05)
+    assert found and found[0]["reply"] == start + rest
+
+
 def test_what_a_client_sends_cannot_break_or_colour_the_console_line(server):
     """A model name with a newline (or a path with %1b) went to the console as it was: the line broke in two, the
     second reading as a line of its own, and an escape sequence acted on the terminal (cleared it)."""
