@@ -138,7 +138,7 @@ class Api:
                 self.log(request, exc.status, note=exc.message)
                 return _error_response(exc)
             except Exception as exc:  # a bug: this request fails with an error object, the server goes on
-                error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
+                error = _internal(exc)
                 self.log(request, 500, note=error.message)
                 return _error_response(error)
 
@@ -320,3 +320,11 @@ def _as_api_errors(field: str) -> Iterator[None]:
         raise ApiError(400, exc.message, code="invalid_message", param=field) from None
     except SpecchatError as exc:
         raise ApiError(500, exc.message, "server_error", "generation_failed") from None
+    except ApiError:
+        raise
+    except Exception as exc:  # a bug, or the binding's own error: a stream's last event too, not a cut stream
+        raise _internal(exc) from None
+
+
+def _internal(exc: Exception) -> ApiError:
+    return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")

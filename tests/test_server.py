@@ -794,6 +794,27 @@ def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, strea
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+def test_a_stream_whose_generation_fails_unexpectedly_ends_with_its_error_event(tmp_path):
+    """A failure that is not specchat's own (a bug, the binding's ValueError) cut a stream without a word: no
+    error event, a traceback on the console and the line '499 the client went away', whose client was there.
+    It is a 500 internal_error now, as a non-streamed request's, and the last event of a stream. (The fake
+    target fails on a token beyond its vocabulary: "é" is byte 0xC3, token 200.)"""
+    running = Server(tmp_path, "--mode", "target", "--no-log", n_vocab=200)
+    try:
+        client = running.client()
+        with pytest.raises(openai.APIError) as failed:
+            list(ask(client, "é", stream=True))
+        assert failed.value.body["code"] == "internal_error" and "ValueError" in failed.value.message
+        with pytest.raises(openai.InternalServerError) as failed:
+            ask(client, "é")
+        assert failed.value.body["code"] == "internal_error"
+        running.wait_for(r"(POST /v1/chat/completions 500  internal error: ValueError.*\n){2}")
+        assert "Traceback" not in running.console() and " 499 " not in running.console()
+        assert ask(client, "Hi", max_tokens=3).choices[0].message.content  # the server goes on
+    finally:
+        running.stop()
+
+
 def test_a_prompt_that_fills_the_context_exactly_is_refused_in_words_that_say_why(tmp_path):
     """A prompt of exactly --ctx tokens leaves no place for a reply, and was refused as "the prompt has 256
     tokens but the context holds 256", which reads as a contradiction; one token shorter is answered."""
