@@ -554,6 +554,22 @@ def test_the_console_line_shows_a_request_as_it_came(server):
     assert "GET /v1/:thumbs_up:[/] 404" in server.console()
 
 
+def test_what_serve_md_says_of_content_types_duplicate_keys_and_requests_that_are_not_http(server):
+    """Read as llama-server reads them, and now said in docs/serve.md: any Content-Type, the last of a key given
+    twice; a malformed HTTP request is uvicorn's, with its own console line."""
+    body = b'{"prompt": "Hello", "max_tokens": 50, "max_tokens": 2}'
+    for headers in ({"Content-Type": "text/plain"}, {"Content-Type": "application/x-www-form-urlencoded"}):
+        reply = httpx.post(f"{server.url}/v1/completions", content=body, headers=headers, timeout=30)
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 2
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        answer = raw.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"text/plain" in answer and answer.endswith(b"\r\n\r\n")
+    server.wait_for("WARNING:  Invalid HTTP request received.")
+    assert "WARNING:  Invalid HTTP request received." in (TESTS.parent / "docs" / "serve.md").read_text()
+
+
 def test_body_size_is_bounded(server):
     response = httpx.post(f"{server.url}/v1/chat/completions", content=b" " * 1_000_001, timeout=30)
     assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
