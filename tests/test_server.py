@@ -491,6 +491,17 @@ def test_a_bad_max_completion_tokens_is_named_as_sent():
         assert refused.value.message.startswith(f"'{name}'") and refused.value.code == "invalid_max_tokens"
 
 
+def test_a_whole_count_sent_as_a_float_is_that_count(server):
+    """`"n": 1.0` was taken but `"max_tokens": 5.0` (Python's json writes a computed count so) was a 400; llama-server
+    reads both. A fraction is still refused, naming the field."""
+    body = {"prompt": "Hello", "max_tokens": 5.0, "top_k": 40.0, "n": 1.0}
+    reply = httpx.post(f"{server.url}/v1/completions", json=body, timeout=30)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 5
+    for name, value in (("max_tokens", 5.5), ("max_completion_tokens", 2.5), ("top_k", 1.5), ("max_tokens", -3.0)):
+        refused = httpx.post(f"{server.url}/v1/completions", json=body | {name: value}, timeout=30)
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == name
+
+
 def test_a_request_without_a_seed_gets_one_drawn_that_the_log_can_record():
     """A request without a seed (or with a negative one) was logged with seed null (or -1): a sampled reply
     could not be repeated from the log. One is drawn for it; a seed given is kept."""
