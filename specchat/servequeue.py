@@ -140,7 +140,9 @@ class Engine:
 
     def _prompt_ids(self, job: Job) -> list[int]:
         if job.messages is None:
-            return self.pipeline.prompt([Message("user", job.prompt)], use_template=False)
+            # A raw prompt's control tokens are read as such, as llama-server and vLLM read them: the client applied
+            # a template or a fill-in-the-middle format (<|fim_prefix|>...) itself, and as text the model saw noise.
+            return self.pipeline.target.tokenize(job.prompt, add_special=True, parse_special=True)
         if prefilled(job.messages):  # the reply continues it: its text after the template's assistant header
             *before, last = job.messages
             return self.pipeline.prompt(before, use_template=True) + self.pipeline.target.tokenize(last.content)

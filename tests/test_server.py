@@ -258,6 +258,17 @@ def test_completions(server):
     assert reply.model_extra["timings"]["predicted_n"] == 5
 
 
+def test_a_completion_prompt_reads_control_tokens_as_llama_server_does(server):
+    """A raw prompt's "<|im_start|>" was tokenized as text: a client that applies the chat template itself (or a
+    fill-in-the-middle format, <|fim_prefix|>..., as editors' autocomplete sends it) got noise from the model.
+    The fake target answers its reply after the assistant header and ends it with <|im_end|>."""
+    prompt = "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n"
+    reply = server.client().completions.create(model="", prompt=prompt, temperature=0, max_tokens=100)
+    assert reply.choices[0].text == fake_backend.REPLY.format(prompt=PROMPT)
+    one_token_each = prompt.replace("<|im_start|>", "S").replace("<|im_end|>", "E")
+    assert reply.choices[0].finish_reason == "stop" and reply.usage.prompt_tokens == len(one_token_each)
+
+
 def test_models_and_health(server):
     assert [m.id for m in server.client().models.list()] == ["target.fake.gguf"]
     health = httpx.get(f"{server.url}/health").json()
