@@ -5,6 +5,8 @@ lies inside the file, and which of them this llama.cpp reads, asked of its own g
 
 from __future__ import annotations
 
+import zlib
+
 from .errors import EngineError, ModelFileError
 
 # ggml type -> (elements per block, bytes per block), from ggml.c's type traits: where llama.cpp's own ggml
@@ -67,3 +69,17 @@ def block(name: str, tensor: str, kind: int) -> tuple[int, int]:
         f"{name}: tensor {tensor!r} has ggml type {kind}, unknown to this llama.cpp (it knows 0-{count - 1})",
         hint="a newer llama-cpp-python may read it (pip install -U llama-cpp-python)",
     )
+
+
+def reader_tag() -> str:
+    """Which llama.cpp the check's verdict on tensor types holds for: its llama-cpp-python version and a
+    checksum of its type table (a build from source may differ under one version). gguf.py keys its cache of
+    checked files on it, so that an upgrade or downgrade that stops reading a type checks every file again."""
+    try:
+        import llama_cpp
+
+        from .engine import ggml_types
+    except (EngineError, ImportError):  # the table above decides
+        return "table"
+    types = ggml_types()
+    return f"{getattr(llama_cpp, '__version__', '?')}-{zlib.crc32(repr(types).encode()):08x}"

@@ -4,7 +4,7 @@ llama.cpp's GGUF parser has had memory-safety bugs and aborts the whole process 
 This reads the header with explicit bounds (magic, version 2 or 3, sane counts, every string and array
 inside the file, n_dims <= 4, every tensor's data inside the file, every tensor's type one this llama.cpp
 reads) and turns any violation into a one-line ModelFileError. Results are remembered per (path, size,
-mtime), so a good file costs once.
+mtime) and per llama.cpp (the tensor types it reads), so a good file costs once.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 
 from .errors import ModelFileError
-from .ggmltypes import block
+from .ggmltypes import block, reader_tag
 from .paths import cache_dir, current_file_keys, make_dirs, read_json_object, write_atomic
 
 # The version of the rules below: a file remembered as checked under older ones is checked again (raise it
@@ -171,14 +171,16 @@ def _check_file(path: Path) -> None:
         stat = path.stat()
     except OSError as exc:
         raise ModelFileError(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
-    key = f"{RULES}:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    # Another llama.cpp may read other tensor types: a file passed under one is checked again under another.
+    prefix = f"{RULES}:{reader_tag()}:"
+    key = f"{prefix}{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
     known = _load_cache()
     if known.get(key):
         return
     _require_header_size(path, stat.st_size)
     with _mapped(path) as data:
         _require_language_model(path.name, _check_bytes(data, path.name, keep=True))
-    known = current_file_keys(known, prefix=f"{RULES}:")  # older rules' keys and files since changed or gone
+    known = current_file_keys(known, prefix=prefix)  # older rules' or llama.cpp's keys, files changed or gone
     known[key] = True
     _save_cache(known)
 

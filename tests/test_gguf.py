@@ -327,3 +327,15 @@ def test_every_tensor_type_this_llama_cpp_reads_passes_and_a_removed_one_is_name
         else:
             with pytest.raises(ModelFileError, match=f"tensor 'w1' has ggml type {kind} .*no longer reads"):
                 gguf.check(path)
+
+
+def test_a_file_checked_under_another_llama_cpp_is_checked_again(tmp_path, monkeypatch):
+    """The cache of checked files did not say under which llama.cpp: after an upgrade that stopped reading a
+    tensor type, a file of that type remembered as checked went on to llama.cpp's bare 'failed to load'."""
+    path = write(tmp_path, tiny_gguf(kind=2, offset2=512) + bytes(1024), name="q4_0.gguf")
+    gguf.check(path)  # remembered as checked under this llama.cpp
+    count, readable, removed = engine.ggml_types()
+    newer = (count, {k: v for k, v in readable.items() if k != 2}, {**removed, 2: "q4_0"})
+    monkeypatch.setattr(engine, "ggml_types", lambda: newer)
+    with pytest.raises(ModelFileError, match=r"ggml type 2 \(q4_0\), which this llama.cpp no longer reads"):
+        gguf.check(path)
