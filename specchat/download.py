@@ -7,7 +7,9 @@ hubpull.py, the mirror's in mirror.py, the checks of a file's size and sha256 in
 
 from __future__ import annotations
 
+import errno
 import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +57,30 @@ def directory_in_place(model: ModelSpec) -> DownloadError | None:
     )
 
 
+def broken_link(model: ModelSpec) -> DownloadError | None:
+    """A symbolic link at the model's file, or at a folder above it, that leads nowhere: the models folder
+    linked to a disk that is not mounted. A pull replaced a link at the file with a download (the link lost)
+    and failed on one at a folder with 'not a directory: remove or rename that file'."""
+    path = local_path(model)
+    for link in (path, *path.parents):
+        if not link.is_symlink():
+            continue
+        try:
+            link.stat()
+        except OSError as exc:
+            leads = "leads back to itself (a loop of links)" if exc.errno == errno.ELOOP else "does not exist"
+            return DownloadError(
+                f"{link} is a link to {os.readlink(link)}, which {leads}",
+                hint=f"mount the disk it leads to, or fix or remove the link; then run {pull_command(model)}",
+            )
+        return None  # a link that leads somewhere: the file or folder is there
+    return None
+
+
 def check_pullable(model: ModelSpec) -> ModelFileError | None:
     """What fails a pull before anything is fetched, raised now: a caller that says it is pulling says so
     only for a pull that can start. Returns misfit(): the wrong-sized file the pull will replace, if any."""
-    if (blocked := directory_in_place(model)) is not None:
+    if (blocked := directory_in_place(model) or broken_link(model)) is not None:
         raise blocked
     stale = misfit(model)
     if hub_offline() and stale is not None:

@@ -416,3 +416,23 @@ def test_a_file_verify_read_is_not_hashed_again_by_the_next_pull(mirror_env, mon
     modelfiles.verify(spec, models / "fake.gguf")
     monkeypatch.setattr(modelfiles, "sha256_of", lambda *_args: pytest.fail("hashed again"))
     assert quiet_pull(spec)[0].source == "present"
+
+
+@pytest.mark.parametrize("at_folder", [False, True])
+def test_a_link_to_a_disk_not_mounted_is_named_and_kept(mirror_env, at_folder):
+    """The models folder (or a model's file) linked to another disk that is not mounted: pull replaced the
+    file's link with a download, losing it, and said of the folder's 'is not a directory: remove or rename
+    that file'. It refuses, naming the link and where it leads, before anything is fetched."""
+    spec, _, models = mirror_env
+    if at_folder:
+        link, target = models, "/nonexistent-disk/models"
+    else:
+        models.mkdir(parents=True)
+        link, target = models / "fake.gguf", "/nonexistent-disk/fake.gguf"
+    os.symlink(target, link)
+    notes = []
+    with pytest.raises(DownloadError) as err:
+        download.pull(spec, notes.append, lambda _label, _total: pytest.fail("it downloaded"))
+    assert err.value.message == f"{link} is a link to {target}, which does not exist"
+    assert "mount the disk" in err.value.hint and "fix or remove the link" in err.value.hint and not notes
+    assert os.readlink(link) == target
