@@ -20,7 +20,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
-from .logdb import refuse_leftover_wal
+from .logdb import damaged, file_identity, refuse_leftover_wal, set_aside
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
@@ -75,6 +75,7 @@ class History:
         self.usable = True
         self.frozen = False  # its folder is read-only: the committed index is read, never written
         self.damaged: str | None = None  # why a frozen index cannot be used (it cannot be rebuilt either)
+        self.logging = False  # this run logs its replies: a log found damaged is set aside for a new one
 
     @classmethod
     def open(
@@ -95,6 +96,7 @@ class History:
         index = HistoryIndex((folder or root()) / key, key, capacity or DEFAULT_CAPACITY, int(model.n_vocab))
         history = cls(index, lambda text: model.tokenize(text), log or log_file(), notify)
         history.frozen = not writable(index.folder)
+        history.logging = logging
         history.update()
         history._say_if_read_only(logging)
         return history
@@ -133,15 +135,35 @@ class History:
             except OSError:
                 pass
             return
+        seen = file_identity(self.log)
         try:
             self._update()
         except Timeout:
             with suppress(IndexDamaged, OSError):  # another process is writing: use what is committed
                 self.index.refresh()
         except Exception as exc:  # a full disk, a locked log, a tokenizer error: never a reason to stop a reply
+            if damaged(exc) and self._set_log_aside(exc, seen):
+                return
             self.usable = False
             where = self.log if isinstance(exc, sqlite3.Error) else self.index.folder  # only the log is SQLite
-            self.notify(f"history: not used in this run ({where}: {exc}){_way_out(exc)}; --no-history hides this")
+            way_out = "; the log is damaged: move it aside (a new one starts)" if damaged(exc) else _way_out(exc)
+            self.notify(f"history: not used in this run ({where}: {exc}){way_out}; --no-history hides this")
+
+    def _set_log_aside(self, exc: BaseException, seen: tuple[int, int] | None) -> bool:
+        """A damaged log in a run that logs: set aside, as its writer would (a page damaged in the middle may
+        never be written again, and the index that reads it was off in every run). The index keeps what it
+        has; it starts again with the new log's first message. False: left as it is (--no-log, or no move)."""
+        from .logstore import damaged_notice
+
+        if not self.logging:
+            return False
+        try:
+            aside = set_aside(self.log, seen)
+        except OSError:
+            return False
+        if aside is not None:
+            self.notify(damaged_notice(self.log, exc, aside))
+        return True
 
     def _update(self) -> None:
         try:

@@ -7,6 +7,7 @@ logged another.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -212,6 +213,45 @@ _HINTS = {
     NewerLog: NEWER_HINT,
     LeftoverWal: LEFT_HINT,
 }  # neither is damage: moving it aside is no fix
+
+
+def damaged(exc: BaseException) -> bool:
+    """SQLite found the log itself damaged: a page overwritten in the middle ("database disk image is
+    malformed") or a garbled header ("file is not a database"). Not a lock, a full disk, nor a database that is
+    not specchat's (ForeignDatabase and the others carry no SQLite error code)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in DAMAGE_CODES
+
+
+DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the log, None where there is none: which file was found damaged."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
+    """Move a damaged log, with its -wal and -shm, to logs-damaged-STAMP.db beside it (SQLite opening that
+    name takes its -wal in): nothing is deleted, and the next write starts a new log. None where the file at
+    `path` is no longer the one found damaged (`seen`: another specchat set it aside first). Raises OSError."""
+    if file_identity(path) != seen or seen is None:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.stem}-damaged-{stamp}{path.suffix}")
+    number = 1
+    while aside.exists():
+        number += 1
+        aside = path.with_name(f"{path.stem}-damaged-{stamp}-{number}{path.suffix}")
+    os.rename(path, aside)
+    for extra in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(path.with_name(path.name + extra), aside.with_name(aside.name + extra))
+    return aside
 
 
 def reason(exc: BaseException) -> str:

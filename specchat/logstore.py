@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .chat import Conversation, Message, whole_number
-from .logdb import LogError, connect, not_logged_because, reading, reason, transaction
+from .logdb import (
+    LogError,
+    connect,
+    damaged,
+    file_identity,
+    not_logged_because,
+    reading,
+    reason,
+    set_aside,
+    transaction,
+)
 from .paths import env_flag, expand_home, log_file
 from .transcript import TranscriptError, load_conversation
 
@@ -129,6 +139,7 @@ class Recorder:
     logged: int = 0
     history: Conversation | None = None  # what -c / --cid continues
     warned: bool = False
+    notice: str | None = None  # the last write found the log damaged and set it aside: the line that says so
 
     @classmethod
     def start(cls, *, no_log: bool, latest_one: bool = False, cid: int | None = None) -> Recorder:
@@ -189,9 +200,26 @@ class Recorder:
             self.logged = len(conversation.messages)
         except (sqlite3.Error, OSError) as exc:
             self._warn(exc)
+        if self.notice:
+            self._say(self.notice)
 
     def write(self, conversation: Conversation, reply: dict) -> int:
-        """The transaction behind record(): the conversation's id. Raises sqlite3.Error or OSError."""
+        """The transaction behind record(): the conversation's id. Raises sqlite3.Error or OSError. A log that
+        SQLite finds damaged is set aside and the whole conversation written to a new one (`notice` says so):
+        a damaged page anywhere stopped every reply from being logged until the user moved the file."""
+        self.notice, seen = None, file_identity(self.path)
+        try:
+            return self._write(conversation, reply)
+        except sqlite3.DatabaseError as exc:
+            if not damaged(exc):
+                raise
+            aside = set_aside(self.path, seen)  # None: another specchat did, after this one found it damaged
+            if aside is not None:
+                self.notice = damaged_notice(self.path, exc, aside)
+            self.cid, self.logged = None, 0  # the new log has none of this conversation yet
+            return self._write(conversation, reply)
+
+    def _write(self, conversation: Conversation, reply: dict) -> int:
         now, settings = _now(), json.dumps(reply["settings"])
         with connect(self.path) as conn, transaction(conn):
             cid = self.cid
@@ -218,7 +246,15 @@ class Recorder:
         if self.warned:
             return
         self.warned = True
+        self._say(f"warning: this reply was not logged: {self.path}: {not_logged_because(exc, self.path)}")
+
+    @staticmethod
+    def _say(line: str) -> None:
         from .view import stderr_console
 
-        line = f"warning: this reply was not logged: {self.path}: {not_logged_because(exc, self.path)}"
         stderr_console().print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
+
+
+def damaged_notice(path: Path, exc: BaseException, aside: Path) -> str:
+    """The one line for a damaged log set aside (by a write, or by the history reading it)."""
+    return f"warning: the conversation log {path} is damaged ({reason(exc)}): moved to {aside.name}, a new log started"

@@ -45,15 +45,17 @@ class ServerLog:
         conversation = Conversation(system, [*turns, Message("assistant", text)])
         reply = summary(self.pipeline, job.request, Generation(outcome.text, [], outcome.stats))
         reply["stats"]["stop_reason"] = outcome.stop_reason  # a stop string ends it as "stop", as the API says
+        recorder, failed = logstore.Recorder(True, self.path), None
         try:
-            logstore.Recorder(True, self.path).write(conversation, reply)
+            recorder.write(conversation, reply)
         except (sqlite3.Error, OSError) as exc:
-            if not self.failing:
-                line = f"warning: requests are not logged: {self.path}: {logstore.not_logged_because(exc, self.path)}"
-                self.console.print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
-            self.failing = True
-            return
-        self.failing = False
+            failed = exc
+        if recorder.notice:  # a damaged log was set aside, and a new one started
+            self.console.print(recorder.notice, style="yellow", soft_wrap=True, markup=False, highlight=False)
+        if failed is not None and not self.failing:
+            line = f"warning: requests are not logged: {self.path}: {logstore.not_logged_because(failed, self.path)}"
+            self.console.print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
+        self.failing = failed is not None
 
     def close(self) -> None:
         """Wait for the writes still queued (after the server stopped taking requests). A request that

@@ -736,3 +736,25 @@ def test_reading_the_log_never_deletes_a_wal_left_beside_an_empty_log(tmp_path):
     assert open_history(tmp_path, notes).chains is None
     assert wal.read_bytes() == b"the old log's latest messages" * 100
     assert len(notes) == 1 and "logs.db-wal is left from a log" in notes[0], notes
+
+
+@pytest.mark.parametrize("logging", [True, False])
+def test_a_log_damaged_in_the_middle_is_set_aside_where_the_run_logs(tmp_path, logging):
+    """A page damaged in the middle of the log, which a reply's write may never touch: a new index read it
+    and said 'not used in this run (... malformed)' in every run, without a way out."""
+    log = tmp_path / "logs.db"
+    for n in range(40):
+        log_messages(log, f"prompt {n} " + "x" * 3000, "y" * 3000)
+    with log.open("r+b") as out:  # pages 10 to 20 of some 60
+        out.seek(10 * 4096)
+        out.write(os.urandom(10 * 4096))
+    notes: list[str] = []
+    past = History.open(Tokenizer(), notes.append, folder=tmp_path / "history", log=log, logging=logging)
+    assert len(notes) == 1, notes
+    if logging:
+        assert notes[0].startswith(f"warning: the conversation log {log} is damaged (database disk image is malformed)")
+        assert "moved to logs-damaged-" in notes[0] and not log.exists() and past.chains is not None
+        assert len(list(tmp_path.glob("logs-damaged-*.db"))) == 1
+    else:  # --no-log: nothing is written to the log, so it is left where it is
+        assert "not used in this run" in notes[0] and "the log is damaged: move it aside" in notes[0]
+        assert log.exists()

@@ -27,6 +27,7 @@ from specchat.chat import Conversation, Message
 from specchat.paths import log_file
 
 ADA = "My name is Ada Lovelace"
+LABEL = {"label": "target alone", "stats": {}}
 
 
 @pytest.fixture
@@ -162,17 +163,52 @@ def test_a_wal_left_by_a_log_moved_aside_is_not_deleted(files, how):
     assert [row["prompt"] for row in logged()] == ["second"]
 
 
+def damage(path: Path, first_page: int, count: int) -> None:
+    """Overwrite `count` pages of a SQLite file from `first_page` on (page 0 holds the header)."""
+    with path.open("r+b") as out:
+        out.seek(first_page * 4096)
+        out.write(os.urandom(4096 * count))
+
+
+def assert_set_aside(result, reply: str, why: str) -> Path:
+    """The reply shown and logged in a new log, one warning naming the damage and the file set aside."""
+    assert result.exit_code == 0 and reply in result.stdout and "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "measuring" not in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"warning: the conversation log {log_file()} is damaged ({why}): moved to logs-damaged-")
+    assert lines[0].endswith(", a new log started")
+    aside = log_file().with_name(lines[0].split("moved to ")[1].split(",")[0])
+    assert aside.is_file() and [row["prompt"] for row in logged()] == [reply]
+    return aside
+
+
 def test_a_corrupt_log_costs_no_reply(files):
+    """A log that is not SQLite at all: every reply warned 'not logged' until the user moved it aside."""
     path = log_file()
     path.parent.mkdir(parents=True)
-    path.write_bytes(os.urandom(4096))
-    result = invoke("run", *files, ADA)
-    assert result.exit_code == 0 and ADA in result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.strip() and "measuring" not in line]
-    assert len(lines) == 1 and lines[0].startswith("warning: this reply was not logged"), result.stderr
-    assert "Traceback" not in result.output
+    garbage = os.urandom(4096)
+    path.write_bytes(garbage)
     assert_one_line_error(invoke("logs"), 1, "cannot read the conversation log")
     assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "cannot read the conversation log")
+    aside = assert_set_aside(invoke("run", *files, ADA), ADA, "file is not a database")
+    assert aside.read_bytes() == garbage  # nothing deleted
+    ok(invoke("run", *files, "-c", "again"))
+
+
+def test_a_log_damaged_in_the_middle_is_set_aside_and_the_reply_logged(files):
+    """Pages overwritten in the middle of a real log (a disk error): the header is sound, so the log opened,
+    and each reply's write failed 'database disk image is malformed' with 'not logged', for good."""
+    ok(invoke("run", *files, "first"))
+    recorder = logstore.Recorder(True, log_file())
+    for n in range(60):  # a log of some 60 pages
+        chat = Conversation(None, [Message("user", f"prompt {n} " + "x" * 1500), Message("assistant", "y" * 2000)])
+        recorder.restart()
+        recorder.write(chat, {"pair": None, "target": "t", "draft": "d", "mode": "target", "settings": {}} | LABEL)
+    pages = log_file().stat().st_size // 4096
+    damage(log_file(), pages // 2, pages - pages // 2)  # from the middle on: the pages a new reply is written to
+    assert_one_line_error(invoke("logs", "-n", "100"), 1, "database disk image is malformed")
+    aside = assert_set_aside(invoke("run", *files, ADA), ADA, "database disk image is malformed")
+    assert aside.stat().st_size >= pages * 4096 // 2
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
