@@ -1197,3 +1197,14 @@ def test_a_draft_larger_than_its_target_is_said_to_be_swapped_perhaps(tmp_path):
         notes.clear()
         resolve(options, notes.append, None)
         assert not notes  # the right way round, or a draft model that is not loaded
+
+
+def test_json_leaves_threads_out_where_the_backend_does_not_report_them(files):
+    """The fake backend's engines (a plugin's) have no llama.cpp threads: --json said "threads": null, read as
+    none or 0 where the usage table promises {"fewest", "most"}."""
+    result = invoke("run", *files, "--json", "-n", "8", "--mode", "target", "Say hi.")
+    assert result.exit_code == 0, result.output
+    reply = json.loads(result.stdout)
+    assert "threads" not in reply and reply["text"] and reply["stats"]["generated_tokens"] > 0
+    lines = invoke("run", *files, "--jsonl", "-n", "8", "--mode", "target", "Say hi.").stdout.splitlines()
+    assert "threads" not in json.loads(lines[-1])
