@@ -116,6 +116,12 @@ def _check_writable(path: Path, option: str) -> None:
 
 
 INTERRUPTED = "interrupted (Ctrl-C): this report holds only what was measured before it"
+# What n and the interval are over, under the table and the Markdown file: a reader took n for prompts and the
+# interval for one that holds for other prompts too (docs/bench.md, "Reading each figure").
+LEGEND = (
+    "n = replies measured (the prompts' turns x repetitions); tok/s excludes prefill; speedup = median of paired "
+    "ratios, with its 95% interval (CI) over these prompts' replies, not what other prompts would give"
+)
 
 
 def context_note(result: BenchResult) -> str | None:
@@ -140,6 +146,7 @@ def to_markdown(result: BenchResult) -> str:
     cut = context_note(result)
     if cut:  # json and jsonl have each sample's stop_reason
         lines += ["", f"*{cut}*"]
+    lines += ["", f"*{LEGEND}*"]
     return "\n".join(lines) + "\n"
 
 
@@ -258,8 +265,7 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
     peak = peak_rss_mb()
     memory = f"peak memory {peak:.0f} MB; " if peak is not None else ""
     console.print(
-        f"{memory}tok/s excludes prefill; speedup = median of paired ratios, with its 95% interval (CI); "
-        "uncoloured where that interval holds 1.00x: this run cannot tell it from the target alone",
+        f"{memory}{LEGEND}; uncoloured where that interval holds 1.00x: this run cannot tell it from the target alone",
         style="dim",
         highlight=False,
     )

@@ -196,12 +196,14 @@ class BenchResult:
 
 
 DEFINITIONS = {
+    "n": "replies measured for the row: its prompts' turns x repetitions (not prompts)",
     "tokens_per_s": "generated tokens / decode time (prefill excluded), median over the samples that generated "
     "tokens (null where none did)",
     "speedup": "median over (prompt, turn, repetition) of variant tok/s / target-alone tok/s in the same block "
     "(a pair where either reply generated no tokens is left out: it has no speed)",
     "speedup_low": "with speedup_high: a 95% confidence interval of that median from the order statistics of the "
-    "paired ratios (distribution-free; null below 6 pairs, where none exists)",
+    "paired ratios (distribution-free; null below 6 pairs, where none exists), over the replies to these prompts: "
+    "whether this run can tell the variant from the target alone on them, not what other prompts would give",
     "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
     "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
     "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did), "

@@ -654,7 +654,7 @@ def test_a_category_with_a_pipe_stays_in_its_markdown_column(fake_pair, tmp_path
     prompts.write_text('{"category": "a|b", "turns": ["hi"]}\n{"category": "x\\ny", "turns": ["yo"]}\n')
     result = bench(fake_pair, "--prompts", str(prompts), "--ks", "1", "--modes", "spec", "-f", "md")
     assert result.exit_code == 0, result.output
-    rows = result.stdout.splitlines()
+    rows = [line for line in result.stdout.splitlines() if line.startswith("|")]  # the table, not the legend
     assert all(len(re.split(r"(?<!\\)\|", row)) == len(re.split(r"(?<!\\)\|", rows[0])) for row in rows), rows
     assert any(row.startswith("| a\\|b | k=1 |") for row in rows) and any(row.startswith("| x y |") for row in rows)
 
@@ -909,3 +909,19 @@ def test_a_first_prompt_that_nearly_fills_the_context_is_benched(fake_pair):
     result = runner.invoke(app, args, input=json.dumps(record) + "\n")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["cost_model"]["v"]
+
+
+def test_every_report_says_that_n_counts_replies_and_the_interval_is_over_these_prompts(bench_run, fake_pair):
+    """The table's footer named the 95% interval without saying over what, the Markdown file had no word on
+    n or the interval, and the JSON's definitions none on n: n read as prompts, the interval as one that holds
+    for other prompts too (docs/bench.md, "Reading each figure")."""
+    _result, out, _plot = bench_run
+    definitions = json.loads(out.read_text())["definitions"]
+    assert "replies measured" in definitions["n"] and "not prompts" in definitions["n"]
+    assert "not what other prompts would give" in definitions["speedup_low"]
+    for args in ((), ("-f", "md")):
+        shown = bench(fake_pair, "--modes", "spec", "--ks", "1", *args)
+        assert shown.exit_code == 0, shown.output
+        text = " ".join(shown.stdout.split())  # the table's footer wraps at the console's width
+        assert "n = replies measured (the prompts' turns x repetitions)" in text, text
+        assert "95% interval (CI) over these prompts' replies, not what other prompts would give" in text
