@@ -29,6 +29,7 @@ TINY = [
 
 
 EXAMPLE = '{"category": "chat", "turns": ["Name three colours."]}'  # one line of a --prompts file
+TEXT_TO_JSONL = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
 
 
@@ -121,6 +122,14 @@ def _read_bounded(path: Path, kind: str) -> bytes:
     return sys.stdin.buffer.read(MAX_JSONL_BYTES + 1)
 
 
+def _converted(source: str) -> str:
+    """How to turn a text file of prompts (one a line) into a --prompts file, never written onto itself."""
+    if source == "stdin":
+        return f"... | {TEXT_TO_JSONL} | specchat bench --prompts -"
+    path = Path(source)
+    return f"{TEXT_TO_JSONL} {path} > {path.stem}{'.jsonl' if path.suffix != '.jsonl' else '-lines.jsonl'}"
+
+
 def _jq(path: Path, kind: str) -> str:
     """How to turn a JSON array into JSONL, never written onto the file it reads."""
     if is_stdin(path):
@@ -197,7 +206,10 @@ def _parse(text: str, source: str) -> list[Prompt]:
     for number, line in enumerate(every, start=1):
         if not line.strip():
             continue
-        record = json_line(every, number - 1, f"{source}, line {number}", f"one JSON object per line, e.g. {EXAMPLE}")
+        hint = f"one JSON object per line, e.g. {EXAMPLE}"
+        if not line.lstrip().startswith(("{", "[")):  # a text file of prompts, a CSV: say how to convert it
+            hint += f"; plain text, one prompt per line, becomes that with {_converted(source)}"
+        record = json_line(every, number - 1, f"{source}, line {number}", hint)
         prompt = _prompt(record, source, number)
         if prompt.id in lines:
             raise UsageError(

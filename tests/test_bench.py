@@ -127,6 +127,8 @@ def test_bad_options(args, needle):
         ('{"category": " ", "turns": ["hi"]}\n', 'line 1: "category" must be a non-empty string'),
         ("Name three colours.\n", 'line 1: not valid JSON (Expecting value)  hint: one JSON object per line, e.g. {"'),
         ("# my prompts\n", "line 1: not valid JSON"),
+        ("Name three colours.\n", "plain text, one prompt per line, becomes that with jq -R -c"),  # no way out
+        ("category,prompt\nchat,hi\n", "line 1: not valid JSON (Expecting value)  hint: one JSON object per line"),
         ('{"category": "chat", "turns": []}\n', 'line 1: "turns" must be a list'),
         ("[1, 2]\n", "is a JSON array, not JSONL"),
         ('{"category": "chat", "turns": ["Hi"]}\n42\n', "line 2: expected a JSON object"),
