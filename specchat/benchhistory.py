@@ -38,6 +38,8 @@ def load(value: str, modes: list[str]) -> Past | None:
     """--history, checked before any model is loaded (None: `none`). A bad file is a usage error."""
     if value == NONE:
         return None
+    if not value:  # `--history "$FILE"` with FILE unset: Path("") is ".", "a directory"
+        raise UsageError("--history is empty", hint="give none or a JSONL FILE (- : stdin), or leave --history out")
     path = Path(value)
     if "suffix" not in modes and "auto" not in modes:
         raise UsageError(

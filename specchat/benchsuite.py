@@ -29,6 +29,11 @@ TINY = [
 
 
 EXAMPLE = '{"category": "chat", "turns": ["Name three colours."]}'  # one line of a --prompts file
+# The bench never reads the log itself (docs/bench.md): how to make a file of its latest replies, per option.
+LOG_TO_JSONL = {
+    "history": """{messages: [{role: "user", content: .prompt}, {role: "assistant", content: .reply}]}""",
+    "prompts": """{category: "chat", turns: [.prompt]}""",
+}
 TEXT_TO_JSONL = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
 
@@ -95,6 +100,12 @@ def read_jsonl(path: Path, kind: str, shape: str) -> str:
             raise UsageError(f"{what} is over {MAX_JSONL_BYTES >> 20} MiB", hint=f"{again}, in a smaller file")
         if data.startswith(b"\x1f\x8b"):  # Spec-Bench and MT-Bench files are passed around compressed
             raise UsageError(f"{what} is gzip-compressed", hint=f"decompress it first (gunzip); {again}")
+        if data.startswith(b"SQLite format 3\x00"):  # the conversation log, taken for "the history": "not UTF-8"
+            raise UsageError(
+                f"{what} is a SQLite database (the conversation log?), not JSONL",
+                hint=f"the bench does not read the log; a --{kind} file of its latest 1000 replies: specchat logs "
+                f"--json -n 1000 | jq -c '.[] | {LOG_TO_JSONL[kind]}' > {kind}.jsonl",
+            )
         text = data.decode("utf-8-sig")  # a BOM: Windows editors write one
         if text.lstrip().startswith("["):  # no line of either file is an array: the whole file is one
             raise UsageError(f"{what} is a JSON array, not JSONL", hint=f"{again}, e.g. {_jq(path, kind)}")

@@ -188,3 +188,26 @@ def test_the_history_notice_counts_one_message_as_one(fake_models, seed_tuning, 
     result = runner.invoke(app, ["bench", *files, "-n", "8", "--modes", "suffix", "-f", "json"])
     assert result.exit_code == 0, result.output
     assert f"suffix drafts from {past} too: 1 message, " in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--history", "--prompts"])
+def test_the_conversation_log_given_as_a_file_says_how_to_make_one_of_it(private_log, option):
+    """`--history ~/.local/share/specchat/logs.db`, the obvious history, said 'is not UTF-8 (line 1, byte 109)
+    hint: save it as UTF-8'. It names the SQLite file and the pipe that makes a JSONL file of the log."""
+    import sqlite3
+    from contextlib import closing
+
+    log = private_log / "logs.db"
+    log.parent.mkdir(parents=True)
+    with closing(sqlite3.connect(log)) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(log)])
+    assert result.exit_code == 2, result.output
+    assert f"{log} is a SQLite database (the conversation log?), not JSONL" in result.stderr
+    assert "specchat logs --json -n 1000 | jq -c" in result.stderr and "UTF-8" not in result.stderr
+
+
+def test_an_empty_history_is_named_not_the_current_directory():
+    """`--history "$FILE"` with FILE unset: 'history file . is a directory'."""
+    result = runner.invoke(app, ["bench", "--modes", "suffix", "--history", ""])
+    assert result.exit_code == 2 and "--history is empty" in result.stderr and "directory" not in result.stderr
