@@ -87,6 +87,8 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
             found = download.local_path(model)
         if found is None and role == "draft" and draftless:
             return Files(paths["target"], None, spec.name, spec.target, None)
+        if found is None and (unmounted := download.broken_link(model)) is not None:  # not "pull it": it is there
+            raise unmounted
         if found is None:
             raise ModelFileError(
                 f"{model.local_name} ({role} of {spec.name}) is not on this machine",

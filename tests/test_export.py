@@ -297,6 +297,21 @@ def test_ngram_needs_no_draft_file_of_the_pair(isolated):
     assert drafted.exit_code == 1 and "gone.gguf (draft of half) is not on this machine" in drafted.stderr
 
 
+def test_a_models_folder_linked_to_a_disk_not_mounted_is_named(isolated, monkeypatch):
+    """The models folder a link to another disk that is not mounted: export said the pair's files are 'not on
+    this machine: specchat pull first', a download of gigabytes that are on that disk."""
+    import os
+
+    from specchat import download
+
+    monkeypatch.setattr(download, "hub_cache_path", lambda _model: None)  # not in this machine's Hub cache either
+    os.symlink("/nonexistent-disk/models", isolated / "models")
+    result = run_export("--to", "llama-server")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{isolated / 'models'} is a link to /nonexistent-disk/models, which does not exist" in result.stderr
+    assert "mount the disk" in result.stderr and "not on this machine" not in result.stderr
+
+
 def test_a_truncated_model_file_is_refused_as_run_refuses_it(isolated):
     """export printed a command for a cut-short or foreign file (llama-server then failed inside its GGUF
     parser); run and tune refuse it first, with the reason. A file the command does not name is not read."""
