@@ -291,3 +291,63 @@ def test_a_pair_of_ones_own_named_with_a_colon_is_that_pair(overlay):
 )
 def test_the_draft_length_hint_names_an_option_the_command_has(isolated, command, needle):
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["bench"], ["serve"], ["tune"]])
+@pytest.mark.parametrize(
+    ("flag", "needle"),
+    [
+        ("-sm", "has no equivalent: llama.cpp splits the layers over the GPUs it sees"),  # "No such option: -s"
+        ("--split-mode", "has no equivalent: llama.cpp splits the layers"),
+        ("-mg", "has no equivalent: llama.cpp splits the layers"),  # run and serve: --mode 'g', an extra argument
+        ("--main-gpu", "has no equivalent: llama.cpp splits the layers"),
+        ("-ts", "has no equivalent: llama.cpp splits the layers"),  # "No such option: -t"
+        ("--tensor-split", "has no equivalent: llama.cpp splits the layers"),
+        ("-ot", "has no equivalent: only how many layers go to the GPU is set"),  # "No such option: -o"
+        ("--override-tensor", "has no equivalent: only how many layers go to the GPU is set"),
+    ],
+)
+def test_llama_cpps_gpu_placement_flags_are_named_whole(isolated, command, flag, needle):
+    assert_one_line_error(invoke(command[0], flag, "1", *command[1:]), 2, f"{flag} {needle}")
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "-sysf", "s.txt", "hi"], '-sysf is --system "$(cat FILE)" here'),  # "No such option: -s"
+        (["run", "--system-prompt-file", "s.txt", "hi"], '--system-prompt-file is --system "$(cat FILE)" here'),
+        (["serve", "-sysf", "s.txt"], "-sysf has no equivalent in serve: each request's messages carry its system"),
+        (["serve", "-sys", "be brief"], "-sys has no equivalent in serve"),  # "No such option: -s"
+        (["run", "-r", "User:", "hi"], "-r has no equivalent: a reply ends at the model's end of turn"),
+        (["run", "--reverse-prompt", "User:", "hi"], "--reverse-prompt has no equivalent: a reply ends"),
+        (["serve", "-r", "User:"], "-r has no equivalent in serve: each request's 'stop' strings end its reply"),
+        (["run", "-st", "hi"], "-st has no equivalent: a prompt given is answered once"),
+        (["run", "-e", "a\\nb"], "-e has no equivalent: the prompt is sent as typed"),
+        (["serve", "-jf", "s.json"], "-jf has no equivalent: replies follow no grammar or JSON schema"),  # -j
+        (["serve", "-mm", "proj.gguf"], "-mm has no equivalent: specchat runs text models only"),  # --mode 'm'
+        (["serve", "-cb"], "-cb has no equivalent: requests run one at a time here"),  # "No such option: -c"
+        (["run", "-nkvo", "hi"], "-nkvo has no equivalent: the KV cache goes where its layers go"),  # -n 'kvo'
+        (["serve", "-ctkd", "q8_0"], "-ctkd has no equivalent: the KV cache keeps llama.cpp's default type"),
+        (["run", "--no-mmap", "hi"], "--no-mmap has no equivalent: model files are memory-mapped"),
+        (["bench", "-pg", "512,128"], "-pg has no equivalent: the prompts are --suite's or --prompts'"),  # -p 'g'
+        (["pull", "-hff", "x.gguf"], "-hff has no equivalent: models come as pairs here"),  # -h: the help
+        (["tune", "-tbd", "4"], "-tbd is --threads here"),
+    ],
+)
+def test_more_llama_cpp_flags_name_specchats_way(isolated, command, needle):
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["serve", "-kvu"], "-kvu is llama.cpp's; `specchat serve` has no such option"),  # -k 'vu'
+        (["serve", "-to", "600"], "-to is llama.cpp's; `specchat serve` has no such option"),  # "No such option: -t"
+        (["tune", "-sys", "be brief"], "-sys is llama.cpp's; `specchat tune` has no such option"),  # "-s"
+        (["logs", "-ngl", "99"], "-ngl is llama.cpp's; `specchat logs` has no such option"),  # -n 'gl'
+        (["export", "--to", "vllm", "-np", "4"], "-np is llama.cpp's; `specchat export` has no such option"),
+    ],
+)
+def test_a_llama_cpp_short_flag_the_command_has_nothing_for_is_named_whole(isolated, command, needle):
+    """Where no entry fits the command, Click named one letter of the flag (or read the rest as a value)."""
+    assert_one_line_error(invoke(*command), 2, needle)

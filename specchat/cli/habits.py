@@ -26,12 +26,29 @@ ONE_AT_A_TIME = "has no equivalent: requests run one at a time here (--queue: ho
 ONE_GENERATION = "has no equivalent: one generation runs at a time (`specchat serve --queue N`: requests that may wait)"
 BATCHES = "has no equivalent: the batch sizes are specchat's own"
 COLOURS = "has no equivalent: colours are on where stdout is a terminal (--no-color: off)"
+KV_TYPE = "has no equivalent: the KV cache keeps llama.cpp's default type"
+KV_PLACE = "has no equivalent: the KV cache goes where its layers go (--gpu-layers 0: all on the CPU)"
+SPLIT = "has no equivalent: llama.cpp splits the layers over the GPUs it sees (CUDA_VISIBLE_DEVICES=0: the first)"
+PLACEMENT = "has no equivalent: only how many layers go to the GPU is set (--gpu-layers N, --draft-gpu-layers N)"
+MAPPED = "has no equivalent: model files are memory-mapped (llama.cpp's default)"
+ONCE = "has no equivalent: a prompt given is answered once, without the chat"
+REPLY_END = "a reply ends at the model's end of turn or at -n/--max-tokens"
+STOP_IN_REQUEST = "has no equivalent in serve: each request's 'stop' strings end its reply"
+AS_TYPED = "the prompt is sent as typed (a newline in it: $'a\\nb' in bash, or stdin)"
+SYSTEM_IN_REQUEST = ("serve", "has no equivalent in serve: each request's messages carry its system prompt")
+GRAMMAR = "has no equivalent: replies follow no grammar or JSON schema (ask for JSON in the prompt)"
+HUB = "has no equivalent: models come as pairs here (--pair NAME, see `specchat models`)"
 GLUED_NUMBER = re.compile(r"-?\d+(\.\d+)?")  # `-t4`, `-c4096`: a short flag with its number glued on
 
 
 def _is(option: str, more: str = "") -> tuple[str, str]:
     """An option specchat has under another name (the entry applies where the command has it)."""
     return option, f"is {option} here" + (f" ({more})" if more else "")
+
+
+def _each(flags: tuple[str, ...], *entries: tuple[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The same entries for each of several flags (a flag's short and long names, its draft model's)."""
+    return {flag: list(entries) for flag in flags}
 
 
 # A flag specchat does not have -> [(what the command must have: an option, or a command's name; the message
@@ -43,8 +60,10 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--model-draft": [_is("--draft", "a draft model file")],
     "--speculative-model": [_is("--draft", "a draft model file")],
     "--speculative-config": [("--draft", "is --draft FILE with -k N here (--mode spec: the draft model alone)")],
-    "-hf": [("--pair", "has no equivalent: models come as pairs here (--pair NAME, see `specchat models`)")],
-    "--hf-repo": [("--pair", "has no equivalent: models come as pairs here (--pair NAME, see `specchat models`)")],
+    **_each(("-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd", "--hf-repo-draft"), ("--pair", HUB)),
+    **_each(
+        ("-hft", "--hf-token"), ("--pair", "has no equivalent: a gated model's token is HF_TOKEN=... (environment)")
+    ),
     "-c": [_is("--ctx")],
     "--ctx-size": [_is("--ctx")],
     "--context-length": [_is("--ctx")],
@@ -56,8 +75,7 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "-t": [_is("--threads")],
     "-tb": [_is("--threads")],
     "--threads-batch": [_is("--threads")],
-    "-td": [_is("--threads", "one count for both models")],
-    "--threads-draft": [_is("--threads", "one count for both models")],
+    **_each(("-td", "--threads-draft", "-tbd", "--threads-batch-draft"), _is("--threads", "one count for both models")),
     "-ngl": [_is("--gpu-layers")],
     "--n-gpu-layers": [_is("--gpu-layers")],
     "--gpu": [_is("--gpu-layers", "-1: all, 0: none")],
@@ -79,16 +97,17 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--top-p": [PER_REQUEST],
     "--min-p": [PER_REQUEST],
     "--seed": [PER_REQUEST],
-    "-sys": [_is("--system")],
-    "--system-prompt": [_is("--system")],
+    **_each(("-sys", "--system-prompt"), _is("--system"), SYSTEM_IN_REQUEST),
+    **_each(("-sysf", "--system-prompt-file"), ("--system", 'is --system "$(cat FILE)" here'), SYSTEM_IN_REQUEST),
+    **_each(("-r", "--reverse-prompt"), ("run", f"has no equivalent: {REPLY_END}"), ("serve", STOP_IN_REQUEST)),
+    **_each(("-e", "--escape"), ("run", f"has no equivalent: {AS_TYPED}")),
     "-cnv": [("run", f"has no equivalent: {CHAT}")],
     "--conversation": [("run", f"has no equivalent: {CHAT}")],
     "-i": [("run", f"has no equivalent: {CHAT}")],
     "--interactive": [("run", f"has no equivalent: {CHAT}")],
     "-if": [("run", f"has no equivalent: {CHAT}")],
     "--interactive-first": [("run", f"has no equivalent: {CHAT}")],
-    "-no-cnv": [("run", "has no equivalent: a prompt given is answered once, without the chat")],
-    "--no-conversation": [("run", "has no equivalent: a prompt given is answered once, without the chat")],
+    **_each(("-no-cnv", "--no-conversation", "-st", "--single-turn"), ("run", ONCE)),
     "--jinja": [("--target", f"has no equivalent: {TEMPLATE}")],
     "--chat-template": [("--target", f"has no equivalent: {TEMPLATE}")],
     "--chat-template-file": [("--target", f"has no equivalent: {TEMPLATE}")],
@@ -97,9 +116,12 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--repeat-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
     "--presence-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
     "--frequency-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
+    **_each(("-j", "--json-schema", "-jf", "--json-schema-file", "--grammar", "--grammar-file"), ("--target", GRAMMAR)),
+    **_each(("-mm", "--mmproj"), ("--target", "has no equivalent: specchat runs text models only")),
     # Click splits an unknown short flag into letters ("No such option: -t" for -ctk): each is named whole
-    "-ctk": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
-    "-ctv": [("--threads", "has no equivalent: the KV cache keeps llama.cpp's default type")],
+    **_each(("-ctk", "-ctv", "-ctkd", "-ctvd", "--cache-type-k", "--cache-type-v"), ("--threads", KV_TYPE)),
+    **_each(("--cache-type-k-draft", "--cache-type-v-draft"), ("--threads", KV_TYPE)),
+    **_each(("-nkvo", "--no-kv-offload"), ("--gpu-layers", KV_PLACE)),
     "-b": [("--threads", BATCHES)],
     "--batch-size": [("--threads", BATCHES)],
     "-ub": [("--threads", BATCHES)],
@@ -110,9 +132,27 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--device": [("--gpu-layers", f"has no equivalent: {DEVICE}")],
     "-devd": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
     "--device-draft": [("--draft-gpu-layers", f"has no equivalent: {DEVICE}")],
-    "-np": [("--queue", ONE_AT_A_TIME), *((name, ONE_GENERATION) for name in ("run", "bench", "tune"))],
-    "--parallel": [("--queue", ONE_AT_A_TIME), *((name, ONE_GENERATION) for name in ("run", "bench", "tune"))],
+    **_each(("-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"), ("--gpu-layers", SPLIT)),
+    **_each(("-ot", "--override-tensor", "-otd", "--override-tensor-draft"), ("--gpu-layers", PLACEMENT)),
+    **_each(("-cmoe", "--cpu-moe", "-ncmoe", "--n-cpu-moe", "-cmoed", "-ncmoed"), ("--gpu-layers", PLACEMENT)),
+    **_each(("--mlock", "--no-mmap", "-lm", "--load-mode"), ("--gpu-layers", MAPPED)),
+    **_each(
+        ("-np", "--parallel", "-cb", "--cont-batching", "-nocb", "--no-cont-batching"),
+        ("--queue", ONE_AT_A_TIME),
+        *((name, ONE_GENERATION) for name in ("run", "bench", "tune")),
+    ),
+    "-pg": [("bench", "has no equivalent: the prompts are --suite's or --prompts' (-n N: the tokens generated)")],
 }
+# The rest of llama.cpp's short flags of more than one letter (its common/arg.cpp, llama-bench's): Click split
+# them into letters (`-kvu`: "-k: 'vu' is not a whole number", `-to`: "No such option: -t"); named whole.
+LLAMA_SHORT = frozenset(
+    (
+        *("-cl", "-Cr", "-Cb", "-Crb", "-lcs", "-lcd", "-ctxcp", "-cms", "-cram", "-kvu", "-no-kvu", "-bf", "-ptc"),
+        *("-sp", "-mli", "-bs", "-gan", "-gaw", "-kvo", "-nr", "-dt", "-ns", "-mmu", "-lzm", "-ncffn", "-fit"),
+        *("-fitp", "-fitt", "-fitc", "-mu", "-dr", "-ofreq", "-pps", "-tgs", "-npp", "-ntg", "-npl", "-ag", "-no-ag"),
+        *("-to", "-rea", "-sps", "-lv", "-Cd", "-Crd", "-Cbd", "-Crbd", "-ins", "-cml", "-mmp", "-embd", "-oe"),
+    )
+)
 
 # Commands of the other tools -> the message after "no command 'X'".
 COMMANDS = {
@@ -271,6 +311,9 @@ def _foreign(command_name: str, name: str, names: set[str]) -> None:
     for need, text in FOREIGN.get(name, []):
         if need == command_name or need.split("/")[-1] in names:
             raise UsageError(f"{name} {text}", hint=HINT)
+    if (name in FOREIGN or name in LLAMA_SHORT) and not name.startswith("--") and len(name) > 2:
+        # no entry for this command: Click would name one letter of it ("No such option: -s" for -sm)
+        raise UsageError(f"{name} is llama.cpp's; `specchat {command_name}` has no such option", hint=HINT)
 
 
 def _glued(command_name: str, token: str, names: set[str]) -> None:
