@@ -351,3 +351,27 @@ def test_more_llama_cpp_flags_name_specchats_way(isolated, command, needle):
 def test_a_llama_cpp_short_flag_the_command_has_nothing_for_is_named_whole(isolated, command, needle):
     """Where no entry fits the command, Click named one letter of the flag (or read the rest as a value)."""
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["logs", "--path", ""], "--path takes no value ('' after it)"),  # "Got unexpected extra argument(s) ()"
+        (["logs", "--path", "old.db"], "--path takes no value ('old.db' after it)"),
+        (["models", "--json", "x"], "--json takes no value ('x' after it)"),
+        (["logs", ""], "`specchat logs` takes no argument (an empty one, '', was given)"),
+    ],
+)
+def test_a_word_after_a_flag_of_a_command_without_arguments_names_the_flag(isolated, command, needle):
+    result = invoke(*command)
+    assert_one_line_error(result, 2, needle)
+    assert "unexpected extra argument" not in result.stderr
+
+
+def test_logs_path_says_how_to_read_another_log(isolated):
+    assert "SPECCHAT_DATA_DIR=DIR specchat logs" in invoke("logs", "--path", "").stderr
+
+
+def test_a_word_after_a_value_or_no_flag_keeps_clicks_error(isolated):
+    assert_one_line_error(invoke("logs", "x"), 2, "Got unexpected extra argument(s) (x)")
+    assert_one_line_error(invoke("logs", "-q", "--path", "x"), 2, "Got unexpected extra argument(s) (x)")

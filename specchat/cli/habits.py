@@ -154,6 +154,8 @@ LLAMA_SHORT = frozenset(
     )
 )
 
+FLAG_HINTS = {("logs", "--path"): "--path prints where the log is; another log: SPECCHAT_DATA_DIR=DIR specchat logs"}
+
 # Commands of the other tools -> the message after "no command 'X'".
 COMMANDS = {
     "chat": CHAT,
@@ -287,14 +289,18 @@ def check(command_name: str, params: list, args: list[str]) -> None:
         if param.param_type_name == "option" and not getattr(param, "is_flag", False)
         for opt in param.opts
     }
-    positionals, index = [], 0
+    positionals, index, flag_at, after_flag = [], 0, -2, ""  # flag_at: where the latest flag option was
     while index < end:
         token = args[index]
         name = token.split("=", 1)[0]
         if not token.startswith("-") or token == "-":
+            if not positionals and flag_at == index - 1:
+                after_flag = args[flag_at]
             positionals.append(token)
             index += 1
             continue
+        if name in names and name not in takes_value:
+            flag_at = index
         if name not in names:
             _foreign(command_name, name, names)
             if not token.startswith("--") and "=" not in token:
@@ -305,6 +311,18 @@ def check(command_name: str, params: list, args: list[str]) -> None:
                 raise UsageError(message, hint=HINT)
         index += 2 if name in takes_value and "=" not in token else 1
     _positional(command_name, positionals)  # after `--` a word is taken as it is: the way to send any prompt
+    if positionals and not any(param.param_type_name == "argument" for param in params):
+        _no_argument(command_name, after_flag, positionals[0])
+
+
+def _no_argument(command_name: str, flag: str, word: str) -> None:
+    """`logs --path FILE`, `models --json x`: a word after a flag of a command that takes no argument was
+    "Got unexpected extra argument(s) (FILE)", `()` for an empty one, without saying that the flag takes none."""
+    hint = FLAG_HINTS.get((command_name, flag), f"see `specchat {command_name} --help`")
+    if flag:
+        raise UsageError(f"{flag} takes no value ('{word}' after it)", hint=hint)
+    if not word:
+        raise UsageError(f"`specchat {command_name}` takes no argument (an empty one, '', was given)", hint=hint)
 
 
 def _foreign(command_name: str, name: str, names: set[str]) -> None:
