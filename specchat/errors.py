@@ -21,7 +21,11 @@ class UsageError(SpecchatError):
 
 
 class RegistryError(SpecchatError):
-    """models.toml or the user overlay is invalid, or names an unknown pair."""
+    """models.toml or the user overlay is invalid."""
+
+
+class UnknownPairError(UsageError, RegistryError):
+    """A pair's name (--pair, PAIR) that names no pair, or an empty one: a bad value, exit 2 as --mode's."""
 
 
 class ModelFileError(SpecchatError):

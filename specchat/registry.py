@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import RegistryError
+from .errors import RegistryError, UnknownPairError
 from .paths import LINK_LOOP, file_problem, overlay_file
 from .registrychecks import (
     check_keys,
@@ -93,7 +93,9 @@ class Registry:
 
     def pair(self, name: str | None) -> PairSpec:
         if name is not None and not name.strip():  # `--pair "$PAIR"` with PAIR unset: not a quiet default
-            raise RegistryError("the pair name is empty", hint="name a pair (see `specchat models`), or leave it out")
+            raise UnknownPairError(
+                "the pair name is empty", hint="name a pair (see `specchat models`), or leave it out"
+            )
         name = name or self.default_pair
         if name not in self.pairs:
             raise self.unknown(name)
@@ -111,14 +113,14 @@ class Registry:
         close = same or difflib.get_close_matches(name, list(self.pairs), n=1, cutoff=0.8)
         return close[0] if close else None
 
-    def unknown(self, name: str) -> RegistryError:
+    def unknown(self, name: str) -> UnknownPairError:
         """A model's name given as a pair's, or a pair's name with a typo: the pair meant, before the whole list."""
         known = ", ".join(sorted(self.pairs)) or "none"
         if holding := self.holding(name):
             which = "its pair" if len(holding) == 1 else "one of its pairs"
-            return RegistryError(f"'{name}' is a model, not a pair", hint=f"give {which}: {', '.join(holding)}")
+            return UnknownPairError(f"'{name}' is a model, not a pair", hint=f"give {which}: {', '.join(holding)}")
         guess = f"did you mean {near}? " if (near := self.near(name)) else ""
-        return RegistryError(f"unknown pair '{name}'", hint=f"{guess}known pairs: {known} (see `specchat models`)")
+        return UnknownPairError(f"unknown pair '{name}'", hint=f"{guess}known pairs: {known} (see `specchat models`)")
 
 
 def packaged_registry_path() -> Path:

@@ -159,14 +159,27 @@ def test_bench_help_names_the_categories_a_suite_may_be():
     assert ", ".join(CATEGORIES) in result.stdout
 
 
-def test_unknown_pair_is_one_line_error():
-    assert_one_line_error(invoke("run", "--pair", "no-such-pair", "hi"), 1, "unknown pair 'no-such-pair'")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "--pair", "no-such-pair", "hi"),
+        ("pull", "no-such-pair"),
+        ("bench", "-p", "no-such-pair"),
+        ("serve", "--pair", "no-such-pair"),
+        ("tune", "no-such-pair"),
+        ("export", "--to", "vllm", "-p", "no-such-pair"),
+    ],
+)
+def test_unknown_pair_is_a_usage_error_in_every_command(isolated, args):
+    """A pair's name that names none was exit 1, where every other bad option value (--mode, --format, --to,
+    --suite) is a usage error, exit 2, and `run -p hello` was 2 already."""
+    assert_one_line_error(invoke(*args), 2, "unknown pair 'no-such-pair'")
 
 
 def test_an_empty_pair_name_is_an_error_not_the_default_pair():
     export = ("export", "--to", "llama-server", "--pair", "")
     for args in (("run", "--pair", "", "hi"), ("pull", ""), ("pull", " "), export):
-        assert_one_line_error(invoke(*args), 1, "the pair name is empty")
+        assert_one_line_error(invoke(*args), 2, "the pair name is empty")
 
 
 def test_missing_target_file(tmp_path):

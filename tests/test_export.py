@@ -210,7 +210,7 @@ def test_errors(isolated):
     bad = run_export("--to", "ollama")
     assert bad.exit_code == 2 and "unknown --to 'ollama'" in bad.stderr and "llama-server, vllm" in bad.stderr
     unknown = run_export("--to", "llama-server", "--pair", "nope")
-    assert unknown.exit_code == 1 and "unknown pair 'nope'" in unknown.stderr and "hint:" in unknown.stderr
+    assert unknown.exit_code == 2 and "unknown pair 'nope'" in unknown.stderr and "hint:" in unknown.stderr
     missing = run_export("--to", "llama-server")  # the default pair is not in this test's models directory
     lines = [line for line in missing.stderr.splitlines() if line.strip()]
     assert missing.exit_code == 1 and len(lines) == 1 and "specchat pull" in lines[0]

@@ -179,7 +179,7 @@ def test_p_and_a_near_miss_or_a_models_name_keeps_the_registrys_word(isolated, w
     """-p is how most type --pair: its "a prompt is the argument" hid the registry's "did you mean" and "is a
     model" (and told someone who typed a pair's name with a capital letter to make it a prompt)."""
     result = invoke("run", "-p", word, "hi")
-    assert_one_line_error(result, 1, needle)
+    assert_one_line_error(result, 2, needle)
     assert hint in result.stderr and "a prompt is the argument" not in result.stderr
 
 
@@ -192,7 +192,7 @@ def test_p_and_a_pair_is_that_pair(overlay):
     for name in ("mine", "qwen2.5-coder-1.5b"):
         assert habits.FOLLOWED_BY["-p"]("run", name) is None
     long_name = invoke("run", "--pair", "hello", "hi")  # no habit: the registry's own error
-    assert_one_line_error(long_name, 1, "unknown pair 'hello'")
+    assert_one_line_error(long_name, 2, "unknown pair 'hello'")
     assert "-p is --pair" not in long_name.stderr
 
 
