@@ -67,8 +67,8 @@ def print_models(*, as_json: bool, verify: bool) -> None:
     """`specchat models`: the table (or JSON) on stdout; a bad file (with verify) raises after it."""
     import json
 
+    from .downloadbar import download_progress
     from .paths import models_dir, overlay_file
-    from .view import download_progress
 
     with download_progress(stderr_console()) as start:  # drawn while --verify reads the files
         rows, bad = model_rows(verify, start)

@@ -14,17 +14,13 @@ from contextlib import contextmanager, suppress
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    DownloadColumn,
     MofNCompleteColumn,
     Progress,
-    ProgressColumn,
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
-    TransferSpeedColumn,
 )
-from rich.table import Column
 from rich.text import Text
 
 from .errors import SpecchatError
@@ -264,44 +260,6 @@ def redrawn(console: Console) -> bool:
     (`2> log`, a pipe) Rich prints a bar once, as it stops: after the lines that said the download was done,
     wrapped at 80 columns, and a transient one as a blank line."""
     return console.is_terminal and not console.is_dumb_terminal  # TERM=dumb (Emacs' shell): no cursor moves
-
-
-class _Label(ProgressColumn):
-    """A download's label on one line, cut with … where the column is narrowed (TextColumn's would wrap)."""
-
-    def render(self, task) -> Text:
-        return Text(task.description, no_wrap=True, overflow="ellipsis")
-
-
-@contextmanager
-def download_progress(console: Console) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    """Yields start(label, total) -> advance(n): one bar per file, on stderr (a terminal only: see redrawn).
-    Where the line is too narrow, the file's name gives way (…), then the bar; the numbers stay whole: with
-    Rich's defaults an 80-column terminal wrapped the default pair's `GB` onto a line of its own. Below 64
-    columns the bar and the speed are left out, so that the name keeps a few characters."""
-    whole = Column(no_wrap=True)
-    columns = [
-        _Label(table_column=Column(min_width=8)),  # wrappable columns are the ones Rich narrows
-        BarColumn(bar_width=None, table_column=Column(min_width=4, max_width=30)),
-        DownloadColumn(table_column=whole),
-        TransferSpeedColumn(table_column=whole),
-        TimeRemainingColumn(table_column=whole),
-    ]
-    if console.width < 64:
-        del columns[3], columns[1]
-    progress = Progress(*columns, console=console, transient=False, disable=not redrawn(console))
-
-    def start(label: str, total: int) -> Callable[[int], None]:
-        if not progress.live.is_started:
-            progress.start()  # only when something is downloaded: no empty live region otherwise
-        task = progress.add_task(label, total=total)
-        return lambda n: progress.advance(task, n)
-
-    try:
-        yield start
-    finally:
-        if progress.live.is_started:
-            progress.stop()
 
 
 @contextmanager

@@ -336,7 +336,7 @@ def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal(monkeypatch, 
     the download was done (and wrapped at 80 columns: `491.… MB`), and tune's and bench's transient bar left a
     blank line before an error or 'interrupted'. The notes on stderr say what happens there already. The same
     on TERM=dumb (Emacs' M-x shell): a terminal without cursor moves."""
-    from specchat.view import download_progress
+    from specchat.downloadbar import download_progress
 
     out = io.StringIO()
     if term == "dumb":
@@ -354,7 +354,7 @@ def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal(monkeypatch, 
 def test_a_download_bar_keeps_its_numbers_whole_on_a_narrow_terminal(width):
     """The default pair's first pull on an 80-column terminal drew `0.1/1.1` with `GB` wrapped onto a line of its
     own, at 60 columns no numbers at all: the file's name gives way (…), the numbers do not."""
-    from specchat.view import download_progress
+    from specchat.downloadbar import download_progress
 
     console = Console(file=io.StringIO(), width=width, force_terminal=True, no_color=True)
     with download_progress(console) as start:
@@ -364,3 +364,34 @@ def test_a_download_bar_keeps_its_numbers_whole_on_a_narrow_terminal(width):
     assert len(lines) == 2, lines
     assert lines[0].startswith("qwen2.5-") and "0.1/1.1 GB" in lines[0], lines
     assert "491.4/491.4 MB" in lines[1], lines
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_narrow_bar_keeps_which_file_and_what_is_done_to_it(width):
+    """`pull` at 80 columns showed `sha256 of qwen2.5-coder-1.…` beside a bar 28 columns wide: which model was
+    read, and `(PyPI mirror)`, were cut. The bar gives way first, then the middle of the name."""
+    from specchat.downloadbar import download_progress
+
+    console = Console(file=io.StringIO(), width=width, force_terminal=True, no_color=True)
+    with download_progress(console) as start:
+        start("sha256 of qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768)(400_000_000)
+        start("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (PyPI mirror)", 491_400_064)(100_000_000)
+    lines = screen(console).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("sha256 of qwen2.5-coder-1.5b"), lines
+    assert "0.4/1.1 GB" in lines[0] and "(PyPI mirror)" in lines[1] and "100.0/491.4 MB" in lines[1], lines
+    if width == 80:  # room for the whole first name, and all of the second but its .gguf
+        assert "q4_k_m.gguf" in lines[0] and "qwen2.5-coder-0.5b-instruct-q4_k_m… (PyPI mirror)" in lines[1], lines
+
+
+@pytest.mark.parametrize(
+    ("width", "shown"),
+    [
+        (60, "sha256 of qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+        (48, "sha256 of qwen2.5-coder-1.5b-instruct-q4_k_m…"),
+        (40, "sha256 of qwen2.5-coder-1.5b-in…t-q4_k_m"),
+    ],
+)
+def test_a_label_gives_up_the_middle_of_its_file_name(width, shown):
+    from specchat.downloadbar import shortened
+
+    assert shortened("sha256 of qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", width) == shown

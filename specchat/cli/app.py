@@ -343,8 +343,9 @@ def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **g
 def load_pipeline(options, loaded=None):
     """The loaded pipeline (pulling what is missing, with progress bars on stderr); loaded(pipeline) runs
     before auto measures the machine (runtime.open_pipeline)."""
+    from ..downloadbar import download_progress
     from ..runtime import open_pipeline
-    from ..view import download_progress, note
+    from ..view import note
 
     err = stderr_console()
     with download_progress(err) as start:

@@ -52,8 +52,9 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     HF_TOKEN set (HF_TOKEN=... specchat pull PAIR).
     """
     from .. import download
+    from ..downloadbar import download_progress
     from ..registry import load_registry
-    from ..view import download_progress, note
+    from ..view import note
 
     err = stderr_console()
     spec_pair = load_registry().pair(one_pair(pair, pair_option))
