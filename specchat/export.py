@@ -110,13 +110,22 @@ def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layer
     return tuning, NO_TUNING if problem is None else f"the saved tuning {problem}: a default; {RETUNE_HINT}"
 
 
+def _unexported(mode: str) -> str:
+    """run's target and suffix modes were "unknown --mode 'target'", as if specchat had no such mode."""
+    if mode == "target":
+        return "--mode target is llama-server or vLLM without speculation: there is nothing to export for it"
+    if mode in modes.MODES:
+        return f"--mode {mode} has no equivalent in llama-server or vLLM"
+    return f"unknown --mode '{mode}' for export"
+
+
 def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, none_why: str = NO_TUNING) -> Choice:
     """What auto's saved calibration says pays on this machine; `mode` spec/ngram overrides it. none_why:
     why there is no tuning, when there is none."""
     from .tuning import trusted
 
     if mode not in ("auto", "spec", "ngram"):
-        raise UsageError(f"unknown --mode '{mode}' for export", hint="choose auto, spec or ngram")
+        raise UsageError(_unexported(mode), hint="choose auto, spec or ngram")
     if mode == "spec" and not has_draft:
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE beside --target")
     if mode == "ngram" or not has_draft:

@@ -439,3 +439,18 @@ def test_a_draft_larger_than_its_target_is_said_to_be_swapped_perhaps(tmp_path):
     for args in (["--target", str(big), "--draft", str(small), "--mode", "spec"], ["--target", str(small)]):
         right = run_export("--to", "llama-server", *args)
         assert right.exit_code == 0 and "larger than" not in right.stderr, right.output
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("target", "--mode target is llama-server or vLLM without speculation"),
+        ("suffix", "--mode suffix has no equivalent in llama-server or vLLM"),
+        ("bogus", "unknown --mode 'bogus' for export"),
+    ],
+)
+def test_a_mode_of_runs_that_export_cannot_give_is_named_as_known(fake_models, mode, needle):
+    """`export --mode target` (or suffix) was "unknown --mode 'target'", a mode every other command takes."""
+    target, draft = fake_models
+    result = run_export("--to", "vllm", "--target", str(target), "--draft", str(draft), "--mode", mode)
+    assert result.exit_code == 2 and needle in result.stderr and "choose auto, spec or ngram" in result.stderr
