@@ -733,6 +733,20 @@ def test_debug_after_the_command_says_where_it_goes(files):
     assert "specchat --debug COMMAND" in result.stderr
 
 
+@pytest.mark.parametrize(("args", "needle"), [(["-v"], "No such option: -v"), (["--debug=1", "run"], "'--debug'")])
+def test_a_bad_root_option_is_one_line_too(isolated, args, needle):
+    """`specchat -v` (llama.cpp's verbose) or `--debug=1` was Typer's boxed panel with a usage line, where
+    every other usage error is `error: ... hint: ...`."""
+    result = invoke(*args)
+    assert_one_line_error(result, 2, needle)
+    assert "see `specchat --help`" in result.stderr and "╭" not in result.output
+
+
+def test_specchat_alone_is_still_its_help(isolated):
+    result = invoke()
+    assert "Usage" in result.output and "error:" not in result.output
+
+
 def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
     from specchat import outputs
 

@@ -115,6 +115,11 @@ class SpecchatGroup(TyperGroup):
         except KeyboardInterrupt:
             say_interrupted()
             raise typer.Exit(130) from None
+        except typer.TyperException as exc:  # `specchat -v`, `specchat --debug=1`: Typer drew a boxed panel
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `specchat` alone: the help, shown already
+                raise
+            _say_usage(exc, "specchat")
+            raise typer.Exit(getattr(exc, "exit_code", 2)) from None
 
     def invoke(self, ctx):
         try:
@@ -135,13 +140,7 @@ class SpecchatGroup(TyperGroup):
         except typer.Exit:
             raise
         except typer.TyperException as exc:  # a bad option value: one line too, exit 2
-            _say_value(exc)
-            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-            command = f"specchat {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "specchat"
-            hint = f"see `{command} --help`"
-            if getattr(exc, "option_name", None) == "--debug":  # where hints send people: the root's option
-                message, hint = "--debug goes before the command", f"{DEBUG_USAGE} (or SPECCHAT_DEBUG=1)"
-            print_error(stderr_console(), message, hint)
+            _say_usage(exc, f"specchat {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "specchat")
             ctx.exit(getattr(exc, "exit_code", 2))
         except Exception as exc:  # a bug: still one line, with the way to get the details
             if _debug(ctx):
@@ -149,6 +148,16 @@ class SpecchatGroup(TyperGroup):
             hint = f"this is a bug in specchat: rerun as {DEBUG_USAGE} for the traceback and report it"
             print_error(stderr_console(), f"internal error: {type(exc).__name__}: {exc}", hint)
             ctx.exit(1)
+
+
+def _say_usage(exc: Exception, command: str) -> None:
+    """Click's usage error as one line, its hint the command's --help."""
+    _say_value(exc)
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    hint = f"see `{command} --help`"
+    if getattr(exc, "option_name", None) == "--debug" and command != "specchat":  # the root's option
+        message, hint = "--debug goes before the command", f"{DEBUG_USAGE} (or SPECCHAT_DEBUG=1)"
+    print_error(stderr_console(), message, hint)
 
 
 def _say_value(exc: Exception) -> None:
