@@ -375,3 +375,21 @@ def test_logs_path_says_how_to_read_another_log(isolated):
 def test_a_word_after_a_value_or_no_flag_keeps_clicks_error(isolated):
     assert_one_line_error(invoke("logs", "x"), 2, "Got unexpected extra argument(s) (x)")
     assert_one_line_error(invoke("logs", "-q", "--path", "x"), 2, "Got unexpected extra argument(s) (x)")
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (
+            ["run", "--gpu-layers", "all", "hi"],
+            "--gpu-layers all is llama.cpp's word; here every layer is --gpu-layers -1",
+        ),
+        (["serve", "--draft-gpu-layers=auto"], "--draft-gpu-layers auto is llama.cpp's word"),
+        (["run", "--draft=8", "hi"], "--draft is the draft model's file here; the draft length is -k 8"),
+        (["run", "--max-tokens=-1", "hi"], "--max-tokens -1 is llama.cpp's no limit; here that is -n 0"),
+    ],
+)
+def test_llama_cpps_values_for_specchats_options_are_named_with_equals_too(isolated, command, needle):
+    """`--gpu-layers all` (llama.cpp's -ngl all) was "'all' is not a whole number"; `--draft=8` slipped past the
+    check that `--draft 8` met (a draft model named 8 "does not exist")."""
+    assert_one_line_error(invoke(*command), 2, needle)

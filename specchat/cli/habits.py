@@ -257,6 +257,15 @@ def _draft_count(command: str, value: str) -> str | None:
     )
 
 
+def _layer_word(flag: str) -> Callable[[str, str], str | None]:
+    """llama.cpp's `-ngl all` or `auto`: "'all' is not a whole number" did not say what all is here."""
+    return lambda command, value: (
+        f"{flag} {value} is llama.cpp's word; here every layer is {flag} -1 (the default)"
+        if value.lower() in ("all", "auto")
+        else None
+    )
+
+
 # Options specchat has whose llama.cpp meaning differs -> a check of the token that follows them.
 FOLLOWED_BY = {
     "-c": _continue_number,
@@ -268,6 +277,8 @@ FOLLOWED_BY = {
     "-n": _no_limit("-n"),
     "--max-tokens": _no_limit("--max-tokens"),
     "--draft": _draft_count,
+    "--gpu-layers": _layer_word("--gpu-layers"),
+    "--draft-gpu-layers": _layer_word("--draft-gpu-layers"),
 }
 
 
@@ -305,8 +316,9 @@ def check(command_name: str, params: list, args: list[str]) -> None:
             _foreign(command_name, name, names)
             if not token.startswith("--") and "=" not in token:
                 _glued(command_name, token, names)
-        elif name in FOLLOWED_BY and "=" not in token and index + 1 < end:
-            message = FOLLOWED_BY[name](command_name, args[index + 1])
+        elif name in FOLLOWED_BY and ("=" in token or index + 1 < end):
+            value = token.split("=", 1)[1] if "=" in token else args[index + 1]  # `--draft=8` as `--draft 8`
+            message = FOLLOWED_BY[name](command_name, value)
             if message:
                 raise UsageError(message, hint=HINT)
         index += 2 if name in takes_value and "=" not in token else 1
