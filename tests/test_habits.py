@@ -393,3 +393,15 @@ def test_llama_cpps_values_for_specchats_options_are_named_with_equals_too(isola
     """`--gpu-layers all` (llama.cpp's -ngl all) was "'all' is not a whole number"; `--draft=8` slipped past the
     check that `--draft 8` met (a draft model named 8 "does not exist")."""
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+def test_a_prompt_of_several_unquoted_words_says_to_quote_it(isolated):
+    """`ollama run MODEL why is the sky blue` takes the words as one prompt; `specchat run why is the sky blue`
+    said "Got unexpected extra argument(s) (is the sky blue)"."""
+    result = invoke("run", "why", "is", "the", "sky", "blue")
+    assert_one_line_error(result, 2, "the prompt is one argument: 5 were given")
+    assert 'quote it: specchat run "why is the sky blue"' in result.stderr
+
+
+def test_a_word_after_double_dash_keeps_clicks_error(isolated):
+    assert_one_line_error(invoke("run", "hi", "--", "there"), 2, "Got unexpected extra argument(s) (there)")

@@ -382,6 +382,13 @@ def _positional(command_name: str, positionals: list[str]) -> None:
     if pair is not None:
         place = "the prompt goes after it" if command_name == "run" else "serve takes no argument"
         raise UsageError(f"{first} is a pair: give it as --pair {pair} ({place})", hint=HINT)
+    if command_name == "run" and len(positionals) > 1:  # Ollama's `run MODEL why is the sky blue` joins them
+        words = " ".join(positionals)
+        words = words if len(words) <= 60 else f"{words[:59]}…"
+        raise UsageError(
+            f"the prompt is one argument: {len(positionals)} were given",
+            hint=f'quote it: specchat run "{words}" (an option\'s value of several words too: --system "be brief")',
+        )
 
 
 def _pair_named(text: str) -> str | None:
