@@ -97,6 +97,22 @@ def test_help_cuts_nothing_on_a_narrow_terminal(command, width):
     assert names and all(name in result.stdout for name in names), names
 
 
+@pytest.mark.parametrize("command", ["run", "serve", "bench", "tune", "export", "logs"])
+def test_help_keeps_the_words_of_an_option_s_help_whole_at_60_columns(command):
+    """`run --help` gave `--no-rejected` a column of its own, 15 of a 60-column terminal's columns taken from
+    every option's help: 7 were left, and words were folded (`specch` `at`, `measure` `d`, `draftin` `g`)."""
+    import re
+
+    import typer.main
+
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "60"}, terminal_width=60)
+    assert result.exit_code == 0
+    shown = set(re.sub("[\u2500-\u257f]", " ", result.stdout).split())
+    click_command = typer.main.get_command(app).commands[command]
+    words = {word for param in click_command.params for word in (getattr(param, "help", None) or "").split()}
+    assert words and {word for word in words if len(word) <= 12} <= shown
+
+
 def test_every_command_has_a_one_line_summary():
     """`specchat --help` lists each command by its docstring's first paragraph: pull's and export's ran
     over two or three lines of the list, the whole description where a summary belongs."""
