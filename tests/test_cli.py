@@ -113,6 +113,20 @@ def test_help_keeps_the_words_of_an_option_s_help_whole_at_60_columns(command):
     assert words and {word for word in words if len(word) <= 12} <= shown
 
 
+def test_the_top_level_help_shows_where_to_start():
+    """`specchat --help` (and `specchat` alone) listed eight commands and no example: a new user had to guess
+    that `run` is the one to try first. Each line it gives starts a command that exists."""
+    import typer.main
+
+    for args in (["--help"], []):
+        result = runner.invoke(app, args, env={"COLUMNS": "80"}, terminal_width=80)
+        start = result.stdout.split("Start here:")[1]
+        lines = [line.strip() for line in start.splitlines() if line.strip().startswith("specchat ")]
+        assert 'specchat run "Explain what a mutex is"' in lines and "specchat run" in lines, start
+        commands = typer.main.get_command(app).commands
+        assert all(line.split()[1] in commands or line.split()[1] == "COMMAND" for line in lines), lines
+
+
 def test_every_command_has_a_one_line_summary():
     """`specchat --help` lists each command by its docstring's first paragraph: pull's and export's ran
     over two or three lines of the list, the whole description where a summary belongs."""

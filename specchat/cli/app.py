@@ -199,6 +199,15 @@ app = typer.Typer(
     help="Local LLM chat with speculative decoding that shows its work.\n\n"
     "A small draft model guesses the next tokens, the target model checks them in one batch; "
     "greedy output is exactly the target's own.",
+    epilog=(
+        "Start here:\n\n"
+        "# one reply (the first run downloads the models, 1.6 GB)\n"
+        'specchat run "Explain what a mutex is"\n\n'
+        "# a chat on the terminal (/help lists its commands)\nspecchat run\n\n"
+        "# the model pairs, and which are on this machine\nspecchat models\n\n"
+        "# does drafting pay on this machine?\nspecchat bench --suite quick\n\n"
+        "specchat COMMAND --help: its options, with examples."
+    ),
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},  # -h as in llama.cpp, vLLM and most tools
     pretty_exceptions_enable=False,
