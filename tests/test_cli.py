@@ -127,6 +127,17 @@ def test_the_top_level_help_shows_where_to_start():
         assert all(line.split()[1] in commands or line.split()[1] == "COMMAND" for line in lines), lines
 
 
+def test_help_as_a_command_shows_the_help():
+    """`specchat help run` (git's and cargo's way) said 'No such command' and sent the user to `specchat --help`."""
+    wide = {"env": {"COLUMNS": "100"}, "terminal_width": 100}
+    assert runner.invoke(app, ["help"], **wide).stdout == runner.invoke(app, ["--help"], **wide).stdout
+    shown = runner.invoke(app, ["help", "tune"], **wide)
+    assert shown.exit_code == 0 and shown.stdout == runner.invoke(app, ["tune", "--help"], **wide).stdout
+    assert "Usage: specchat tune" in shown.stdout
+    assert_one_line_error(runner.invoke(app, ["help", "tnue"]), 2, "no command 'tnue'; did you mean 'tune'?")
+    assert "help" not in runner.invoke(app, ["--help"], **wide).stdout.split("Commands")[1].split("Start here")[0]
+
+
 def test_every_command_has_a_one_line_summary():
     """`specchat --help` lists each command by its docstring's first paragraph: pull's and export's ran
     over two or three lines of the list, the whole description where a summary belongs."""

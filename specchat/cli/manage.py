@@ -133,3 +133,23 @@ def export(
     for line in made.notes if not as_json else []:
         note(stderr_console(), line)
     write_stdout(made.text(as_json), what="the command")
+
+
+@app.command("help", hidden=True, epilog="Examples:\n\n  specchat help\n\n  specchat help run")
+def help_command(ctx: typer.Context, command: Annotated[str | None, typer.Argument()] = None) -> None:
+    """`specchat help [COMMAND]`, as git and cargo read it: `specchat --help`, or the command's --help. It was
+    'No such command' and a hint to run something else."""
+    import difflib
+
+    from ..errors import UsageError
+
+    root = ctx.parent
+    shown = root.command if command is None else root.command.get_command(root, command)
+    if shown is None or getattr(shown, "hidden", False):
+        names = [name for name in root.command.list_commands(root) if name != "help"]
+        close = difflib.get_close_matches(command, names, n=1)
+        guess = f"; did you mean '{close[0]}'?" if close else ""
+        raise UsageError(f"no command '{command}'{guess}", hint="`specchat --help` lists the commands")
+    if command is not None:
+        root = shown.context_class(shown, info_name=command, parent=root)
+    typer.echo(root.get_help(), color=root.color)
