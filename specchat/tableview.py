@@ -242,7 +242,11 @@ def tune_table(title: str, estimates) -> Table:
     return table
 
 
-def print_tune(console: Console, title: str, tuning, estimates, path: Path | None, previous=None) -> None:
+def print_tune(
+    console: Console, title: str, tuning, estimates, path: Path | None, previous=None, *, kept: bool = False
+) -> None:
+    """kept: measured under load beside a trusted tuning, whose costs cli/measure.py keeps (with the acceptance
+    measured now, when it saved: path)."""
     console.print(tune_table(title, estimates))
     console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)
     if previous is not None:
@@ -252,7 +256,12 @@ def print_tune(console: Console, title: str, tuning, estimates, path: Path | Non
     console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
     verdict = "the target alone" if best.mode == "target" else f"{best.mode} (k={best.k})"
-    if path is None:  # measured under load beside a trusted one (cli/measure.py keeps that one)
+    if kept and path is not None:
+        line = (
+            "measured under load: the saved costs, measured on a quiet machine, are kept, with the acceptance "
+            f"measured now; best here now: {verdict}; saved to {path}"
+        )
+    elif kept:
         line = f"measured under load: not saved; the saved tuning, measured on a quiet machine, is kept ({verdict} now)"
     elif tuning.costs.busy:  # not trusted (tuning.trusted): run measures its costs again, export takes its defaults
         line = (

@@ -232,18 +232,48 @@ def test_run_after_a_tune_under_load_says_why_it_measures_again(fake_models, iso
     assert "(the saved one was measured under load;" in result.stderr and "(once;" not in result.stderr
 
 
-def test_a_tune_under_load_does_not_replace_one_measured_on_a_quiet_machine(
+def test_a_tune_under_load_keeps_the_quiet_costs_and_saves_the_acceptance(
     fake_models, isolated, seed_tuning, monkeypatch
 ):
     """run never saves a measurement taken under load; tune overwrote a quiet one with it, so a good
-    tuning was lost to a moment's load until tune ran again on an idle machine."""
+    tuning was lost to a moment's load until tune ran again on an idle machine. The quiet costs are kept;
+    but the acceptance tune measured, which load does not change, was thrown away with the rest: right
+    after a tune, export and auto went on from an assumed 60% ('assumed; `specchat tune` measures it')."""
     from specchat import costmodel
 
     target, draft = fake_models
     path = seed_tuning(target, draft, keep_draft=True, mode="spec")
+    before = json.loads(path.read_text())
+    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    files = ["--target", str(target), "--draft", str(draft)]
+    result = CliRunner().invoke(app, ["tune", *files, "-n", "8"])
+    assert result.exit_code == 0, result.output
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("measured under load: the saved costs, measured on a quiet machine, are kept"), last
+    assert "with the acceptance measured now" in last and last.endswith(f"saved to {path}"), last
+    after = json.loads(path.read_text())
+    assert {key: after[key] for key in ("v", "c", "step_s", "busy", "stale", "source")} == {
+        key: before[key] for key in ("v", "c", "step_s", "busy", "stale", "source")
+    }
+    assert before["priors"] == {} and 0 < after["priors"]["spec"] <= 1
+    export = CliRunner().invoke(app, ["export", "--to", "llama-server", *files])
+    assert export.exit_code == 0 and "(measured by tune)" in export.stderr, export.output
+
+
+def test_a_tune_under_load_with_no_acceptance_to_keep_saves_nothing(fake_models, isolated, monkeypatch):
+    """A lone --target measures no draft model's acceptance: beside a quiet tuning, nothing is saved."""
+    from specchat import costmodel, tuning
+    from specchat.costmodel import Costs
+    from specchat.runtime import Options, Resolved
+
+    target, _draft = fake_models
+    key = tuning.key_for(Resolved(None, target, None), Options(target_path=target))
+    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tuning.QUICK_BATCHES}, None, 1e-3, 1e-3)
+    path = tuning.save(tuning.Tuning(key, costs))
     before = path.read_bytes()
     monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
-    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "-n", "8"])
     assert result.exit_code == 0, result.output
     last = result.stdout.splitlines()[-1]
     assert last.startswith("measured under load: not saved; the saved tuning") and "is kept" in last, last

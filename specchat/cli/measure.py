@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -237,10 +238,15 @@ def tune(
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
             )
+    kept = tuning.costs.busy and trusted(previous)  # a moment's load must not replace costs measured quietly
+    saving = tuning
+    if kept:  # but how often the target accepts the draft's guesses, load does not change: that is kept
+        priors = previous.priors | tuning.priors
+        saving = replace(previous, priors=priors) if priors != previous.priors else None
     path = None
-    if not (tuning.costs.busy and trusted(previous)):  # a load of the moment must not replace a quiet measurement
+    if saving is not None:
         try:
-            path = save(tuning)
+            path = save(saving)
         except OSError as exc:
             raise unsaved(exc, "nothing was saved") from None
-    print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous)
+    print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous, kept=kept)
