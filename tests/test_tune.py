@@ -374,3 +374,13 @@ def test_a_closed_stdout_is_refused_before_anything_is_measured(command, isolate
     )
     assert done.returncode == 1, done.stderr
     assert "cannot write the report to stdout: it is closed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_tune_help_names_every_command_that_reads_the_tuning_and_where_it_is():
+    """tune --help said only `run` and `bench` use the tuning (serve and export do too), named no folder, and
+    called -n 'Tokens per measurement' (the timings take none: it is the length of each acceptance reply)."""
+    result = CliRunner().invoke(app, ["tune", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "`run`, `serve`, `bench` and `export` use them; `run --no-tuning` ignores them" in text
+    assert "tuning/ folder (SPECCHAT_CONFIG_DIR moves it" in text and "Tokens per measurement" not in text

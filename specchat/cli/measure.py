@@ -35,6 +35,7 @@ from .app import (
     stderr_console,
 )
 
+TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
 
 
@@ -186,7 +187,7 @@ def tune(
     pair_option: PairAlso = None,
     target: Target = None,
     draft: Draft = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=8, help="Tokens per measurement.")] = 64,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=8, help=TUNE_TOKENS_HELP)] = 64,
     n_ctx: Ctx = 4096,
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
@@ -194,10 +195,13 @@ def tune(
 ) -> None:
     """Measure this machine (c, v(n), acceptance) and save what --mode auto should start from.
 
-    Runs the quick suite with the draft model (k = 8) and with prompt lookup (a lone --target: prompt
-    lookup only, as auto runs it), prints the predicted speedup of each mode, and saves the numbers per
-    pair and machine in the config directory. `run` and `bench` use them automatically; `--no-tuning`
-    ignores them. Threads and GPU layers are tuned per value.
+    Times single steps and verify batches, runs the quick suite with the draft model (k = 8) and with
+    prompt lookup (a lone --target: prompt lookup only, as auto runs it), prints the predicted speedup of
+    each mode, and saves the numbers per pair and machine in the config directory's tuning/ folder
+    (SPECCHAT_CONFIG_DIR moves it; the last line names the file, which may be deleted to forget it).
+    `run`, `serve`, `bench` and `export` use them; `run --no-tuning` ignores them. Threads and GPU layers
+    are tuned per value. Costs measured while other programs use the CPUs are not trusted: run tune again
+    when the machine is idle.
     """
     from ..benchsuite import load_suite, single_turn
     from ..errors import SpecchatError
