@@ -279,3 +279,30 @@ def cost_summary(costs) -> str:
     ratios = ", ".join(f"v({n}) = {costs.v(n):.2f}" for n in (2, 5, 9, 16, 64))
     busy = " (other programs were using the CPUs)" if costs.busy else ""
     return f"target step {costs.calibrated_step_s * 1000:.1f} ms{c_text}, {ratios} target steps{busy}"
+
+
+def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, kept: bool = False) -> str:
+    """`tune --json`: what the table and the lines under it say, as one object (docs/modes.md names its keys)."""
+    import json
+
+    from .paths import path_text
+
+    def costs(measured) -> dict:
+        data = measured.as_dict()
+        return {key: data[key] for key in ("source", "step_s", "c", "v", "busy", "stale", "priors")}
+
+    best = max(estimates, key=lambda e: e.predicted_speedup)
+    ceilings = {name: {"batch": batch, "speedup": gain} for name, (batch, gain) in tuning.costs.ceilings().items()}
+    report = {
+        "pair": resolved.pair_name,
+        "target": path_text(resolved.target),
+        "draft": None if tuning.costs.draft_step is None else path_text(resolved.draft),
+        "estimates": [dict(vars(estimate)) for estimate in estimates],
+        "now": costs(tuning),
+        "saved": None if previous is None else costs(previous),
+        "ceilings": ceilings,
+        "best": {"mode": best.mode, "k": best.k},
+        "kept_saved_costs": kept,
+        "path": None if path is None else path_text(path),
+    }
+    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"

@@ -384,3 +384,28 @@ def test_tune_help_names_every_command_that_reads_the_tuning_and_where_it_is():
     text = " ".join(result.stdout.split())
     assert "`run`, `serve`, `bench` and `export` use them; `run --no-tuning` ignores them" in text
     assert "tuning/ folder (SPECCHAT_CONFIG_DIR moves it" in text and "Tokens per measurement" not in text
+
+
+def test_tune_json_is_one_object_of_what_the_table_says(fake_models, isolated):
+    """tune had no machine-readable output, where run, bench, models, logs and export have one: a script
+    had to parse the table or find the saved file. The notes stay on stderr."""
+    target, draft = fake_models
+    files = ["--target", str(target), "--draft", str(draft), "-n", "8"]
+    first = CliRunner().invoke(app, ["tune", *files, "--json"])
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout)
+    assert set(report) == {"pair", "target", "draft", "estimates", "now", "saved", "ceilings", "best"} | {
+        "kept_saved_costs",
+        "path",
+    }
+    assert report["target"] == str(target) and report["draft"] == str(draft) and report["saved"] is None
+    assert [e["mode"] for e in report["estimates"]] == ["target", "spec", "ngram"]
+    assert set(report["now"]["v"]) == {str(n) for n in FULL_BATCHES} and report["now"]["source"] == "tune"
+    assert set(report["ceilings"]) == {"lookup", "draft model"} and report["path"] == str(check_saved_path(isolated))
+    again = json.loads(CliRunner().invoke(app, ["tune", *files, "--json"]).stdout)
+    assert again["saved"]["v"] == report["now"]["v"]  # saved vs now, as the table's two lines
+
+
+def check_saved_path(isolated):
+    (path,) = (isolated / "config" / "tuning").glob("*.json")
+    return path

@@ -36,6 +36,7 @@ from .app import (
 )
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
+TUNE_JSON_HELP = "One JSON object on stdout instead of the table: estimates, now, saved, ceilings, best, path."
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
 
 
@@ -179,7 +180,7 @@ def bench(
 
 @app.command(
     epilog="Examples:\n\n  specchat tune\n\n  specchat tune qwen2.5-coder-7b --gpu-layers -1\n\n"
-    "  specchat tune --threads 8 -n 48"
+    "  specchat tune --threads 8 -n 48\n\n  specchat tune --json"
 )
 def tune(
     ctx: typer.Context,
@@ -192,6 +193,7 @@ def tune(
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
+    as_json: Annotated[bool, Opt("--json", help=TUNE_JSON_HELP)] = False,
 ) -> None:
     """Measure this machine (c, v(n), acceptance) and save what --mode auto should start from.
 
@@ -206,10 +208,10 @@ def tune(
     from ..benchsuite import load_suite, single_turn
     from ..errors import SpecchatError
     from ..paths import config_dir, folder_hint
-    from ..tableview import print_tune
+    from ..tableview import print_tune, tune_json
     from ..tuning import check_writable, examine, key_for, save, trusted
     from ..tuning import tune as run_tune
-    from ..view import bench_progress, note, require_stdout, stdout_console
+    from ..view import bench_progress, note, require_stdout, stdout_console, write_stdout
 
     def unsaved(exc: OSError, what: str) -> SpecchatError:
         hint = folder_hint(exc, "give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it)")
@@ -253,4 +255,7 @@ def tune(
             path = save(saving)
         except OSError as exc:
             raise unsaved(exc, "nothing was saved") from None
-    print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous, kept=kept)
+    if as_json:
+        write_stdout(tune_json(pipeline.resolved, tuning, estimates, path, previous, kept=kept), what="the report")
+    else:
+        print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous, kept=kept)
