@@ -388,9 +388,7 @@ UNKNOWN_TO_LLAMA_CPP = {
 def _load_error(path: Path) -> EngineError:
     """Why llama.cpp refused a file whose header passed gguf.check: its own words (an architecture that this
     build does not know is the usual reason for a model newer than llama-cpp-python)."""
-    reason = next(
-        (line.split("error loading model: ")[-1] for line in _Backend.errors if "error loading model" in line), ""
-    )
+    reason = _load_reason(list(_Backend.errors))
     unknown = next((name for words, name in UNKNOWN_TO_LLAMA_CPP.items() if words in reason), None)
     if unknown is not None:  # a model newer than this llama.cpp: often a new pre-tokenizer before a new architecture
         hint = f"this llama-cpp-python cannot run that {unknown}: a newer one may (pip install -U llama-cpp-python)"
@@ -400,6 +398,14 @@ def _load_error(path: Path) -> EngineError:
             "shows why"
         )
     return EngineError(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""), hint=hint)
+
+
+def _load_reason(lines: list[str]) -> str:
+    """llama.cpp's reason; where its GGUF reader refused the file (a key given twice, a tensor out of place: rules
+    gguf.check leaves to it), the loader says "failed to load model from PATH" and the reader's line says why."""
+    reason = next((line.split("error loading model: ")[-1] for line in lines if "error loading model" in line), "")
+    said = (line.split(": ", 1)[1] for line in lines if line.startswith("gguf_") and ": " in line)
+    return next(said, reason) if reason.startswith("llama_model_loader: failed to load model") else reason
 
 
 class Vocab:

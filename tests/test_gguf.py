@@ -339,3 +339,23 @@ def test_a_file_checked_under_another_llama_cpp_is_checked_again(tmp_path, monke
     monkeypatch.setattr(engine, "ggml_types", lambda: newer)
     with pytest.raises(ModelFileError, match=r"ggml type 2 \(q4_0\), which this llama.cpp no longer reads"):
         gguf.check(path)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (tiny_gguf(offset2=96) + bytes(64), "tensor 'w2' has offset 96, expected 64"),
+        (
+            tiny_gguf(extra_kv=s(b"general.name") + struct.pack("<I", 8) + s(b"again")),
+            "duplicate key 'general.name' for KV pair 3",
+        ),
+    ],
+)
+def test_a_file_llama_cpps_gguf_reader_refuses_is_named_with_its_reason(tmp_path, data, reason):
+    """Rules of GGUF that gguf.check leaves to llama.cpp (tensors in order, each key once) ended as 'llama.cpp
+    could not load X: llama_model_loader: failed to load model from X', the reason only under --debug."""
+    path = write(tmp_path, data, name="odd.gguf")
+    gguf.check(path)  # well-formed as far as this check goes: llama.cpp's own reader refuses it
+    with pytest.raises(engine.EngineError) as err:
+        engine.Engine(path, engine.EngineConfig(n_ctx=256))
+    assert err.value.message == f"llama.cpp could not load {path}: {reason}"
