@@ -287,9 +287,11 @@ def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -
     reader = _Reader(data, name)
     values: dict = {}
     if bytes(data[:4]) != b"GGUF":
-        raise reader.fail("bad magic (the file does not start with 'GGUF')")
+        raise _what_else(name, bytes(data[:512])) or reader.fail("bad magic (the file does not start with 'GGUF')")
     reader.pos = 4
     version = reader.u32()
+    if version not in (2, 3) and int.from_bytes(struct.pack("<I", version), "big") in (2, 3):
+        raise reader.fail("it is a big-endian GGUF (made for IBM Z), which this machine does not read")
     if version not in (2, 3):
         raise reader.fail(f"unsupported GGUF version {version} (2 or 3 expected)")
     n_tensors, n_kv = reader.u64(), reader.u64()
@@ -331,6 +333,45 @@ def _check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -
                 f"file has {reader.size}): truncated download?"
             )
     return values
+
+
+# What a .gguf that is no GGUF is instead, by its first bytes: what a failed download (a web page, a server's
+# error), a clone without its LFS files or the wrong file of a model's Hub repo leaves under the name.
+GGUF_VERSION = "use the model's GGUF version (a Hub repo named ...-GGUF)"
+CONVERT = f"{GGUF_VERSION}, or convert it with llama.cpp's convert_hf_to_gguf.py"
+PACKED = {b"\x1f\x8b": "gzip", b"\xfd7zXZ": "xz", b"(\xb5/\xfd": "zstd", b"BZh": "bzip2", b"7z\xbc\xaf": "7-Zip"}
+OLD_GGML = {b"lmgg": "GGML", b"fmgg": "GGMF", b"tjgg": "GGJT"}  # llama.cpp's formats before GGUF (2023)
+
+
+def _what_else(name: str, head: bytes) -> ModelFileError | None:
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    said = _json_error(head) if text.startswith(b"{") else None
+    packed = next((kind for magic, kind in PACKED.items() if head.startswith(magic)), None)
+    safetensors = head[8:10] == b'{"' and int.from_bytes(head[:8], "little") < 1 << 27  # its header's length, JSON
+    kinds = [
+        (text.startswith((b"<!doctype html", b"<html", b"<head", b"<!--")), "an HTML page (a web page saved under "
+         "the model's name)", "download the file itself: on the Hugging Face Hub, the address with /resolve/ (not "
+         "/blob/, its page)"),
+        (text.startswith(b"version https://git-lfs"), "a Git LFS pointer (a clone that did not fetch the large files)",
+         "run `git lfs pull` in that clone"),
+        (said is not None, f"a server's error message ({said}), saved as the download", GGUF_HINT),
+        (safetensors, "a safetensors file (weights for transformers or vLLM)", CONVERT),
+        (head.startswith(b"PK\x03\x04"), "a ZIP archive (a PyTorch checkpoint, or a packed download)",
+         f"unpack it if a .gguf is inside; else {GGUF_VERSION}"),
+        (packed is not None, f"{packed}-compressed", "decompress it first"),
+        (head[:4] in OLD_GGML, f"a {OLD_GGML.get(head[:4])} file, llama.cpp's format before GGUF", GGUF_VERSION),
+    ]  # fmt: skip
+    found = next(((what, hint) for hit, what, hint in kinds if hit), None)
+    return None if found is None else ModelFileError(f"{name} is not a GGUF file: it is {found[0]}", hint=found[1])
+
+
+def _json_error(head: bytes) -> str | None:
+    """The message of a JSON error body such as the Hub's {"error": "Entry not found"}, quoted."""
+    try:
+        said = json.loads(head.decode("utf-8").strip()).get("error")
+    except (ValueError, AttributeError):
+        return None
+    return repr(said[:80]) if isinstance(said, str) else None
 
 
 def _cache_file() -> Path:

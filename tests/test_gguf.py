@@ -290,11 +290,33 @@ def test_a_file_checked_by_an_older_specchat_is_checked_again_by_this_ones_rules
 
 def test_the_hint_for_a_bad_file_fits_a_file_of_ones_own(tmp_path):
     """`--target my.gguf` that is no GGUF was told to `specchat pull` it, which fetches a pair's files only."""
-    for data in (b"GGU", b"PK\x03\x04" + bytes(64)):  # too short; a zip (a PyTorch checkpoint)
+    for data in (b"GGU", b"\x80\x02" + bytes(64)):  # too short; not GGUF (a pickled PyTorch checkpoint)
         path = write(tmp_path, data, name="mine.gguf")
         with pytest.raises(ModelFileError) as err:
             gguf.check(path)
         assert "a pair's model: `specchat pull`" in err.value.hint and "GGUF model" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("data", "what", "hint"),
+    [
+        (b"\n<!DOCTYPE html>\n<html><title>Log in</title>", "an HTML page", "/resolve/"),
+        (b'{"error":"Entry not found"}', "a server's error message ('Entry not found')", "download it again"),
+        (b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n", "a Git LFS pointer", "git lfs pull"),
+        (struct.pack("<Q", 40) + b'{"w": {"dtype": "F16", "shape": [4]}} ', "a safetensors file", "convert_hf_to_gguf"),
+        (b"PK\x03\x04" + bytes(64), "a ZIP archive", "unpack it"),
+        (b"\x1f\x8b\x08" + bytes(64), "gzip-compressed", "decompress it first"),
+        (b"tjgg\x01\x00\x00\x00" + bytes(64), "a GGJT file, llama.cpp's format before GGUF", "-GGUF"),
+        (b"GGUF\x00\x00\x00\x03" + bytes(64), "big-endian GGUF", "download it again"),
+    ],
+)
+def test_a_file_that_is_something_else_under_a_gguf_name_is_named_for_what_it_is(tmp_path, data, what, hint):
+    """A web page or a server's error saved by a failed download, a clone without its LFS files, the original
+    weights: each was only 'bad magic (the file does not start with 'GGUF')', with a hint to download it again."""
+    with pytest.raises(ModelFileError) as err:
+        gguf.check(write(tmp_path, data, name="model.gguf"))
+    assert err.value.message.startswith("model.gguf is not ") and what in err.value.message
+    assert hint in err.value.hint
 
 
 def test_a_tensor_type_newer_than_this_llama_cpp_is_named_before_it_loads(tmp_path):
