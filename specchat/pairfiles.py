@@ -46,7 +46,7 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
             paths[role] = _present_or_pulled(spec, notify, start_progress)
     target = Path(options.target_path) if options.target_path else paths["target"]
     draft = _opt_path(options.draft_path) or paths.get("draft")
-    _check_not_self(target, draft, options)
+    _check_not_self(target, draft, options, pair.name)
     resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
     return _said_if_swapped(resolved, options, notify)
 
@@ -85,9 +85,15 @@ def larger_draft(target: Path, draft: Path, given: int, pair: str | None) -> str
     )
 
 
-def _check_not_self(target: Path, draft: Path | None, options: Options) -> None:
-    if draft is not None and not options.self_draft:
-        require_other_draft(target, draft)
+def _check_not_self(target: Path, draft: Path | None, options: Options, pair: str | None = None) -> None:
+    if draft is None or options.self_draft:
+        return
+    # --target alone takes the pair's draft, --draft alone its target: the user named one file
+    why = {
+        (True, False): f" (--target alone drafts with pair {pair}'s draft model)",
+        (False, True): f" (--draft alone drafts for pair {pair}'s target)",
+    }.get((options.target_path is not None, options.draft_path is not None), "")
+    require_other_draft(target, draft, why if pair else "")
 
 
 def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:

@@ -1214,13 +1214,14 @@ def test_the_target_as_its_own_draft_is_a_usage_error(fake_models, tmp_path, mod
 
 
 def test_a_lone_target_that_is_the_pairs_draft_is_a_usage_error(fake_models, isolated):
-    """`--target D --mode spec` takes the pair's draft: D itself."""
+    """`--target D --mode spec` takes the pair's draft: D itself. The error named a draft model the user never
+    gave without saying where it came from."""
     target, draft = fake_models
     models = fake_overlay(fake_models, isolated, default=True)
     result = invoke("run", "--target", str(models / draft.name), "--mode", "spec", "-n", "8", "Hi.")
-    assert_one_line_error(result, 2, "is the target model itself")
+    assert_one_line_error(result, 2, "is the target model itself (--target alone drafts with pair fake's draft model)")
     result = invoke("run", "--draft", str(models / target.name), "--mode", "spec", "-n", "8", "Hi.")
-    assert_one_line_error(result, 2, "is the target model itself")
+    assert_one_line_error(result, 2, "is the target model itself (--draft alone drafts for pair fake's target)")
 
 
 @pytest.mark.parametrize(
