@@ -41,6 +41,19 @@ def choose(paths: list[Path], available: int | None, overhead: int) -> int:
     return max(floor, ctx // STEP * STEP)
 
 
+def beyond_training(paths: list[Path], n_ctx: int) -> str | None:
+    """A note when a context asked for (--ctx, or a command's default) is longer than a model was trained for:
+    llama.cpp warns of it in its log, which specchat shows only with --debug; past that length, replies degrade."""
+    trained = [(t, path) for path in paths if (t := trained_context(path)) and n_ctx > t]
+    if not trained:
+        return None
+    tokens, path = min(trained, key=lambda found: found[0])  # the target where both say the same
+    return (
+        f"--ctx {n_ctx} is more than the {tokens} tokens {path.name} was trained for: a conversation longer than "
+        "that may get poor replies"
+    )
+
+
 def trained_context(path: Path) -> int | None:
     """The context length a model was trained for (GGUF `<arch>.context_length`), None where unknown."""
     backend = for_path(path)

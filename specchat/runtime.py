@@ -274,6 +274,8 @@ def open_pipeline(
     paths = [p for p in (resolved.target, draft_path) if p is not None]
     if options.n_ctx == ctxsize.AUTO:
         options = replace(options, n_ctx=ctxsize.choose(paths, available_memory(), OVERHEAD_BYTES))
+    elif (too_long := ctxsize.beyond_training(paths, options.n_ctx)) is not None:
+        notify(too_long)
     check_memory(paths, options.n_ctx)
     interrupt = Interrupt()
     with interrupt.armed():

@@ -44,6 +44,18 @@ def test_the_default_context_is_the_trained_one(fake_models, tmp_path, monkeypat
     assert json.loads(explicit.stdout)["settings"]["ctx"] == 3000
 
 
+def test_a_context_longer_than_the_model_was_trained_for_is_said(fake_models, tmp_path):
+    """llama.cpp warns 'n_ctx_seq > n_ctx_train -- possible training context overflow' in its log, hidden without
+    --debug: `--ctx 8192` on a model trained for 2,048 ran without a word."""
+    target = fake_target(tmp_path, context_length=2048)
+    args = ["run", "--target", str(target), "--mode", "target", "-n", "4", "Hi."]
+    longer = runner.invoke(app, [*args, "--ctx", "8192"])
+    assert longer.exit_code == 0, longer.output
+    assert "--ctx 8192 is more than the 2048 tokens target.fake.gguf was trained for" in longer.stderr
+    for within in (["--ctx", "2048"], []):  # as trained, or chosen from the model
+        assert "trained for" not in runner.invoke(app, [*args, *within]).stderr
+
+
 def test_choose_takes_the_smaller_model_and_caps_what_memory_cannot_check(fake_models, tmp_path):
     target = fake_target(tmp_path, context_length=131072)
     draft = fake_target(tmp_path, "draft", context_length=32768)
