@@ -390,13 +390,13 @@ def _load_error(path: Path) -> EngineError:
     build does not know is the usual reason for a model newer than llama-cpp-python)."""
     reason = _load_reason(list(_Backend.errors))
     unknown = next((name for words, name in UNKNOWN_TO_LLAMA_CPP.items() if words in reason), None)
-    if unknown is not None:  # a model newer than this llama.cpp: often a new pre-tokenizer before a new architecture
+    if reason.endswith("architecture: ''"):  # none named (no general.architecture): no newer llama.cpp reads it
+        reason, hint = "it names no model architecture (general.architecture)", "give a language model's GGUF file"
+    elif unknown is not None:  # a model newer than this llama.cpp: often a new pre-tokenizer before a new architecture
         hint = f"this llama-cpp-python cannot run that {unknown}: a newer one may (pip install -U llama-cpp-python)"
-    else:
-        hint = (  # `models --verify` hashes a pair's files, not a --target/--draft of the user's own
-            "check that it is a complete GGUF file (a pair's: `specchat models --verify`); `specchat --debug ...` "
-            "shows why"
-        )
+    else:  # `models --verify` hashes a pair's files, not a --target/--draft of the user's own
+        hint = "check that it is a complete GGUF file (a pair's: `specchat models --verify`); `specchat --debug ...` "
+        hint += "shows why"
     return EngineError(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""), hint=hint)
 
 

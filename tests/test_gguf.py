@@ -381,3 +381,13 @@ def test_a_file_llama_cpps_gguf_reader_refuses_is_named_with_its_reason(tmp_path
     with pytest.raises(engine.EngineError) as err:
         engine.Engine(path, engine.EngineConfig(n_ctx=256))
     assert err.value.message == f"llama.cpp could not load {path}: {reason}"
+
+
+def test_a_gguf_that_names_no_architecture_is_not_sent_to_a_newer_llama_cpp(tmp_path):
+    """llama.cpp says "unknown model architecture: ''" of a file without general.architecture, and the hint was
+    that a newer llama-cpp-python may run it: none can."""
+    path = write(tmp_path, tiny_gguf(), name="bare.gguf")
+    with pytest.raises(engine.EngineError) as err:
+        engine.Engine(path, engine.EngineConfig(n_ctx=256))
+    assert err.value.message.endswith("bare.gguf: it names no model architecture (general.architecture)")
+    assert "newer" not in err.value.hint and "language model's GGUF" in err.value.hint
