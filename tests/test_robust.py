@@ -537,7 +537,8 @@ def test_the_gguf_check_cache_keeps_only_current_rules_and_files(tmp_path, monke
     model.write_bytes(tiny_gguf() + b"\0")  # changed: checked again, under a new key
     gguf.check(model)
     stat = model.stat()
-    assert list(json.loads(cache.read_text())) == [f"{gguf.RULES}:{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"]
+    key = f"{gguf.RULES}:{gguf.reader_tag()}:{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    assert list(json.loads(cache.read_text())) == [key]
 
 
 def test_a_file_cache_keeps_entries_it_cannot_look_at(tmp_path, monkeypatch):
