@@ -64,7 +64,7 @@ def _said_if_swapped(resolved: Resolved, options: Options, notify: Notify) -> Re
 
 
 def larger_draft(target: Path, draft: Path, given: int, pair: str | None) -> str | None:
-    """A draft model larger than its target costs more per token than the target: it cannot save time, and
+    """A draft model as large as its target or larger costs as much per token as the target: it cannot save time, and
     --target and --draft given the wrong way round are the usual reason (`given`: how many of the two were).
     Files of a plugin backend may not be weights alone: only GGUFs are compared. run and export say it."""
     from .backends import LlamaCppBackend
@@ -76,8 +76,10 @@ def larger_draft(target: Path, draft: Path, given: int, pair: str | None) -> str
         target_size, draft_size = (sum(part.stat().st_size for part in split_parts(f)) for f in (target, draft))
     except (OSError, ModelFileError):
         return None  # the load says what is wrong with it
-    if draft_size <= target_size:
+    if draft_size < target_size:
         return None
+    if draft_size == target_size:  # a copy of the target (a second download), or a model of its size: as costly
+        return f"the draft model {draft.name} is as large as the target {target.name}: it cannot save time"
     swapped = {2: "--target and --draft swapped?", 0: f"pair {pair}'s target and draft swapped?"}
     return (
         f"the draft model {draft.name} ({draft_size / 1e9:.1f} GB) is larger than the target "

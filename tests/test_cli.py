@@ -1268,6 +1268,21 @@ def test_a_draft_larger_than_its_target_is_said_to_be_swapped_perhaps(tmp_path):
         assert not notes  # the right way round, or a draft model that is not loaded
 
 
+def test_a_draft_as_large_as_its_target_is_said_to_cost_as_much(tmp_path):
+    """A second copy of the target given as --draft (another download of it) loaded it twice without a word:
+    only a draft larger than the target was said, and one as large costs as much per token."""
+    from specchat.runtime import Options, resolve
+
+    header = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)  # version 3, no tensors, no metadata
+    target, copy = tmp_path / "model.gguf", tmp_path / "copy" / "model.gguf"
+    copy.parent.mkdir()
+    for path in (target, copy):
+        path.write_bytes(header + bytes(100))
+    notes = []
+    resolve(Options(target_path=target, draft_path=copy, mode="spec"), notes.append, None)
+    assert notes == ["the draft model model.gguf is as large as the target model.gguf: it cannot save time"]
+
+
 def test_json_leaves_threads_out_where_the_backend_does_not_report_them(files):
     """The fake backend's engines (a plugin's) have no llama.cpp threads: --json said "threads": null, read as
     none or 0 where the usage table promises {"fewest", "most"}."""
