@@ -179,7 +179,7 @@ def test_no_color_counts_only_when_not_empty(tmp_path, no_color, coloured):
     if no_color is not None:
         env["NO_COLOR"] = no_color
     done = specchat(tmp_path, "pull", "no-such-pair", env=env)
-    assert done.returncode == 1
+    assert done.returncode == 2  # an unknown pair is a usage error
     assert (RED_ERROR in done.stderr) is coloured, repr(done.stderr)
     if not coloured:
         assert "\x1b[1merror: " in done.stderr  # bold stays: only the colours go
