@@ -8,7 +8,6 @@ nothing itself: the footer shows the stats that come with each update.
 
 from __future__ import annotations
 
-from rich._wrap import divide_line
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.segment import Segment as RichSegment
@@ -107,11 +106,11 @@ class ReplyView:
         if not self.drawn:
             return
         self.partial.expand_tabs()  # as printing it would; the tab stops of a row to come are the screen's
-        # Rich's own word wrap (Text.wrap strips a row's trailing spaces, which the row being written keeps)
-        rows = self.partial.divide(divide_line(self.partial.plain, self.console.width))
+        # at 2 columns or more: a 1-column console has Rich truncate a wide character to a space
+        rows = self.partial.wrap(self.console, max(2, self.console.width), justify="default", overflow="fold")
         if len(rows) > 1:
             self.live.console.print(Text("\n").join(rows[:-1]), soft_wrap=False)
-            self.partial = rows[-1]
+            self.partial = self.partial[_last_row_start(self.partial.plain, rows[-1].plain) :]
 
     def _remember(self) -> None:
         """The width the live region was just drawn at, and the length of each of its lines."""
@@ -129,3 +128,12 @@ class ReplyView:
         shape = getattr(self.live._live_render, "_shape", None)  # Rich's record of the region it drew
         if now < width and lengths and shape is not None:
             self.live._live_render._shape = (now, sum(max(1, -(-n // now)) for n in lengths))
+
+
+def _last_row_start(line: str, last_row: str) -> int:
+    """Where the last of the rows Text.wrap made of a line begins in it. Text.wrap drops whitespace past the
+    width at a row's end, counting characters (a row of combining accents lost a space it had room for): the
+    row being written keeps its text as it came, cut from the line itself. A row after a break holds a word
+    (the line's last), unless a word longer than the width was folded with its spaces (then none was dropped)."""
+    kept = last_row.rstrip()
+    return len(line.rstrip()) - len(kept) if kept else len(line) - len(last_row)

@@ -148,6 +148,38 @@ def test_a_line_taller_than_the_screen_shows_its_end_and_the_footer():
         assert " ".join(words) in flat and flat.count("word59") == 1
 
 
+def play_pieces(console: Console, pieces: list[str]) -> ReplyView:
+    """Each piece one round's accepted text; the view is returned still open (mid-reply)."""
+    stats = Stats()
+    view = ReplyView(console, k=4, label="spec k=4").__enter__()
+    for i, piece in enumerate(pieces):
+        stats.record(1, 1, 2, 0.01, 0.02, "spec")
+        view.on_update(Update(event(i + 1, [i], 1, 100 + i), [Segment(piece, ACCEPTED)], stats))
+    return view
+
+
+def test_the_row_being_written_keeps_its_spaces_where_it_wraps():
+    """The rows a line wraps past are cut with Text.wrap, which drops whitespace past the width counting
+    characters: a row of combining accents (5 cells, 11 characters) lost the space before the next word."""
+    console = stdout_like_console(width=10, height=6)
+    accents = "e\u0301" * 5
+    view = play_pieces(console, ["xxxxxxx", f" {accents} ", "b"])
+    assert view.partial.plain == f"{accents} b"
+    view.__exit__(None, None, None)
+    assert screen(console).splitlines()[:2] == ["xxxxxxx", "\u00e9" * 5 + " b"]  # pyte composes them
+
+
+def test_specchat_uses_richs_public_api_only():
+    """chatview wrapped lines with rich._wrap.divide_line, a private module any Rich release may change."""
+    import re
+    from pathlib import Path
+
+    import specchat
+
+    for path in Path(specchat.__file__).parent.rglob("*.py"):
+        assert not re.search(r"\brich\._", path.read_text(encoding="utf-8")), path
+
+
 def test_each_update_reaches_the_terminal_in_one_write():
     """A round's lines printed for good and the live region redrawn go out together: written apart, the
     terminal could show the region's old frame under a line just printed (the line twice) for a moment."""
