@@ -8,6 +8,9 @@ nothing itself: the footer shows the stats that come with each update.
 
 from __future__ import annotations
 
+import unicodedata
+
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.segment import Segment as RichSegment
@@ -94,7 +97,8 @@ class ReplyView:
     def _refresh(self) -> None:
         self._after_resize()
         self._print_wrapped_rows()
-        self._frame = Group(self.partial, footer(self.stats, self.label))
+        # a copy: printing a line redraws the region under it, which showed the line being written as it grew
+        self._frame = Group(self.partial.copy(), footer(self.stats, self.label))
         self.live.update(self._frame, refresh=True)
         self._remember()
 
@@ -106,11 +110,24 @@ class ReplyView:
         if not self.drawn:
             return
         self.partial.expand_tabs()  # as printing it would; the tab stops of a row to come are the screen's
-        # at 2 columns or more: a 1-column console has Rich truncate a wide character to a space
-        rows = self.partial.wrap(self.console, max(2, self.console.width), justify="default", overflow="fold")
+        width = self.console.width
+        rows = self._cut(width)
+        # Where the terminal counts columns per character (xterm, tmux: 👍🏽 takes 4, a ZWJ family 8; Rich counts 2),
+        # a row Rich has room for may wrap there: the region then takes a row more than Rich erases at the next
+        # redraw, and a stale copy stays above it. The row being written is kept short enough for such a terminal.
+        extra = _columns(self.partial.plain) - cell_len(self.partial.plain)
+        if extra > 0 and cell_len(self.partial.plain) + extra > width:
+            rows += self._cut(width - extra)
+        if rows:
+            self.live.console.print(Text("\n").join(rows), soft_wrap=False)
+
+    def _cut(self, width: int) -> list[Text]:
+        """The rows the line being written wraps past at this width, cut from it; it keeps its last row."""
+        # at 2 columns or more: a 1-column wrap has Rich truncate a wide character to a space
+        rows = self.partial.wrap(self.console, max(2, width), justify="default", overflow="fold")
         if len(rows) > 1:
-            self.live.console.print(Text("\n").join(rows[:-1]), soft_wrap=False)
             self.partial = self.partial[_last_row_start(self.partial.plain, rows[-1].plain) :]
+        return list(rows)[:-1]
 
     def _remember(self) -> None:
         """The width the live region was just drawn at, and the length of each of its lines."""
@@ -137,3 +154,18 @@ def _last_row_start(line: str, last_row: str) -> int:
     (the line's last), unless a word longer than the width was folded with its spaces (then none was dropped)."""
     kept = last_row.rstrip()
     return len(line.rstrip()) - len(kept) if kept else len(line) - len(last_row)
+
+
+def _columns(text: str) -> int:
+    """The columns text may take on a terminal that counts each character on its own, at the most: a skin tone
+    and each person of a ZWJ sequence as wide, an emoji's variation selector as the one column that makes it
+    wide (a terminal that draws fewer is no harm: the row is then shorter than Rich thinks)."""
+
+    def columns(char: str) -> int:
+        if unicodedata.east_asian_width(char) in "WF":
+            return 2
+        if char == "\ufe0f":
+            return 1
+        return 0 if unicodedata.category(char) in ("Mn", "Me", "Cf") else max(1, cell_len(char))
+
+    return sum(map(columns, text))
