@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specchat.chat import Message
+from specchat.chatview import legend
 from specchat.outputs import LiveOutput, Request, reply
 from specchat.runtime import Options, open_pipeline
 from specchat.sampling import SamplingParams
@@ -28,7 +29,8 @@ def main() -> None:
         prompt = pipeline.prompt([Message("user", PROMPT)])
         console.print(f"you › {PROMPT}", style="bold cyan")
         request = Request("spec", 4, SamplingParams(), 160)
-        generation = reply(pipeline, prompt, request, LiveOutput(console, request))  # legend, reply, summary
+        console.print(legend())  # the live view writes it on a terminal only; this console records a file
+        generation = reply(pipeline, prompt, request, LiveOutput(console, request))  # reply, summary
         console.print(footer(generation.stats, request.label))
     out = Path(__file__).parent / "img" / "view.svg"
     out.write_text(console.export_svg(title="specchat run"), encoding="utf-8")

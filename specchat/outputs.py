@@ -172,11 +172,13 @@ class LiveOutput(Output):
         self.console = console
         self.request = request
         self.verbose = verbose
-        self.legend = legend and request.k > 0
         # Ghost text is for a terminal (docs/usage.md): elsewhere (--format live into a pipe) it has no
         # strike-through to set it apart and reads as part of the reply.
         show_rejected = show_rejected and console.is_terminal
         self.view = ReplyView(console, k=request.k, label=request.label, show_rejected=show_rejected)
+        # The legend names the styles of the tokens: where the view is not drawn (a pipe, a file, TERM=dumb) the
+        # text has none, and the line was one more that a script had to cut from the reply
+        self.legend = legend and request.k > 0 and self.view.drawn
 
     def __enter__(self) -> LiveOutput:
         if self.legend:

@@ -255,10 +255,19 @@ def test_turns_are_answered_and_totals_merge_the_loops_stats(live_chat):
     assert chat.totals.drafted == first.stats.drafted + second.stats.drafted
     assert [m.role for m in chat.conversation.messages] == ["user", "assistant", "user", "assistant"]
     text = out.getvalue()
-    assert text.count("legend:") == 1 and text.count("── ") == 2 and "spec k=4" in text
+    assert text.count("── ") == 2 and "spec k=4" in text
+    assert "legend:" not in text  # not a terminal: the text has no styles for a legend to name
     chat.command("/stats")
     assert f"session: {chat.totals.generated} tokens in {chat.totals.rounds} rounds" in out.getvalue()
     assert "pos  1" in out.getvalue()
+
+
+def test_the_legend_is_shown_on_a_terminal_above_the_first_reply_only(live_chat):
+    chat, _out = live_chat
+    chat.console = Console(file=io.StringIO(), width=100, force_terminal=True)
+    chat.ask("Name three colours.")
+    chat.ask("And two more.")
+    assert chat.console.file.getvalue().count("legend:") == 1
 
 
 def test_modes_switch_between_turns(live_chat):
