@@ -11,7 +11,8 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     "memory" ([weights, kv] bytes), "context_length" (the trained context), "interrupt_at" (the eval
     call that raises KeyboardInterrupt), "eval_sleep" (seconds per eval, only for tests that must catch
     a reply mid-way), "prefill_sleep" (seconds per prompt token of a prefill, which the interrupt stops),
-    "announce_template" (a line on stderr as the chat template is fetched for rendering), "token_text"
+    "announce_template" (a line on stderr as the chat template is fetched for rendering), "load_sleep" (seconds
+    the file takes to load, after a line on stderr that says it is loading), "token_text"
     ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"vocab_type".
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
@@ -229,7 +230,11 @@ class FakeBackend:
         return str(path).endswith(".fake.gguf")
 
     def load(self, path: Path, config, interrupt) -> FakeEngine:
-        return FakeEngine(path, json.loads(Path(path).read_text(encoding="utf-8")), config.n_ctx, interrupt)
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        if spec.get("load_sleep"):  # a test's keys typed while the models load
+            print(f"fake: loading {Path(path).name}", file=sys.stderr, flush=True)
+            time.sleep(float(spec["load_sleep"]))
+        return FakeEngine(path, spec, config.n_ctx, interrupt)
 
     def memory_needed(self, path: Path, n_ctx: int) -> tuple[int, int] | None:
         memory = json.loads(Path(path).read_text(encoding="utf-8")).get("memory")

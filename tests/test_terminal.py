@@ -450,6 +450,24 @@ def test_fake_chat_ctrl_d_during_a_reply_leaves_after_it(tmp_path):
         child.close(force=True)
 
 
+def test_fake_chat_ctrl_d_while_the_models_load_leaves_at_the_prompt(tmp_path):
+    """Ctrl-D pressed while the models load (before the first prompt) ends the chat as the prompt comes: the
+    terminal made it a NUL byte, which the prompt swallowed, and the chat waited there."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", load_sleep=1.5)
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact("fake: loading")
+        child.sendeof()
+        expect_exit(child, "0", timeout=10)  # the prompt comes within 2 s
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
+    assert "Traceback" not in log
+    assert_cursor_and_colours_restored(log)
+
+
 def test_fake_chat_keeps_a_reply_stopped_by_ctrl_c_pressed_twice(tmp_path):
     """Ctrl-C pressed again and again (as users do) stops the reply once: a later press landed while the
     stopped reply was being closed and logged, and the partial reply and its message were lost."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -101,7 +102,7 @@ def run(
     from ..modes import MODES
     from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt
     from ..sampling import SamplingParams
-    from ..view import note, restore_terminal_when_killed, stdout_console
+    from ..view import keys_unechoed, note, restore_terminal_when_killed, stdout_console
 
     restore_terminal_when_killed()  # the chat's raw mode and the live view's hidden cursor
     if no_spec and mode != "target" and given(ctx, "mode"):
@@ -153,7 +154,11 @@ def run(
         ids.extend(_prompt(pipeline, conversation, settings, log))
         check_fits(len(ids), pipeline.target.n_ctx)
 
-    with load_pipeline(options, tokenized if conversation is not None else None) as pipeline:
+    # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
+    # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed)
+    with keys_unechoed() if conversation is None and not plain_chat else nullcontext():
+        pipeline = load_pipeline(options, tokenized if conversation is not None else None)
+    with pipeline:
         console = stdout_console(no_color)
         if conversation is None:
             session = ChatSession(pipeline, settings, console, system, log, plain=plain_chat)
