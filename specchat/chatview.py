@@ -98,7 +98,7 @@ class ReplyView:
         self._after_resize()
         self._print_wrapped_rows()
         # a copy: printing a line redraws the region under it, which showed the line being written as it grew
-        self._frame = Group(self.partial.copy(), footer(self.stats, self.label))
+        self._frame = Group(_fit(self.partial, self.console.width), footer(self.stats, self.label))
         self.live.update(self._frame, refresh=True)
         self._remember()
 
@@ -111,15 +111,26 @@ class ReplyView:
             return
         self.partial.expand_tabs()  # as printing it would; the tab stops of a row to come are the screen's
         width = self.console.width
-        rows = self._cut(width)
         # Where the terminal counts columns per character (xterm, tmux: 👍🏽 takes 4, a ZWJ family 8; Rich counts 2),
-        # a row Rich has room for may wrap there: the region then takes a row more than Rich erases at the next
-        # redraw, and a stale copy stays above it. The row being written is kept short enough for such a terminal.
-        extra = _columns(self.partial.plain) - cell_len(self.partial.plain)
-        if extra > 0 and cell_len(self.partial.plain) + extra > width:
-            rows += self._cut(width - extra)
+        # a row Rich has room for may wrap there: the live region then takes a row more than Rich erases at the
+        # next redraw, and a stale copy stays above it; a row printed for good breaks inside a word.
+        rows = self._cut(self._narrower(width))
         if rows:
-            self.live.console.print(Text("\n").join(rows), soft_wrap=False)
+            self.live.console.print(Text("\n").join(_fit(row, width) for row in rows), soft_wrap=False)
+
+    def _narrower(self, width: int) -> int:
+        """The width to wrap the line being written at: the terminal's, or where it holds characters that such a
+        terminal may draw wider than Rich, the widest at which each row has room there with its last column free
+        (a joiner or an accent written in it wrapped on some: pyte). The spaces at a row's end wrap no word: _fit
+        leaves out those past the edge."""
+        plain = self.partial.plain
+        if _columns(plain) == cell_len(plain) and not any(map(_zero_width, plain)):
+            return width
+        for narrower in range(width, 2, -1):
+            rows = self.partial.wrap(self.console, narrower, justify="default", overflow="fold")
+            if all(_columns(row.plain.rstrip()) < width for row in rows):
+                return narrower
+        return 2
 
     def _cut(self, width: int) -> list[Text]:
         """The rows the line being written wraps past at this width, cut from it; it keeps its last row."""
@@ -162,10 +173,27 @@ def _columns(text: str) -> int:
     wide (a terminal that draws fewer is no harm: the row is then shorter than Rich thinks)."""
 
     def columns(char: str) -> int:
-        if unicodedata.east_asian_width(char) in "WF":
+        if unicodedata.east_asian_width(char) in "WF" or "\U0001f1e6" <= char <= "\U0001f1ff":  # a flag's letters
             return 2
         if char == "\ufe0f":
             return 1
-        return 0 if unicodedata.category(char) in ("Mn", "Me", "Cf") else max(1, cell_len(char))
+        return 0 if _zero_width(char) else max(1, cell_len(char))
 
     return sum(map(columns, text))
+
+
+def _fit(row: Text, width: int) -> Text:
+    """A copy of a row without the spaces at its end that would pass the edge of a terminal that counts each
+    character (see _columns): Rich keeps those it has room for, and such a terminal wrapped them onto a row
+    of their own (a blank row in the reply; in the live region, a row Rich did not erase)."""
+    row = row.copy()
+    spaces = len(row.plain) - len(row.plain.rstrip())
+    past = _columns(row.plain) - width if spaces else 0
+    if past > 0:
+        row.right_crop(min(spaces, past))
+    return row
+
+
+def _zero_width(char: str) -> bool:
+    """An accent, a joiner or a variation selector: drawn on the character before it."""
+    return unicodedata.category(char) in ("Mn", "Me", "Cf")
