@@ -219,7 +219,7 @@ def set_aside_note(counts: dict[str, int]) -> str:
 def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dict:
     """The JSON description of a reply: "mode" is the mode's name, "label" how views show it."""
     resolved, params = pipeline.resolved, request.params
-    described = {
+    return {
         "text": generation.text,
         "pair": resolved.pair_name,
         "target": path_text(resolved.target),
@@ -241,9 +241,6 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
         },
         "stats": generation.stats.as_dict(),
     }
-    if generation.threads is None:  # a plugin backend's engines do not say: no key, not a null that reads as 0
-        del described["threads"]
-    return described
 
 
 def make(fmt: str, pipeline: Pipeline, request: Request, console: Console | None = None, **live) -> Output:
