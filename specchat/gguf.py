@@ -180,9 +180,28 @@ def _check_file(path: Path) -> None:
     _require_header_size(path, stat.st_size)
     with _mapped(path) as data:
         _require_language_model(path.name, _check_bytes(data, path.name, keep=True))
-    known = current_file_keys(known, prefix=prefix)  # older rules' or llama.cpp's keys, files changed or gone
+    known = _kept(known, prefix)
     known[key] = True
     _save_cache(known)
+
+
+KEPT_READERS = 3  # the llama.cpps whose verdicts are kept: two environments that share the cache both keep theirs
+
+
+def _kept(known: dict, current: str) -> dict:
+    """The cache's entries worth keeping: this rules' version, files there as they were, of the current llama.cpp
+    and of the few seen before it (an older RULES, or the llama.cpp of many upgrades ago, is dropped). Keeping
+    only the current llama.cpp's made two virtual environments on one cache check every file again each time
+    they took turns."""
+    readers = [current]
+    for key in reversed(known):  # the latest written last
+        reader = key.removeprefix(f"{RULES}:").partition(":")[0] if key.startswith(f"{RULES}:") else None
+        if reader is not None and f"{RULES}:{reader}:" not in readers and len(readers) < KEPT_READERS:
+            readers.append(f"{RULES}:{reader}:")
+    kept: dict = {}
+    for prefix in reversed(readers):
+        kept.update(current_file_keys(known, prefix=prefix))  # files changed or gone since are dropped
+    return kept
 
 
 # GGUF files that sit beside a model in its Hub repo, by general.type or general.architecture: llama.cpp said

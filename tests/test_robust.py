@@ -541,6 +541,28 @@ def test_the_gguf_check_cache_keeps_only_current_rules_and_files(tmp_path, monke
     assert list(json.loads(cache.read_text())) == [key]
 
 
+def test_the_gguf_check_cache_keeps_the_verdicts_of_two_llama_cpps_that_take_turns(tmp_path, monkeypatch):
+    """Two virtual environments with different llama-cpp-pythons share one cache: each check dropped the other's
+    keys, so every file was checked again each time they took turns. The last few llama.cpps' keys stay."""
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(tiny_gguf())
+    stat = model.stat()
+    key = f"{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    checks = []
+    real = gguf._check_bytes
+    monkeypatch.setattr(gguf, "_check_bytes", lambda *a, **k: checks.append(k.get("tensors", True)) or real(*a, **k))
+    for tag in ("one", "two", "one", "two"):
+        monkeypatch.setattr(gguf, "reader_tag", lambda tag=tag: tag)
+        gguf.check(model)
+    assert checks.count(True) == 2  # a whole check once under each (the header alone is read for split parts)
+    for tag in ("three", "four"):  # more llama.cpps: the oldest one's verdict goes
+        monkeypatch.setattr(gguf, "reader_tag", lambda tag=tag: tag)
+        gguf.check(model)
+    cache = json.loads((tmp_path / "cache" / "gguf-checked.json").read_text())
+    assert sorted(cache) == sorted(f"{gguf.RULES}:{tag}:{key}" for tag in ("two", "three", "four"))
+
+
 def test_a_file_cache_keeps_entries_it_cannot_look_at(tmp_path, monkeypatch):
     """A key of a drive not mounted (its folder gone) or of a folder not readable stays: hashing a model again
     is slow. And a folder not readable raised PermissionError out of the check (Python 3.11's is_file)."""
