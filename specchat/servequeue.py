@@ -72,9 +72,11 @@ class StopScanner:
 
 
 def prefilled(messages: list[Message]) -> bool:
-    """A last assistant message after others is the start of the reply (llama-server's prefill), not a finished
-    turn: rendered as one, the template closed it and the model began a new turn, ignoring what it was given."""
-    return len(messages) > 1 and messages[-1].role == "assistant"
+    """A last assistant message after a user's is the start of the reply (llama-server's prefill), not a finished
+    turn: rendered as one, the template closed it and the model began a new turn, ignoring what it was given.
+    Only after a user's message: a template asked for a generation prompt after no user turn may raise (Qwen3's
+    "No user query found"), so [system, assistant] is read as before."""
+    return len(messages) > 1 and messages[-1].role == "assistant" and any(m.role == "user" for m in messages[:-1])
 
 
 class Job:

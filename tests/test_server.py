@@ -411,6 +411,17 @@ def test_a_last_assistant_message_is_continued_as_llama_server_prefills_it(serve
     assert found and found[0]["reply"] == start + rest
 
 
+def test_only_an_assistant_message_after_a_user_one_is_continued():
+    """[system, assistant] was continued too: the template was asked for a reply after no user turn, which some
+    raise on (Qwen3's "No user query found"); it is read as a finished turn, as a lone assistant message is."""
+    from specchat.chat import Message
+    from specchat.servequeue import prefilled
+
+    user, assistant, system = Message("user", "u"), Message("assistant", "a"), Message("system", "s")
+    assert prefilled([user, assistant]) and prefilled([system, user, assistant, user, assistant])
+    assert not prefilled([system, assistant]) and not prefilled([assistant]) and not prefilled([assistant, user])
+
+
 def test_what_a_client_sends_cannot_break_or_colour_the_console_line(server):
     """A model name with a newline (or a path with %1b) went to the console as it was: the line broke in two, the
     second reading as a line of its own, and an escape sequence acted on the terminal (cleared it)."""
