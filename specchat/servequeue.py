@@ -79,6 +79,14 @@ def prefilled(messages: list[Message]) -> bool:
     return len(messages) > 1 and messages[-1].role == "assistant" and any(m.role == "user" for m in messages[:-1])
 
 
+def raw_prompt_ids(model, text: str) -> list[int]:
+    """A raw prompt's tokens, its control tokens read as such. A client that wrote the BOS itself (a Llama 3 prompt
+    from its own template) to a model that adds one got two BOS tokens, which llama.cpp only warns of: one goes."""
+    ids = model.tokenize(text, add_special=True, parse_special=True)
+    doubled = len(ids) > 1 and getattr(model, "add_bos", False) and ids[0] == ids[1] == getattr(model, "bos", None)
+    return ids[1:] if doubled else ids
+
+
 class Job:
     """One request's generation: its inputs, a cancel flag, and (streamed) the pieces of text as they come."""
 
@@ -144,7 +152,7 @@ class Engine:
         if job.messages is None:
             # A raw prompt's control tokens are read as such, as llama-server and vLLM read them: the client applied
             # a template or a fill-in-the-middle format (<|fim_prefix|>...) itself, and as text the model saw noise.
-            return self.pipeline.target.tokenize(job.prompt, add_special=True, parse_special=True)
+            return raw_prompt_ids(self.pipeline.target, job.prompt)
         if prefilled(job.messages):  # the reply continues it: its text after the template's assistant header
             *before, last = job.messages
             return self.pipeline.prompt(before, use_template=True) + self.pipeline.target.tokenize(last.content)

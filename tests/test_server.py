@@ -422,6 +422,24 @@ def test_only_an_assistant_message_after_a_user_one_is_continued():
     assert not prefilled([system, assistant]) and not prefilled([assistant]) and not prefilled([assistant, user])
 
 
+def test_a_raw_prompt_that_writes_the_bos_itself_does_not_start_with_two():
+    """/v1/completions reads control-token text as tokens: a Llama 3 prompt that begins with <|begin_of_text|>, to
+    a model that adds a BOS, began with two of them."""
+    from specchat.servequeue import raw_prompt_ids
+
+    class Model:
+        bos, add_bos = 1, True
+
+        def tokenize(self, text, *, add_special=False, parse_special=False):
+            assert add_special and parse_special
+            written = [1] if text.startswith("<s>") else []  # "<s>": the BOS, as the client wrote it
+            return [1] * (add_special and self.add_bos) + written + [8]
+
+    assert raw_prompt_ids(Model(), "<s>hi") == [1, 8] and raw_prompt_ids(Model(), "hi") == [1, 8]
+    Model.add_bos = False  # a model that adds none keeps what the client wrote
+    assert raw_prompt_ids(Model(), "<s>hi") == [1, 8] and raw_prompt_ids(Model(), "hi") == [8]
+
+
 def test_what_a_client_sends_cannot_break_or_colour_the_console_line(server):
     """A model name with a newline (or a path with %1b) went to the console as it was: the line broke in two, the
     second reading as a line of its own, and an escape sequence acted on the terminal (cleared it)."""
