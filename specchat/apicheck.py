@@ -196,8 +196,11 @@ def check_types(data: dict, chat: bool) -> dict:
         if _not_given(name, value, kinds):
             kept.pop(name, None)
             continue
-        if kinds == INTEGER[0] and isinstance(value, float) and value.is_integer() and name in COUNTS:
-            continue  # JSON has one number type: "n": 1.0 is 1, and was answered before types were checked
+        if kinds == INTEGER[0] and name in COUNTS and whole(value) is not value:
+            kept[name] = whole(
+                value
+            )  # JSON has one number type: "n": 1.0 is 1, and was answered before types were checked
+            continue
         # JSON's true is not 1: Python's bool is an int, so it is taken only where true or false is asked for
         if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
             raise ApiError(400, f"'{name}' must be {words}", code=f"invalid_{name}", param=name)
@@ -205,6 +208,12 @@ def check_types(data: dict, chat: bool) -> dict:
 
 
 COUNTS = {"n", "best_of", "top_logprobs", "logprobs"}  # only compared with 0 or 1 (a seed must be an int)
+
+
+def whole(value):
+    """A whole count sent as a float (Python's json writes 256.0 for a computed max_tokens) is that count, as
+    llama-server reads it; anything else is left as it is, for its check to name."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _not_given(name: str, value, kinds: tuple) -> bool:

@@ -134,19 +134,20 @@ def _read_bounded(path: Path, kind: str) -> bytes:
 
 
 def _converted(source: str) -> str:
-    """How to turn a text file of prompts (one a line) into a --prompts file, never written onto itself."""
-    if source == "stdin":
-        return f"... | {TEXT_TO_JSONL} | specchat bench --prompts -"
-    path = Path(source)
-    return f"{TEXT_TO_JSONL} {path} > {path.stem}{'.jsonl' if path.suffix != '.jsonl' else '-lines.jsonl'}"
+    """How to turn a text file of prompts (one a line) into a --prompts file (`source`: the file as shown)."""
+    return _conversion(Path("-") if source == "stdin" else Path(source), TEXT_TO_JSONL, "prompts")
 
 
 def _jq(path: Path, kind: str) -> str:
-    """How to turn a JSON array into JSONL, never written onto the file it reads."""
+    """How to turn a JSON array into JSONL."""
+    return _conversion(path, "jq -c '.[]'", kind)
+
+
+def _conversion(path: Path, command: str, kind: str) -> str:
+    """`command` reading the file into a JSONL file beside it, never written onto the file it reads; or stdin."""
     if is_stdin(path):
-        return f"... | jq -c '.[]' | specchat bench --{kind} -"
-    lines = path.stem + (".jsonl" if path.suffix != ".jsonl" else "-lines.jsonl")
-    return f"jq -c '.[]' {path} > {lines}"
+        return f"... | {command} | specchat bench --{kind} -"
+    return f"{command} {path} > {path.stem}{'.jsonl' if path.suffix != '.jsonl' else '-lines.jsonl'}"
 
 
 def jsonl_lines(text: str) -> list[str]:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from . import apicheck
-from .apicheck import ApiError
+from .apicheck import ApiError, whole
 from .chat import Message
 from .sampling import SamplingParams
 from .speculative import Stats
@@ -80,7 +80,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
     # A null one is not given (clients that serialise every field send it beside max_tokens).
     name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
-    asked = _whole(data.get(name))
+    asked = whole(data.get(name))
     if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
         raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens", param=name)
     stop = data.get("stop")
@@ -95,7 +95,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
         raise ApiError(400, "'n' must be 1: one choice per request is served", code="invalid_n", param="n")
     # top_k and min_p are not in the OpenAI API but llama-server and vLLM read them (the client's extra_body):
     # honoured, not ignored; run's defaults (40, 0.05) without them. 0 (llama-server) or -1 (vLLM): off.
-    top_k = _whole(data.get("top_k"))
+    top_k = whole(data.get("top_k"))
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < -1):
         raise ApiError(400, "'top_k' must be an integer, 0 or -1 for off", code="invalid_top_k", param="top_k")
     min_p = _number(data, "min_p", 0.05, 0.0, 1.0)
@@ -124,12 +124,6 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     return ApiRequest(
         model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
     )
-
-
-def _whole(value):
-    """A whole count sent as a float (Python's json writes 256.0 for a computed max_tokens) is that count, as
-    "n": 1.0 is (apicheck.COUNTS) and as llama-server reads it; anything else is left for its check to name."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:
