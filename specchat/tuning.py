@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .costmodel import Costs, measure
@@ -175,6 +175,16 @@ def load(key: str) -> Tuning | None:
 def trusted(tuning: Tuning | None) -> bool:
     """Good for decisions: measured on a quiet machine and not found stale since."""
     return tuning is not None and not tuning.costs.busy and not tuning.stale
+
+
+def worth_saving(measured: Tuning, previous: Tuning | None) -> tuple[Tuning | None, bool]:
+    """(what `tune` saves, None for nothing; whether the saved costs were kept): a moment's load must not replace
+    costs measured quietly, but how often the target accepts the draft's guesses load does not change, so the
+    acceptance measured is saved beside the kept costs."""
+    if not (measured.costs.busy and trusted(previous)):
+        return measured, False
+    priors = previous.priors | measured.priors
+    return (replace(previous, priors=priors) if priors != previous.priors else None), True
 
 
 def check_writable() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -209,7 +208,7 @@ def tune(
     from ..errors import SpecchatError
     from ..paths import config_dir, folder_hint
     from ..tableview import print_tune, tune_json
-    from ..tuning import check_writable, examine, key_for, save, trusted
+    from ..tuning import check_writable, examine, key_for, save, worth_saving
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, require_stdout, stdout_console, write_stdout
 
@@ -244,11 +243,7 @@ def tune(
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
             )
-    kept = tuning.costs.busy and trusted(previous)  # a moment's load must not replace costs measured quietly
-    saving = tuning
-    if kept:  # but how often the target accepts the draft's guesses, load does not change: that is kept
-        priors = previous.priors | tuning.priors
-        saving = replace(previous, priors=priors) if priors != previous.priors else None
+    saving, kept = worth_saving(tuning, previous)
     path = None
     if saving is not None:
         try:
