@@ -99,9 +99,10 @@ def refuse_leftover_wal(path: Path) -> None:
     """A log that is missing or empty beside a -wal that is not: SQLite would take the -wal for a new empty
     log's and delete it. A log in WAL mode always has its first page in the file itself, so this is never
     a log another process is starting."""
-    wal = path.with_name(path.name + "-wal")
-    if (not path.exists() or path.stat().st_size == 0) and _has_wal(path):
-        state = "emptied" if path.exists() else "moved away"
+    real = resolved(path)  # SQLite keeps the -wal beside the file a link leads to
+    if (not real.exists() or real.stat().st_size == 0) and _has_wal(real):
+        state = "emptied" if real.exists() else "moved away"
+        wal = real.with_name(real.name + "-wal")
         raise LeftoverWal(f"{wal} is left from a log that was {state}, and holds its latest messages")
 
 
@@ -237,21 +238,32 @@ def file_identity(path: Path) -> tuple[int, int] | None:
 
 def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
     """Move a damaged log, with its -wal and -shm, to logs-damaged-STAMP.db beside it (SQLite opening that
-    name takes its -wal in): nothing is deleted, and the next write starts a new log. None where the file at
-    `path` is no longer the one found damaged (`seen`: another specchat set it aside first). Raises OSError."""
-    if file_identity(path) != seen or seen is None:
+    name takes its -wal in): nothing is deleted, and the next write starts a new log. A link is kept and the
+    file it leads to moved (SQLite keeps the -wal beside that file), so the new log starts where the link
+    sends it. None where the file is no longer the one found damaged (`seen`: another specchat set it aside
+    first). Raises OSError."""
+    real = resolved(path)
+    if file_identity(real) != seen or seen is None:
         return None
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.stem}-damaged-{stamp}{path.suffix}")
+    aside = real.with_name(f"{real.stem}-damaged-{stamp}{real.suffix}")
     number = 1
     while aside.exists():
         number += 1
-        aside = path.with_name(f"{path.stem}-damaged-{stamp}-{number}{path.suffix}")
-    os.rename(path, aside)
+        aside = real.with_name(f"{real.stem}-damaged-{stamp}-{number}{real.suffix}")
+    os.rename(real, aside)
     for extra in ("-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
-            os.rename(path.with_name(path.name + extra), aside.with_name(aside.name + extra))
+            os.rename(real.with_name(real.name + extra), aside.with_name(aside.name + extra))
     return aside
+
+
+def resolved(path: Path) -> Path:
+    """The file a link leads to (the log on another disk), as SQLite opens it; a link in a loop is itself."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
+        return path
 
 
 def reason(exc: BaseException) -> str:

@@ -256,5 +256,7 @@ class Recorder:
 
 
 def damaged_notice(path: Path, exc: BaseException, aside: Path) -> str:
-    """The one line for a damaged log set aside (by a write, or by the history reading it)."""
-    return f"warning: the conversation log {path} is damaged ({reason(exc)}): moved to {aside.name}, a new log started"
+    """The one line for a damaged log set aside (by a write, or by the history reading it): the whole path
+    where it is not beside `path` (a link to a log elsewhere)."""
+    moved = aside.name if aside.parent == path.parent else aside
+    return f"warning: the conversation log {path} is damaged ({reason(exc)}): moved to {moved}, a new log started"

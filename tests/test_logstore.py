@@ -211,6 +211,31 @@ def test_a_log_damaged_in_the_middle_is_set_aside_and_the_reply_logged(files):
     assert aside.stat().st_size >= pages * 4096 // 2
 
 
+REPLY = {"pair": None, "target": "t", "draft": "d", "mode": "target", "settings": {}} | LABEL
+
+
+def test_a_damaged_log_behind_a_link_is_set_aside_where_the_link_leads(tmp_path):
+    """logs.db a link to a log on another disk: the link was renamed aside, the damaged file stayed where it
+    was, and a new regular logs.db started beside the link, so the logs no longer went where it sent them."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "disk").mkdir()
+    link, real = tmp_path / "data" / "logs.db", tmp_path / "disk" / "chats.db"
+    link.symlink_to(real)
+    garbage = os.urandom(4096)
+    real.write_bytes(garbage)
+    recorder = logstore.Recorder(True, link)
+    recorder.write(Conversation(None, [Message("user", ADA), Message("assistant", "hi")]), REPLY)
+    aside = next(real.parent.glob("chats-damaged-*.db"))
+    assert recorder.notice and recorder.notice.endswith(f"moved to {aside}, a new log started"), recorder.notice
+    assert aside.read_bytes() == garbage and link.is_symlink() and os.listdir(link.parent) == ["logs.db"]
+    assert [row["prompt"] for row in logstore.replies(real, limit=5)] == [ADA]
+    for extra in ("-wal", "-shm"):  # SQLite keeps them beside the file the link leads to
+        real.with_name("chats.db" + extra).write_text(extra)
+    aside = logdb.set_aside(link, logdb.file_identity(link))
+    assert aside and aside.parent == real.parent and link.is_symlink() and not list(real.parent.glob("chats.db*"))
+    assert aside.with_name(aside.name + "-wal").read_text() == "-wal"
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_a_log_that_is_not_a_file_is_named_so(files, kind):
     """A directory (or a FIFO) named logs.db: SQLite said "unable to open database file" (a FIFO: "disk
