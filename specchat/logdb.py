@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
+from filelock import FileLock
+
 from .errors import SpecchatError
 from .paths import NotAFolder, blocking_file, file_problem, make_dirs, moved_by, nearest_existing, writable
 
@@ -98,12 +100,27 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
 def refuse_leftover_wal(path: Path) -> None:
     """A log that is missing or empty beside a -wal that is not: SQLite would take the -wal for a new empty
     log's and delete it. A log in WAL mode always has its first page in the file itself, so this is never
-    a log another process is starting."""
+    a log another process is starting; one being set aside (its -wal not moved yet) is waited for."""
     real = resolved(path)  # SQLite keeps the -wal beside the file a link leads to
-    if (not real.exists() or real.stat().st_size == 0) and _has_wal(real):
-        state = "emptied" if real.exists() else "moved away"
-        wal = real.with_name(real.name + "-wal")
-        raise LeftoverWal(f"{wal} is left from a log that was {state}, and holds its latest messages")
+    if _leftover(real):
+        _wait_for_set_aside(real)
+        if _leftover(real):
+            state = "emptied" if real.exists() else "moved away"
+            wal = real.with_name(real.name + "-wal")
+            raise LeftoverWal(f"{wal} is left from a log that was {state}, and holds its latest messages")
+
+
+def _leftover(real: Path) -> bool:
+    return (not real.exists() or real.stat().st_size == 0) and _has_wal(real)
+
+
+def _wait_for_set_aside(real: Path) -> None:
+    """Until a set_aside() in progress is done: it moves the log, then its -wal (no lock file: none ever was;
+    a read-only folder: none can be, and the lock file could not be opened for writing)."""
+    lock = _aside_lock(real)
+    if lock.exists() and os.access(real.parent, os.W_OK):
+        with contextlib.suppress(OSError), FileLock(lock).acquire(timeout=BUSY_S):
+            pass
 
 
 def _setup(conn: sqlite3.Connection) -> None:
@@ -241,20 +258,28 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
     name takes its -wal in): nothing is deleted, and the next write starts a new log. A link is kept and the
     file it leads to moved (SQLite keeps the -wal beside that file), so the new log starts where the link
     sends it. None where the file is no longer the one found damaged (`seen`: another specchat set it aside
-    first). Raises OSError."""
+    first, and may have started a new log there since). Raises OSError."""
     real = resolved(path)
-    if file_identity(real) != seen or seen is None:
+    if seen is None:
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = real.with_name(f"{real.stem}-damaged-{stamp}{real.suffix}")
-    number = 1
-    while aside.exists():
-        number += 1
-        aside = real.with_name(f"{real.stem}-damaged-{stamp}-{number}{real.suffix}")
-    os.rename(real, aside)
-    for extra in ("-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(real.with_name(real.name + extra), aside.with_name(aside.name + extra))
+    # Under a lock, checked again inside: two writers that both found it damaged each renamed it, the second
+    # one the first one's new log (or failed on a file already gone).
+    with FileLock(_aside_lock(real)).acquire(timeout=BUSY_S):
+        if file_identity(real) != seen:
+            return None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = real.with_name(f"{real.stem}-damaged-{stamp}{real.suffix}")
+        number = 1
+        while aside.exists():
+            number += 1
+            aside = real.with_name(f"{real.stem}-damaged-{stamp}-{number}{real.suffix}")
+        try:
+            os.rename(real, aside)
+        except FileNotFoundError:  # moved by hand, or by a specchat that takes no lock
+            return None
+        for extra in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(real.with_name(real.name + extra), aside.with_name(aside.name + extra))
     return aside
 
 
@@ -264,6 +289,12 @@ def resolved(path: Path) -> Path:
         return path.resolve()
     except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
         return path
+
+
+def _aside_lock(real: Path) -> Path:
+    """The lock taken while a log is set aside: made the first time one is, beside the log, and kept (a lock
+    file removed while another process waits on it would let both in)."""
+    return real.with_name(f".{real.name}.lock")
 
 
 def reason(exc: BaseException) -> str:

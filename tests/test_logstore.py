@@ -236,6 +236,70 @@ def test_a_damaged_log_behind_a_link_is_set_aside_where_the_link_leads(tmp_path)
     assert aside.with_name(aside.name + "-wal").read_text() == "-wal"
 
 
+def turn(prompt: str) -> Conversation:
+    return Conversation(None, [Message("user", prompt), Message("assistant", "hi")])
+
+
+def test_two_writers_that_find_the_log_damaged_set_it_aside_once(tmp_path, monkeypatch):
+    """Two writers (run and serve, or serve's log thread and its history) that both found the log damaged:
+    between one's check and its rename the other set it aside and started a new log, which the first then
+    renamed aside as 'damaged', its reply with it. Here the second writes in the first one's gap."""
+    path = tmp_path / "logs.db"
+    garbage = os.urandom(4096)
+    path.write_bytes(garbage)
+    rename, other = os.rename, threading.Thread(target=lambda: logstore.Recorder(True, path).write(turn("B"), REPLY))
+
+    def first_rename(src, dst):  # the first writer, between its check and its rename
+        if not other.is_alive() and other.ident is None:
+            other.start()
+            other.join(timeout=1)  # done at once where nothing makes it wait
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", first_rename)
+    logstore.Recorder(True, path).write(turn("A"), REPLY)
+    other.join()
+    assert sorted(row["prompt"] for row in logstore.replies(path, limit=5)) == ["A", "B"]
+    assert [aside.read_bytes() for aside in tmp_path.glob("logs-damaged-*.db")] == [garbage]
+
+
+def test_a_damaged_log_moved_away_by_another_is_no_failure(tmp_path, monkeypatch):
+    """Moved by another (by hand, or an older specchat) between the check and the rename: the rename's
+    "No such file or directory" was the warning 'this reply was not logged'."""
+    path = tmp_path / "logs.db"
+    path.write_bytes(os.urandom(4096))
+    rename = os.rename
+
+    def moved_first(src, dst):
+        monkeypatch.setattr(os, "rename", rename)
+        rename(src, tmp_path / "moved.db")
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", moved_first)
+    recorder = logstore.Recorder(True, path)
+    recorder.write(turn("A"), REPLY)
+    assert recorder.notice is None and [row["prompt"] for row in logstore.replies(path, limit=5)] == ["A"]
+
+
+def test_a_writer_waits_for_a_log_being_set_aside(tmp_path):
+    """A log moved aside, its -wal not yet: another writer found a -wal without its log and refused to start
+    a new one (LeftoverWal, 'not logged'). It waits for the move to end."""
+    from filelock import FileLock
+
+    path = tmp_path / "logs.db"
+    logstore.Recorder(True, path).write(turn("old"), REPLY)
+    wal = path.with_name("logs.db-wal")
+    wal.write_bytes(b"the damaged log's -wal")
+    with FileLock(tmp_path / ".logs.db.lock"):  # what set_aside() holds: the log moved, its -wal next
+        path.rename(tmp_path / "aside.db")
+        threading.Timer(0.3, lambda: wal.rename(tmp_path / "aside.db-wal")).start()
+        writer = threading.Thread(target=lambda: logstore.Recorder(True, path).write(turn("new"), REPLY))
+        writer.start()
+        writer.join(timeout=0.6)
+    writer.join()
+    assert [row["prompt"] for row in logstore.replies(path, limit=5)] == ["new"]
+    assert (tmp_path / "aside.db-wal").read_bytes() == b"the damaged log's -wal"
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_a_log_that_is_not_a_file_is_named_so(files, kind):
     """A directory (or a FIFO) named logs.db: SQLite said "unable to open database file" (a FIFO: "disk
