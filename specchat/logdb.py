@@ -297,6 +297,14 @@ def _aside_lock(real: Path) -> Path:
     return real.with_name(f".{real.name}.lock")
 
 
+class NotSetAside(sqlite3.DatabaseError):
+    """A damaged log that could not be moved aside (a read-only folder): the warning said only why the move
+    failed ("Permission denied"), not that the log is damaged."""
+
+    def __init__(self, exc: BaseException, why: BaseException) -> None:
+        super().__init__(f"it is damaged ({reason(exc)}) and could not be moved aside: {reason(why)}")
+
+
 def reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 

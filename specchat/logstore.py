@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .chat import Conversation, Message, whole_number
 from .logdb import (
     LogError,
+    NotSetAside,
     connect,
     damaged,
     file_identity,
@@ -213,7 +214,10 @@ class Recorder:
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
-            aside = set_aside(self.path, seen)  # None: another specchat did, after this one found it damaged
+            try:
+                aside = set_aside(self.path, seen)  # None: another specchat did, after this one found it damaged
+            except OSError as why:
+                raise NotSetAside(exc, why) from None
             if aside is not None:
                 self.notice = damaged_notice(self.path, exc, aside)
             self.cid, self.logged = None, 0  # the new log has none of this conversation yet

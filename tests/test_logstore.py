@@ -300,6 +300,28 @@ def test_a_writer_waits_for_a_log_being_set_aside(tmp_path):
     assert (tmp_path / "aside.db-wal").read_bytes() == b"the damaged log's -wal"
 
 
+def test_a_damaged_log_that_cannot_be_moved_aside_says_both(files, monkeypatch):
+    """A damaged log in a folder where it cannot be renamed: the warning was 'logs.db: Permission denied',
+    without a word of the damage."""
+    log_file().parent.mkdir(parents=True)
+    log_file().write_bytes(os.urandom(4096))
+    folder = str(log_file().parent)
+    real = os.access  # the tests run as root, whom permissions do not stop
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == folder else real(path, mode))
+
+    def refused(path, seen):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(logstore, "set_aside", refused)
+    result = invoke("run", *files, ADA)
+    assert result.exit_code == 0 and ADA in result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "measuring" not in line]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"warning: this reply was not logged: {log_file()}: it is damaged (file is not a database) and could not"
+        f" be moved aside: Permission denied  hint: {folder} is read-only: make it writable"
+    ), result.stderr
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_a_log_that_is_not_a_file_is_named_so(files, kind):
     """A directory (or a FIFO) named logs.db: SQLite said "unable to open database file" (a FIFO: "disk
