@@ -152,7 +152,9 @@ class History:
     def _set_log_aside(self, exc: BaseException, seen: tuple[int, int] | None) -> bool:
         """A damaged log in a run that logs: set aside, as its writer would (a page damaged in the middle may
         never be written again, and the index that reads it was off in every run). The index keeps what it
-        has; it starts again with the new log's first message. False: left as it is (--no-log, or no move)."""
+        has until the new log holds a message: the next update then finds the log replaced (_replaced) and
+        makes the index again from the new log alone, what it took from the damaged one dropped. False: left
+        as it is (--no-log, or the move failed)."""
         from .logstore import damaged_notice
 
         if not self.logging:
