@@ -146,7 +146,11 @@ class History:
                 return
             self.usable = False
             where = self.log if isinstance(exc, sqlite3.Error) else self.index.folder  # only the log is SQLite
-            way_out = "; the log is damaged: move it aside (a new one starts)" if damaged(exc) else _way_out(exc)
+            way_out = _way_out(exc)
+            if damaged(exc):  # logging: the move failed (the writer's warning says why); --no-log: a writer moves it
+                way_out = "; the log is damaged: " + (
+                    "move it aside (a new one starts)" if self.logging else "the next logged reply moves it aside"
+                )
             self.notify(f"history: not used in this run ({where}: {exc}){way_out}; --no-history hides this")
 
     def _set_log_aside(self, exc: BaseException, seen: tuple[int, int] | None) -> bool:

@@ -51,6 +51,10 @@ HINT = "move the file aside, and its -wal if there is one (a new log is started)
 READ_HINT = (
     "move the file aside, and its -wal if there is one (a new log is started; `specchat logs --path` prints where)"
 )
+DAMAGED_READ_HINT = (  # set_aside() does it on the next write: the user need not
+    "the next logged reply moves it aside and starts a new log; or move it yourself, with its -wal if there is"
+    " one (`specchat logs --path` prints where)"
+)
 READ_ONLY_WAL_HINT = (
     "the log or its folder is read-only, and its -wal holds messages SQLite must write there to read: make them"
     " writable, or copy the log and its -wal to a writable folder and point SPECCHAT_DATA_DIR there"
@@ -188,6 +192,8 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
             yield conn
     except (sqlite3.Error, OSError) as exc:
         hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else READ_HINT)
+        if damaged(exc):
+            hint = DAMAGED_READ_HINT
         if "readonly" in str(exc) and _has_wal(path):  # see _connect_to_read: sound, but unreadable where it is
             hint = READ_ONLY_WAL_HINT
         raise LogError(f"cannot read the conversation log {path}: {reason(exc)}", hint=hint) from None

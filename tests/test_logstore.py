@@ -398,6 +398,7 @@ def test_a_log_that_cannot_be_read_gets_a_hint_that_fits(files, monkeypatch):
     for result in (invoke("logs"), invoke("run", *files, "-c", "hi")):
         assert_one_line_error(result, 1, "cannot read the conversation log")
         assert "--no-log" not in result.stderr and "specchat logs --path" in result.stderr
+        assert "hint: the next logged reply moves it aside and starts a new log; or move it yourself" in result.stderr
 
 
 def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypatch):
