@@ -405,3 +405,24 @@ def test_a_prompt_of_several_unquoted_words_says_to_quote_it(isolated):
 
 def test_a_word_after_double_dash_keeps_clicks_error(isolated):
     assert_one_line_error(invoke("run", "hi", "--", "there"), 2, "Got unexpected extra argument(s) (there)")
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "--bogus", "3", "hello"], "No such option: --bogus"),
+        (["run", "-x", "3", "hello"], "No such option: -x"),
+        (["run", "-tp", "2", "hi"], "No such option: -t"),  # vLLM's tensor parallelism
+        (["models", "--bogus", ""], "No such option: --bogus"),
+    ],
+)
+def test_an_unknown_options_value_is_not_taken_for_a_second_prompt_word(isolated, command, needle):
+    """The word after an option the command lacks may be its value: `run --bogus 3 hello` was 'the prompt is one
+    argument: 2 were given ... quote it: specchat run "3 hello"', which hid the unknown option."""
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+def test_a_value_for_the_last_of_several_short_flags_is_no_prompt_word(files):
+    """`-vk 4` is -v, -k 4: the 4 was counted as a second word of the prompt, and the line refused."""
+    result = invoke("run", *files, "-vk", "4", "hello there")
+    assert result.exit_code == 0 and "hello there" in result.stdout, result.output

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SpecchatError, UsageError
+from .reading import Reading
 
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
 CHAT = "`specchat run` with no prompt is the chat"
@@ -293,38 +295,59 @@ def check(command_name: str, params: list, args: list[str]) -> None:
     end = args.index("--") if "--" in args else len(args)
     if {"--help", "-h"} & set(args[:end]):
         return
-    names = {opt for param in params for opt in (*param.opts, *getattr(param, "secondary_opts", []))}
-    takes_value = {
-        opt
-        for param in params
-        if param.param_type_name == "option" and not getattr(param, "is_flag", False)
-        for opt in param.opts
-    }
-    positionals, index, flag_at, after_flag = [], 0, -2, ""  # flag_at: where the latest flag option was
-    while index < end:
+    reading = Reading(params)
+    scan = _scan(command_name, reading, args[:end])
+    _positional(command_name, scan.positionals)  # after `--` a word is taken as it is: the way to send any prompt
+    if scan.unknown:  # `run --bogus 3 hello`: 3 may be --bogus's value; Click's "No such option" is the error
+        return
+    _several_words(command_name, scan.positionals)
+    if scan.positionals and not reading.has_argument:
+        _no_argument(command_name, scan.after_flag, scan.positionals[0])
+
+
+@dataclass
+class _Scan:
+    positionals: list[str] = field(default_factory=list)
+    after_flag: str = ""  # the flag option right before the first positional (`logs --path FILE`)
+    unknown: bool = False  # an option the command does not have (Click's "No such option")
+
+
+def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
+    """The positionals among the arguments (those before `--`); each option is judged on the way."""
+    scan, index, flag_at = _Scan(), 0, -2  # flag_at: where the latest flag option was
+    while index < len(args):
         token = args[index]
-        name = token.split("=", 1)[0]
         if not token.startswith("-") or token == "-":
-            if not positionals and flag_at == index - 1:
-                after_flag = args[flag_at]
-            positionals.append(token)
+            if not scan.positionals and flag_at == index - 1:
+                scan.after_flag = args[flag_at]
+            scan.positionals.append(token)
             index += 1
             continue
-        if name in names and name not in takes_value:
+        _option(command_name, reading, token, args[index + 1] if index + 1 < len(args) else None)
+        if token.split("=", 1)[0] in reading.flags:
             flag_at = index
-        if name not in names:
-            _foreign(command_name, name, names)
-            if not token.startswith("--") and "=" not in token:
-                _glued(command_name, token, names)
-        elif name in FOLLOWED_BY and ("=" in token or index + 1 < end):
-            value = token.split("=", 1)[1] if "=" in token else args[index + 1]  # `--draft=8` as `--draft 8`
-            message = FOLLOWED_BY[name](command_name, value)
-            if message:
-                raise UsageError(message, hint=HINT)
-        index += 2 if name in takes_value and "=" not in token else 1
-    _positional(command_name, positionals)  # after `--` a word is taken as it is: the way to send any prompt
-    if positionals and not any(param.param_type_name == "argument" for param in params):
-        _no_argument(command_name, after_flag, positionals[0])
+        consumed = reading.consumes(token)  # `-vk 4`: -v, -k 4 (4 is no positional)
+        scan.unknown = scan.unknown or consumed is None
+        index += 1 + (consumed or 0)
+    return scan
+
+
+def _option(command_name: str, reading: Reading, token: str, following: str | None) -> None:
+    """An option token: another tool's flag, or one of the command's whose value means something else there."""
+    name = token.split("=", 1)[0]
+    if name not in reading.names:
+        _foreign(command_name, name, reading.names)
+        if not token.startswith("--") and "=" not in token:
+            _glued(command_name, token, reading.names)
+        return
+    value = token.split("=", 1)[1] if "=" in token else following  # `--draft=8` as `--draft 8`
+    if name in FOLLOWED_BY and value is not None:
+        _say(FOLLOWED_BY[name](command_name, value))
+
+
+def _say(message: str | None) -> None:
+    if message:
+        raise UsageError(message, hint=HINT)
 
 
 def _no_argument(command_name: str, flag: str, word: str) -> None:
@@ -356,9 +379,7 @@ def _glued(command_name: str, token: str, names: set[str]) -> None:
         if flag not in names and GLUED_NUMBER.fullmatch(value):  # another tool's flag: only its number is glued
             _foreign(command_name, flag, names)
         elif flag in names and flag in FOLLOWED_BY:
-            message = FOLLOWED_BY[flag](command_name, value)
-            if message:
-                raise UsageError(message, hint=HINT)
+            _say(FOLLOWED_BY[flag](command_name, value))
         return
 
 
@@ -382,6 +403,9 @@ def _positional(command_name: str, positionals: list[str]) -> None:
     if pair is not None:
         place = "the prompt goes after it" if command_name == "run" else "serve takes no argument"
         raise UsageError(f"{first} is a pair: give it as --pair {pair} ({place})", hint=HINT)
+
+
+def _several_words(command_name: str, positionals: list[str]) -> None:
     if command_name == "run" and len(positionals) > 1:  # Ollama's `run MODEL why is the sky blue` joins them
         words = " ".join(positionals)
         words = words if len(words) <= 60 else f"{words[:59]}…"

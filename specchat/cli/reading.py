@@ -1,0 +1,42 @@
+"""How Click reads a command's arguments, computed from the command's own options (for habits.py): which
+tokens are its options, which take the next argument as their value, and how a short token of letters is
+read (`-vk4`: -v, then -k 4)."""
+
+from __future__ import annotations
+
+
+class Reading:
+    """A command's options as Click's parser sees them."""
+
+    def __init__(self, params: list) -> None:
+        options = [param for param in params if param.param_type_name == "option"]
+        named = [(opt, param) for param in options for opt in (*param.opts, *getattr(param, "secondary_opts", []))]
+        self.names = {opt for opt, _ in named}
+        self.takes_value = {opt for param in options if not getattr(param, "is_flag", False) for opt in param.opts}
+        self.flags = self.names - self.takes_value
+        self.short = {opt: param for opt, param in named if len(opt) == 2 and opt != "--"}
+        self.has_argument = any(param.param_type_name == "argument" for param in params)
+
+    def letters(self, token: str) -> tuple[object | None, str] | None:
+        """Click's reading of a short token as the command's letters: the option among them that takes a value
+        and the text glued to it ("": the next argument is its value), (None, "") where all are flags; None
+        where a letter is no option of the command ("No such option")."""
+        for position, letter in enumerate(token[1:], start=1):
+            param = self.short.get(f"-{letter}")
+            if param is None:
+                return None
+            if f"-{letter}" in self.takes_value:
+                return param, token[position + 1 :]
+        return None, ""
+
+    def consumes(self, token: str) -> int | None:
+        """How many of the arguments after an option token Click takes as its value (0 or 1); None where the
+        token is no option of the command."""
+        name = token.split("=", 1)[0]
+        if name in self.names:  # a long name (`--ctx=8192` carries its value), or one short one
+            return int(name in self.takes_value and "=" not in token)
+        read = None if token.startswith("--") else self.letters(token)
+        if read is None:
+            return None
+        param, glued = read
+        return int(param is not None and not glued)
