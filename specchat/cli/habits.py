@@ -336,9 +336,11 @@ def _option(command_name: str, reading: Reading, token: str, following: str | No
     """An option token: another tool's flag, or one of the command's whose value means something else there."""
     name = token.split("=", 1)[0]
     if name not in reading.names:
-        _foreign(command_name, name, reading.names)
+        here = reading.means_here(token)  # bench's `-ot`: --output t, not llama.cpp's --override-tensor
+        if not here:
+            _foreign(command_name, name, reading.names)
         if not token.startswith("--") and "=" not in token:
-            _glued(command_name, token, reading.names)
+            _glued(command_name, token, reading.names, here)
         return
     value = token.split("=", 1)[1] if "=" in token else following  # `--draft=8` as `--draft 8`
     if name in FOLLOWED_BY and value is not None:
@@ -369,13 +371,13 @@ def _foreign(command_name: str, name: str, names: set[str]) -> None:
         raise UsageError(f"{name} is llama.cpp's; `specchat {command_name}` has no such option", hint=HINT)
 
 
-def _glued(command_name: str, token: str, names: set[str]) -> None:
+def _glued(command_name: str, token: str, names: set[str], here: bool) -> None:
     """`-t4`, `-ngl99`, run's `-c4096`: Click splits them into letters ("No such option: -t") or reads the
     rest as a value (`-ngl99`: -n gl99); the longest flag they start with is judged as if typed apart."""
     for flag in sorted(FOREIGN.keys() | FOLLOWED_BY.keys(), key=len, reverse=True):
         value = token[len(flag) :]
-        if flag.startswith("--") or not token.startswith(flag) or not value:
-            continue
+        if flag.startswith("--") or not token.startswith(flag) or not value or (here and flag not in names):
+            continue  # here: the token means the command's own letters (`-ot5`: -o t5), no other tool's flag
         if flag not in names and GLUED_NUMBER.fullmatch(value):  # another tool's flag: only its number is glued
             _foreign(command_name, flag, names)
         elif flag in names and flag in FOLLOWED_BY:

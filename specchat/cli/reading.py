@@ -40,3 +40,45 @@ class Reading:
             return None
         param, glued = read
         return int(param is not None and not glued)
+
+    def means_here(self, token: str) -> bool:
+        """Click reads the short token as the command's own letters, any value glued on one that the option
+        takes: it means that here (bench's `-ot`: --output t), whatever another tool means by it. Where that
+        reading is an error (`-ngl`: -n gl, not a number), another tool's flag may be named instead."""
+        read = None if token.startswith("--") else self.letters(token)
+        if read is None:
+            return False
+        param, glued = read
+        return param is None or not glued or _takes(param, glued)
+
+
+def _takes(param, value: str) -> bool:
+    """The option takes the value: its type converts it and, where the command checks it against a few words
+    after parsing (--mode, --format, --pair), it is one of them."""
+    try:
+        param.get_runtime_param().coerce(value, param=param, ctx=None)
+    except Exception:  # Click's BadParameter, or a parser's UsageError (`-o=x`)
+        return False
+    words = _words(param.opts[0])
+    return words is None or value in words
+
+
+def _words(option: str) -> set[str] | None:
+    if option == "--mode":
+        from ..modes import MODES
+
+        return set(MODES)
+    if option == "--format":
+        from ..benchreport import FORMATS as REPORTS
+        from ..outputs import FORMATS
+
+        return {*FORMATS, *REPORTS}
+    if option == "--pair":
+        from ..errors import SpecchatError
+        from ..registry import load_registry
+
+        try:
+            return set(load_registry().pairs)
+        except SpecchatError:  # a broken overlay: said where the pair is looked up
+            return None
+    return None
