@@ -405,8 +405,20 @@ def test_a_prompt_of_several_unquoted_words_says_to_quote_it(isolated):
     assert 'quote it: specchat run "why is the sky blue"' in result.stderr
 
 
-def test_a_word_after_double_dash_keeps_clicks_error(isolated):
-    assert_one_line_error(invoke("run", "hi", "--", "there"), 2, "Got unexpected extra argument(s) (there)")
+@pytest.mark.parametrize(
+    ("args", "quoted"),
+    [
+        (["--", "why", "is", "the", "sky", "blue"], 'specchat run "why is the sky blue"'),
+        (["hi", "--", "there"], 'specchat run "hi there"'),
+        (["--", "-x", "marks", "the", "spot"], 'specchat run -- "-x marks the spot"'),
+    ],
+)
+def test_several_words_after_double_dash_say_to_quote_them_too(isolated, args, quoted):
+    """`run -- why is the sky blue` was Click's "Got unexpected extra argument(s) (is the sky blue)", where the
+    same words without `--` said to quote them."""
+    result = invoke("run", *args)
+    assert_one_line_error(result, 2, f"the prompt is one argument: {len(args) - 1} were given")
+    assert f"quote it: {quoted}" in result.stderr
 
 
 @pytest.mark.parametrize(

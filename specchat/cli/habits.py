@@ -300,7 +300,7 @@ def check(command_name: str, params: list, args: list[str]) -> None:
     _positional(command_name, scan.positionals)  # after `--` a word is taken as it is: the way to send any prompt
     if scan.unknown:  # `run --bogus 3 hello`: 3 may be --bogus's value; Click's "No such option" is the error
         return
-    _several_words(command_name, scan.positionals)
+    _several_words(command_name, [*scan.positionals, *args[end + 1 :]])  # `run -- why is the sky blue` too
     if scan.positionals and not reading.has_argument:
         _no_argument(command_name, scan.after_flag, scan.positionals[0])
 
@@ -407,13 +407,17 @@ def _positional(command_name: str, positionals: list[str]) -> None:
         raise UsageError(f"{first} is a pair: give it as --pair {pair} ({place})", hint=HINT)
 
 
+SEVERAL_WORDS_TOO = 'an option\'s value of several words too: --system "be brief"'
+
+
 def _several_words(command_name: str, positionals: list[str]) -> None:
     if command_name == "run" and len(positionals) > 1:  # Ollama's `run MODEL why is the sky blue` joins them
         words = " ".join(positionals)
         words = words if len(words) <= 60 else f"{words[:59]}…"
+        dashes = "-- " if words.startswith("-") else ""  # a prompt that starts with '-' is no option after --
         raise UsageError(
             f"the prompt is one argument: {len(positionals)} were given",
-            hint=f'quote it: specchat run "{words}" (an option\'s value of several words too: --system "be brief")',
+            hint=f'quote it: specchat run {dashes}"{words}" ({SEVERAL_WORDS_TOO})',
         )
 
 
