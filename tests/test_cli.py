@@ -135,6 +135,8 @@ def test_help_as_a_command_shows_the_help():
     assert shown.exit_code == 0 and shown.stdout == runner.invoke(app, ["tune", "--help"], **wide).stdout
     assert "Usage: specchat tune" in shown.stdout
     assert_one_line_error(runner.invoke(app, ["help", "tnue"]), 2, "no command 'tnue'; did you mean 'tune'?")
+    # difflib minds the case: `help RUN` named no command close to it
+    assert_one_line_error(runner.invoke(app, ["help", "RUN"]), 2, "no command 'RUN'; did you mean 'run'?")
     assert "help" not in runner.invoke(app, ["--help"], **wide).stdout.split("Commands")[1].split("Start here")[0]
 
 

@@ -147,7 +147,7 @@ def help_command(ctx: typer.Context, command: Annotated[str | None, typer.Argume
     shown = root.command if command is None else root.command.get_command(root, command)
     if shown is None or getattr(shown, "hidden", False):
         names = [name for name in root.command.list_commands(root) if name != "help"]
-        close = difflib.get_close_matches(command, names, n=1)
+        close = difflib.get_close_matches(command.lower(), names, n=1)  # `help RUN`: difflib minds the case
         guess = f"; did you mean '{close[0]}'?" if close else ""
         raise UsageError(f"no command '{command}'{guess}", hint="`specchat --help` lists the commands")
     if command is not None:
