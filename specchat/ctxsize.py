@@ -41,17 +41,21 @@ def choose(paths: list[Path], available: int | None, overhead: int) -> int:
     return max(floor, ctx // STEP * STEP)
 
 
-def beyond_training(paths: list[Path], n_ctx: int) -> str | None:
-    """A note when a context asked for (--ctx, or a command's default) is longer than a model was trained for:
-    llama.cpp warns of it in its log, which specchat shows only with --debug; past that length, replies degrade."""
-    trained = [(t, path) for path in paths if (t := trained_context(path)) and n_ctx > t]
-    if not trained:
+def beyond_training(target: Path, draft: Path | None, n_ctx: int, default: bool = False) -> str | None:
+    """A note when a context (--ctx, or with `default` the command's own) is longer than a model was trained for:
+    llama.cpp warns of it in its log, which specchat shows only with --debug. Past that length the target's replies
+    degrade; the draft model's guesses are only accepted less often (the replies stay the target's)."""
+    models = [(path, trained_context(path)) for path in (target, draft) if path is not None]
+    beyond = [(path, tokens) for path, tokens in models if tokens and n_ctx > tokens]
+    if not beyond:
         return None
-    tokens, path = min(trained, key=lambda found: found[0])  # the target where both say the same
-    return (
-        f"--ctx {n_ctx} is more than the {tokens} tokens {path.name} was trained for: a conversation longer than "
-        "that may get poor replies"
-    )
+    path, tokens = beyond[0]  # the target's, where both are
+    asked = f"the default context ({n_ctx})" if default else f"--ctx {n_ctx}"
+    if path == target:
+        model, effect = path.name, "a conversation longer than that may get poor replies"
+    else:
+        model, effect = f"the draft model {path.name}", "past that length its guesses are accepted less often"
+    return f"{asked} is more than the {tokens} tokens {model} was trained for: {effect} (--ctx {tokens}: within it)"
 
 
 def trained_context(path: Path) -> int | None:

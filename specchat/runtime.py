@@ -41,6 +41,7 @@ class Options:
     draft_path: Path | None = None
     mode: str = "auto"
     n_ctx: int = 4096  # 0 (ctxsize.AUTO): the models' trained context, as far as memory allows
+    ctx_default: bool = False  # n_ctx is the command's default (serve, bench, tune: 4096), no --ctx given
     threads: int = 0
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
@@ -274,7 +275,7 @@ def open_pipeline(
     paths = [p for p in (resolved.target, draft_path) if p is not None]
     if options.n_ctx == ctxsize.AUTO:
         options = replace(options, n_ctx=ctxsize.choose(paths, available_memory(), OVERHEAD_BYTES))
-    elif (too_long := ctxsize.beyond_training(paths, options.n_ctx)) is not None:
+    elif too_long := ctxsize.beyond_training(resolved.target, draft_path, options.n_ctx, options.ctx_default):
         notify(too_long)
     check_memory(paths, options.n_ctx)
     interrupt = Interrupt()

@@ -99,3 +99,39 @@ def test_zero_means_from_the_model_or_no_limit_and_too_small_is_a_usage_error(fa
     target, _draft = fake_models
     result = runner.invoke(app, ["run", "--target", str(target), "--mode", "target", *option, "Hi."])
     assert result.exit_code == code, result.output
+
+
+def test_a_draft_model_beyond_its_trained_context_costs_acceptance_not_replies(fake_models, tmp_path):
+    """The note named the model trained for less, the draft where it was, and said "poor replies": the replies
+    are the target's; a draft past its length only has its guesses accepted less. It named a way out nowhere."""
+    target = fake_target(tmp_path, context_length=32768)
+    draft = fake_target(tmp_path, "draft", context_length=2048)
+    note = ctxsize.beyond_training(target, draft, 8192)
+    assert note == (
+        "--ctx 8192 is more than the 2048 tokens the draft model draft.fake.gguf was trained for: past that length "
+        "its guesses are accepted less often (--ctx 2048: within it)"
+    )
+    short_target = fake_target(tmp_path, "short", context_length=1024)
+    assert "short.fake.gguf was trained for: a conversation longer than that may get poor replies (--ctx 1024" in (
+        ctxsize.beyond_training(short_target, draft, 8192)
+    )  # the target's, where both are beyond
+
+
+def test_a_commands_default_context_is_named_as_the_default(fake_models, tmp_path, monkeypatch):
+    """bench, serve and tune default to 4096: the note said "--ctx 4096 is more than ..." to a user who gave none."""
+    from specchat.errors import SpecchatError
+
+    target = fake_target(tmp_path, context_length=2048)
+    assert ctxsize.beyond_training(target, None, 4096, default=True).startswith(
+        "the default context (4096) is more than the 2048 tokens target.fake.gguf was trained for"
+    )
+    seen = []
+
+    def stop(options, *_):
+        seen.append(options.ctx_default)
+        raise SpecchatError("stopped before loading")
+
+    monkeypatch.setattr(runtime, "open_pipeline", stop)
+    for given in ([], ["--ctx", "4096"]):
+        runner.invoke(app, ["bench", "--target", str(target), "--suite", "quick", *given])
+    assert seen == [True, False]

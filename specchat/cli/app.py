@@ -366,11 +366,15 @@ def from_env(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "") == "ENVIRONMENT"
 
 
-def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **given):
+def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **options):
     """runtime.Options from the shared options; --debug from the root."""
     from ..runtime import Options
 
-    return Options(target_path=target, draft_path=draft, target_gpu_layers=gpu_layers, debug=_debug(ctx), **given)
+    ctx_default = "n_ctx" in ctx.params and not given(ctx, "n_ctx")  # a note names "the default context" then
+    return Options(
+        target_path=target, draft_path=draft, target_gpu_layers=gpu_layers, debug=_debug(ctx),
+        ctx_default=ctx_default, **options,
+    )  # fmt: skip
 
 
 def load_pipeline(options, loaded=None):
