@@ -22,6 +22,7 @@ from ..ctxsize import MAX_AUTO
 from ..errors import SpecchatError, UsageError
 from ..paths import env_flag, expand_home, replace_bad_bytes
 from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
+from .helpfold import folded_help, with_folded_help
 
 DEBUG_USAGE = "`specchat --debug COMMAND ...`"  # a root option: `specchat run ... --debug` is no option of run's
 
@@ -46,52 +47,6 @@ def _untyped_flags(params: list) -> list:
     return params
 
 
-def _folded_help() -> None:
-    """Typer's help tables cut what does not fit with an ellipsis: on an 80-column terminal `run --help` showed
-    `--draft-gpu-laye…` and `SPECCHAT_NO_HIST…`. Option names are kept whole (the description column wraps
-    instead) and a word longer than its column is folded onto the next line. Only where help is shown:
-    Typer's help module costs ~35 ms to import."""
-    from rich.table import Table
-    from typer import rich_utils
-
-    class FoldingTable(Table):
-        def add_row(self, *renderables, **kwargs):
-            if len(renderables) < 6:  # the commands table (name, description) wraps as it is
-                super().add_row(*renderables, **kwargs)
-                return
-            super().add_row(*_negatives_below(renderables), **kwargs)
-            for index, column in enumerate(self.columns):  # names whole (all but the type and help columns)
-                column.no_wrap, column.overflow = index < len(self.columns) - 2, "fold"
-            for item in getattr(renderables[-1], "renderables", renderables[-1:]) if renderables else ():
-                if hasattr(item, "overflow"):
-                    item.overflow = "fold"
-
-    if getattr(rich_utils, "Table", None) is Table:  # a later Typer that renders otherwise is left alone
-        rich_utils.Table = FoldingTable
-
-
-def _negatives_below(row: tuple) -> tuple:
-    """An options row, [required,] long, short, negative long, negative short, type, help, with each negative
-    name under its own (`--no-rejected` under `--rejected`). In columns of their own the negatives took 15 of a
-    60-column terminal's columns from every option's help, 7 left: `specch|at`, `measure|d`."""
-    from rich.text import Text
-
-    *head, long, short, negative_long, negative_short, kind, text = row
-
-    def below(name, negative):
-        return Text.assemble(name, "\n", negative) if str(negative) else name
-
-    return (*head, below(long, negative_long), below(short, negative_short), kind, text)
-
-
-def _with_folded_help(format_help):
-    def format_folded(ctx, formatter):
-        _folded_help()
-        return format_help(ctx, formatter)
-
-    return format_folded
-
-
 class SpecchatGroup(TyperGroup):
     """The single error boundary: library errors become one line + hint, never a traceback."""
 
@@ -103,11 +58,11 @@ class SpecchatGroup(TyperGroup):
         if command is not None:
             _untyped_flags(command.get_params(ctx))
             if "format_help" not in vars(command):
-                command.format_help = _with_folded_help(command.format_help)
+                command.format_help = with_folded_help(command.format_help)
         return command
 
     def format_help(self, ctx, formatter):
-        _folded_help()
+        folded_help()
         return super().format_help(ctx, formatter)
 
     def resolve_command(self, ctx, args):

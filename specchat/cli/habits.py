@@ -10,12 +10,10 @@ command line that means something here changes meaning. docs/usage.md has the sa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..errors import SpecchatError, UsageError
+from ..errors import UsageError
+from .habitvalues import FOLLOWED_BY, MODEL_FILE, _model_like, _ollama_name, _pair_named
 from .reading import Reading
 
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
@@ -168,121 +166,6 @@ COMMANDS = {
     "server": "`specchat serve` is the server",
 }
 
-MODEL_FILE = re.compile(r"\S+\.gguf", re.IGNORECASE)  # one word: "how do I make a .gguf" is a prompt
-
-
-def _model_like(value: str) -> bool:
-    """A value that names a model file (or a Hugging Face repository), not a mode, format or pair."""
-    return bool(MODEL_FILE.fullmatch(value)) or "/" in value or "\\" in value
-
-
-def _continue_number(command: str, value: str) -> str | None:
-    if command == "run" and value.isdigit():  # -c 4096: llama.cpp's context size, not a prompt to continue with
-        said = f"the context size is --ctx {value} (to continue with the prompt: --continue {value})"
-        return f"-c is --continue here; {said}"
-    return None
-
-
-def _mode_model(command: str, value: str) -> str | None:
-    if _model_like(value):
-        return f"-m is --mode here; a model file is --target {value}"
-    return None
-
-
-def _pair_prompt(command: str, value: str) -> str | None:
-    if command == "run" and any(character.isspace() for character in value):  # pair names have no spaces
-        return f'-p is --pair here; the prompt is the argument: specchat run "{value}"'
-    if command == "bench" and value.isdigit():  # llama-bench's -p N: the prompt's length
-        return (
-            "-p is --pair here; llama-bench's prompt length has no equivalent: the prompts are --suite's or --prompts'"
-        )
-    message = _ollama_name(command, value)
-    if message is None and command == "run":
-        _pair_word(value)
-    return message
-
-
-def _pair_word(value: str) -> None:
-    """run's `-p hello`: llama.cpp's -p PROMPT; "unknown pair 'hello'" alone did not say that -p is --pair. A
-    model's name or a pair's with a typo keeps the registry's own message (which pair, did you mean)."""
-    from ..registry import load_registry
-
-    registry = None
-    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        registry = load_registry()
-    if registry is None or not value.strip() or value in registry.pairs:  # an empty name: the registry's message
-        return
-    if registry.holding(value) or registry.near(value):
-        return  # a model's name, or a near miss: the registry's message says which pair is meant
-    raise UsageError(
-        f"unknown pair '{value}': -p is --pair here; a prompt is the argument: specchat run \"{value}\"",
-        hint=registry.unknown(value).hint,
-    )
-
-
-def _ollama_name(command: str, value: str) -> str | None:
-    """Ollama's NAME:TAG for a pair (qwen2.5-coder:7b) where a pair's name goes."""
-    pair = _pair_named(value) if ":" in value else None
-    if pair is None or pair == value:  # a pair of the user's own may be named with a colon: it is that pair
-        return None
-    return f"{value} is Ollama's name; the pair is {pair}"
-
-
-def _format_file(command: str, value: str) -> str | None:
-    if "." not in value and "/" not in value:  # no format has either (a file named `json` is no reason)
-        return None
-    if command == "bench":
-        return f"-f is --format here; prompts from a file: --prompts {value}"
-    return f"-f is --format here; a prompt from a file is stdin: specchat run < {value}"
-
-
-def _no_limit(flag: str) -> Callable[[str, str], str | None]:
-    """run's -n -1: llama.cpp's 'until the end'; run's is 0 (serve's and bench's -n is a count, -1 none)."""
-    return lambda command, value: (
-        f"{flag} -1 is llama.cpp's no limit; here that is -n 0" if command == "run" and value == "-1" else None
-    )
-
-
-def _output_format(command: str, value: str) -> str | None:
-    if command == "bench" and value in ("csv", "json", "jsonl", "md"):  # llama-bench's -o: its format
-        return f"-o is --output FILE here; the report's format is -f {value} (a file named {value}: -o ./{value})"
-    return None
-
-
-def _draft_count(command: str, value: str) -> str | None:
-    if not value.isdigit() or Path(value).exists():  # llama-speculative's --draft N: the draft length
-        return None
-    if command == "tune":
-        return "--draft is the draft model's file here; tune measures every draft length itself"
-    return (
-        f"--draft is the draft model's file here; the draft length is {'--ks' if command == 'bench' else '-k'} {value}"
-    )
-
-
-def _layer_word(flag: str) -> Callable[[str, str], str | None]:
-    """llama.cpp's `-ngl all` or `auto`: "'all' is not a whole number" did not say what all is here."""
-    return lambda command, value: (
-        f"{flag} {value} is llama.cpp's word; here every layer is {flag} -1 (the default)"
-        if value.lower() in ("all", "auto")
-        else None
-    )
-
-
-# Options specchat has whose llama.cpp meaning differs -> a check of the token that follows them.
-FOLLOWED_BY = {
-    "-c": _continue_number,
-    "-m": _mode_model,
-    "-p": _pair_prompt,
-    "--pair": _ollama_name,
-    "-f": _format_file,
-    "-o": _output_format,
-    "-n": _no_limit("-n"),
-    "--max-tokens": _no_limit("--max-tokens"),
-    "--draft": _draft_count,
-    "--gpu-layers": _layer_word("--gpu-layers"),
-    "--draft-gpu-layers": _layer_word("--draft-gpu-layers"),
-}
-
 
 def check_command(name: str, known: list[str]) -> None:
     """`specchat list`, `specchat chat`: another tool's command."""
@@ -419,17 +302,3 @@ def _several_words(command_name: str, positionals: list[str]) -> None:
             f"the prompt is one argument: {len(positionals)} were given",
             hint=f'quote it: specchat run {dashes}"{words}" ({SEVERAL_WORDS_TOO})',
         )
-
-
-def _pair_named(text: str) -> str | None:
-    """The pair that a one-word text names: its name, or Ollama's NAME:TAG for it (qwen2.5-coder:1.5b)."""
-    if not re.fullmatch(r"[\w.:-]+", text):
-        return None
-    from ..registry import load_registry
-
-    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        pairs = load_registry().pairs
-        for name in (text, text.replace(":", "-")):
-            if name in pairs:
-                return name
-    return None
