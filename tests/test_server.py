@@ -996,7 +996,8 @@ def test_no_log_writes_nothing(guarded):
     assert not (guarded.folder / "data" / "logs.db").exists()
 
 
-def test_a_log_that_fails_is_one_warning_and_never_fails_a_request(fake_models, monkeypatch):
+def _server_log_lines(fake_models, requests: int) -> list[str]:
+    """The console lines of serve's log after `requests` requests have been recorded (in-process, no server)."""
     from rich.console import Console
 
     from specchat.chat import Message
@@ -1007,44 +1008,32 @@ def test_a_log_that_fails_is_one_warning_and_never_fails_a_request(fake_models, 
     from specchat.servequeue import Job, Outcome
     from specchat.speculative import Stats
 
-    blocker = fake_models[0].parent / "not-a-directory"
-    blocker.write_text("")
-    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(blocker))  # the log cannot be created below a file
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=300)
     with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
         log = ServerLog(pipe, console)
         job = Job([Message("user", "hi")], "", Ask("spec", 4, SamplingParams(), 16), [])
-        for _ in range(3):
+        for _ in range(requests):
             log.record(job, Outcome("hello", Stats(prompt_tokens=3, generated=1), "eog"))
         log.close()
-    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    return [line for line in console.export_text().splitlines() if line.strip()]
+
+
+def test_a_log_that_fails_is_one_warning_and_never_fails_a_request(fake_models, monkeypatch):
+    blocker = fake_models[0].parent / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(blocker))  # the log cannot be created below a file
+    lines = _server_log_lines(fake_models, 3)
     assert len(lines) == 1 and lines[0].startswith("warning: requests are not logged:") and "--no-log" in lines[0]
 
 
 def test_a_damaged_log_is_set_aside_and_the_requests_logged(fake_models, monkeypatch):
     """A log SQLite found damaged: every request warned 'not logged' (once) for as long as the server ran."""
-    from rich.console import Console
-
-    from specchat.chat import Message
-    from specchat.outputs import Request as Ask
     from specchat.paths import log_file
-    from specchat.runtime import Options, open_pipeline
-    from specchat.sampling import SamplingParams
-    from specchat.servelog import ServerLog
-    from specchat.servequeue import Job, Outcome
-    from specchat.speculative import Stats
 
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(fake_models[0].parent / "data"))
     log_file().parent.mkdir(parents=True)
     log_file().write_bytes(b"not a log at all" * 512)
-    console = Console(record=True, width=300)
-    with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
-        log = ServerLog(pipe, console)
-        job = Job([Message("user", "hi")], "", Ask("spec", 4, SamplingParams(), 16), [])
-        for _ in range(2):
-            log.record(job, Outcome("hello", Stats(prompt_tokens=3, generated=1), "eog"))
-        log.close()
-    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    lines = _server_log_lines(fake_models, 2)
     assert len(lines) == 1 and "is damaged (file is not a database): moved to logs-damaged-" in lines[0], lines
     assert len(logstore.replies(log_file(), limit=10)) == 2
 
