@@ -197,9 +197,8 @@ def check_types(data: dict, chat: bool) -> dict:
             kept.pop(name, None)
             continue
         if kinds == INTEGER[0] and name in COUNTS and whole(value) is not value:
-            kept[name] = whole(
-                value
-            )  # JSON has one number type: "n": 1.0 is 1, and was answered before types were checked
+            # JSON has one number type: "n": 1.0 is 1, and was answered before types were checked
+            kept[name] = whole(value)
             continue
         # JSON's true is not 1: Python's bool is an int, so it is taken only where true or false is asked for
         if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):

@@ -482,3 +482,15 @@ def test_no_other_tools_short_flag_shadows_what_click_reads_it_as(isolated):
             except SpecchatError as error:
                 shadowing.append(f"{name} {flag} ({read}): {error.message}")
     assert not shadowing, shadowing
+
+
+def test_a_glued_value_is_judged_on_clicks_own_options_too():
+    """reading._takes asked only Typer 0.29's get_runtime_param(), which older Typers (pyproject allows 0.12) lack:
+    there every glued value was refused, and bench -ot went back to being named as llama.cpp's flag."""
+    import click
+
+    from specchat.cli.reading import _takes
+
+    count, name = click.Option(["-k"], type=int), click.Option(["-o"], type=str)
+    assert not hasattr(count, "get_runtime_param")
+    assert _takes(count, "4") and not _takes(count, "vu") and _takes(name, "t")

@@ -55,8 +55,12 @@ class Reading:
 def _takes(param, value: str) -> bool:
     """The option takes the value: its type converts it and, where the command checks it against a few words
     after parsing (--mode, --format, --pair), it is one of them."""
+    runtime = getattr(param, "get_runtime_param", None)  # Typer's own options (0.29); Click's on older Typers
     try:
-        param.get_runtime_param().coerce(value, param=param, ctx=None)
+        if runtime is not None:
+            runtime().coerce(value, param=param, ctx=None)
+        else:
+            param.type.convert(value, param, None)
     except Exception:  # Click's BadParameter, or a parser's UsageError (`-o=x`)
         return False
     words = _words(param.opts[0])
