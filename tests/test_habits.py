@@ -494,3 +494,10 @@ def test_a_glued_value_is_judged_on_clicks_own_options_too():
     count, name = click.Option(["-k"], type=int), click.Option(["-o"], type=str)
     assert not hasattr(count, "get_runtime_param")
     assert _takes(count, "4") and not _takes(count, "vu") and _takes(name, "t")
+
+
+@pytest.mark.parametrize("args", [["-ot", "exps=CPU"], ["-otd", "x"], ["-ot", "0", "hi"]])
+def test_llama_bench_s_override_tensor_with_its_value_is_named_though_bench_reads_ot_as_output(isolated, args):
+    """bench reads `-ot` as -o t (--output t) again, and llama-bench's `-ot exps=CPU` then got Click's 'Got
+    unexpected extra argument(s) (exps=CPU)' instead of the line that says what specchat places on the GPU."""
+    assert_one_line_error(invoke("bench", *args), 2, f"{args[0]} has no equivalent")

@@ -185,6 +185,8 @@ def check(command_name: str, params: list, args: list[str]) -> None:
         return
     _several_words(command_name, [*scan.positionals, *args[end + 1 :]])  # `run -- why is the sky blue` too
     if scan.positionals and not reading.has_argument:
+        if scan.foreign_before:  # `bench -ot exps=CPU`: -o t here, but the value says llama-bench's -ot was meant
+            _foreign(command_name, scan.foreign_before, reading.names)
         _no_argument(command_name, scan.after_flag, scan.positionals[0])
 
 
@@ -193,6 +195,7 @@ class _Scan:
     positionals: list[str] = field(default_factory=list)
     after_flag: str = ""  # the flag option right before the first positional (`logs --path FILE`)
     unknown: bool = False  # an option the command does not have (Click's "No such option")
+    foreign_before: str = ""  # another tool's flag, read as the command's letters, right before the first positional
 
 
 def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
@@ -203,6 +206,8 @@ def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
         if not token.startswith("-") or token == "-":
             if not scan.positionals and flag_at == index - 1:
                 scan.after_flag = args[flag_at]
+            if not scan.positionals and index and _foreign_name(reading, args[index - 1]):
+                scan.foreign_before = args[index - 1]
             scan.positionals.append(token)
             index += 1
             continue
@@ -213,6 +218,11 @@ def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
         scan.unknown = scan.unknown or consumed is None
         index += 1 + (consumed or 0)
     return scan
+
+
+def _foreign_name(reading: Reading, token: str) -> bool:
+    """A short token another tool names a flag (llama-bench's -ot) that the command reads as its own letters."""
+    return token not in reading.names and (token in FOREIGN or token in LLAMA_SHORT) and reading.means_here(token)
 
 
 def _option(command_name: str, reading: Reading, token: str, following: str | None) -> None:
