@@ -52,10 +52,10 @@ def beyond_training(target: Path, draft: Path | None, n_ctx: int, default: bool 
     path, tokens = beyond[0]  # the target's, where both are
     asked = f"the default context ({n_ctx})" if default else f"--ctx {n_ctx}"
     if path == target:
-        model, effect = path.name, "a conversation longer than that may get poor replies"
-    else:
+        model, effect = path.name, "a conversation longer than that may get poor replies (--ctx {}: within it)"
+    else:  # the replies stay the target's: shrinking its context for the draft's sake is the user's choice
         model, effect = f"the draft model {path.name}", "past that length its guesses are accepted less often"
-    return f"{asked} is more than the {tokens} tokens {model} was trained for: {effect} (--ctx {tokens}: within it)"
+    return f"{asked} is more than the {tokens} tokens {model} was trained for: {effect.format(tokens)}"
 
 
 def trained_context(path: Path) -> int | None:
