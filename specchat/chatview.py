@@ -67,7 +67,8 @@ class ReplyView:
         finally:  # even on a Ctrl-C here: a Live left started nests the next one
             self.live.stop()  # transient: the footer goes, then the last partial line is printed for good
         if self.partial.plain:
-            self.console.print(self.partial, soft_wrap=not self.drawn)
+            with self.console:
+                self._print_line()
         self.partial = Text()
 
     def on_update(self, update: Update) -> None:
@@ -90,7 +91,7 @@ class ReplyView:
             self.partial.append(piece, style=style)
             if index < len(lines) - 1:
                 self._after_resize()
-                self.live.console.print(self.partial, soft_wrap=not self.drawn)  # printed above the live region
+                self._print_line()  # above the live region
                 self._remember()
                 self.partial = Text()
 
@@ -101,6 +102,13 @@ class ReplyView:
         self._frame = Group(_fit(self.partial, self.console.width), footer(self.stats, self.label))
         self.live.update(self._frame, refresh=True)
         self._remember()
+
+    def _print_line(self) -> None:
+        """The line being written, printed for good: wrapped as its rows were while it streamed (an update that
+        brought a row and more with its newline was wrapped by Rich, and broke where such a terminal did)."""
+        self._print_wrapped_rows()
+        last = _fit(self.partial, self.console.width) if self.drawn else self.partial
+        self.live.console.print(last, soft_wrap=not self.drawn)
 
     def _print_wrapped_rows(self) -> None:
         """The line being written keeps its last row in the live region; the rows it wrapped past are printed

@@ -191,6 +191,18 @@ def test_emoji_a_terminal_counts_wider_than_rich_leave_no_stale_rows(width, piec
     assert shown.count("ok") + shown.count("fam") == len(words) and "tok/s" not in shown
 
 
+@pytest.mark.parametrize("after", ["\nnext", "\n"])
+def test_a_line_completed_in_one_update_wraps_as_one_streamed(after):
+    """A round that brings more than a row and the line's newline (auto and prompt lookup accept up to 64
+    tokens): the line was printed for good as Rich wraps it, and the terminal broke its rows ( ok4👍🏽 alone)."""
+    line = " ".join(f"ok{i}👍🏽" for i in range(8))
+    console = stdout_like_console(width=30, height=24)
+    view = play_pieces(console, [line + after])
+    view.__exit__(None, None, None)
+    rows = screen(console, 24).splitlines()[:3]
+    assert " ".join(rows) == line and all(row == row.strip() for row in rows)
+
+
 def test_specchat_uses_richs_public_api_only():
     """chatview wrapped lines with rich._wrap.divide_line, a private module any Rich release may change."""
     import re
