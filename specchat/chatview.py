@@ -161,7 +161,9 @@ class ReplyView:
         the old footer or partial line stays on the screen above the new one."""
         width, lengths = self._drawn
         now = self.console.width
-        shape = getattr(self.live._live_render, "_shape", None)  # Rich's record of the region it drew
+        # Rich's record of the region it drew: private, with no public way to set it. If a Rich release renames it,
+        # getattr finds none and nothing is changed: a resize then leaves a stale copy of the region on the screen.
+        shape = getattr(self.live._live_render, "_shape", None)
         if now < width and lengths and shape is not None:
             self.live._live_render._shape = (now, sum(max(1, -(-n // now)) for n in lengths))
 
