@@ -159,12 +159,14 @@ def restore_terminal_when_killed() -> None:
 
 
 @contextmanager
-def keys_unechoed() -> Iterator[None]:
+def keys_unechoed(*, dropped_on_error: bool = False) -> Iterator[None]:
     """stdin's terminal does not echo what is typed in here (a reply in the live view): an echoed Enter moved
     the cursor under Rich's live region, which then left a stale copy of its lines on the screen. What is
     typed stays in the terminal's queue for the next prompt, which shows it (TCSANOW: nothing is flushed).
     Ctrl-D is no end-of-file key in here: the terminal made it a NUL byte, which the next prompt swallowed;
-    kept as the key itself, it leaves there (on an empty line), as a shell does with one typed during a command."""
+    kept as the key itself, it leaves there (on an empty line), as a shell does with one typed during a command.
+    dropped_on_error: what was typed is discarded if the block fails, where no prompt of ours comes next (the
+    models' load): the shell read it, and a Ctrl-D there, a literal 0x04 on an empty line, closed bash."""
     modes = _terminal_modes()
     if modes is None or not _foreground():
         yield
@@ -179,11 +181,15 @@ def keys_unechoed() -> Iterator[None]:
     quiet = [*modes[:3], modes[3] & ~termios.ECHO, *modes[4:6], keys]
     with suppress(termios.error, OSError):
         termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, quiet)
+    failed = True
     try:
         yield
+        failed = False
     finally:
         with suppress(termios.error, OSError, ValueError):
             if _foreground():  # put back by the shell already if the chat was stopped (Ctrl-Z) and resumed
+                if failed and dropped_on_error:
+                    termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
                 termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, modes)
 
 

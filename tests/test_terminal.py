@@ -6,9 +6,11 @@ back, leaves with /bye (exit 0), and checks with `stty -a` that the terminal is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+import time
 
 import pytest
 
@@ -520,3 +522,24 @@ def test_fake_chat_with_no_color_has_no_colour_at_its_prompt(tmp_path):
     log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
     colour = re.compile(r"[;\[]([34][0-9]|9[0-7])[;m]")  # a foreground or background colour, not bold or dim
     assert [code for code in ANSI.findall(log) if code.endswith("m") and colour.search(code)] == []
+
+
+@pytest.mark.parametrize("fails", [True, False])
+def test_keys_typed_while_the_models_load_are_dropped_if_the_load_fails(monkeypatch, fails):
+    """A Ctrl-D typed during a load that then failed stayed in the terminal's queue as a literal 0x04 once its
+    modes were put back: the shell read it (bash, on an empty line, exits). A load that works keeps them."""
+    import pty
+
+    from specchat import view
+
+    master, slave = pty.openpty()
+    with open(slave, "rb", buffering=0, closefd=True) as stdin, open(master, "r+b", buffering=0) as keys:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        monkeypatch.setattr(view, "_foreground", lambda: True)  # the pty is no controlling terminal here
+        with contextlib.suppress(RuntimeError), view.keys_unechoed(dropped_on_error=True):
+            keys.write(b"ls\x04")
+            time.sleep(0.05)  # into the line discipline's queue
+            if fails:
+                raise RuntimeError("the model would not load")
+        keys.write(b"\n")
+        assert os.read(stdin.fileno(), 100) == (b"\n" if fails else b"ls\x04\n")

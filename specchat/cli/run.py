@@ -155,8 +155,9 @@ def run(
         check_fits(len(ids), pipeline.target.n_ctx)
 
     # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
-    # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed)
-    with keys_unechoed() if conversation is None and not plain_chat else nullcontext():
+    # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed);
+    # if the load fails they are dropped, or the shell would read them
+    with keys_unechoed(dropped_on_error=True) if conversation is None and not plain_chat else nullcontext():
         pipeline = load_pipeline(options, tokenized if conversation is not None else None)
     with pipeline:
         console = stdout_console(no_color)
