@@ -141,6 +141,7 @@ class Recorder:
     history: Conversation | None = None  # what -c / --cid continues
     warned: bool = False
     notice: str | None = None  # the last write found the log damaged and set it aside: the line that says so
+    log_identity: tuple[int, int] | None = None  # file_identity() of the log that holds conversation cid
 
     @classmethod
     def start(cls, *, no_log: bool, latest_one: bool = False, cid: int | None = None) -> Recorder:
@@ -154,6 +155,7 @@ class Recorder:
         """Continue logged conversation cid; its messages are the history."""
         self.history = load(self.path, cid)
         self.cid, self.logged = cid, len(self.history.messages)
+        self.log_identity = file_identity(self.path)
         return self.history
 
     def load(self, what: str) -> tuple[Conversation, str]:
@@ -209,8 +211,12 @@ class Recorder:
         SQLite finds damaged is set aside and the whole conversation written to a new one (`notice` says so):
         a damaged page anywhere stopped every reply from being logged until the user moved the file."""
         self.notice, seen = None, file_identity(self.path)
+        if self.cid is not None and self.log_identity is not None and seen != self.log_identity:
+            # Set aside by another writer (serve, another run, this chat's history): the log now there does not
+            # hold this conversation, and its id may be another's there (whose messages ours would join).
+            self.cid, self.logged = None, 0
         try:
-            return self._write(conversation, reply)
+            cid = self._write(conversation, reply)
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
@@ -221,7 +227,9 @@ class Recorder:
             if aside is not None:
                 self.notice = damaged_notice(self.path, exc, aside)
             self.cid, self.logged = None, 0  # the new log has none of this conversation yet
-            return self._write(conversation, reply)
+            cid = self._write(conversation, reply)
+        self.log_identity = file_identity(self.path)
+        return cid
 
     def _write(self, conversation: Conversation, reply: dict) -> int:
         now, settings = _now(), json.dumps(reply["settings"])

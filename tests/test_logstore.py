@@ -280,6 +280,25 @@ def test_a_damaged_log_moved_away_by_another_is_no_failure(tmp_path, monkeypatch
     assert recorder.notice is None and [row["prompt"] for row in logstore.replies(path, limit=5)] == ["A"]
 
 
+def test_a_conversation_whose_log_another_set_aside_goes_on_whole_in_the_new_log(tmp_path):
+    """A chat's log set aside by another writer (serve, another run, the chat's own history): its next turn
+    went into the new log under the old id, joining another's conversation 1 there (its system prompt
+    overwritten), or with no conversation of its own."""
+    path = tmp_path / "logs.db"
+    chat = logstore.Recorder(True, path)
+    mine = Conversation("mine", [Message("user", "A1"), Message("assistant", "hi")])
+    chat.record(mine, REPLY)
+    assert logdb.set_aside(path, logdb.file_identity(path))
+    logstore.Recorder(True, path).record(
+        Conversation("theirs", [Message("user", "B"), Message("assistant", "hi")]), REPLY
+    )
+    mine.messages += [Message("user", "A2"), Message("assistant", "hi")]
+    chat.record(mine, REPLY)
+    assert chat.cid == 2
+    assert logstore.load(path, 1) == Conversation("theirs", [Message("user", "B"), Message("assistant", "hi")])
+    assert logstore.load(path, 2) == mine
+
+
 def test_a_writer_waits_for_a_log_being_set_aside(tmp_path):
     """A log moved aside, its -wal not yet: another writer found a -wal without its log and refused to start
     a new one (LeftoverWal, 'not logged'). It waits for the move to end."""
