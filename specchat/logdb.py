@@ -194,7 +194,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else READ_HINT)
         if damaged(exc):
             hint = DAMAGED_READ_HINT
-        if "readonly" in str(exc) and _has_wal(path):  # see _connect_to_read: sound, but unreadable where it is
+        if "readonly" in str(exc) and _has_wal(resolved(path)):  # see _connect_to_read: sound, unreadable there
             hint = READ_ONLY_WAL_HINT
         raise LogError(f"cannot read the conversation log {path}: {reason(exc)}", hint=hint) from None
 
@@ -208,7 +208,8 @@ def _connect_to_read(path: Path) -> Iterator[sqlite3.Connection]:
         try:
             conn = stack.enter_context(connect(path))
         except sqlite3.OperationalError as exc:  # only opening: the reader's own errors are not retried
-            if "readonly" not in str(exc) or _has_wal(path):  # immutable would not read a -wal's messages
+            # Immutable would not read a -wal's messages (beside the file a link leads to, as SQLite keeps it).
+            if "readonly" not in str(exc) or _has_wal(resolved(path)):
                 raise
             conn = stack.enter_context(closing(sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)))
             conn.row_factory = sqlite3.Row

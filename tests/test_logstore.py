@@ -456,6 +456,25 @@ def test_a_log_with_a_wal_in_a_read_only_folder_is_not_sent_aside(files, monkeyp
         assert "writable" in result.stderr and "SPECCHAT_DATA_DIR" in result.stderr, result.stderr
 
 
+def test_a_linked_log_with_a_wal_in_a_read_only_folder_is_not_read_without_it(tmp_path, monkeypatch):
+    """logs.db a link to a log elsewhere, with messages still in the -wal beside that log: the -wal was looked
+    for beside the link, not found, and the log opened immutable, showing an older log without saying so."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "disk").mkdir()
+    link, real = tmp_path / "data" / "logs.db", tmp_path / "disk" / "chats.db"
+    link.symlink_to(real)
+    logstore.Recorder(True, link).write(turn("first"), REPLY)
+
+    def refuse(conn):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(logdb, "_setup", refuse)
+    real.with_name("chats.db-wal").write_bytes(b"x")
+    with pytest.raises(logdb.LogError) as caught:
+        logstore.replies(link, limit=5)
+    assert caught.value.hint == logdb.READ_ONLY_WAL_HINT
+
+
 def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(files):
     """SPECCHAT_DATA_DIR pointing at, say, simonw/llm's folder: its logs.db got specchat's tables added
     (and was switched to WAL), or a reply failed on its own `conversations` table."""
