@@ -121,9 +121,8 @@ def _leftover(real: Path) -> bool:
 def _wait_for_set_aside(real: Path) -> None:
     """Until a set_aside() in progress is done: it moves the log, then its -wal (no lock file: none ever was;
     a read-only folder: none can be, and the lock file could not be opened for writing)."""
-    lock = _aside_lock(real)
-    if lock.exists() and os.access(real.parent, os.W_OK):
-        with contextlib.suppress(OSError), FileLock(lock).acquire(timeout=BUSY_S):
+    if _aside_lock(real).exists() and os.access(real.parent, os.W_OK):
+        with contextlib.suppress(OSError), _aside_locked(real):
             pass
 
 
@@ -271,7 +270,7 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
         return None
     # Under a lock, checked again inside: two writers that both found it damaged each renamed it, the second
     # one the first one's new log (or failed on a file already gone).
-    with FileLock(_aside_lock(real)).acquire(timeout=BUSY_S):
+    with _aside_locked(real):
         if file_identity(real) != seen:
             return None
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -296,6 +295,21 @@ def resolved(path: Path) -> Path:
         return path.resolve()
     except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
         return path
+
+
+@contextmanager
+def _aside_locked(real: Path) -> Iterator[None]:
+    """The lock set_aside() holds. Raises OSError: filelock 3 raises NotImplementedError on a file system
+    without flock (some network mounts), which escaped as a traceback after the reply."""
+    lock = FileLock(_aside_lock(real))
+    try:
+        lock.acquire(timeout=BUSY_S)
+    except NotImplementedError:
+        raise OSError(errno.ENOLCK, "the file system cannot lock files", str(_aside_lock(real))) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _aside_lock(real: Path) -> Path:

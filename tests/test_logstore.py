@@ -319,6 +319,32 @@ def test_a_writer_waits_for_a_log_being_set_aside(tmp_path):
     assert (tmp_path / "aside.db-wal").read_bytes() == b"the damaged log's -wal"
 
 
+def test_a_file_system_without_locks_costs_no_reply(tmp_path, monkeypatch):
+    """filelock 3 raises NotImplementedError where the file system has no flock: setting a damaged log aside
+    was a traceback after the reply, and a writer waiting for a log being set aside was one too."""
+
+    class NoLocks:
+        def __init__(self, path):
+            pass
+
+        def acquire(self, timeout):
+            raise NotImplementedError("FileSystem does not appear to support flock")
+
+    monkeypatch.setattr(logdb, "FileLock", NoLocks)
+    path = tmp_path / "logs.db"
+    path.write_bytes(os.urandom(4096))
+    recorder = logstore.Recorder(True, path)
+    said: list[str] = []
+    recorder._say = said.append
+    recorder.record(turn("A"), REPLY)
+    assert len(said) == 1 and "could not be moved aside: the file system cannot lock files" in said[0], said
+    path.unlink()
+    path.with_name("logs.db-wal").write_bytes(b"a moved log's -wal")
+    path.with_name(".logs.db.lock").touch()
+    with pytest.raises(logdb.LeftoverWal):
+        logdb.refuse_leftover_wal(path)
+
+
 def test_a_damaged_log_that_cannot_be_moved_aside_says_both(files, monkeypatch):
     """A damaged log in a folder where it cannot be renamed: the warning was 'logs.db: Permission denied',
     without a word of the damage."""
