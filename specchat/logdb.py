@@ -89,25 +89,57 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
     make_dirs(path.parent)
     if path.exists() and (problem := file_problem(path)):  # SQLite: "unable to open", or "disk I/O error"
         raise OSError(errno.EISDIR if path.is_dir() else errno.EINVAL, f"it {problem}, not a log", str(path))
-    refuse_leftover_wal(path)
-    if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
+    conn = _open(path)
     try:
-        conn.row_factory = sqlite3.Row
-        _setup(conn)
         yield conn
     finally:
         conn.close()
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    real = resolved(path)  # SQLite keeps the -wal beside the file a link leads to
+    with ExitStack() as stack:
+        # A log was set aside here before (its lock file is kept): another set_aside() between the check below
+        # and SQLite's open would move the log, this open start an empty one, and SQLite delete the moved log's
+        # -wal before set_aside() took it along. It waits for this open (it holds the lock for renames only).
+        held = _aside_lock(real).exists() and _hold_off_set_aside(real, stack)
+        _refuse_leftover(real, wait=not held)
+        if not path.exists():  # every prompt is in it: readable by its owner only (SQLite's -wal/-shm follow)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
+        try:
+            conn.row_factory = sqlite3.Row
+            _setup(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _hold_off_set_aside(real: Path, stack: ExitStack) -> bool:
+    """Whether set_aside()'s lock is now held (until the stack closes); not where it cannot be taken (a
+    read-only folder, a file system without locks, a set_aside() that takes too long)."""
+    if not os.access(real.parent, os.W_OK):
+        return False
+    try:
+        stack.enter_context(_aside_locked(real))
+    except OSError:
+        return False
+    return True
 
 
 def refuse_leftover_wal(path: Path) -> None:
     """A log that is missing or empty beside a -wal that is not: SQLite would take the -wal for a new empty
     log's and delete it. A log in WAL mode always has its first page in the file itself, so this is never
     a log another process is starting; one being set aside (its -wal not moved yet) is waited for."""
-    real = resolved(path)  # SQLite keeps the -wal beside the file a link leads to
+    _refuse_leftover(resolved(path), wait=True)
+
+
+def _refuse_leftover(real: Path, *, wait: bool) -> None:
+    """refuse_leftover_wal(); wait=False: set_aside()'s lock is held already, so none is in progress."""
     if _leftover(real):
-        _wait_for_set_aside(real)
+        if wait:
+            _wait_for_set_aside(real)
         if _leftover(real):
             state = "emptied" if real.exists() else "moved away"
             wal = real.with_name(real.name + "-wal")

@@ -345,6 +345,40 @@ def test_a_file_system_without_locks_costs_no_reply(tmp_path, monkeypatch):
         logdb.refuse_leftover_wal(path)
 
 
+def test_a_log_set_aside_while_a_writer_opens_it_keeps_its_wal(tmp_path, monkeypatch):
+    """A writer found the log there, then another set it aside (the log moved, its -wal next): the writer
+    started an empty log, and SQLite, opening it beside that -wal, deleted it with the latest messages."""
+    path = tmp_path / "logs.db"
+    logstore.Recorder(True, path).write(turn("first"), REPLY)
+    subprocess.run([sys.executable, "-c", LEAVE_A_WAL, str(path)], check=True)
+    path.with_name(".logs.db.lock").touch()  # a log was set aside here before
+    aside, seen = [], logdb.file_identity(path)
+    other = threading.Thread(target=lambda: aside.append(logdb.set_aside(path, seen)))
+    moved, opened, rename, check = threading.Event(), threading.Event(), os.rename, logdb._leftover
+
+    def log_first(src, dst):  # set_aside(): the log moved, and its -wal only once the writer has opened its log
+        rename(src, dst)
+        if Path(src) == path:
+            moved.set()
+            opened.wait(timeout=2)
+
+    def checked(real):  # the writer, just past its check of the log
+        found = check(real)
+        if other.ident is None:
+            other.start()
+            moved.wait(timeout=0.5)  # at once where nothing holds it off
+        return found
+
+    monkeypatch.setattr(os, "rename", log_first)
+    monkeypatch.setattr(logdb, "_leftover", checked)
+    with logdb.connect(path):
+        opened.set()
+    other.join()
+    with closing(sqlite3.connect(aside[0])) as conn:
+        contents = [row[0] for row in conn.execute("SELECT content FROM messages")]
+    assert contents == ["first", "hi", "in the wal"]
+
+
 def test_a_damaged_log_that_cannot_be_moved_aside_says_both(files, monkeypatch):
     """A damaged log in a folder where it cannot be renamed: the warning was 'logs.db: Permission denied',
     without a word of the damage."""
