@@ -48,6 +48,10 @@ def pull_lock(target: Path, notify: Notify) -> Iterator[None]:
     lock = FileLock(path)
     try:
         lock.acquire(timeout=0)
+    except NotImplementedError:  # filelock 3 on a file system without flock (some network mounts): a traceback
+        notify(f"the file system of {target.parent} cannot lock files: pulling without a lock")
+        yield
+        return
     except Timeout:
         notify(f"another specchat is downloading {target.name}; waiting")
         while True:

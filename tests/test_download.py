@@ -436,3 +436,18 @@ def test_a_link_to_a_disk_not_mounted_is_named_and_kept(mirror_env, at_folder):
     assert err.value.message == f"{link} is a link to {target}, which does not exist"
     assert "mount the disk" in err.value.hint and "fix or remove the link" in err.value.hint and not notes
     assert os.readlink(link) == target
+
+
+def test_a_pull_on_a_file_system_without_locks_goes_on_without_one(tmp_path, monkeypatch):
+    """filelock 3 raises NotImplementedError where the file system has no flock (some network mounts): a mirror
+    pull into such a models folder ended in a traceback."""
+    import filelock
+
+    def no_flock(self, *args, **kwargs):
+        raise NotImplementedError("FileSystemDoesNotSupportLocking")
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", no_flock)
+    said, ran = [], []
+    with mirror.pull_lock(tmp_path / "m.gguf", said.append):
+        ran.append(True)
+    assert ran and said == [f"the file system of {tmp_path} cannot lock files: pulling without a lock"]
