@@ -153,9 +153,9 @@ def _leftover(real: Path) -> bool:
 def _wait_for_set_aside(real: Path) -> None:
     """Until a set_aside() in progress is done: it moves the log, then its -wal (no lock file: none ever was;
     a read-only folder: none can be, and the lock file could not be opened for writing)."""
-    if _aside_lock(real).exists() and os.access(real.parent, os.W_OK):
-        with contextlib.suppress(OSError), _aside_locked(real):
-            pass
+    if _aside_lock(real).exists():
+        with ExitStack() as stack:
+            _hold_off_set_aside(real, stack)  # taken, then let go at once
 
 
 def _setup(conn: sqlite3.Connection) -> None:
