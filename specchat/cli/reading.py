@@ -29,13 +29,17 @@ class Reading:
                 return param, token[position + 1 :]
         return None, ""
 
+    def _short(self, token: str) -> tuple[object | None, str] | None:
+        """letters() of a short token; None for a long one (`--bogus`: no letters to read)."""
+        return None if token.startswith("--") else self.letters(token)
+
     def consumes(self, token: str) -> int | None:
         """How many of the arguments after an option token Click takes as its value (0 or 1); None where the
         token is no option of the command."""
         name = token.split("=", 1)[0]
         if name in self.names:  # a long name (`--ctx=8192` carries its value), or one short one
             return int(name in self.takes_value and "=" not in token)
-        read = None if token.startswith("--") else self.letters(token)
+        read = self._short(token)
         if read is None:
             return None
         param, glued = read
@@ -45,7 +49,7 @@ class Reading:
         """Click reads the short token as the command's own letters, any value glued on one that the option
         takes: it means that here (bench's `-ot`: --output t), whatever another tool means by it. Where that
         reading is an error (`-ngl`: -n gl, not a number), another tool's flag may be named instead."""
-        read = None if token.startswith("--") else self.letters(token)
+        read = self._short(token)
         if read is None:
             return False
         param, glued = read
