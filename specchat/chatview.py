@@ -8,6 +8,7 @@ nothing itself: the footer shows the stats that come with each update.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from rich.cells import cell_len
@@ -88,6 +89,8 @@ class ReplyView:
             text = text.replace("\n", "⏎")  # a ghost newline must not break the real text's lines
         lines = text.split("\n")
         for index, piece in enumerate(lines):
+            if self.drawn:  # Rich wraps what is drawn; a file gets the text as it came
+                piece = _unjoined(piece, self.partial.plain)
             self.partial.append(piece, style=style)
             if index < len(lines) - 1:
                 self._after_resize()
@@ -175,6 +178,18 @@ def _last_row_start(line: str, last_row: str) -> int:
     (the line's last), unless a word longer than the width was folded with its spaces (then none was dropped)."""
     kept = last_row.rstrip()
     return len(line.rstrip()) - len(kept) if kept else len(line) - len(last_row)
+
+
+_JOINERS_AFTER_SPACE = re.compile(r"(?<=\s)\u200d+")
+
+
+def _unjoined(piece: str, before: str) -> str:
+    """A piece of the line being written without the zero-width joiners at a word's start, where they join
+    nothing and draw nothing: Rich 15 measures a word starting with one two ways (cell_len skips the character
+    after it, its wrapping does not), and "\u200d\u200d👍x..." made Text.wrap raise IndexError, a model's reply
+    the chat's traceback. The terminal shows the same; the log keeps the reply as the model wrote it."""
+    piece = _JOINERS_AFTER_SPACE.sub("", piece)
+    return piece.lstrip("\u200d") if not before or before[-1].isspace() else piece
 
 
 def _columns(text: str) -> int:

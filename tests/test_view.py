@@ -203,6 +203,20 @@ def test_a_line_completed_in_one_update_wraps_as_one_streamed(after):
     assert " ".join(rows) == line and all(row == row.strip() for row in rows)
 
 
+@pytest.mark.parametrize("width", [14, 16])
+@pytest.mark.parametrize(
+    "pieces", [["\u200d\u200d👍axxxxxxxxxxxx中"], ["ok ", "\u200d", "\u200d👍axxxxxxxxxxxx中\nnext"]]
+)
+def test_joiners_at_a_words_start_do_not_break_the_view(width, pieces):
+    """Rich 15 measures a word starting with a zero-width joiner two ways, and Text.wrap raised IndexError on
+    this one at 14 and 16 columns: a model's reply was the chat's traceback. It is shown whole."""
+    console = stdout_like_console(width=width, height=24)
+    view = play_pieces(console, pieces)
+    view.__exit__(None, None, None)
+    shown = "".join(screen(console, 24).split())
+    assert shown == "".join("".join(pieces).split()).replace("\u200d", "")
+
+
 def test_specchat_imports_no_private_rich_module():
     """chatview wrapped lines with rich._wrap.divide_line, a private module any Rich release may change. (One
     private attribute stays, Live's _live_render._shape, which has no public replacement: see _after_resize.)"""
