@@ -20,14 +20,16 @@ import time
 from pathlib import Path
 
 from specchat.cpuload import usable_cpus
-from specchat.engine import Engine, EngineConfig
+from specchat.engine import Engine
+from specchat.engineconfig import EngineConfig
 from specchat.registry import load_registry
 
 CONTEXT = "def merge(a, b):\n    out = []\n    i = j = 0\n" * 8
 COMPETITOR = """
 import sys, time
 from pathlib import Path
-from specchat.engine import Engine, EngineConfig
+from specchat.engine import Engine
+from specchat.engineconfig import EngineConfig
 engine = Engine(Path(sys.argv[1]), EngineConfig(n_ctx=1024, n_threads=int(sys.argv[2])))
 tokens = engine.tokenize("hello world " * 10)
 engine.eval(tokens, 0)

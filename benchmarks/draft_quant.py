@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from specchat.download import locate
-from specchat.engine import Engine, EngineConfig
+from specchat.engine import Engine
+from specchat.engineconfig import EngineConfig
 from specchat.registry import load_registry
 
 HERE = Path(__file__).resolve().parent

@@ -38,7 +38,8 @@ CHUNK = 256  # specchat's prompt chunk (EngineConfig.n_batch)
 
 def child(target: Path, sizes: list[int], repeats: int) -> dict:
     """Medians in ms, in this process's kernel setting."""
-    from specchat.engine import Engine, EngineConfig
+    from specchat.engine import Engine
+    from specchat.engineconfig import EngineConfig
 
     with Engine(target, EngineConfig(n_ctx=2048, n_threads=0)) as engine:
         engine.eval(list(range(1000, 1000 + CONTEXT)), 1)

@@ -67,7 +67,7 @@ from rich.table import Table
 
 from specchat.benchresult import median_interval
 from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
-from specchat.engine import default_threads
+from specchat.engineconfig import default_threads
 from specchat.paths import cache_dir
 
 console = Console(stderr=True)

@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from specchat.costmodel import measure  # noqa: E402
-from specchat.engine import Engine, EngineConfig, gpu_offload_supported  # noqa: E402
+from specchat.engine import Engine, gpu_offload_supported  # noqa: E402
+from specchat.engineconfig import EngineConfig  # noqa: E402
 from specchat.tuning import CALIBRATION_TEXT, FULL_BATCHES  # noqa: E402
 
 SIZES = (*FULL_BATCHES, 96, 128)

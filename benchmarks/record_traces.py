@@ -50,7 +50,8 @@ from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_tu
 from specchat.chat import Message, prompt_tokens
 from specchat.download import locate
 from specchat.drafters.model import confidence
-from specchat.engine import Engine, EngineConfig
+from specchat.engine import Engine
+from specchat.engineconfig import EngineConfig
 from specchat.errors import SpecchatError
 from specchat.models_api import CachedModel
 from specchat.registry import load_registry

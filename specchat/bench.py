@@ -70,7 +70,8 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
     import llama_cpp
 
     from . import __version__
-    from .engine import default_threads, gpu_offload_supported
+    from .engine import gpu_offload_supported
+    from .engineconfig import default_threads
     from .modelfiles import cached_sha256
 
     files = {}

@@ -13,13 +13,13 @@ import os
 from collections import deque
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
-from .cpuload import ThreadGovernor, usable_cpus
+from .cpuload import ThreadGovernor
+from .engineconfig import EngineConfig, default_threads
 from .errors import ContextFullError, EngineError
 from .ggmltypes import BLOCKS
 from .interrupt import Interrupt
@@ -70,21 +70,6 @@ def gpu_offload_supported() -> bool:
     return bool(lib.llama_supports_gpu_offload())
 
 
-def default_threads() -> int:
-    """Physical cores are what matters for llama.cpp; without a portable count, use the usable CPUs."""
-    return usable_cpus()
-
-
-def capped_threads(asked: int) -> tuple[int, str | None]:
-    """More llama.cpp threads than usable CPUs only wait on each other (on 2 CPUs `--threads 1000` had not
-    written 8 tokens after 200 s): capped at the usable CPUs, with the note that says so (None: as asked;
-    0, llama.cpp's own default, stays 0)."""
-    usable = default_threads()
-    if asked <= usable:
-        return asked, None
-    return usable, f"--threads {asked} is more than the {usable} usable CPUs: using {usable}"
-
-
 @functools.cache
 def ggml_types() -> tuple[int, dict[int, tuple[int, int]], dict[int, str]] | None:
     """This llama.cpp's tensor types, asked of its own ggml: (GGML_TYPE_COUNT, type -> (elements, bytes) per
@@ -104,14 +89,6 @@ def ggml_types() -> tuple[int, dict[int, tuple[int, int]], dict[int, str]] | Non
     readable = {kind: (int(blck(kind)), int(size(kind))) for kind in range(count)}
     removed = {kind: (name(kind) or b"").decode(errors="replace") for kind, (n, _) in readable.items() if n <= 0}
     return count, {kind: sizes for kind, sizes in readable.items() if kind not in removed}, removed
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    n_ctx: int = 4096
-    n_threads: int = 0  # 0 = default_threads()
-    gpu_layers: int = -1  # -1 = all when the build can offload, else 0
-    n_batch: int = 256  # prompt chunk: small enough that Ctrl-C between chunks is quick
 
 
 class Engine:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import download, modes
+from .engineconfig import capped_threads, default_threads
 from .errors import ModelFileError, UsageError
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
@@ -223,8 +224,6 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     files = find_files(pair, target, draft, hub_ok=to == "vllm", draftless=mode == "ngram")
     if files.draft is not None and mode != "ngram":  # the command names the draft model
         require_other_draft(files.target, files.draft)
-    from .engine import capped_threads  # here, not at the top: it loads llama.cpp
-
     # As run caps them; its tuning is saved under the capped count, so it is looked up under it here.
     threads, capped = capped_threads(threads)
     tuning, none_why = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
@@ -235,8 +234,6 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             _check_gguf(path)
     if to == "llama-server":
         if threads <= 0:
-            from .engine import default_threads
-
             threads = default_threads()
         argv = llama_server(files, choice, threads=threads, ctx=ctx, gpu_layers=gpu_layers,
                             draft_gpu_layers=draft_gpu_layers)  # fmt: skip

@@ -19,7 +19,7 @@ from .compat import PairReport, require_compatible
 from .drafters import Drafter
 from .drafters.auto import AutoDrafter
 from .drafterset import add_drafters, suffix_drafter
-from .engine import EngineConfig
+from .engineconfig import EngineConfig, capped_threads
 from .errors import EngineError, PairError, UsageError
 from .interrupt import Interrupt
 from .models_api import CachedModel
@@ -316,8 +316,6 @@ def _compatible(target, draft, options: Options, resolved: Resolved) -> PairRepo
 
 
 def _usable_threads(options: Options, notify: Notify) -> Options:
-    from .engine import capped_threads
-
     threads, note = capped_threads(options.threads)
     if note is None:
         return options

@@ -167,7 +167,7 @@ def test_ks_without_spec_is_named_as_not_used_and_not_recorded(fake_pair):
 def test_the_machine_records_the_threads_used_not_those_asked(fake_pair, tmp_path):
     """`--threads 999` on a machine of fewer CPUs runs on the usable ones (with a note): the report's
     machine said 999 threads."""
-    from specchat.engine import default_threads
+    from specchat.engineconfig import default_threads
 
     out = tmp_path / "bench.json"
     result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--threads", "999", "-f", "json", "-o", str(out))

@@ -67,7 +67,8 @@ def test_every_measured_regime_loads_and_is_plausible():
 def test_a_skeleton_of_the_real_target_loads_in_llama_cpp(default_pair_paths, tmp_path):
     """What a GPU machine runs in place of the model: same tensors, same graph, weights zero, so every
     logit is 0 and greedy picks token 0."""
-    from specchat.engine import Engine, EngineConfig
+    from specchat.engine import Engine
+    from specchat.engineconfig import EngineConfig
 
     skeleton = load("skeleton_gguf")
     target, _draft = default_pair_paths
@@ -92,7 +93,8 @@ def test_a_requantized_draft_is_measured_beside_the_pulled_one(default_pair_path
     assert refused.value.code == 2  # argparse's usage error, before any model is looked for
     traces = tmp_path / "traces"
     traces.mkdir()
-    from specchat.engine import Engine, EngineConfig
+    from specchat.engine import Engine
+    from specchat.engineconfig import EngineConfig
 
     with Engine(target, EngineConfig(n_ctx=256)) as engine:
         prompt = engine.tokenize("def add(a, b):\n")
@@ -116,7 +118,8 @@ def test_traces_record_the_drafts_confidence_and_old_traces_get_the_same(default
     """benchmarks/record_traces.py on the real pair: each guess comes with the draft's probability of it,
     and a record made before `conf` existed gets the same numbers by following its paths again."""
     record_traces = load("record_traces")
-    from specchat.engine import Engine, EngineConfig
+    from specchat.engine import Engine
+    from specchat.engineconfig import EngineConfig
 
     target_path, draft_path = default_pair_paths
     with Engine(target_path, EngineConfig(n_ctx=512)) as target, Engine(draft_path, EngineConfig(n_ctx=512)) as draft:

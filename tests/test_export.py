@@ -83,7 +83,7 @@ def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
 def test_more_threads_than_cpus_are_capped_as_run_caps_them(fake_models, seed_tuning):
     """run caps --threads at the usable CPUs and saves its tuning under that count; export put `-t 999` in
     the command and, looking under 999, found no tuning."""
-    from specchat.engine import default_threads
+    from specchat.engineconfig import default_threads
 
     target, draft = fake_models
     seed_tuning(target, draft, CPU_COSTS, threads=default_threads())

@@ -448,7 +448,8 @@ def test_a_verify_batch_longer_than_a_small_ctx_batch_is_scored_in_chunks(defaul
 FOREIGN_IDS = """
 import sys
 from pathlib import Path
-from specchat.engine import Engine, EngineConfig, Vocab
+from specchat.engine import Engine, Vocab
+from specchat.engineconfig import EngineConfig
 engine = Engine(Path(sys.argv[1]), EngineConfig(n_ctx=64))
 vocab = Vocab(Path(sys.argv[1]))
 for token in (engine.n_vocab, 200_000, -1, 1 << 40):
@@ -687,10 +688,10 @@ def test_fake_not_enough_memory(fake_models, tmp_path):
 
 def test_fake_more_threads_than_cpus_are_capped_with_a_note(fake_models, monkeypatch):
     """--threads 1000 on 2 CPUs did not write 8 tokens in 200 s (llama.cpp's threads wait on each other)."""
-    from specchat import engine, runtime
+    from specchat import engineconfig, runtime
 
     target, _draft = fake_models
-    monkeypatch.setattr(engine, "default_threads", lambda: 2)
+    monkeypatch.setattr(engineconfig, "default_threads", lambda: 2)
     loaded = []
     real_load = runtime._load
     monkeypatch.setattr(

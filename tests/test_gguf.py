@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from specchat import engine, gguf
 from specchat.cli import app
+from specchat.engineconfig import EngineConfig
 from specchat.errors import ModelFileError
 
 
@@ -379,7 +380,7 @@ def test_a_file_llama_cpps_gguf_reader_refuses_is_named_with_its_reason(tmp_path
     path = write(tmp_path, data, name="odd.gguf")
     gguf.check(path)  # well-formed as far as this check goes: llama.cpp's own reader refuses it
     with pytest.raises(engine.EngineError) as err:
-        engine.Engine(path, engine.EngineConfig(n_ctx=256))
+        engine.Engine(path, EngineConfig(n_ctx=256))
     assert err.value.message == f"llama.cpp could not load {path}: {reason}"
 
 
@@ -388,6 +389,6 @@ def test_a_gguf_that_names_no_architecture_is_not_sent_to_a_newer_llama_cpp(tmp_
     that a newer llama-cpp-python may run it: none can."""
     path = write(tmp_path, tiny_gguf(), name="bare.gguf")
     with pytest.raises(engine.EngineError) as err:
-        engine.Engine(path, engine.EngineConfig(n_ctx=256))
+        engine.Engine(path, EngineConfig(n_ctx=256))
     assert err.value.message.endswith("bare.gguf: it names no model architecture (general.architecture)")
     assert "newer" not in err.value.hint and "language model's GGUF" in err.value.hint
