@@ -10,11 +10,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from collections import deque
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
@@ -23,6 +21,7 @@ from .engineconfig import EngineConfig, default_threads
 from .errors import ContextFullError, EngineError
 from .ggmltypes import BLOCKS
 from .interrupt import Interrupt
+from .llamalog import Log, keep, load_error
 
 try:
     import llama_cpp.llama_cpp as lib
@@ -32,26 +31,18 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from None
 
 DEBUG_HINT = "`specchat --debug COMMAND ...` shows llama.cpp's log"
-GGML_LOG_LEVEL_ERROR = 4  # ggml.h's enum ggml_log_level (llama-cpp-python does not export it)
 
 
 class _Backend:
     """llama.cpp's process-wide state, started by the first Engine (importing this module starts
     nothing): the backend, and a log callback that shows llama.cpp's log only when debugging."""
 
-    debug = False
     started = False
-    # llama.cpp's error lines since the last load began: why a load failed (bounded: a server runs for weeks)
-    errors: ClassVar[deque[str]] = deque(maxlen=64)
 
     @staticmethod
     @lib.llama_log_callback
     def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        # llama.cpp logs every tensor on load; keep stderr for specchat's own messages unless debugging.
-        if _Backend.debug and text:
-            os.write(2, text)
-        if level == GGML_LOG_LEVEL_ERROR and text:
-            _Backend.errors.append(text.decode("utf-8", errors="replace").strip())
+        keep(level, text)
 
     @classmethod
     def start(cls) -> None:
@@ -63,7 +54,7 @@ class _Backend:
 
 def set_debug(enabled: bool) -> None:
     """Show llama.cpp's own log on stderr (the --debug setting)."""
-    _Backend.debug = enabled
+    Log.debug = enabled
 
 
 def gpu_offload_supported() -> bool:
@@ -109,7 +100,7 @@ class Engine:
         # Loading a cold multi-GB file can take seconds inside C: the progress callback lets Ctrl-C abort it.
         self._on_progress = lib.llama_progress_callback(lambda _progress, _data: not self.interrupt.requested)
         model_params.progress_callback = self._on_progress
-        _Backend.errors.clear()
+        Log.errors.clear()
         with self.interrupt.native():
             # fsencode: a file name that is not UTF-8 (a Latin-1 archive) is kept as its own bytes
             self.model = lib.llama_model_load_from_file(os.fsencode(self.path), model_params)
@@ -120,7 +111,7 @@ class Engine:
             self.model = None
             self.interrupt.check()
         if not self.model:
-            raise _load_error(self.path)
+            raise load_error(self.path)
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         threads = config.n_threads or default_threads()
@@ -352,37 +343,6 @@ class Engine:
     def __del__(self) -> None:  # pragma: no cover - best effort
         with suppress(Exception):
             self.close()
-
-
-# llama.cpp's words for what a newer build may know -> what the hint calls it
-UNKNOWN_TO_LLAMA_CPP = {
-    "unknown model architecture": "architecture",
-    "unknown pre-tokenizer type": "pre-tokenizer",
-    "unknown tokenizer": "tokenizer",
-}
-
-
-def _load_error(path: Path) -> EngineError:
-    """Why llama.cpp refused a file whose header passed gguf.check: its own words (an architecture that this
-    build does not know is the usual reason for a model newer than llama-cpp-python)."""
-    reason = _load_reason(list(_Backend.errors))
-    unknown = next((name for words, name in UNKNOWN_TO_LLAMA_CPP.items() if words in reason), None)
-    if reason.endswith("architecture: ''"):  # none named (no general.architecture): no newer llama.cpp reads it
-        reason, hint = "it names no model architecture (general.architecture)", "give a language model's GGUF file"
-    elif unknown is not None:  # a model newer than this llama.cpp: often a new pre-tokenizer before a new architecture
-        hint = f"this llama-cpp-python cannot run that {unknown}: a newer one may (pip install -U llama-cpp-python)"
-    else:  # `models --verify` hashes a pair's files, not a --target/--draft of the user's own
-        hint = "check that it is a complete GGUF file (a pair's: `specchat models --verify`); `specchat --debug ...` "
-        hint += "shows why"
-    return EngineError(f"llama.cpp could not load {path}" + (f": {reason}" if reason else ""), hint=hint)
-
-
-def _load_reason(lines: list[str]) -> str:
-    """llama.cpp's reason; where its GGUF reader refused the file (a key given twice, a tensor out of place: rules
-    gguf.check leaves to it), the loader says "failed to load model from PATH" and the reader's line says why."""
-    reason = next((line.split("error loading model: ")[-1] for line in lines if "error loading model" in line), "")
-    said = (line.split(": ", 1)[1] for line in lines if line.startswith("gguf_") and ": " in line)
-    return next(said, reason) if reason.startswith("llama_model_loader: failed to load model") else reason
 
 
 class Vocab:

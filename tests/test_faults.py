@@ -912,11 +912,11 @@ def test_a_tokenizer_llama_cpp_does_not_know_is_a_newer_model_not_a_broken_file(
     hint was to check that the file is complete, which it is."""
     from collections import deque
 
-    from specchat import engine
+    from specchat import llamalog
 
     line = f"llama_model_load: error loading model: error loading model vocabulary: {reason}"
-    monkeypatch.setattr(engine._Backend, "errors", deque([line]))
-    error = engine._load_error(Path("new.gguf"))
+    monkeypatch.setattr(llamalog.Log, "errors", deque([line]))
+    error = llamalog.load_error(Path("new.gguf"))
     assert reason in error.message and "complete GGUF" not in error.hint
     assert f"cannot run that {reason.split(' ')[1]}" in error.hint and "newer" in error.hint
 
