@@ -34,6 +34,11 @@ class Backend(Protocol):
         """The context length the model was trained for, or None when not known (optional method)."""
         ...
 
+    def vocabulary(self, path: Path) -> Any:
+        """The file's tokenizer alone, without its weights, for the pair check (compat.Vocabulary, with a
+        close()); optional method: without it, a command that loads no model does not check the pair."""
+        ...
+
 
 class LlamaCppBackend:
     name = "llama.cpp"
@@ -56,6 +61,11 @@ class LlamaCppBackend:
         from .gguf import trained_context
 
         return trained_context(path)
+
+    def vocabulary(self, path: Path) -> Any:
+        from .engine import Vocab
+
+        return Vocab(path)
 
 
 class _Plugins:

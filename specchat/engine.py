@@ -347,7 +347,8 @@ class Engine:
 
 class Vocab:
     """A model's tokenizer alone (llama.cpp reads no weights), for tools that replay recorded token ids
-    through drafters that need text (benchmarks/simulate.py)."""
+    through drafters that need text (benchmarks/simulate.py), and for the pair check of a command that runs
+    no model (export)."""
 
     def __init__(self, path: Path) -> None:
         _Backend.start()
@@ -363,6 +364,8 @@ class Vocab:
     tokenize = Engine.tokenize
     piece = Engine.piece
     in_vocab = Engine.in_vocab
+    token_text = Engine.token_text
+    vocab_type, bos, eos, add_bos = Engine.vocab_type, Engine.bos, Engine.eos, Engine.add_bos
 
     def close(self) -> None:
         if self.model:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import download, modes
 from .engineconfig import capped_threads, default_threads
-from .errors import ModelFileError, UsageError
+from .errors import EngineError, ModelFileError, UsageError
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 
@@ -205,6 +205,28 @@ def _check_gguf(path: Path) -> None:
         check(path)
 
 
+def _check_pair(target: Path, draft: Path) -> None:
+    """The pair check run makes (compat.py), on the two files' tokenizers alone: no weights are loaded. Files
+    not on this machine (vLLM pulls them), of a backend that cannot read a tokenizer alone, or whose tokenizer
+    llama.cpp cannot read (llama-server then says why as it loads them) are not checked."""
+    from .backends import for_path
+    from .compat import require_compatible
+
+    readers = [getattr(for_path(path), "vocabulary", None) if path.is_file() else None for path in (target, draft)]
+    if None in readers:
+        return
+    vocabularies = []
+    try:
+        for reader, path in zip(readers, (target, draft), strict=True):
+            vocabularies.append(reader(path))
+        require_compatible(*vocabularies, force=None)  # export has no --force-pair: the hint names run's
+    except EngineError:  # reading a tokenizer (an incompatible pair is a PairError, raised)
+        return
+    finally:
+        for vocabulary in vocabularies:
+            vocabulary.close()
+
+
 def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: list[str]) -> str:
     if spec is not None and spec.source_repo:
         return spec.source_repo
@@ -232,6 +254,8 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     for path, spec in used:  # a file the command names: a truncated or foreign one fails here, as run fails on it
         if to == "llama-server" or spec is None or not spec.source_repo:  # vLLM takes a Hub repo where it has one
             _check_gguf(path)
+    if choice.method == "draft":  # llama-server refuses such a draft as it starts; run refuses it first
+        _check_pair(files.target, files.draft)
     if to == "llama-server":
         if threads <= 0:
             threads = default_threads()

@@ -243,6 +243,9 @@ class FakeBackend:
     def trained_context(self, path: Path) -> int | None:
         return json.loads(Path(path).read_text(encoding="utf-8")).get("context_length")
 
+    def vocabulary(self, path: Path) -> FakeEngine:
+        return FakeEngine(path, json.loads(Path(path).read_text(encoding="utf-8")), 0)
+
 
 def write_pair(folder: Path, *, agree: float = 0.8, **target_extra) -> tuple[Path, Path]:
     """A target and a draft file in folder; extra keys go into the target's spec."""

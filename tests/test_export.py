@@ -382,6 +382,21 @@ def test_the_target_as_its_own_draft_is_refused_as_run_refuses_it(fake_models):
     assert ngram.exit_code == 0, ngram.output  # the command names no draft model
 
 
+@pytest.mark.parametrize("to", TARGETS)
+def test_an_incompatible_pair_is_refused_as_run_refuses_it(fake_models, to):
+    """export printed a command for a draft whose vocabulary is not the target's, which llama-server refuses as
+    it starts (and run before it loads): the pair is checked as run checks it, on the files' tokenizers."""
+    target, _draft = fake_models
+    odd = fake_backend.write_pair(target.parent / "odd")[1]
+    odd.write_text(json.dumps({"role": "draft", "token_text": {"100": "\x7f"}}), encoding="utf-8")
+    result = run_export("--to", to, "--target", str(target), "--draft", str(odd))
+    assert result.exit_code == 1 and "Traceback" not in result.output and not result.stdout, result.output
+    assert "incompatible pair: draft vocabulary differs at token 100" in result.stderr
+    assert "specchat run --force-pair" in result.stderr and "or --force-pair" not in result.stderr
+    ngram = run_export("--to", to, "--target", str(target), "--draft", str(odd), "--mode", "ngram")
+    assert ngram.exit_code == 0, ngram.output  # the command names no draft model
+
+
 def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, overlay):
     """`--draft FILE` beside a pair: the command names that file; the pair's draft repo is another model."""
     _target, draft = fake_models
