@@ -34,7 +34,7 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot}: use a .png or .svg file name", hint="e.g. --plot bench.svg")
     try:
-        k_list = sorted({int(part) for part in ks.split(",") if part.strip()})
+        k_list = sorted({int(part) for part in _items("--ks", ks)})
     except ValueError:
         raise UsageError(f"--ks '{ks}' is not a list of integers", hint="e.g. --ks 1,2,4,8") from None
     if not k_list:  # `--ks ""` (an unset variable): said as "every k must be 1..16", which it broke nowhere
@@ -44,7 +44,7 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
         )
     if any(not 1 <= k <= 16 for k in k_list):
         raise UsageError(f"--ks '{ks}': every k must be 1..16", hint="k = 0 is the target alone, always included")
-    mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))  # each once, in order
+    mode_list = list(dict.fromkeys(_items("--modes", modes)))  # each once, in order
     subset = f"a comma-separated subset of {', '.join(BENCH_MODES)}"
     if not mode_list:
         raise UsageError(
@@ -63,6 +63,21 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     if plot is not None:
         require_matplotlib()  # fail before a long run, not after it
     return k_list, mode_list
+
+
+def _items(option: str, text: str) -> list[str]:
+    """A comma-separated list's items, stripped. An empty one (`--ks 1,,2`, a trailing comma) was dropped
+    without a word, as if the list had been typed so: a slip that left out a value ran without it. A list
+    of nothing but empty items is left to the caller, which says what the option takes."""
+    parts = [part.strip() for part in text.split(",")]
+    items = [part for part in parts if part]
+    if items and len(items) < len(parts):
+        where = "at the end" if not parts[-1] else "at the start" if not parts[0] else "between two commas"
+        raise UsageError(
+            f"{option} '{text}' has an empty item ({where})",
+            hint=f"separate the items with single commas: {option} {','.join(items)}",
+        )
+    return items
 
 
 def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, Path | None]) -> None:

@@ -617,6 +617,22 @@ def test_an_empty_list_is_named_as_empty(args, needle, hint):
     assert len(lines) == 1 and needle in lines[0] and hint in lines[0], result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "needle", "hint"),
+    [
+        (["--ks", "1,,2"], "--ks '1,,2' has an empty item (between two commas)", "--ks 1,2"),
+        (["--ks", "1,2,"], "--ks '1,2,' has an empty item (at the end)", "--ks 1,2"),
+        (["--modes", "spec, ,ngram"], "--modes 'spec, ,ngram' has an empty item", "--modes spec,ngram"),
+    ],
+)
+def test_an_empty_item_in_a_list_is_a_usage_error(fake_pair, args, needle, hint):
+    """`--ks 1,,2` was read as 1,2 without a word: a value left out by a slip was measured without."""
+    result = bench(fake_pair, *args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and hint in lines[0], result.stderr
+
+
 @pytest.mark.parametrize("modes", ["ngram", "auto", "ngram,suffix"])
 def test_a_lone_target_needs_no_draft_model_where_spec_is_not_measured(fake_pair, monkeypatch, modes):
     """`bench --target T --modes ngram` (or auto) loaded the pair's draft model, which nothing used: a pull,
