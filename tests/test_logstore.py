@@ -86,6 +86,19 @@ def test_unknown_cid_and_nothing_to_continue_are_one_line_errors(files):
     assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
 
 
+@pytest.mark.parametrize("piped", ["", "\n"])
+def test_continue_with_no_prompt_on_an_empty_log_says_there_is_nothing_to_continue(files, piped):
+    """`run -c` with nothing piped (a script, cron) on a log with no conversation said "the prompt is empty",
+    as if a prompt were all it lacked; the conversation to continue is looked up first."""
+    assert_one_line_error(invoke("run", *files, "-c", input=piped), 1, "no conversation is logged yet")
+    log_file().parent.mkdir(parents=True, exist_ok=True)
+    log_file().touch()  # a log file with nothing in it
+    result = invoke("run", *files, "-c", input=piped)
+    assert_one_line_error(result, 1, "no conversation is logged yet")
+    assert 'specchat run "your prompt"' in result.stderr
+    assert_one_line_error(invoke("run", *files, "--cid", "3", input=piped), 1, "no conversation 3 in the log")
+
+
 def test_continue_past_the_context_lets_the_oldest_turns_give_way(isolated):
     """run -c on a conversation that had outgrown the context was 'the prompt has 1244 tokens but the
     context holds 1024  hint: shorten the prompt' for a short new prompt; as in the chat, old turns give way."""

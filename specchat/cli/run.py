@@ -120,10 +120,13 @@ def run(
     if typing:  # `specchat run > file`, `specchat run | less`: "use a terminal" would say what the user does
         why_no_chat = 'stdout is not a terminal, so no chat: give a prompt (specchat run "your prompt" > file)'
     chat = (fmt == "live" and terminal) or plain_chat
+    # The conversation to continue before the prompt: -c on an empty log with nothing piped said "the prompt is
+    # empty", as if a prompt were all it lacked, and `-c -` on a terminal read one first. An unknown --cid fails
+    # before loading too.
+    log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)
     text = read_prompt(
         prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None, raw=no_template
     )
-    log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)  # an unknown --cid fails before loading
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     system = system if system and system.strip() else None  # blank, as /system: the template's own
