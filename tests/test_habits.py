@@ -110,6 +110,8 @@ def test_help_is_shown_whatever_else_is_given(isolated):
         (["run", "qwen2.5-coder-1.5b", "hi"], "is a pair: give it as --pair qwen2.5-coder-1.5b"),
         (["run", "model.gguf"], "model.gguf reads as a model: here a model file is --target FILE"),
         (["serve", "Qwen/Qwen2.5-7B-Instruct"], "reads as a model: here a model file is --target FILE"),
+        (["serve", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "auto"], "reads as a model"),  # vLLM's flag after it
+        (["run", "--bogus=1", "model.gguf"], "model.gguf reads as a model"),  # --bogus has its value
     ],
 )
 def test_a_model_where_the_prompt_goes_ollama_run_or_vllm_serve(isolated, command, needle):
@@ -427,11 +429,15 @@ def test_several_words_after_double_dash_say_to_quote_them_too(isolated, args, q
         (["run", "-x", "3", "hello"], "No such option: -x"),
         (["run", "-tp", "2", "hi"], "No such option: -t"),  # vLLM's tensor parallelism
         (["models", "--bogus", ""], "No such option: --bogus"),
+        (["run", "--bogus", "x.gguf"], "No such option: --bogus"),
+        (["run", "-x", "qwen2.5-coder-1.5b"], "No such option: -x"),
+        (["serve", "--bogus", "Qwen/Qwen2.5-7B-Instruct"], "No such option: --bogus"),
     ],
 )
 def test_an_unknown_options_value_is_not_taken_for_a_second_prompt_word(isolated, command, needle):
     """The word after an option the command lacks may be its value: `run --bogus 3 hello` was 'the prompt is one
-    argument: 2 were given ... quote it: specchat run "3 hello"', which hid the unknown option."""
+    argument: 2 were given ... quote it: specchat run "3 hello"', which hid the unknown option; `run --bogus
+    x.gguf` was 'x.gguf reads as a model', a model where the prompt goes, which it was not."""
     assert_one_line_error(invoke(*command), 2, needle)
 
 

@@ -180,7 +180,8 @@ def check(command_name: str, params: list, args: list[str]) -> None:
         return
     reading = Reading(params)
     scan = _scan(command_name, reading, args[:end])
-    _positional(command_name, scan.positionals)  # after `--` a word is taken as it is: the way to send any prompt
+    if not scan.value_of_unknown:  # `run --bogus x.gguf`: x.gguf may be --bogus's value, no model given as a prompt
+        _positional(command_name, scan.positionals)  # after `--` a word is taken as it is: the way to send any prompt
     if scan.unknown:  # `run --bogus 3 hello`: 3 may be --bogus's value; Click's "No such option" is the error
         return
     _several_words(command_name, [*scan.positionals, *args[end + 1 :]])  # `run -- why is the sky blue` too
@@ -196,11 +197,12 @@ class _Scan:
     after_flag: str = ""  # the flag option right before the first positional (`logs --path FILE`)
     unknown: bool = False  # an option the command does not have (Click's "No such option")
     foreign_before: str = ""  # another tool's flag, read as the command's letters, right before the first positional
+    value_of_unknown: bool = False  # the first positional is right after an unknown option: its value, maybe
 
 
 def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
     """The positionals among the arguments (those before `--`); each option is judged on the way."""
-    scan, index, flag_at = _Scan(), 0, -2  # flag_at: where the latest flag option was
+    scan, index, flag_at, unknown_at = _Scan(), 0, -2, -2  # flag_at, unknown_at: the latest flag, unknown option
     while index < len(args):
         token = args[index]
         if not token.startswith("-") or token == "-":
@@ -208,6 +210,8 @@ def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
                 scan.after_flag = args[flag_at]
             if not scan.positionals and index and _foreign_name(reading, args[index - 1]):
                 scan.foreign_before = args[index - 1]
+            if not scan.positionals and unknown_at == index - 1:
+                scan.value_of_unknown = True
             scan.positionals.append(token)
             index += 1
             continue
@@ -215,7 +219,8 @@ def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
         if token.split("=", 1)[0] in reading.flags:
             flag_at = index
         consumed = reading.consumes(token)  # `-vk 4`: -v, -k 4 (4 is no positional)
-        scan.unknown = scan.unknown or consumed is None
+        if consumed is None:  # an unknown option: the next word may be its value, unless `=` carries one
+            scan.unknown, unknown_at = True, index if "=" not in token else -2
         index += 1 + (consumed or 0)
     return scan
 
