@@ -436,7 +436,8 @@ def test_an_option_the_reply_cannot_use_is_noted(files, args, note):
     assert result.exit_code == 0, result.output
     if args[-2:] != ["--temperature", "0.5"]:  # greedy: the fake's reply, exactly
         assert result.stdout == reply_to("Say hello.")[:8] + "\n"
-    assert (note in result.stderr) if note else "not used" not in result.stderr, result.stderr
+    others = [line for line in result.stderr.splitlines() if "not used" in line and "--draft " not in line]
+    assert (note in result.stderr) if note else not others, result.stderr
 
 
 @pytest.mark.parametrize("mode", [["--no-spec"], ["--mode", "target"], ["--mode", "ngram"], ["--mode", "suffix"]])
@@ -450,6 +451,24 @@ def test_a_draft_model_the_reply_cannot_use_is_not_loaded(fake_models, tmp_path,
         result = invoke("run", "--target", str(target), "--draft", str(draft), *mode, "--json", "-n", "8", "Hi.")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["draft"] is None
+        # said, as an unused -k is: the --draft given was dropped without a word
+        how = "drafts nothing" if mode[-1] in ("--no-spec", "target") else "does not draft with the draft model"
+        assert f"--draft other.fake.gguf is not used: {' '.join(mode)} {how} (it is not loaded)" in result.stderr
+
+
+@pytest.mark.parametrize(("mode", "loaded"), [("ngram", False), ("target", False), ("spec", True)])
+def test_serve_loads_no_draft_model_its_mode_cannot_use(fake_models, monkeypatch, mode, loaded):
+    """`serve --mode ngram --draft D` loaded D, which no request could use (serve's mode is every request's),
+    without a word; it is now noted and not loaded."""
+    from specchat import server
+
+    seen = []
+    monkeypatch.setattr(server, "serve", lambda pipeline, *_: seen.append(pipeline.draft))
+    target, draft = fake_models
+    result = invoke("serve", "--target", str(target), "--draft", str(draft), "--mode", mode, "--port", "0")
+    assert result.exit_code == 0, result.output
+    assert (seen[0] is not None) == loaded
+    assert ("--draft draft.fake.gguf is not used" in result.stderr) != loaded, result.stderr
 
 
 def test_jsonl_streams_rounds_then_summary(files):
@@ -724,7 +743,7 @@ def test_context_fills_and_the_text_is_kept(files):
 
 
 def test_prompt_longer_than_the_context(files):
-    result = invoke("run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
+    result = invoke("run", *files[:2], "--ctx", "64", "--mode", "target", input="word " * 100)
     assert_one_line_error(result, 1, "and the context holds 64: no room is left for a reply")
 
 
@@ -798,7 +817,7 @@ def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(outputs, "reply", broken)
-    result = invoke("run", *files, "--mode", "target", "Hi")
+    result = invoke("run", *files[:2], "--mode", "target", "Hi")  # --target alone: no note for an unused --draft
     assert_one_line_error(result, 1, "internal error: RuntimeError: boom")
     assert "rerun as `specchat --debug COMMAND ...`" in result.stderr
     monkeypatch.setenv("SPECCHAT_DEBUG", "false")  # read as on, as any value but "" and "0" was

@@ -32,8 +32,8 @@ LABEL = {"label": "target alone", "stats": {}}
 
 @pytest.fixture
 def files(isolated):
-    target, draft = fake_backend.write_pair(isolated / "files", reply="Seen: {history}")
-    return ["--target", str(target), "--draft", str(draft), "--mode", "target", "-n", "400"]
+    target, _draft = fake_backend.write_pair(isolated / "files", reply="Seen: {history}")
+    return ["--target", str(target), "--mode", "target", "-n", "400"]  # no --draft: target alone uses none
 
 
 def ok(result) -> str:
