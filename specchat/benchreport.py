@@ -31,6 +31,7 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown --format '{fmt}'", hint=", ".join(FORMATS))
+    _check_suffix(fmt, output)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot}: use a .png or .svg file name", hint="e.g. --plot bench.svg")
     try:
@@ -63,6 +64,18 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     if plot is not None:
         require_matplotlib()  # fail before a long run, not after it
     return k_list, mode_list
+
+
+def _check_suffix(fmt: str, output: Path | None) -> None:
+    """`-f json -o x.csv` wrote JSON into a file whose name says CSV, without a word (a spreadsheet then read it as
+    one column): said before measuring, as a --plot name that is no .png or .svg is. A name no report format
+    claims (`-o report.txt`) is the user's choice; with the table the name chooses the file's format."""
+    named = FILE_FORMATS.get(output.suffix.lower()) if output is not None else None
+    if fmt != "table" and named is not None and named != fmt:
+        raise UsageError(
+            f"-f {fmt} and -o {output} disagree: a {output.suffix} name says {named}",
+            hint=f"-f {named} -o {output}, or -f {fmt} -o {output.with_suffix('.' + fmt)}; nothing was run",
+        )
 
 
 def _items(option: str, text: str) -> list[str]:

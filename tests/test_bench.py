@@ -633,6 +633,25 @@ def test_an_empty_item_in_a_list_is_a_usage_error(fake_pair, args, needle, hint)
     assert len(lines) == 1 and needle in lines[0] and hint in lines[0], result.stderr
 
 
+@pytest.mark.parametrize(
+    ("fmt", "name", "named"), [("json", "x.csv", "csv"), ("jsonl", "x.JSON", "json"), ("md", "x.json", "json")]
+)
+def test_a_format_the_file_name_contradicts_is_a_usage_error(fake_pair, tmp_path, fmt, name, named):
+    """`-f json -o x.csv` measured for minutes, then wrote JSON into a file named .csv without a word."""
+    out = tmp_path / name
+    result = bench(fake_pair, "-f", fmt, "-o", str(out))
+    assert result.exit_code == 2 and not out.exists(), result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"-f {fmt} and -o {out} disagree" in lines[0], result.stderr
+    assert f"-f {named} -o {out}, or -f {fmt} -o {out.with_suffix('.' + fmt)}" in lines[0]
+
+
+def test_a_file_name_no_format_claims_takes_the_format_given(fake_pair, tmp_path):
+    out = tmp_path / "report.txt"
+    result = bench(fake_pair, "--modes", "ngram", "-f", "json", "-o", str(out))
+    assert result.exit_code == 0 and json.loads(out.read_text())["samples"], result.output
+
+
 @pytest.mark.parametrize("modes", ["ngram", "auto", "ngram,suffix"])
 def test_a_lone_target_needs_no_draft_model_where_spec_is_not_measured(fake_pair, monkeypatch, modes):
     """`bench --target T --modes ngram` (or auto) loaded the pair's draft model, which nothing used: a pull,
