@@ -167,6 +167,20 @@ def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = N
     raise UsageError("the prompt is empty", hint="give some text to answer")
 
 
+def read_system(system: str | None, prompt: str | None) -> str | None:
+    """`--system -` is stdin, as a prompt of `-` is (it was sent as the text "-"); the prompt is then the argument
+    alone. Where the prompt would come from stdin too (none given, or `-`), one stdin cannot be both."""
+    if system != "-":
+        return system
+    if prompt is None or prompt == "-":
+        raise UsageError(
+            "--system - reads the system prompt from stdin, and the prompt would come from stdin too",
+            hint='give the prompt as the argument: specchat run --system - "PROMPT" < FILE (or --system "$(cat FILE)")',
+        )
+    text = _read_stream()  # the file's last newline is no part of it, as with --system "$(cat FILE)"
+    return None if text is None else text.rstrip("\r\n")
+
+
 def _joined(parts: list[str]) -> str:
     if len(parts) == 2:  # piped text ends with a newline (echo, git diff): one blank line between, not two
         parts[0] = parts[0].rstrip("\r\n")

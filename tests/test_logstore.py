@@ -79,6 +79,20 @@ def test_piped_stdin_and_system_prompt_are_logged(files):
     assert "Be brief." in ok(invoke("run", *files, "-c", "again"))  # the logged system prompt is kept
 
 
+def test_system_dash_reads_the_system_prompt_from_stdin(files):
+    """`--system -` was the system prompt "-": a dash is stdin, as the prompt's is; the prompt is the argument."""
+    ok(invoke("run", *files, "--system", "-", "Summarise", input="Be brief.\n"))
+    row = logged()[0]
+    assert row["system"] == "Be brief." and row["prompt"] == "Summarise"
+
+
+@pytest.mark.parametrize("prompt", [[], ["-"]])
+def test_system_dash_with_the_prompt_on_stdin_too_is_a_usage_error(files, prompt):
+    result = invoke("run", *files, "--system", "-", *prompt, input="Be brief.\n")
+    assert_one_line_error(result, 2, "--system - reads the system prompt from stdin, and the prompt would come from")
+    assert '--system "$(cat FILE)"' in result.stderr
+
+
 def test_unknown_cid_and_nothing_to_continue_are_one_line_errors(files):
     assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
     assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "no conversation is logged yet")

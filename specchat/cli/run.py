@@ -32,6 +32,8 @@ from .app import (
     utf8_text,
 )
 
+SYSTEM_HELP = "System prompt (- : read from stdin; the prompt is then the argument alone)."
+
 
 @app.command(
     epilog="Examples:\n\n"
@@ -69,7 +71,7 @@ def run(
         int | None, Opt(help="Sampling seed (none or negative: one drawn per sampled reply, in --json).")
     ] = None,
     max_tokens: ReplyTokens = 0,
-    system: Annotated[str | None, Opt(help="System prompt.", callback=utf8_text)] = None,
+    system: Annotated[str | None, Opt(help=SYSTEM_HELP, callback=utf8_text)] = None,
     no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
     n_ctx: RunCtx = 0,
     threads: Threads = 0,
@@ -99,7 +101,7 @@ def run(
     from ..chat import Message
     from ..errors import UsageError
     from ..logstore import Recorder
-    from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt
+    from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt, read_system
     from ..sampling import SamplingParams
     from ..view import keys_unechoed, note, restore_terminal_when_killed, stdout_console
 
@@ -123,6 +125,7 @@ def run(
     # empty", as if a prompt were all it lacked, and `-c -` on a terminal read one first. An unknown --cid fails
     # before loading too.
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)
+    system = read_system(system, prompt)  # `--system -`: stdin, before the prompt reads what is left of it
     text = read_prompt(
         prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None, raw=no_template
     )
