@@ -197,6 +197,17 @@ def check_writable() -> None:
         pass
 
 
+def check_replaceable(key: str) -> None:
+    """Before `tune` measures, once the key is known: a directory where the tuning's file goes (a link to one too)
+    cannot be replaced by it, which the save found out only after minutes of measuring (IsADirectoryError)."""
+    import errno
+    import os
+
+    path = tuning_path(key)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+
+
 def save(tuning: Tuning) -> Path:
     """Atomic, so concurrent first runs cannot collide."""
     path = tuning_path(tuning.key)

@@ -142,6 +142,33 @@ def test_a_tuning_that_cannot_be_written_after_measuring_is_one_line(fake_models
     assert "nothing was saved" in last and "internal error" not in result.output
 
 
+@pytest.mark.parametrize("linked", [False, True])
+def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
+    fake_models, isolated, seed_tuning, monkeypatch, linked
+):
+    """A directory at the tuning file's path was found only by the save, after the whole measurement."""
+    from specchat import tuning
+
+    def measured(*_args, **_kwargs):
+        raise AssertionError("measured before the tuning's path was checked")
+
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    path.unlink()
+    if linked:  # a link to a directory elsewhere
+        (isolated / "elsewhere").mkdir()
+        path.symlink_to(isolated / "elsewhere")
+    else:
+        path.mkdir()
+    monkeypatch.setattr(tuning, "tune", measured)
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot save the tuning as {path}: it is a directory")
+    assert "remove or rename that directory" in lines[0] and "nothing was measured" in lines[0]
+    assert path.is_dir()
+
+
 def test_a_measured_acceptance_of_zero_is_kept(isolated):
     """A draft whose guesses never held made tune save priors {"spec": 0.0}, which the next load refused as
     an odd value: the whole tuning was thrown away, so every start measured again and tune showed no 'saved:'."""

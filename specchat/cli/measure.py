@@ -208,7 +208,7 @@ def tune(
     from ..errors import SpecchatError
     from ..paths import config_dir, folder_hint
     from ..tableview import print_tune, tune_json
-    from ..tuning import check_writable, examine, key_for, save, worth_saving
+    from ..tuning import check_replaceable, check_writable, examine, key_for, save, worth_saving
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, require_stdout, stdout_console, write_stdout
 
@@ -236,7 +236,15 @@ def tune(
     with _templated("tune"), load_pipeline(options) as pipeline:
         title = pipeline.resolved.pair_name or pipeline.resolved.target.name
         # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
-        previous, problem = examine(key_for(pipeline.resolved, pipeline.options))
+        key = key_for(pipeline.resolved, pipeline.options)
+        try:
+            check_replaceable(key)
+        except OSError as exc:  # the file's own path: the folder was checked above
+            raise SpecchatError(
+                f"cannot save the tuning as {exc.filename}: it is a directory",
+                hint="remove or rename that directory (tune saves its file there); nothing was measured",
+            ) from None
+        previous, problem = examine(key)
         if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
             note(err, f"the saved tuning {problem}; this measurement replaces it")
         with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
