@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
 import sqlite3
 import time
@@ -319,6 +320,15 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
             with contextlib.suppress(FileNotFoundError):
                 os.rename(real.with_name(real.name + extra), aside.with_name(aside.name + extra))
     return aside
+
+
+def set_aside_logs(path: Path) -> list[Path]:
+    """The damaged logs set_aside() moved beside the log (where a link leads, as it moves them), oldest first."""
+    real = resolved(path)
+    try:
+        return sorted(real.parent.glob(f"{glob.escape(real.stem)}-damaged-*{glob.escape(real.suffix)}"))
+    except OSError:  # a folder that cannot be listed: nothing to name
+        return []
 
 
 def resolved(path: Path) -> Path:

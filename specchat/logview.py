@@ -25,12 +25,31 @@ def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full:
     if not rows:
         what = "no logged reply matches" if query or cid is not None else "no replies logged yet"
         note(stderr_console(), f"{what} (log: {path})")
+    else:
+        console = stdout_console(what="the log")
+        for index, row in enumerate(rows):
+            if index:
+                console.print()
+            print_reply(console, row, full=full)
+    _say_set_aside(path)
+
+
+def _say_set_aside(path) -> None:
+    """Damaged logs moved aside (logdb.set_aside) were named once, in the warning of the reply that moved them;
+    afterwards nothing said they were there, holding what the damage left of older conversations."""
+    from .logdb import set_aside_logs
+
+    aside = set_aside_logs(path)
+    if not aside:
         return
-    console = stdout_console(what="the log")
-    for index, row in enumerate(rows):
-        if index:
-            console.print()
-        print_reply(console, row, full=full)
+    recover = "sqlite3 may recover what {} hold{}; or delete {}, with any -wal beside {}"
+    if len(aside) == 1:
+        line = f"a damaged log was set aside: {aside[0]} ({recover.format('it', 's', 'it', 'it')})"
+    else:
+        names = f"{aside[0].name} ... {aside[-1].name}"
+        line = f"{len(aside)} damaged logs were set aside in {aside[0].parent} ({names}): "
+        line += recover.format("they", "", "them", "them")
+    note(stderr_console(), line)
 
 
 def print_reply(console: Console, row: dict, *, full: bool) -> None:

@@ -93,6 +93,27 @@ def test_system_dash_with_the_prompt_on_stdin_too_is_a_usage_error(files, prompt
     assert '--system "$(cat FILE)"' in result.stderr
 
 
+def test_logs_names_the_damaged_logs_set_aside_beside_it(files):
+    """A damaged log moved aside (logs-damaged-STAMP.db) was named only by the reply that moved it; `logs` said
+    nothing of it since, so it stayed on disk unseen."""
+    ok(invoke("run", *files, ADA))
+    assert "damaged" not in invoke("logs").stderr
+    folder = log_file().parent
+    first = folder / "logs-damaged-20261201-101010.db"
+    first.write_bytes(b"x")
+    (folder / "logs-damaged-20261201-101010.db-wal").write_bytes(b"x")  # its -wal is no second log
+    result = invoke("logs")
+    assert ADA in ok(result)
+    said = [line for line in result.stderr.splitlines() if "damaged" in line]
+    assert said == [f"a damaged log was set aside: {first} (sqlite3 may recover what it holds; or delete it, with any"
+                    " -wal beside it)"], result.stderr  # fmt: skip
+    (folder / "logs-damaged-20261202-101010-2.db").write_bytes(b"x")
+    result = invoke("logs", "-q", "nothing like it")  # said where no reply is listed too
+    assert f"2 damaged logs were set aside in {folder} (logs-damaged-20261201-101010.db ... " in result.stderr
+    listed = invoke("logs", "--json")  # JSON stays the list of replies, nothing beside it
+    assert [row["prompt"] for row in json.loads(ok(listed))] == [ADA] and "damaged" not in listed.stderr
+
+
 def test_unknown_cid_and_nothing_to_continue_are_one_line_errors(files):
     assert_one_line_error(invoke("run", *files, "--cid", "7", "hi"), 1, "no conversation 7 in the log")
     assert_one_line_error(invoke("run", *files, "-c", "hi"), 1, "no conversation is logged yet")
