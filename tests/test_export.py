@@ -397,6 +397,27 @@ def test_an_incompatible_pair_is_refused_as_run_refuses_it(fake_models, to):
     assert ngram.exit_code == 0, ngram.output  # the command names no draft model
 
 
+def test_a_pairs_own_files_are_not_read_again_for_the_pair_check(fake_models, isolated, overlay, monkeypatch):
+    """Reading two tokenizers doubled what an export of the default pair took (about 1 s more): a pair's own
+    target and draft are the family models.toml pairs, and run checks them as it loads them; a file given with
+    --target or --draft is checked."""
+    import fake_backend
+
+    read, reader = [], fake_backend.FakeBackend.vocabulary
+    monkeypatch.setattr(
+        fake_backend.FakeBackend, "vocabulary", lambda self, path: read.append(path.name) or reader(self, path)
+    )
+    overlay(MINE.format(draft="draft.fake.gguf"))
+    models = isolated / "models"
+    models.mkdir()
+    for path in fake_models:
+        (models / path.name).write_bytes(path.read_bytes())
+    result = run_export("--to", "llama-server", "--pair", "mine", "--mode", "spec")
+    assert result.exit_code == 0 and " -md " in result.stdout and not read, result.output
+    given = run_export("--to", "llama-server", "--pair", "mine", "--mode", "spec", "--draft", str(fake_models[1]))
+    assert given.exit_code == 0 and read == ["target.fake.gguf", "draft.fake.gguf"], given.output
+
+
 def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, overlay):
     """`--draft FILE` beside a pair: the command names that file; the pair's draft repo is another model."""
     _target, draft = fake_models
