@@ -962,3 +962,30 @@ def test_every_report_says_that_n_counts_replies_and_the_interval_is_over_these_
         text = " ".join(shown.stdout.split())  # the table's footer wraps at the console's width
         assert "n = replies measured (the prompts' turns x repetitions)" in text, text
         assert "95% interval (CI) over these prompts' replies, not what other prompts would give" in text
+
+
+@pytest.mark.parametrize("modes", ["ngram", "ngram,suffix"])
+def test_a_draft_no_mode_measured_drafts_with_is_noted_and_not_loaded(fake_pair, modes):
+    """`bench --target T --draft D --modes ngram` loaded D, which nothing measured drafted with, without a word
+    (its step timed for the cost model's c): as `run --mode ngram --draft D`, it is noted and not loaded."""
+    result = bench(fake_pair, "--modes", modes, "-f", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert "draft" not in data["meta"]["files"] and data["cost_model"]["c"] is None
+    how = "does not draft with the draft model (it is not loaded)"
+    assert f"--draft draft.fake.gguf is not used: --modes {modes} {how}" in result.stderr
+
+
+@pytest.mark.parametrize(("modes", "loaded"), [("ngram,suffix", False), ("auto", True), ("spec", True)])
+def test_a_pairs_draft_is_loaded_only_where_a_mode_measured_drafts_with_it(fake_pair, monkeypatch, modes, loaded):
+    """`bench PAIR --modes ngram` loaded (or pulled) the pair's draft model, which nothing measured used."""
+    from specchat import runtime
+
+    _folder, files = fake_pair
+    target, draft = Path(files[1]), Path(files[3])
+    wanted = lambda options, *_: runtime.Resolved("fake", target, draft if options.wants_draft else None)  # noqa: E731
+    monkeypatch.setattr(runtime, "resolve", wanted)
+    args = ["bench", "--suite", "tiny", "-r", "1", "-n", "8", "-f", "json", "--modes", modes]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert ("draft" in json.loads(result.stdout)["meta"]["files"]) == loaded and "--draft" not in result.stderr

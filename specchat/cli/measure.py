@@ -32,6 +32,7 @@ from .app import (
     make_options,
     one_pair,
     stderr_console,
+    unused_draft,
 )
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
@@ -146,9 +147,13 @@ def bench(
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)
     benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path})
-    # A lone --target is compared as `run` uses it: the pair's draft model only where spec is measured (it
-    # loaded the pair's draft for ngram or auto too, and failed for a target of another family).
-    keep_draft = "spec" in mode_list or target is None or draft is not None
+    # A draft model is loaded where a mode measured can draft with it: spec, and auto unless --target is given
+    # alone (compared as `run` uses it: auto drafts without one). --modes ngram loaded a --draft, or the pair's
+    # draft, for nothing (and a lone --target's auto took the pair's, failing for a target of another family).
+    if draft_note := unused_draft(draft, mode_list, f"--modes {','.join(mode_list)}"):
+        note(stderr_console(), draft_note)
+        draft = None
+    keep_draft = "spec" in mode_list or ("auto" in mode_list and (target is None or draft is not None))
     mode = "auto" if "auto" in mode_list else "spec" if keep_draft else "ngram"
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=mode, keep_draft=keep_draft, n_ctx=n_ctx, threads=threads,

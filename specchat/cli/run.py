@@ -29,6 +29,7 @@ from .app import (
     load_pipeline,
     make_options,
     stderr_console,
+    unused_draft,
     utf8_text,
 )
 
@@ -134,7 +135,7 @@ def run(
     system = system if system and system.strip() else None  # blank, as /system: the template's own
     mode = "target" if no_spec else mode
     unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
-    if text is not None and (draft_note := _unused_draft(draft, mode, given_mode)):
+    if text is not None and (draft_note := unused_draft(draft, [mode], given_mode)):
         unused.append(draft_note)
         draft = None  # not loaded for a reply that cannot use it (nor held to the pair check, nor to memory)
     if text is not None and unused:  # the chat keeps them for a later /mode
@@ -209,17 +210,6 @@ def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) 
     return notes
 
 
-def _unused_draft(draft, mode: str, given_mode: str) -> str | None:
-    """The note for a --draft that the mode never drafts with, which is then not loaded (the chat keeps it for a
-    later /mode): dropped unsaid, it read as if the draft model had been used."""
-    from ..modes import MODES
-
-    if draft is None or mode not in MODES or MODES[mode].needs_draft_model:
-        return None
-    how = "drafts nothing" if mode == "target" else "does not draft with the draft model"
-    return f"--draft {draft.name} is not used: {given_mode} {how} (it is not loaded)"
-
-
 def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
     """At temperature 0 the seed and the sampling filters change nothing: a note, as for an unused -k."""
     if temperature > 0:
@@ -279,7 +269,7 @@ def serve(
     check_host(host, api_key)  # all three before minutes of loading
     given_as = "SPECCHAT_ALLOW_ORIGINS:" if from_env(ctx, "allow_origin") else "--allow-origin"
     origins = parse_origins(allow_origin or [], given_as)
-    if draft_note := _unused_draft(draft, mode, f"--mode {mode}"):  # serve's mode is the same for every request
+    if draft_note := unused_draft(draft, [mode], f"--mode {mode}"):  # serve's mode is the same for every request
         note(stderr_console(), draft_note)
         draft = None
     sock = listen(host, port)
