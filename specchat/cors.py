@@ -30,20 +30,39 @@ CORS_HEADERS = ["Authorization", "Content-Type", "User-Agent"] + [
 ]  # fmt: skip
 # What a page may read beside CORS's simple response headers: a 503's Retry-After, which says when to come back.
 EXPOSE_HEADERS = ["Retry-After"]
+ENV = "SPECCHAT_ALLOW_ORIGINS"
 ORIGIN_HINT = "an origin is scheme://host[:port] as a browser sends it, no path: https://chat.example.com; * for any"
 
 
-def parse_origins(values: Iterable[str], given_as: str = "--allow-origin") -> tuple[str, ...]:
+def parse_origins(values: Iterable[str], from_env: bool = False) -> tuple[str, ...]:
     """--allow-origin's values (each may hold several, comma-separated, as SPECCHAT_ALLOW_ORIGINS does) as a
     browser's Origin header has them: lower case, no default port; else they would never match. A value that
-    names none (`--allow-origin "$ORIGIN"` with the variable unset) is an error, not a silent no-op."""
+    names none (`--allow-origin "$ORIGIN"` with the variable unset) is an error, not a silent no-op.
+    from_env: the values are SPECCHAT_ALLOW_ORIGINS's, which Click splits at whitespace ("a, b" comes as "a," and
+    "b", where "a," is no empty item): read again as the one value it was, origins apart by commas or spaces."""
+    given_as = f"{ENV}:" if from_env else "--allow-origin"
     origins = []
-    for value in values:
-        parts = [part.strip() for part in value.split(",") if part.strip()]
+    for value in [" ".join(values)] if from_env else values:
+        parts = _items(value, given_as, from_env)
         if not parts:
             raise UsageError(f"{given_as} {value!r} names no origin", hint=ORIGIN_HINT)
         origins += [_origin(part, given_as) for part in parts]
     return tuple(origins)
+
+
+def _items(value: str, given_as: str, from_env: bool) -> list[str]:
+    """A value's origins. An empty item (`a,,b`, a trailing comma) was dropped without a word, as if the list had
+    been typed without it: a slip that left out an origin (its page then refused with a 403). As bench's --ks."""
+    parts = [part.strip() for part in value.split(",")]
+    items = [origin for part in parts for origin in (part.split() if from_env else [part]) if origin]
+    if items and not all(parts):
+        where = "at the end" if not parts[-1] else "at the start" if not parts[0] else "between two commas"
+        meant = f"{ENV}={','.join(items)}" if from_env else f"--allow-origin {','.join(items)}"
+        raise UsageError(
+            f"{given_as} {value!r} has an empty item ({where})",
+            hint=f"separate the origins with single commas: {meant}",
+        )
+    return items
 
 
 def _origin(text: str, given_as: str) -> str:

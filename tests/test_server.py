@@ -1428,6 +1428,41 @@ def test_an_allow_origin_that_names_none_is_a_usage_error(value, tmp_path):
     assert result.exit_code == 2 and len(lines) == 1 and "names no origin" in lines[0], result.output
 
 
+@pytest.mark.parametrize(
+    ("value", "where", "meant"),
+    [
+        ("https://a.example,,https://b.example", "between two commas", "https://a.example,https://b.example"),
+        ("https://a.example, ,https://b.example", "between two commas", "https://a.example,https://b.example"),
+        ("https://a.example,", "at the end", "https://a.example"),
+        (",https://a.example", "at the start", "https://a.example"),
+    ],
+)
+def test_an_empty_item_among_origins_is_a_usage_error(value, where, meant, tmp_path):
+    """`--allow-origin "a,,b"` (or SPECCHAT_ALLOW_ORIGINS=a,,b, a trailing comma) dropped the empty item without
+    a word, as if the list had been typed without it: a slip that left out an origin. As bench's --ks 1,,2."""
+    missing = ["--port", "0", "--target", str(tmp_path / "missing.gguf")]  # checked after the origins
+    variable = {"SPECCHAT_ALLOW_ORIGINS": value}
+    for args, env, given in (
+        (["--allow-origin", value], {}, "--allow-origin"),
+        ([], variable, "SPECCHAT_ALLOW_ORIGINS:"),
+    ):
+        result = CliRunner().invoke(app, ["serve", *args, *missing], env=env)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert f"{given} {value!r} has an empty item ({where})" in lines[0], lines[0]
+        assert lines[0].endswith(f"{given.rstrip(':')}{'=' if env else ' '}{meant}"), lines[0]
+
+
+def test_origins_in_the_variable_may_be_apart_by_spaces_too():
+    """Click splits SPECCHAT_ALLOW_ORIGINS at whitespace, so "a, b" reaches serve as "a," and "b": no empty item."""
+    from specchat.cors import parse_origins
+
+    assert parse_origins(["https://a.example,", "*"], from_env=True) == ("https://a.example", "*")
+    assert parse_origins(["https://a.example", "https://b.example"], from_env=True) == (
+        "https://a.example", "https://b.example"
+    )  # fmt: skip
+
+
 def test_the_app_starts_and_stops_with_its_lifespan(fake_models):
     """The lifespan (which waits for the log's writes and closes the engine at shutdown) goes through the
     middleware too; uvicorn takes a lifespan that fails for one it does not support, in silence."""

@@ -267,8 +267,7 @@ def serve(
     from ..view import note
 
     check_host(host, api_key)  # all three before minutes of loading
-    given_as = "SPECCHAT_ALLOW_ORIGINS:" if from_env(ctx, "allow_origin") else "--allow-origin"
-    origins = parse_origins(allow_origin or [], given_as)
+    origins = parse_origins(allow_origin or [], from_env(ctx, "allow_origin"))
     if draft_note := unused_draft(draft, [mode], f"--mode {mode}"):  # serve's mode is the same for every request
         note(stderr_console(), draft_note)
         draft = None
