@@ -79,12 +79,14 @@ def print_models(*, as_json: bool, verify: bool) -> None:
         out = stdout_console(what="the list")
         out.print(models_table(rows))
         out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", markup=False, highlight=False)
+    # soft_wrap, as notes and errors: a path under SPECCHAT_MODELS_DIR is the user's, and Rich's own wrapping of a
+    # word that starts with a zero-width joiner raised IndexError (Rich 15)
     if bad and not verify:  # a directory or a wrong-sized file in a file's place (none hashed): a warning, exit 0
         for exc in bad:
-            stderr_console().print(f"warning: {exc.message}: {exc.hint}", style="yellow", markup=False)
+            stderr_console().print(f"warning: {exc.message}: {exc.hint}", style="yellow", markup=False, soft_wrap=True)
         return
     for exc in bad[1:]:
-        stderr_console().print(f"bad file: {exc.message}", style="red", markup=False)
+        stderr_console().print(f"bad file: {exc.message}", style="red", markup=False, soft_wrap=True)
     if bad:
         raise bad[0]
 

@@ -735,6 +735,38 @@ def test_pull_and_tune_take_the_pair_as_pair_too(fake_models, isolated):
         assert both.exit_code == 2 and "PAIR 'fake' and --pair 'other' disagree" in both.stderr, both.output
 
 
+JOINED = (
+    "m \u200d\u200d👍axxxxxxxxxxxx中"  # a word that starts with zero-width joiners: Rich 15's wrap raised IndexError
+)
+NARROW = {"TTY_COMPATIBLE": "1", "COLUMNS": "14"}  # a terminal (where stderr is not soft-wrapped), 14 columns wide
+
+
+def test_pull_names_a_models_directory_with_joiners_on_a_narrow_terminal(fake_models, isolated, monkeypatch):
+    """`specchat pull` said where each file is on a line Rich wrapped at the terminal's width: a models directory
+    (SPECCHAT_MODELS_DIR) with zero-width joiners at a word's start was IndexError there, 'internal error'."""
+    joined = fake_overlay(fake_models, isolated).rename(isolated / JOINED)
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(joined))
+    pulled = runner.invoke(app, ["pull", "fake"], env=NARROW)
+    assert pulled.exit_code == 0 and pulled.stderr.count("already present") == 2, pulled.output
+    assert f"{joined / fake_models[0].name}\n" in pulled.stderr  # one line, the terminal wraps it
+
+
+@pytest.mark.parametrize("verify", [[], ["--verify"]])
+def test_models_warns_of_a_file_in_a_models_directory_with_joiners_on_a_narrow_terminal(
+    fake_models, isolated, monkeypatch, verify
+):
+    """`specchat models` warned of a directory in a file's place (--verify: 'bad file:' for all but the first)
+    on lines Rich wrapped: a models directory with zero-width joiners at a word's start was IndexError."""
+    joined = fake_overlay(fake_models, isolated).rename(isolated / JOINED)
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(joined))
+    for path in fake_models:
+        (joined / path.name).unlink()
+        (joined / path.name).mkdir()
+    listed = runner.invoke(app, ["models", *verify], env=NARROW)
+    assert listed.exit_code == (1 if verify else 0) and "internal error" not in listed.stderr, listed.output
+    assert ("bad file: " if verify else "warning: ") + str(joined / fake_models[1].name) in listed.stderr
+
+
 def test_context_fills_and_the_text_is_kept(files):
     result = invoke("run", *files, "--mode", "spec", "--ctx", "64", "Write a long story about a dragon.")
     assert result.exit_code == 0, result.output

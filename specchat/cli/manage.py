@@ -62,7 +62,9 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
         for spec in (spec_pair.target, spec_pair.draft):
             result = download.pull(spec, lambda message: note(err, message), start)
             where = "already present at" if result.source == "present" else f"downloaded from the {result.source} to"
-            err.print(f"{spec.local_name}: {where} {result.path}", markup=False, highlight=False)
+            # soft_wrap, as notes and errors: the path is the user's (SPECCHAT_MODELS_DIR, HF_HOME), and Rich's own
+            # wrapping of a word that starts with a zero-width joiner raised IndexError (Rich 15)
+            err.print(f"{spec.local_name}: {where} {result.path}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(
