@@ -4,7 +4,9 @@ The rules (common/speculative.cpp): same vocabulary type, same BOS/EOS ids and a
 within 128 tokens, and the same token text for every id from 5 up to the smaller vocabulary. llama.cpp
 also compares the add-EOS flags. Here neither flag changes what the draft sees (it is fed the target's
 token ids, never a tokenization of its own); a different BOS use is kept as llama.cpp's sign of another
-family, add-EOS (which chat models leave off) is not compared.
+family, add-EOS (which chat models leave off) is not compared. `export` checks a llama-server command by
+llama-server's own rule instead (check_server_pair), which is looser: there a BOS or EOS id counts only where
+the model adds it.
 Losslessness never depends on them (the target checks every token), but a draft that speaks another
 vocabulary is pure cost, and a draft id beyond the target's vocabulary would be invalid input.
 """
@@ -40,26 +42,63 @@ class PairReport:
 def check_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
     if draft.n_vocab > target.n_vocab + MAX_VOCAB_DIFFERENCE:
         return PairReport(False, f"draft vocabulary has {draft.n_vocab} tokens, target {target.n_vocab}", False)
-    if target.vocab_type != draft.vocab_type:
-        kinds = (_kind(target.vocab_type), _kind(draft.vocab_type))
-        return PairReport(False, f"vocabulary types differ (target {kinds[0]}, draft {kinds[1]})")
+    if reason := _types_differ(target, draft):
+        return PairReport(False, reason)
     if target.bos != draft.bos:
         return PairReport(False, f"BOS differs (target {target.bos}, draft {draft.bos})")
     if target.add_bos != draft.add_bos:
-        adds, not_adds = ("target", "draft") if target.add_bos else ("draft", "target")
-        return PairReport(False, f"BOS use differs ({adds} adds it, {not_adds} does not)")
+        return PairReport(False, _use_differs("BOS", target.add_bos))
     if target.eos != draft.eos:
         return PairReport(False, f"EOS differs (target {target.eos}, draft {draft.eos})")
-    if abs(target.n_vocab - draft.n_vocab) > MAX_VOCAB_DIFFERENCE:
-        return PairReport(
-            False,
-            f"vocab sizes differ by more than {MAX_VOCAB_DIFFERENCE} (target {target.n_vocab}, draft {draft.n_vocab})",
+    reason = _sizes_differ(target, draft) or _texts_differ(target, draft)
+    return PairReport(not reason, reason)
+
+
+def check_server_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
+    """llama-server's own rule (common_speculative_are_compatible in the llama.cpp of llama-cpp-python 0.3.36),
+    which refuses a pair as it starts: the BOS and EOS ids count only where the model adds them, the add flags
+    always (an instruct target with a base draft, whose EOS ids differ, runs there; run refuses it unless forced).
+    Nothing here is forceable: llama-server has no such option."""
+    add_eos = (getattr(target, "add_eos", False), getattr(draft, "add_eos", False))
+    reason = (
+        _types_differ(target, draft)
+        or (_use_differs("BOS", target.add_bos) if target.add_bos != draft.add_bos else "")
+        or (
+            f"BOS differs (target {target.bos}, draft {draft.bos})"
+            if target.add_bos and target.bos != draft.bos
+            else ""
         )
+        or (_use_differs("EOS", add_eos[0]) if add_eos[0] != add_eos[1] else "")
+        or (f"EOS differs (target {target.eos}, draft {draft.eos})" if add_eos[0] and target.eos != draft.eos else "")
+        or _sizes_differ(target, draft)
+        or _texts_differ(target, draft)
+    )
+    return PairReport(not reason, reason, forceable=False)
+
+
+def _types_differ(target: Vocabulary, draft: Vocabulary) -> str:
+    if target.vocab_type == draft.vocab_type:
+        return ""
+    return f"vocabulary types differ (target {_kind(target.vocab_type)}, draft {_kind(draft.vocab_type)})"
+
+
+def _use_differs(token: str, target_adds: bool) -> str:
+    adds, not_adds = ("target", "draft") if target_adds else ("draft", "target")
+    return f"{token} use differs ({adds} adds it, {not_adds} does not)"
+
+
+def _sizes_differ(target: Vocabulary, draft: Vocabulary) -> str:
+    if abs(target.n_vocab - draft.n_vocab) <= MAX_VOCAB_DIFFERENCE:
+        return ""
+    return f"vocab sizes differ by more than {MAX_VOCAB_DIFFERENCE} (target {target.n_vocab}, draft {draft.n_vocab})"
+
+
+def _texts_differ(target: Vocabulary, draft: Vocabulary) -> str:
     for token in range(FIRST_CHECKED_TOKEN, min(target.n_vocab, draft.n_vocab)):
         if target.token_text(token) != draft.token_text(token):
             texts = f"target {_text(target.token_text(token))}, draft {_text(draft.token_text(token))}"
-            return PairReport(False, f"draft vocabulary differs at token {token} ({texts})")
-    return PairReport(True)
+            return f"draft vocabulary differs at token {token} ({texts})"
+    return ""
 
 
 VOCAB_TYPES = {1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: "PLaMo-2"}  # llama.cpp's llama_vocab_type

@@ -318,6 +318,10 @@ class Engine:
         return bool(lib.llama_vocab_get_add_bos(self.vocab))
 
     @property
+    def add_eos(self) -> bool:
+        return bool(lib.llama_vocab_get_add_eos(self.vocab))
+
+    @property
     def name(self) -> str:
         return self.meta("general.name") or self.path.name
 
@@ -365,7 +369,7 @@ class Vocab:
     piece = Engine.piece
     in_vocab = Engine.in_vocab
     token_text = Engine.token_text
-    vocab_type, bos, eos, add_bos = Engine.vocab_type, Engine.bos, Engine.eos, Engine.add_bos
+    vocab_type, bos, eos, add_bos, add_eos = Engine.vocab_type, Engine.bos, Engine.eos, Engine.add_bos, Engine.add_eos
 
     def close(self) -> None:
         if self.model:

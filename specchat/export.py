@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import download, modes
 from .engineconfig import capped_threads, default_threads
-from .errors import EngineError, ModelFileError, UsageError
+from .errors import EngineError, ModelFileError, PairError, UsageError
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 
@@ -206,11 +206,11 @@ def _check_gguf(path: Path) -> None:
 
 
 def _check_pair(target: Path, draft: Path) -> None:
-    """The pair check run makes (compat.py), on the two files' tokenizers alone: no weights are loaded. Files
-    not on this machine (vLLM pulls them), of a backend that cannot read a tokenizer alone, or whose tokenizer
-    llama.cpp cannot read (llama-server then says why as it loads them) are not checked."""
+    """llama-server's own pair check (compat.check_server_pair), on the two files' tokenizers alone: no weights
+    are loaded. Files of a backend that cannot read a tokenizer alone, or whose tokenizer llama.cpp cannot read
+    (llama-server then says why as it loads them), are not checked."""
     from .backends import for_path
-    from .compat import require_compatible
+    from .compat import check_server_pair
 
     readers = [getattr(for_path(path), "vocabulary", None) if path.is_file() else None for path in (target, draft)]
     if None in readers:
@@ -219,12 +219,17 @@ def _check_pair(target: Path, draft: Path) -> None:
     try:
         for reader, path in zip(readers, (target, draft), strict=True):
             vocabularies.append(reader(path))
-        require_compatible(*vocabularies, force=None)  # export has no --force-pair: the hint names run's
-    except EngineError:  # reading a tokenizer (an incompatible pair is a PairError, raised)
+        report = check_server_pair(*vocabularies)
+    except EngineError:  # reading a tokenizer
         return
     finally:
         for vocabulary in vocabularies:
             vocabulary.close()
+    if not report.compatible:
+        raise PairError(
+            f"llama-server refuses this pair: {report.reason}",
+            hint="use a draft of the same model family, or --mode ngram (a command without a draft model)",
+        )
 
 
 def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: list[str]) -> str:
@@ -254,9 +259,11 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     for path, spec in used:  # a file the command names: a truncated or foreign one fails here, as run fails on it
         if to == "llama-server" or spec is None or not spec.source_repo:  # vLLM takes a Hub repo where it has one
             _check_gguf(path)
-    # llama-server refuses such a draft as it starts; run refuses it first. A pair's own two files are left
-    # alone: models.toml pairs a family, and reading two tokenizers doubled what an export takes (about 1 s).
-    if choice.method == "draft" and (target is not None or draft is not None):
+    # llama-server refuses an incompatible draft as it starts. The packaged pairs' own files are left alone:
+    # they are families, and reading two tokenizers doubled what an export takes (about 1 s). vLLM has rules of
+    # its own, not checked here.
+    packaged = all(spec is not None and spec.overlay is None for spec in (files.target_spec, files.draft_spec))
+    if to == "llama-server" and choice.method == "draft" and not packaged:
         _check_pair(files.target, files.draft)
     if to == "llama-server":
         if threads <= 0:

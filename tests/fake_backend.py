@@ -13,7 +13,7 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     a reply mid-way), "prefill_sleep" (seconds per prompt token of a prefill, which the interrupt stops),
     "announce_template" (a line on stderr as the chat template is fetched for rendering), "load_sleep" (seconds
     the file takes to load, after a line on stderr that says it is loading), "token_text"
-    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"vocab_type".
+    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"add_eos"/"vocab_type".
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
 whole context, like tests/fakes.py: after the chat template's assistant header the target's greedy
@@ -89,6 +89,7 @@ class FakeEngine:
         self.bos = int(spec.get("bos", ENDOFTEXT))
         self.eos = int(spec.get("eos", IM_END))
         self.vocab_type = int(spec.get("vocab_type", FakeEngine.vocab_type))
+        self.add_eos = bool(spec.get("add_eos", False))
         self.agree = float(spec.get("agree", 1.0))
         self.reply_format = spec.get("reply", REPLY)
         self.texts = {int(k): v.encode() for k, v in spec.get("token_text", {}).items()}

@@ -382,40 +382,56 @@ def test_the_target_as_its_own_draft_is_refused_as_run_refuses_it(fake_models):
     assert ngram.exit_code == 0, ngram.output  # the command names no draft model
 
 
-@pytest.mark.parametrize("to", TARGETS)
-def test_an_incompatible_pair_is_refused_as_run_refuses_it(fake_models, to):
+def test_a_draft_llama_server_refuses_is_refused(fake_models):
     """export printed a command for a draft whose vocabulary is not the target's, which llama-server refuses as
-    it starts (and run before it loads): the pair is checked as run checks it, on the files' tokenizers."""
+    it starts: the pair is checked by llama-server's own rule, on the files' tokenizers."""
     target, _draft = fake_models
     odd = fake_backend.write_pair(target.parent / "odd")[1]
     odd.write_text(json.dumps({"role": "draft", "token_text": {"100": "\x7f"}}), encoding="utf-8")
-    result = run_export("--to", to, "--target", str(target), "--draft", str(odd))
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(odd))
     assert result.exit_code == 1 and "Traceback" not in result.output and not result.stdout, result.output
-    assert "incompatible pair: draft vocabulary differs at token 100" in result.stderr
-    assert "specchat run --force-pair" in result.stderr and "or --force-pair" not in result.stderr
-    ngram = run_export("--to", to, "--target", str(target), "--draft", str(odd), "--mode", "ngram")
+    assert "llama-server refuses this pair: draft vocabulary differs at token 100" in result.stderr
+    assert "--mode ngram" in result.stderr
+    ngram = run_export("--to", "llama-server", "--target", str(target), "--draft", str(odd), "--mode", "ngram")
     assert ngram.exit_code == 0, ngram.output  # the command names no draft model
+    vllm = run_export("--to", "vllm", "--target", str(target), "--draft", str(odd), "--mode", "spec")
+    assert vllm.exit_code == 0, vllm.output  # vLLM's rules are its own
 
 
-def test_a_pairs_own_files_are_not_read_again_for_the_pair_check(fake_models, isolated, overlay, monkeypatch):
-    """Reading two tokenizers doubled what an export of the default pair took (about 1 s more): a pair's own
-    target and draft are the family models.toml pairs, and run checks them as it loads them; a file given with
-    --target or --draft is checked."""
-    import fake_backend
+def test_an_eos_llama_server_does_not_add_may_differ(fake_models):
+    """run's check refused what llama-server starts: an instruct target (EOS <|im_end|>) with a base draft
+    (EOS <|endoftext|>). llama-server compares an EOS id only where the model adds it, and the add flags always."""
+    target, _draft = fake_models
+    base = target.parent / "base.fake.gguf"
+    base.write_text(json.dumps({"role": "draft", "eos": 1}), encoding="utf-8")
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(base), "--mode", "spec")
+    assert result.exit_code == 0 and " -md " in result.stdout, result.output
+    base.write_text(json.dumps({"role": "draft", "eos": 1, "add_eos": True}), encoding="utf-8")
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(base), "--mode", "spec")
+    assert result.exit_code == 1 and "EOS use differs (draft adds it, target does not)" in result.stderr, result.output
+
+
+def test_the_packaged_pairs_own_files_are_not_read_for_the_check(fake_models, overlay, monkeypatch):
+    """Reading two tokenizers doubled what an export of the default pair took (about 1 s more): the packaged
+    pairs are families, and run checks them as it loads them. A pair of the user's overlay is checked, as is a
+    file given with --target or --draft."""
+    from specchat.registry import load_registry
 
     read, reader = [], fake_backend.FakeBackend.vocabulary
     monkeypatch.setattr(
         fake_backend.FakeBackend, "vocabulary", lambda self, path: read.append(path.name) or reader(self, path)
     )
+    packaged = load_registry().pair(None)
+    assert packaged.target.overlay is None
+    files = exporting.Files(*fake_models, "p", packaged.target, packaged.draft)
+    monkeypatch.setattr(exporting, "find_files", lambda *args, **kwargs: files)
+    made = exporting.export("llama-server", mode="spec", k=4)
+    assert "-md" in made.argv and not read
     overlay(MINE.format(draft="draft.fake.gguf"))
-    models = isolated / "models"
-    models.mkdir()
-    for path in fake_models:
-        (models / path.name).write_bytes(path.read_bytes())
-    result = run_export("--to", "llama-server", "--pair", "mine", "--mode", "spec")
-    assert result.exit_code == 0 and " -md " in result.stdout and not read, result.output
-    given = run_export("--to", "llama-server", "--pair", "mine", "--mode", "spec", "--draft", str(fake_models[1]))
-    assert given.exit_code == 0 and read == ["target.fake.gguf", "draft.fake.gguf"], given.output
+    mine = load_registry().pair("mine")
+    files = exporting.Files(*fake_models, "mine", mine.target, mine.draft)
+    exporting.export("llama-server", mode="spec", k=4)
+    assert read == ["target.fake.gguf", "draft.fake.gguf"]
 
 
 def test_vllm_takes_the_draft_given_not_the_pairs_hub_repo(fake_models, overlay):
