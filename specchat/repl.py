@@ -167,17 +167,23 @@ def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = N
     raise UsageError("the prompt is empty", hint="give some text to answer")
 
 
-def read_system(system: str | None, prompt: str | None) -> str | None:
+def check_system(system: str | None, prompt: str | None) -> None:
     """`--system -` is stdin, as a prompt of `-` is (it was sent as the text "-"); the prompt is then the argument
-    alone. Where the prompt would come from stdin too (none given, or `-`), one stdin cannot be both."""
-    if system != "-":
-        return system
-    if prompt is None or prompt == "-":
+    alone. Where the prompt would come from stdin too (none given, or `-`), one stdin cannot be both: a usage
+    error, checked before anything else is looked at."""
+    if system == "-" and (prompt is None or prompt == "-"):
         raise UsageError(
             "--system - reads the system prompt from stdin, and the prompt would come from stdin too",
             hint='give the prompt as the argument: specchat run --system - "PROMPT" < FILE (or --system "$(cat FILE)")',
         )
-    text = _read_stream()  # the file's last newline is no part of it, as with --system "$(cat FILE)"
+
+
+def read_system(system: str | None, prompt: str | None) -> str | None:
+    """The system prompt: `--system -` read from stdin (check_system first)."""
+    check_system(system, prompt)
+    if system != "-":
+        return system
+    text = _read_stream()  # the file's trailing newlines are no part of it, as with --system "$(cat FILE)"
     return None if text is None else text.rstrip("\r\n")
 
 

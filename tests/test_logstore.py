@@ -93,6 +93,20 @@ def test_system_dash_with_the_prompt_on_stdin_too_is_a_usage_error(files, prompt
     assert '--system "$(cat FILE)"' in result.stderr
 
 
+def test_system_dash_with_nothing_on_stdin_says_so(files):
+    """An empty stdin (a pipe a script forgot) fell back to the template's system prompt without a word."""
+    result = invoke("run", *files, "--system", "-", "Summarise", input="")
+    assert result.exit_code == 0 and "--system - read nothing from stdin" in result.stderr, result.output
+    assert logged()[0]["system"] is None
+
+
+def test_system_dash_on_stdin_twice_is_a_usage_error_before_the_log_is_looked_at(files):
+    """`run -c --system -` on an empty log said "no conversation is logged yet" (exit 1) before the usage error
+    that one stdin cannot be both (exit 2)."""
+    result = invoke("run", *files, "-c", "--system", "-", input="Be brief.\n")
+    assert_one_line_error(result, 2, "--system - reads the system prompt from stdin, and the prompt would come from")
+
+
 def test_logs_names_the_damaged_logs_set_aside_beside_it(files):
     """A damaged log moved aside (logs-damaged-STAMP.db) was named only by the reply that moved it; `logs` said
     nothing of it since, so it stayed on disk unseen."""

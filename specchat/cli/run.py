@@ -102,7 +102,7 @@ def run(
     from ..chat import Message
     from ..errors import UsageError
     from ..logstore import Recorder
-    from ..repl import ChatSession, ChatSettings, chat_loop, read_prompt, read_system
+    from ..repl import ChatSession, ChatSettings, chat_loop, check_system, read_prompt, read_system
     from ..sampling import SamplingParams
     from ..view import keys_unechoed, note, restore_terminal_when_killed, stdout_console
 
@@ -125,14 +125,17 @@ def run(
     # The conversation to continue before the prompt: -c on an empty log with nothing piped said "the prompt is
     # empty", as if a prompt were all it lacked, and `-c -` on a terminal read one first. An unknown --cid fails
     # before loading too.
+    check_system(system, prompt)  # a usage error before the log's state errors
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)
-    system = read_system(system, prompt)  # `--system -`: stdin, before the prompt reads what is left of it
+    from_stdin, system = system == "-", read_system(system, prompt)  # stdin, before the prompt reads what is left
     text = read_prompt(
         prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None, raw=no_template
     )
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     system = system if system and system.strip() else None  # blank, as /system: the template's own
+    if from_stdin and system is None:  # a pipe forgotten (cron, a script): not in silence
+        note(stderr_console(), "--system - read nothing from stdin: the template's system prompt is used")
     mode = "target" if no_spec else mode
     unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
     if text is not None and (draft_note := unused_draft(draft, [mode], given_mode)):
