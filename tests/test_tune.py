@@ -169,6 +169,21 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
     assert path.is_dir()
 
 
+def test_a_tuning_path_that_cannot_be_searched_is_not_called_a_directory(fake_models, monkeypatch):
+    """Any OSError of that check was reported as "it is a directory"; a folder that cannot be searched is not."""
+    from specchat import tuning
+
+    def denied(key):
+        raise PermissionError(13, "Permission denied", str(tuning.tuning_path(key)))
+
+    monkeypatch.setattr(tuning, "check_replaceable", denied)
+    monkeypatch.setattr(tuning, "tune", lambda *_args, **_kwargs: (_ for _ in ()).throw(AssertionError("measured")))
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "it is a directory" not in result.stderr and "ermission denied" in result.stderr, result.stderr
+
+
 def test_a_measured_acceptance_of_zero_is_kept(isolated):
     """A draft whose guesses never held made tune save priors {"spec": 0.0}, which the next load refused as
     an odd value: the whole tuning was thrown away, so every start measured again and tune showed no 'saved:'."""

@@ -244,7 +244,7 @@ def tune(
         key = key_for(pipeline.resolved, pipeline.options)
         try:
             check_replaceable(key)
-        except OSError as exc:  # the file's own path: the folder was checked above
+        except IsADirectoryError as exc:  # the file's own path: the folder was checked above
             raise SpecchatError(
                 f"cannot save the tuning as {exc.filename}: it is a directory",
                 hint="remove or rename that directory (tune saves its file there); nothing was measured",
