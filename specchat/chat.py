@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .engine import Engine
 from .errors import ContextFullError, SpecchatError
 from .template import RENDER_CHARS, Exhausted, Refused, bounded_render
+
+if TYPE_CHECKING:  # only named: importing it loads llama.cpp, which a command that runs no model does not need
+    from .engine import Engine
 
 REPLY_SHARE = 4  # a conversation may fill the context up to the last quarter, kept free for the reply
 MIN_REPLY = 64  # a message leaving less room than this for its reply is refused
