@@ -122,16 +122,20 @@ def run(
 
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings, pipeline.options.threads))
     prompts, result.skipped = benchturns.first_turns(pipeline, prompts)
+    turns = benchturns.count(prompts)
     try:
+        # In a pipe no progress bar shows how long the wait is: the size of the job at least.
         notify(
-            "measuring the cost model for the report (single steps, verify batches of 1..16); "
-            "auto uses its own calibration, up to 64"
+            f"{reps * turns * len(variants)} replies to generate ({_count(turns, 'turn')} x "
+            f"{_count(len(variants), 'variant')} x {_count(reps, 'repetition')}, up to {max_tokens} tokens each); "
+            "measuring the cost model for the report first "
+            "(single steps, verify batches of 1..16; auto uses its own calibration, up to 64)"
         )
         # After as much of the first prompt as leaves room for a batch of 16: a prompt that fits with room
         # for a short reply (255 tokens at --ctx 64, a context of 256) failed the bench before it began.
         context = pipeline.prompt([Message("user", prompts[0].text)])[-(pipeline.target.n_ctx - COST_BATCH) :]
         result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, COST_BATCH + 1))
-        with progress(reps * benchturns.count(prompts) * len(variants)) as advance:
+        with progress(reps * turns * len(variants)) as advance:
             run_bench(
                 pipeline,
                 prompts,
@@ -146,6 +150,10 @@ def run(
     except KeyboardInterrupt:
         result.interrupted = True
     return result
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("s" if n != 1 else "")
 
 
 def run_bench(

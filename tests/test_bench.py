@@ -479,6 +479,19 @@ def test_table_on_stdout_with_cost_model(fake_pair):
     assert "measuring the cost model" in result.stderr
 
 
+def test_the_size_of_the_job_is_said_before_it_starts(fake_pair):
+    """In a pipe no progress bar shows: `bench --suite quick` (147 replies) ran over 20 minutes on 2 cores with
+    no word of how much was left."""
+    result = bench(fake_pair, "--ks", "2,4", "--modes", "spec", "-r", "2", "-n", "8")
+    assert result.exit_code == 0, result.output
+    first = result.stderr.split("measuring the cost model")[0]
+    assert "12 replies to generate (2 turns x 3 variants x 2 repetitions, up to 8 tokens each)" in first, first
+    _folder, files = fake_pair
+    args = ["bench", *files, "--prompts", "-", "--modes", "auto", "-r", "1", "-n", "8"]
+    once = runner.invoke(app, args, input='{"category": "chat", "turns": ["Hi"]}\n')
+    assert "2 replies to generate (1 turn x 2 variants x 1 repetition, up to 8 tokens each)" in once.stderr
+
+
 def test_sampled_bench_says_the_lossless_check_was_not_made(fake_pair):
     """At temperature > 0 nothing is compared: a green "0 greedy outputs ... 0 mismatches" read as passed."""
     result = bench(fake_pair, "--ks", "2", "--modes", "spec", "--temperature", "0.7")

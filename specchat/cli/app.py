@@ -160,7 +160,8 @@ app = typer.Typer(
         'specchat run "Explain what a mutex is"\n\n'
         "# a chat on the terminal (/help lists its commands)\nspecchat run\n\n"
         "# the model pairs, and which are on this machine\nspecchat models\n\n"
-        "# does drafting pay on this machine?\nspecchat bench --suite quick\n\n"
+        "# does drafting pay on this machine? (a few minutes on a CPU)\n"
+        "specchat bench --suite quick -r 1 -n 64\n\n"
         "specchat COMMAND --help: its options, with examples."
     ),
     no_args_is_help=True,
