@@ -160,7 +160,7 @@ app = typer.Typer(
         'specchat run "Explain what a mutex is"\n\n'
         "# a chat on the terminal (/help lists its commands)\nspecchat run\n\n"
         "# the model pairs, and which are on this machine\nspecchat models\n\n"
-        "# does drafting pay on this machine? (a few minutes on a CPU)\n"
+        "# does drafting pay on this machine? (5-10 minutes on a 2-core CPU)\n"
         "specchat bench --suite quick -r 1 -n 64\n\n"
         "specchat COMMAND --help: its options, with examples."
     ),
