@@ -1,7 +1,8 @@
 """Benchmark prompts: the built-in suites shipped in the package, or a user's JSONL file.
 
 The file format is Spec-Bench's: one JSON object per line with "category" and "turns" (a list of user
-messages: the bench replays every turn, see benchturns.py), and optionally "question_id".
+messages: the bench replays every turn, see benchturns.py), and optionally "question_id". A record without
+"category" is in DEFAULT_CATEGORY.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ LOG_TO_JSONL = {
     "prompts": """{category: "chat", turns: [.prompt]}""",
 }
 TEXT_TO_JSONL = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
+DEFAULT_CATEGORY = "prompts"  # a record's without one: the category only names the report's rows
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
 
 
@@ -238,8 +240,8 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     if not isinstance(record, dict):
         raise UsageError(f"{where}: expected a JSON object", hint='{"category": "chat", "turns": ["..."]}')
     category, turns = record.get("category"), record.get("turns")
-    if category is None:
-        raise UsageError(f'{where}: missing "category" (a string)', hint='add "category": "chat"')
+    if category is None:  # absent or null, as question_id: a file of turns alone was refused line by line
+        category = DEFAULT_CATEGORY
     if not isinstance(category, str) or not category.strip():  # "missing" of one that is there misled
         shown_value = json.dumps(category, ensure_ascii=False)[:40]
         raise UsageError(f'{where}: "category" must be a non-empty string, not {shown_value}', hint='e.g. "chat"')

@@ -122,7 +122,6 @@ def test_bad_options(args, needle):
     [
         ("", "has no prompts"),
         ('{"category": "chat", "turns": ["hi"]}\n{not json}\n', "line 2: not valid JSON"),
-        ('{"category": "chat", "turns": ["hi"]}\n\n{"turns": ["x"]}\n', 'line 3: missing "category"'),
         ('{"category": 3, "turns": ["hi"]}\n', 'line 1: "category" must be a non-empty string, not 3'),
         ('{"category": " ", "turns": ["hi"]}\n', 'line 1: "category" must be a non-empty string'),
         ("Name three colours.\n", 'line 1: not valid JSON (Expecting value)  hint: one JSON object per line, e.g. {"'),
@@ -152,6 +151,21 @@ def test_a_null_question_id_is_the_line_number(tmp_path):
     path = tmp_path / "prompts.jsonl"
     path.write_text('{"category": "c", "turns": ["a"], "question_id": null}\n{"category": "c", "turns": ["b"]}\n')
     assert [p.id for p in load_prompts_file(path)] == ["1", "2"]
+
+
+def test_a_record_without_a_category_is_in_prompts(fake_pair, tmp_path):
+    """Spec-Bench-like records with "turns" and no "category" (or a null one) were refused line by line
+    ('missing "category"'); the category only names the report's rows, so they are in "prompts"."""
+    path = tmp_path / "turns.jsonl"
+    path.write_text('{"turns": ["Name three colours.", "And two more."]}\n{"category": null, "turns": ["Hi"]}\n')
+    result = bench(fake_pair, "--modes", "ngram", "--prompts", str(path), "-f", "json")
+    assert result.exit_code == 0, result.output
+    samples = json.loads(result.stdout)["samples"]
+    assert {(s["category"], s["prompt_id"], s["turn"]) for s in samples} == {
+        ("prompts", "1", 1),
+        ("prompts", "1", 2),
+        ("prompts", "2", 1),
+    }
 
 
 def test_ks_without_spec_is_named_as_not_used_and_not_recorded(fake_pair):
