@@ -235,10 +235,48 @@ def _parse(text: str, source: str) -> list[Prompt]:
     return prompts
 
 
+# Other benchmarks' records, by the key that holds their prompt: what they are, and jq's "turns" of one.
+OTHER_FORMATS = {
+    "messages": ("an OpenAI chat record", '[.messages[] | select(.role == "user") | .content]'),
+    "conversations": ("a ShareGPT record", '[.conversations[] | select(.from == "human" or .from == "user") | .value]'),
+    "instruction": (
+        "an Alpaca record",
+        '[[.instruction, .input] | map(select(. != null and . != "")) | join("\\n\\n")]',
+    ),
+    "prompt": ("a {\"prompt\"} record (HumanEval's and others')", "[.prompt]"),
+    "question": ("a {\"question\"} record (GSM8K's and others')", "[.question]"),
+}
+
+
+def _other_format(record: dict, where: str, source: str) -> UsageError | None:
+    """A record of another benchmark's format (no "turns"): what it is, and the jq line that converts the file,
+    keeping its category and its id where it has them (samples are paired by question_id)."""
+    key = next((key for key in OTHER_FORMATS if key in record), None)
+    if key is None or "turns" in record:
+        return None
+    name, turns = OTHER_FORMATS[key]
+    if key == "prompt" and isinstance(record[key], list):  # HuggingFaceH4/mt_bench_prompts: the turns
+        turns = ".prompt"
+    given = next((k for k in ("question_id", "task_id", "prompt_id") if k in record), None)
+    ident = "question_id" + ("" if given == "question_id" else f": .{given}")
+    keys = ["category"] * ("category" in record) + [ident] * (given is not None)
+    jq = f"jq -c '{{{', '.join([*keys, f'turns: {turns}'])}}}'"
+    messages = record[key] if key == "messages" and isinstance(record[key], list) else []
+    system = any(isinstance(m, dict) and m.get("role") == "system" for m in messages)  # the bench sends none
+    dropped = " (its system messages left out)" if system else ""
+    command = _conversion(Path("-") if source == "stdin" else Path(source), jq, "prompts")
+    return UsageError(
+        f'{where}: {name}, not Spec-Bench\'s {{"category", "turns"}}', hint=f"convert the file{dropped}: {command}"
+    )
+
+
 def _prompt(record: object, source: str, number: int) -> Prompt:
     where = f"{source}, line {number}"
     if not isinstance(record, dict):
         raise UsageError(f"{where}: expected a JSON object", hint='{"category": "chat", "turns": ["..."]}')
+    other = _other_format(record, where, source)
+    if other is not None:  # "turns" must be a list... led nowhere: a user has the file another benchmark wrote
+        raise other
     category, turns = record.get("category"), record.get("turns")
     if category is None:  # absent or null, as question_id: a file of turns alone was refused line by line
         category = DEFAULT_CATEGORY

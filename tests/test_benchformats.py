@@ -1,0 +1,117 @@
+"""Other benchmarks' prompt files given to `bench --prompts`: each is named, with the jq line that converts it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+from typer.testing import CliRunner
+
+from specchat.benchsuite import load_prompts_file
+from specchat.cli import app
+
+runner = CliRunner()
+
+# One record of each, as the benchmark's own file has it, and the turns its conversion must give.
+RECORDS = {
+    "humaneval": (
+        {
+            "task_id": "HumanEval/0",
+            "prompt": "def add(a, b):\n    '''Add two numbers.'''\n",
+            "canonical_solution": "    return a + b\n",
+            "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+            "entry_point": "add",
+        },
+        'a {"prompt"} record',
+        ("prompts", "HumanEval/0", ("def add(a, b):\n    '''Add two numbers.'''\n",)),
+    ),
+    "alpaca": (
+        {"instruction": "Translate into French.", "input": "Where is the library?", "output": "Où est..."},
+        "an Alpaca record",
+        ("prompts", "1", ("Translate into French.\n\nWhere is the library?",)),
+    ),
+    "sharegpt": (
+        {
+            "id": "QWJhYvA_0",
+            "conversations": [
+                {"from": "human", "value": "Summarize the plot of Hamlet."},
+                {"from": "gpt", "value": "A prince..."},
+                {"from": "human", "value": "Shorter."},
+                {"from": "gpt", "value": "Revenge."},
+            ],
+        },
+        "a ShareGPT record",
+        ("prompts", "1", ("Summarize the plot of Hamlet.", "Shorter.")),
+    ),
+    "openai": (
+        {
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Capital of France?"},
+                {"role": "assistant", "content": "Paris."},
+            ]
+        },
+        "an OpenAI chat record",
+        ("prompts", "1", ("Capital of France?",)),
+    ),
+    "mt_bench_prompts": (  # HuggingFaceH4/mt_bench_prompts: MT-Bench with "turns" renamed "prompt"
+        {"prompt": ["Write a poem.", "Make it rhyme."], "prompt_id": 3153, "category": "writing", "reference": []},
+        'a {"prompt"} record',
+        ("writing", "3153", ("Write a poem.", "Make it rhyme.")),
+    ),
+    "gsm8k": (
+        {"question": "Natalia sold 48 clips in April and half as many in May. How many in all?", "answer": "72"},
+        'a {"question"} record',
+        ("prompts", "1", ("Natalia sold 48 clips in April and half as many in May. How many in all?",)),
+    ),
+}
+
+
+def _file(tmp_path, name):
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text(json.dumps(RECORDS[name][0]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_another_benchmarks_record_is_named_with_its_conversion(tmp_path, name):
+    """Such a record was '"turns" must be a list starting with a non-empty string', hint '"turns": ["..."]'
+    (first 'missing "category"', hint 'add "category": "chat"'), which said neither what the file was nor how
+    to make it one the bench reads."""
+    path = _file(tmp_path, name)
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    line = " ".join(result.stderr.split())
+    assert f"line 1: {RECORDS[name][1]}" in line and "not Spec-Bench's" in line
+    assert "convert the file: jq -c '" in line or "convert the file (its system messages left out): jq" in line
+    assert f" {path} > {name}-lines.jsonl" in line
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_the_conversion_gives_a_file_the_bench_reads(tmp_path, name):
+    path = _file(tmp_path, name)
+    line = " ".join(runner.invoke(app, ["bench", "--prompts", str(path)]).stderr.split())
+    command, out = re.search(r"(jq -c '.*' \S+) > (\S+)$", line).groups()
+    converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
+    (tmp_path / out).write_text(converted, encoding="utf-8")
+    (prompt,) = load_prompts_file(tmp_path / out)
+    assert (prompt.category, prompt.id, prompt.turns) == RECORDS[name][2]
+
+
+def test_from_stdin_the_conversion_is_a_pipe(tmp_path):
+    record = json.dumps(RECORDS["gsm8k"][0]) + "\n"
+    result = runner.invoke(app, ["bench", "--prompts", "-"], input=record)
+    assert result.exit_code == 2, result.output
+    assert "... | jq -c '{turns: [.question]}' | specchat bench --prompts -" in " ".join(result.stderr.split())
+
+
+def test_a_spec_bench_record_with_a_prompt_too_is_read(tmp_path):
+    """ "turns" decides: a Spec-Bench record that also keeps the prompt it came from is not another format."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"category": "c", "turns": ["a"], "prompt": "a", "messages": []}\n')
+    assert [p.turns for p in load_prompts_file(path)] == [("a",)]
