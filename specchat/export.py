@@ -143,7 +143,7 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, no
     costs = tuning.costs
     if not tuning.draft_model_can_pay():
         why = (
-            "the draft model cannot pay here even if every guess were accepted (a draft step costs "
+            "the draft model cannot pay here even with 95% of its guesses accepted (a draft step costs "
             f"{costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f}): draftless n-gram lookup"
         )
         return Choice("ngram", k or modes.NGRAM.default_k, why)
