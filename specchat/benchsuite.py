@@ -278,6 +278,11 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     if other is not None:  # "turns" must be a list... led nowhere: a user has the file another benchmark wrote
         raise other
     category, turns = record.get("category"), record.get("turns")
+    if isinstance(turns, list):  # Arena-Hard writes each turn as {"content": "..."}: its text is the turn
+        turns = [
+            turn["content"] if isinstance(turn, dict) and isinstance(turn.get("content"), str) else turn
+            for turn in turns
+        ]
     if category is None:  # absent or null, as question_id: a file of turns alone was refused line by line
         category = DEFAULT_CATEGORY
     if not isinstance(category, str) or not category.strip():  # "missing" of one that is there misled

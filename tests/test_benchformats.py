@@ -115,3 +115,13 @@ def test_a_spec_bench_record_with_a_prompt_too_is_read(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"category": "c", "turns": ["a"], "prompt": "a", "messages": []}\n')
     assert [p.turns for p in load_prompts_file(path)] == [("a",)]
+
+
+def test_arena_hard_turns_written_as_objects_are_read_as_their_content(tmp_path):
+    """Arena-Hard's question.jsonl writes each turn as {"content": "..."}: that was '"turns" must be a list
+    starting with a non-empty string', with a hint of the shape it already nearly had."""
+    path = tmp_path / "question.jsonl"
+    record = {"question_id": "a1", "category": "arena-hard-v0.1", "cluster": "c", "turns": [{"content": "Hi"}]}
+    path.write_text(json.dumps(record) + "\n")
+    [prompt] = load_prompts_file(path)
+    assert (prompt.category, prompt.turns) == ("arena-hard-v0.1", ("Hi",))
