@@ -24,6 +24,8 @@ from .paths import NotAFolder, blocking_file, file_problem, make_dirs, moved_by,
 
 VERSION = 1  # PRAGMA user_version once the tables below exist
 BUSY_S = 5.0  # how long a writer waits for another process's transaction
+STAMP = "%Y%m%d-%H%M%S"  # of a damaged log set aside: logs-damaged-STAMP.db, then -2, -3 in the same second
+STAMP_LENGTH = 15
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS conversations (
         id INTEGER PRIMARY KEY,
@@ -306,7 +308,7 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
     with _aside_locked(real):
         if file_identity(real) != seen:
             return None
-        stamp = time.strftime("%Y%m%d-%H%M%S")
+        stamp = time.strftime(STAMP)
         aside = real.with_name(f"{real.stem}-damaged-{stamp}{real.suffix}")
         number = 1
         while aside.exists():
@@ -325,10 +327,19 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
 def set_aside_logs(path: Path) -> list[Path]:
     """The damaged logs set_aside() moved beside the log (where a link leads, as it moves them), oldest first."""
     real = resolved(path)
+    prefix = f"{real.stem}-damaged-"
     try:
-        return sorted(real.parent.glob(f"{glob.escape(real.stem)}-damaged-*{glob.escape(real.suffix)}"))
+        found = list(real.parent.glob(f"{glob.escape(prefix)}*{glob.escape(real.suffix)}"))
     except OSError:  # a folder that cannot be listed: nothing to name
         return []
+
+    def order(aside: Path) -> tuple[str, int, str]:
+        # STAMP, then STAMP-2 ... STAMP-10: by name "-" sorts before ".", and "10" before "2"
+        middle = aside.name[len(prefix) : len(aside.name) - len(real.suffix)]
+        stamp, number = middle[:STAMP_LENGTH], middle[STAMP_LENGTH + 1 :]
+        return stamp, int(number) if number.isdigit() else 1, aside.name
+
+    return sorted(found, key=order)
 
 
 def resolved(path: Path) -> Path:

@@ -966,3 +966,15 @@ def test_reading_the_log_below_a_data_dir_that_is_a_file_is_an_error_naming_it(f
         assert f"{private_log} is not a directory" in result.stderr
         assert "hint: remove or rename that file, or set SPECCHAT_DATA_DIR to another folder" in result.stderr
     assert private_log.read_text() == "kept"
+
+
+def test_the_damaged_logs_set_aside_are_named_oldest_first(tmp_path):
+    """By name, logs-damaged-STAMP-2.db sorted before logs-damaged-STAMP.db ("-" before ".") and -10 before -2:
+    the note's "first ... last" could name them out of order within one second."""
+    from specchat.logdb import set_aside_logs
+
+    names = ["logs-damaged-20261201-101010.db", "logs-damaged-20261201-101010-2.db"]
+    names += ["logs-damaged-20261201-101010-10.db", "logs-damaged-20261202-000000.db"]
+    for name in reversed(names):
+        (tmp_path / name).write_bytes(b"x")
+    assert [path.name for path in set_aside_logs(tmp_path / "logs.db")] == names
