@@ -182,6 +182,7 @@ def test_a_tuning_path_that_cannot_be_searched_is_not_called_a_directory(fake_mo
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "it is a directory" not in result.stderr and "ermission denied" in result.stderr, result.stderr
+    assert "internal error" not in result.stderr and "cannot save the tuning" in result.stderr, result.stderr
 
 
 def test_a_measured_acceptance_of_zero_is_kept(isolated):

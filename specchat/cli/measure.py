@@ -249,6 +249,8 @@ def tune(
                 f"cannot save the tuning as {exc.filename}: it is a directory",
                 hint="remove or rename that directory (tune saves its file there); nothing was measured",
             ) from None
+        except OSError as exc:  # a link into a folder that cannot be searched: its own reason
+            raise unsaved(exc, "nothing was measured") from None
         previous, problem = examine(key)
         if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
             note(err, f"the saved tuning {problem}; this measurement replaces it")
