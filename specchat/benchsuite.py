@@ -270,6 +270,14 @@ def _other_format(record: dict, where: str, source: str) -> UsageError | None:
     )
 
 
+def _content(turn: object) -> object:
+    """A turn written as {"content": "..."} (Arena-Hard), or a user message, is its text; anything else is left to
+    be refused: an OpenAI message list as turns would make system and assistant messages user turns."""
+    if isinstance(turn, dict) and isinstance(turn.get("content"), str) and set(turn) <= {"content", "role"}:
+        return turn["content"] if turn.get("role", "user") == "user" else turn
+    return turn
+
+
 def _prompt(record: object, source: str, number: int) -> Prompt:
     where = f"{source}, line {number}"
     if not isinstance(record, dict):
@@ -279,10 +287,7 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
         raise other
     category, turns = record.get("category"), record.get("turns")
     if isinstance(turns, list):  # Arena-Hard writes each turn as {"content": "..."}: its text is the turn
-        turns = [
-            turn["content"] if isinstance(turn, dict) and isinstance(turn.get("content"), str) else turn
-            for turn in turns
-        ]
+        turns = [_content(turn) for turn in turns]
     if category is None:  # absent or null, as question_id: a file of turns alone was refused line by line
         category = DEFAULT_CATEGORY
     if not isinstance(category, str) or not category.strip():  # "missing" of one that is there misled

@@ -125,3 +125,16 @@ def test_arena_hard_turns_written_as_objects_are_read_as_their_content(tmp_path)
     path.write_text(json.dumps(record) + "\n")
     [prompt] = load_prompts_file(path)
     assert (prompt.category, prompt.turns) == ("arena-hard-v0.1", ("Hi",))
+
+
+def test_messages_as_turns_are_not_read_as_user_turns(tmp_path):
+    """A turn written as a user message is its text; a system or an assistant message among the turns is refused,
+    not benchmarked as if the user had written it."""
+    path = tmp_path / "q.jsonl"
+    user = {"role": "user", "content": "Hi"}
+    path.write_text(json.dumps({"turns": [user, {"content": "And?"}]}) + "\n")
+    assert [p.turns for p in load_prompts_file(path)] == [("Hi", "And?")]
+    for other in ({"role": "system", "content": "Be terse."}, {"content": "Hi", "extra": 1}):
+        path.write_text(json.dumps({"turns": [user, other]}) + "\n")
+        result = runner.invoke(app, ["bench", "--prompts", str(path)])
+        assert result.exit_code == 2 and '"turns" item 2 is not a non-empty string' in result.stderr, result.output
