@@ -20,6 +20,7 @@ from .engineconfig import capped_threads, default_threads
 from .errors import EngineError, ModelFileError, PairError, UsageError
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
+from .tuning import BEST_ACCEPTANCE
 
 TARGETS = ("llama-server", "vllm")
 ASSUMED_ACCEPTANCE = 0.6  # the draft model's prior in runtime before anything is measured
@@ -39,6 +40,7 @@ class Files:
     pair: str | None = None
     target_spec: ModelSpec | None = None
     draft_spec: ModelSpec | None = None
+    packaged: bool = False  # a packaged pair's own target and draft (registry.PairSpec.packaged)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,14 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
             )
         paths[role] = Path(found).absolute()
     # --draft FILE replaces the pair's draft: its Hub repo (what vLLM is told) is another model's.
-    return Files(paths["target"], paths["draft"], spec.name, spec.target, None if draft else spec.draft)
+    return Files(
+        paths["target"],
+        paths["draft"],
+        spec.name,
+        spec.target,
+        None if draft else spec.draft,
+        spec.packaged and not draft,
+    )
 
 
 def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layers: int):
@@ -143,8 +152,8 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, no
     costs = tuning.costs
     if not tuning.draft_model_can_pay():
         why = (
-            "the draft model cannot pay here even with 95% of its guesses accepted (a draft step costs "
-            f"{costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f}): draftless n-gram lookup"
+            f"the draft model cannot pay here even with {BEST_ACCEPTANCE:.0%} of its guesses accepted (a draft step "
+            f"costs {costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f}): draftless n-gram lookup"
         )
         return Choice("ngram", k or modes.NGRAM.default_k, why)
     acceptance = tuning.priors.get("spec")
@@ -262,8 +271,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     # llama-server refuses an incompatible draft as it starts. The packaged pairs' own files are left alone:
     # they are families, and reading two tokenizers doubled what an export takes (about 1 s). vLLM has rules of
     # its own, not checked here.
-    packaged = all(spec is not None and spec.overlay is None for spec in (files.target_spec, files.draft_spec))
-    if to == "llama-server" and choice.method == "draft" and not packaged:
+    if to == "llama-server" and choice.method == "draft" and not files.packaged:
         _check_pair(files.target, files.draft)
     if to == "llama-server":
         if threads <= 0:

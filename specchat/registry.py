@@ -82,6 +82,12 @@ class PairSpec:
     description: str = ""
     family: str = ""
     verified: bool = False
+    overlay: Path | None = field(default=None, compare=False)  # the user's file that declares it (None: packaged)
+
+    @property
+    def packaged(self) -> bool:
+        """The pair and both its models as models.toml ships them: a family, checked when it was added."""
+        return self.overlay is None and self.target.overlay is None and self.draft.overlay is None
 
 
 @dataclass
@@ -290,4 +296,5 @@ def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSp
         description=optional(body, "description", str, "", path, where),
         family=optional(body, "family", str, "", path, where),
         verified=optional(body, "verified", bool, False, path, where),
+        overlay=None if path == packaged else path,
     )

@@ -413,8 +413,8 @@ def test_an_eos_llama_server_does_not_add_may_differ(fake_models):
 
 def test_the_packaged_pairs_own_files_are_not_read_for_the_check(fake_models, overlay, monkeypatch):
     """Reading two tokenizers doubled what an export of the default pair took (about 1 s more): the packaged
-    pairs are families, and run checks them as it loads them. A pair of the user's overlay is checked, as is a
-    file given with --target or --draft."""
+    pairs are families, and run checks them as it loads them. A pair of the user's overlay is checked, even one
+    of two packaged models (a user's mix of families), as is a file given with --target or --draft."""
     from specchat.registry import load_registry
 
     read, reader = [], fake_backend.FakeBackend.vocabulary
@@ -422,14 +422,15 @@ def test_the_packaged_pairs_own_files_are_not_read_for_the_check(fake_models, ov
         fake_backend.FakeBackend, "vocabulary", lambda self, path: read.append(path.name) or reader(self, path)
     )
     packaged = load_registry().pair(None)
-    assert packaged.target.overlay is None
-    files = exporting.Files(*fake_models, "p", packaged.target, packaged.draft)
+    assert packaged.packaged
+    files = exporting.Files(*fake_models, "p", packaged.target, packaged.draft, packaged.packaged)
     monkeypatch.setattr(exporting, "find_files", lambda *args, **kwargs: files)
     made = exporting.export("llama-server", mode="spec", k=4)
     assert "-md" in made.argv and not read
-    overlay(MINE.format(draft="draft.fake.gguf"))
-    mine = load_registry().pair("mine")
-    files = exporting.Files(*fake_models, "mine", mine.target, mine.draft)
+    overlay(f'[pairs.mix]\ntarget = "{packaged.target.name}"\ndraft = "{packaged.draft.name}"\n')
+    mix = load_registry().pair("mix")
+    assert mix.target == packaged.target and not mix.packaged
+    files = exporting.Files(*fake_models, "mix", mix.target, mix.draft, mix.packaged)
     exporting.export("llama-server", mode="spec", k=4)
     assert read == ["target.fake.gguf", "draft.fake.gguf"]
 
