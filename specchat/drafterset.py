@@ -49,7 +49,8 @@ def add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
             arms = [d for d in arms if d.name != "spec"]
             costs = chosen.costs
             pipeline.mode_note = (
-                "auto: draft model off: even with 95% of its guesses accepted it could not beat the target here "
+                f"auto: draft model off: even with {tuning.BEST_ACCEPTANCE:.0%} of its guesses accepted it could not "
+                "beat the target here "
                 f"(a draft step costs {costs.draft_step:.2f} target steps, a batch of 5 costs {costs.v(5):.1f})"
             )
             if not options.keep_draft and pipeline.draft is not None:  # the bench still compares it

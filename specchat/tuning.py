@@ -50,10 +50,12 @@ class Tuning:
     stale: bool = False
 
     def draft_model_can_pay(self) -> bool:
-        """Could the draft model beat the target alone with BEST_ACCEPTANCE of its guesses accepted?"""
+        """Could the draft model beat the target alone with BEST_ACCEPTANCE of its guesses accepted, or what tune
+        measured where that was more (else tune's verdict could name spec for a draft model auto leaves off)?"""
         if self.costs.draft_step is None:
             return True  # unknown: let auto find out
-        k, _ = self.costs.best_length([BEST_ACCEPTANCE] * SPEC.max_k, self.costs.draft_step)
+        acceptance = max(BEST_ACCEPTANCE, min(1.0, self.priors.get("spec") or 0.0))
+        k, _ = self.costs.best_length([acceptance] * SPEC.max_k, self.costs.draft_step)
         return k > 0
 
     def as_dict(self) -> dict:

@@ -627,6 +627,16 @@ def test_a_draft_model_that_pays_only_if_every_guess_holds_is_left_off(files, fa
     assert run_json(*files, "--json", "-n", "12", "Say hi.")["draft"] is not None
 
 
+def test_a_draft_model_tune_measured_above_95_percent_is_judged_at_that():
+    """tune's verdict (the measured acceptance) named spec for a draft model that auto, judging at 95%, left off."""
+    from specchat.costmodel import Costs
+    from specchat.tuning import Tuning
+
+    costs = Costs({1: 1.0, 2: 1.40, 3: 1.75, 4: 2.1, 5: 2.36, 6: 2.9, 8: 3.9, 12: 6.0, 16: 7.7}, 0.58, 1e-3, 1e-3)
+    assert not Tuning("k", costs).draft_model_can_pay()
+    assert Tuning("k", costs, priors={"spec": 0.99}).draft_model_can_pay()
+
+
 def test_auto_measures_once_when_nothing_is_saved(files, isolated):
     result = invoke("run", *files, "-n", "8", "Say hi.")
     assert result.exit_code == 0, result.output
