@@ -337,7 +337,7 @@ def set_aside_logs(path: Path) -> list[Path]:
         # STAMP, then STAMP-2 ... STAMP-10: by name "-" sorts before ".", and "10" before "2"
         middle = aside.name[len(prefix) : len(aside.name) - len(real.suffix)]
         stamp, number = middle[:STAMP_LENGTH], middle[STAMP_LENGTH + 1 :]
-        return stamp, int(number) if number.isdigit() else 1, aside.name
+        return stamp, int(number) if number.isdecimal() and number.isascii() else 1, aside.name
 
     return sorted(found, key=order)
 

@@ -96,8 +96,15 @@ def test_system_dash_with_the_prompt_on_stdin_too_is_a_usage_error(files, prompt
 def test_system_dash_with_nothing_on_stdin_says_so(files):
     """An empty stdin (a pipe a script forgot) fell back to the template's system prompt without a word."""
     result = invoke("run", *files, "--system", "-", "Summarise", input="")
-    assert result.exit_code == 0 and "--system - read nothing from stdin" in result.stderr, result.output
+    assert result.exit_code == 0 and "--system - read nothing but blanks from stdin: the template's" in result.stderr
     assert logged()[0]["system"] is None
+
+
+def test_system_dash_with_nothing_on_stdin_keeps_the_conversations_with_c(files):
+    ok(invoke("run", *files, "--system", "Be brief.", "Hi"))
+    result = invoke("run", *files, "-c", "--system", "-", "Again", input="  \n")
+    assert "the conversation's system prompt is used" in result.stderr, result.output
+    assert logged()[-1]["system"] == "Be brief."
 
 
 def test_system_dash_on_stdin_twice_is_a_usage_error_before_the_log_is_looked_at(files):
@@ -978,3 +985,11 @@ def test_the_damaged_logs_set_aside_are_named_oldest_first(tmp_path):
     for name in reversed(names):
         (tmp_path / name).write_bytes(b"x")
     assert [path.name for path in set_aside_logs(tmp_path / "logs.db")] == names
+
+
+def test_a_hand_made_damaged_log_name_does_not_stop_the_listing(tmp_path):
+    from specchat.logdb import set_aside_logs
+
+    odd = tmp_path / "logs-damaged-20261201-101010-\u00b2.db"  # a digit int() cannot read
+    odd.write_bytes(b"x")
+    assert set_aside_logs(tmp_path / "logs.db") == [odd]

@@ -135,7 +135,8 @@ def run(
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     system = system if system and system.strip() else None  # blank, as /system: the template's own
     if from_stdin and system is None:  # a pipe forgotten (cron, a script): not in silence
-        note(stderr_console(), "--system - read nothing from stdin: the template's system prompt is used")
+        kept = "the conversation's" if latest or cid is not None else "the template's"
+        note(stderr_console(), f"--system - read nothing but blanks from stdin: {kept} system prompt is used")
     mode = "target" if no_spec else mode
     unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
     if text is not None and (draft_note := unused_draft(draft, [mode], given_mode)):
