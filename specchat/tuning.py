@@ -22,7 +22,7 @@ from .paths import config_dir, make_dirs, write_atomic
 # What a draft of the target's family is judged by when deciding whether to keep it at all: about the best it
 # reaches on greedy code (88-100% per reply in the quick bench). Judged at 100%, a 2-core Zen 4 calibrated at
 # c 0.54 and a batch of 16 at 7.75 steps kept it for a 1% gain that needed 15 guesses in a row all right: auto
-# never drafted with it, yet every reply prefilled its prompt in it too, and the first token came 25-70% later
+# never drafted with it, yet every reply prefilled its prompt in it too, and the first token came 20-70% later
 # than the target alone's (bench --suite quick, 2026-12-04).
 BEST_ACCEPTANCE = 0.95
 

@@ -615,7 +615,7 @@ def test_auto_leaves_the_draft_model_off_where_it_cannot_pay(files, fake_models,
 def test_a_draft_model_that_pays_only_if_every_guess_holds_is_left_off(files, fake_models, seed_tuning):
     """Judged at 100% acceptance, this Zen 4 calibration (c 0.54, a batch of 16 at 7.75 steps) kept the draft
     model for a 1% gain that needed 15 guesses in a row all right: auto never drafted with it, but every reply
-    prefilled its prompt in it too (the first token 25-70% later). A GPU-like one keeps it."""
+    prefilled its prompt in it too (the first token 20-70% later). A GPU-like one keeps it."""
     from specchat.costmodel import Costs
 
     zen4 = {1: 1.0, 2: 1.73, 3: 2.26, 4: 2.86, 5: 3.47, 6: 4.05, 8: 5.95, 12: 7.79, 16: 7.75, 24: 11.6}
