@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -149,7 +150,8 @@ def _conversion(path: Path, command: str, kind: str) -> str:
     """`command` reading the file into a JSONL file beside it, never written onto the file it reads; or stdin."""
     if is_stdin(path):
         return f"... | {command} | specchat bench --{kind} -"
-    return f"{command} {path} > {path.stem}{'.jsonl' if path.suffix != '.jsonl' else '-lines.jsonl'}"
+    out = path.with_name(path.stem + (".jsonl" if path.suffix != ".jsonl" else "-lines.jsonl"))
+    return f"{command} {shlex.quote(str(path))} > {shlex.quote(str(out))}"  # a folder with a blank: pasted as is
 
 
 def jsonl_lines(text: str) -> list[str]:

@@ -88,7 +88,18 @@ def test_another_benchmarks_record_is_named_with_its_conversion(tmp_path, name):
     line = " ".join(result.stderr.split())
     assert f"line 1: {RECORDS[name][1]}" in line and "not Spec-Bench's" in line
     assert "convert the file: jq -c '" in line or "convert the file (its system messages left out): jq" in line
-    assert f" {path} > {name}-lines.jsonl" in line
+    assert f" {path} > {path.with_name(name + '-lines.jsonl')}" in line
+
+
+def test_the_conversion_line_can_be_pasted_for_a_path_with_a_blank(tmp_path):
+    """It wrote the file unquoted (`jq ... my prompts.jsonl`: two files) and into the current folder, not beside it."""
+    folder = tmp_path / "my prompts"
+    folder.mkdir()
+    path = folder / "alpaca data.jsonl"
+    path.write_text(json.dumps(RECORDS["alpaca"][0]) + "\n", encoding="utf-8")
+    line = " ".join(runner.invoke(app, ["bench", "--prompts", str(path)]).stderr.split())
+    words = shlex.split(line[line.index("jq -c") :])
+    assert words[-3:] == [str(path), ">", str(folder / "alpaca data-lines.jsonl")], words
 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
