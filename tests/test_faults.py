@@ -121,10 +121,12 @@ def test_mismatched_pair_is_refused_with_the_token(default_pair_paths, mismatche
 def test_export_refuses_the_mismatched_pair_from_its_tokenizers(default_pair_paths, mismatched_draft):
     """export runs no model: it reads the two tokenizers alone (llama.cpp's vocab_only) for llama-server's check."""
     target, draft = default_pair_paths
-    result = invoke("export", "--to", "llama-server", "--target", str(target), "--draft", str(mismatched_draft))
+    # --mode spec: the command names the draft model whatever this machine's saved tuning says pays here
+    args = ("export", "--to", "llama-server", "--mode", "spec", "--target", str(target))
+    result = invoke(*args, "--draft", str(mismatched_draft))
     assert_one_line_error(result, 1, f"draft vocabulary differs at token {PATCHED_TOKEN}")
     assert "llama-server refuses this pair" in result.stderr
-    result = invoke("export", "--to", "llama-server", "--target", str(target), "--draft", str(draft))
+    result = invoke(*args, "--draft", str(draft))
     assert result.exit_code == 0 and "-md" in result.stdout, result.output
 
 
