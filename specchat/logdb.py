@@ -25,7 +25,7 @@ from .paths import NotAFolder, blocking_file, file_problem, make_dirs, moved_by,
 VERSION = 1  # PRAGMA user_version once the tables below exist
 BUSY_S = 5.0  # how long a writer waits for another process's transaction
 STAMP = "%Y%m%d-%H%M%S"  # of a damaged log set aside: logs-damaged-STAMP.db, then -2, -3 in the same second
-STAMP_LENGTH = 15
+STAMP_LENGTH = len(time.strftime(STAMP, time.gmtime(0)))
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS conversations (
         id INTEGER PRIMARY KEY,
@@ -309,11 +309,11 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
         if file_identity(real) != seen:
             return None
         stamp = time.strftime(STAMP)
-        aside = real.with_name(f"{real.stem}-damaged-{stamp}{real.suffix}")
+        aside = real.with_name(f"{_aside_prefix(real)}{stamp}{real.suffix}")
         number = 1
         while aside.exists():
             number += 1
-            aside = real.with_name(f"{real.stem}-damaged-{stamp}-{number}{real.suffix}")
+            aside = real.with_name(f"{_aside_prefix(real)}{stamp}-{number}{real.suffix}")
         try:
             os.rename(real, aside)
         except FileNotFoundError:  # moved by hand, or by a specchat that takes no lock
@@ -327,7 +327,7 @@ def set_aside(path: Path, seen: tuple[int, int] | None) -> Path | None:
 def set_aside_logs(path: Path) -> list[Path]:
     """The damaged logs set_aside() moved beside the log (where a link leads, as it moves them), oldest first."""
     real = resolved(path)
-    prefix = f"{real.stem}-damaged-"
+    prefix = _aside_prefix(real)
     try:
         found = list(real.parent.glob(f"{glob.escape(prefix)}*{glob.escape(real.suffix)}"))
     except OSError:  # a folder that cannot be listed: nothing to name
@@ -340,6 +340,11 @@ def set_aside_logs(path: Path) -> list[Path]:
         return stamp, int(number) if number.isdecimal() and number.isascii() else 1, aside.name
 
     return sorted(found, key=order)
+
+
+def _aside_prefix(real: Path) -> str:
+    """How the names of the log's damaged copies start (logs-damaged-STAMP.db): made and listed by this one."""
+    return f"{real.stem}-damaged-"
 
 
 def resolved(path: Path) -> Path:
