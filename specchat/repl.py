@@ -178,9 +178,8 @@ def check_system(system: str | None, prompt: str | None) -> None:
         )
 
 
-def read_system(system: str | None, prompt: str | None) -> str | None:
-    """The system prompt: `--system -` read from stdin (check_system first)."""
-    check_system(system, prompt)
+def read_system(system: str | None) -> str | None:
+    """The system prompt: `--system -` read from stdin (once check_system() has let it through)."""
     if system != "-":
         return system
     text = _read_stream()  # the file's trailing newlines are no part of it, as with --system "$(cat FILE)"

@@ -127,7 +127,7 @@ def run(
     # before loading too.
     check_system(system, prompt)  # a usage error before the log's state errors
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)
-    from_stdin, system = system == "-", read_system(system, prompt)  # stdin, before the prompt reads what is left
+    from_stdin, system = system == "-", read_system(system)  # stdin, before the prompt reads what is left
     text = read_prompt(
         prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None, raw=no_template
     )
