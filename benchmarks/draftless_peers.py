@@ -67,6 +67,9 @@ class NgramModPeer:
         for i in range(start, stop):
             self.pool[tuple(tokens[i : i + self.n])] = tokens[i + self.n]  # the last writer wins
 
+    def warm(self, context: Sequence[int]) -> None:
+        pass
+
     def prefill(self, context: Sequence[int]) -> None:
         self.begun = False  # a new reply: its first round pools the prompt
 
@@ -150,6 +153,9 @@ class NgramMapKPeer:
         self.keys: list[list[int]] = []  # [position of the key's first occurrence, its n_accepted]
         self.last: int | None = None  # index in keys of the key that drafted last
         self.begun = False
+
+    def warm(self, context: Sequence[int]) -> None:
+        pass
 
     def prefill(self, context: Sequence[int]) -> None:
         self.begun = False

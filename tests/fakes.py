@@ -189,9 +189,9 @@ class RecordingDrafter:
 
     uses_model = True
 
-    def __init__(self, model: FakeModel) -> None:
+    def __init__(self, model: FakeModel, wait_for_first_token: bool = True) -> None:
         self.model = model
-        self.inner = DraftModelDrafter(model)
+        self.inner = DraftModelDrafter(model, wait_for_first_token=wait_for_first_token)
         self.name = self.inner.name
         self.proposals: list[Proposal] = []
         self.feedbacks: list[tuple[int, int]] = []
@@ -201,6 +201,9 @@ class RecordingDrafter:
 
     def prefill(self, context: Sequence[int]) -> None:
         self.inner.prefill(context)
+
+    def warm(self, context: Sequence[int]) -> None:
+        self.inner.warm(context)
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         return self.inner.offer(context, k_max)

@@ -123,6 +123,42 @@ def test_a_good_draft_model_on_a_gpu_is_used_and_wins():
     assert stats.rounds_by_source["spec"] > stats.rounds / 2
 
 
+def first_round(machine: Machine, prompt_len: int):
+    """(source of the first round, draft-model evals before it ended, stats) of auto on this machine."""
+    clock = Clock()
+    target_fn = HashLM(n_vocab=V)
+    target = TimedModel(FakeModel(target_fn, n_vocab=V, n_ctx=2048), clock, machine.batch)
+    draft_model = FakeModel(DraftLM(target_fn, agree_hashed(0.9)), n_vocab=V, n_ctx=2048)
+    draft = TimedModel(draft_model, clock, lambda m: machine.c * machine.batch(m))
+    drafter = AutoDrafter(machine.costs(), [DraftModelDrafter(draft), NgramDrafter()], clock=clock)
+    seen = []
+
+    def on_round(event, stats) -> None:
+        seen.append((event.source, len(draft_model.calls)))
+
+    prompt = [3 + i % (V - 3) for i in range(prompt_len)]
+    _, stats = speculative_decode(
+        CachedModel(target), drafter, prompt, Sampler(SamplingParams()), k=64, max_tokens=32, on_round=on_round,
+        clock=clock,
+    )  # fmt: skip
+    return *seen[0], stats
+
+
+def test_auto_keeps_a_draft_models_prefill_out_of_the_first_token_where_it_is_dear():
+    """On a CPU the draft model's prefill of a long prompt costs many target steps: the first token is the
+    target's alone, and that prefill comes after it (counted as prefill, not as the first token's time)."""
+    source, draft_evals, stats = first_round(XEON, 300)
+    assert source != "spec" and draft_evals == 0  # the target alone, or a copy of the (repetitive) prompt
+    assert stats.first_token_s <= XEON.batch(299) + XEON.batch(65)
+    assert stats.prefill_s == pytest.approx(XEON.batch(299) + XEON.c * XEON.batch(300))
+
+
+def test_auto_drafts_the_first_round_with_a_cold_draft_model_where_its_prefill_is_cheap():
+    """On a GPU a short prompt costs the draft model a fraction of a step: worth it, charged in full."""
+    source, draft_evals, _ = first_round(GPU, 12)
+    assert source == "spec" and draft_evals > 1
+
+
 def test_the_guard_sets_aside_a_drafter_whose_real_cost_is_higher_than_calibrated():
     """The calibration says GPU (batches and draft steps nearly free) but the machine is compute-bound:
     measured time, not the cost model, switches the draft model off within a few rounds."""

@@ -472,6 +472,8 @@ class FixedOffer:
 
     def prefill(self, context) -> None: ...
 
+    def warm(self, context) -> None: ...
+
     def offer(self, context, k_max):
         from specchat.drafters.base import Offer
 
@@ -665,14 +667,21 @@ def test_a_stop_is_told_the_calibrated_chances_and_keeps_what_it_says():
 
 
 def test_the_draft_models_offer_counts_the_tokens_it_must_catch_up_on():
-    """The prompt's last token is evaluated by the first round: a draft model in step lags by none; one
-    that other drafters' rounds left behind lags by the tokens it has not seen."""
+    """Until the first token is out (warm) the prompt waits: the offer is cold and must catch up on all
+    of it. Warm, the prompt's last token is evaluated by the next round: a draft model in step lags by
+    none; one that other drafters' rounds left behind lags by the tokens it has not seen."""
     from fakes import FakeModel
 
-    drafter = model_drafters.DraftModelDrafter(FakeModel(peaked({}), n_vocab=16))
+    model = FakeModel(peaked({}), n_vocab=16)
+    drafter = model_drafters.DraftModelDrafter(model)
     drafter.prefill([1, 1, 1])
-    assert drafter.offer([1, 1, 1, 1], 4).catch_up == 0
-    assert drafter.offer([1, 1, 1, 1, 5, 6, 7], 4).catch_up == 3
+    cold = drafter.offer([1, 1, 1, 1], 4)
+    assert cold.cold and cold.catch_up == 3 and model.calls == []
+    assert drafter.propose([1, 1, 1, 1], 4, Sampler(SamplingParams())) == Draft()  # spec: the target's round
+    drafter.warm([1, 1, 1, 1, 5])
+    assert not drafter.offer([1, 1, 1, 1, 5], 4).cold
+    assert drafter.offer([1, 1, 1, 1, 5], 4).catch_up == 0
+    assert drafter.offer([1, 1, 1, 1, 5, 6, 7, 8], 4).catch_up == 3
 
 
 def test_without_a_stop_the_draft_model_drafts_k_as_before():

@@ -66,11 +66,15 @@ def run(
     params=GREEDY,
     target_model=None,
     drafter=None,
+    eager=False,
 ) -> Run:
+    """eager: the draft model evaluates the prompt before the first token and drafts from the first round
+    (by default it waits for the first token, which the target gives alone), so that every round drafts."""
     target = target_model or FakeModel(target_fn, n_vocab=V, n_ctx=n_ctx)
     cached = CachedModel(target)
     if drafter is None and draft_fn is not None:
-        drafter = RecordingDrafter(FakeModel(draft_fn, n_vocab=draft_vocab, n_ctx=n_ctx))
+        model = FakeModel(draft_fn, n_vocab=draft_vocab, n_ctx=n_ctx)
+        drafter = RecordingDrafter(model, wait_for_first_token=not eager)
     result = Run([], Stats(), [], target, cached, drafter)
     committed = list(prompt)
 
@@ -116,6 +120,44 @@ def test_greedy_output_is_lossless(k, draft):
         assert len(spec.out) == 40
 
 
+# -- the first token -------------------------------------------------------------------------------
+
+
+def test_the_draft_model_waits_for_the_first_token():
+    """The first round is the target's own, and the draft model evaluates the prompt only after that token
+    is out (as in llama-server): its prefill never delays the first token, and counts as prefill, not as
+    drafting. From the second round on it drafts every round."""
+    target, draft_model = FakeModel(TARGET, n_vocab=V), FakeModel(DraftLM(TARGET, agree_always), n_vocab=V)
+    seen = []
+
+    def on_round(event: Round, stats: Stats) -> None:
+        seen.append((event.drafted, len(draft_model.calls)))
+
+    def clock() -> float:  # a target eval takes 1 s, a draft-model eval 100 s
+        return len(target.calls) + 100.0 * len(draft_model.calls)
+
+    out, stats = speculative_decode(
+        CachedModel(target), DraftModelDrafter(draft_model), PROMPTS[0], Sampler(GREEDY), k=4, max_tokens=11,
+        on_round=on_round, clock=clock,
+    )  # fmt: skip
+    assert out == reference_greedy(TARGET, PROMPTS[0], 11)[0]
+    assert seen[0] == ([], 0)  # the first token: no guesses, no draft-model eval yet
+    assert [len(drafted) for drafted, _ in seen] == [0, 4, 4]  # 1 + 5 + 5 tokens
+    warm = draft_model.calls[0]
+    assert (warm.kv_before, list(warm.tokens), warm.n_logits) == ([], PROMPTS[0], 0)
+    assert stats.first_token_s == 2.0  # the target's prefill and its first round
+    assert stats.prefill_s == 1.0 + 100.0  # the target's prefill, then the draft model's
+    assert stats.draft_s == 800.0  # two rounds of 4 draft-model evals each
+
+
+def test_a_reply_that_ends_at_its_first_token_never_runs_the_draft_model():
+    draft_model = FakeModel(DraftLM(TARGET, agree_always), n_vocab=V)
+    out, _ = speculative_decode(
+        FakeModel(TARGET, n_vocab=V), DraftModelDrafter(draft_model), PROMPTS[0], Sampler(GREEDY), k=4, max_tokens=1
+    )
+    assert len(out) == 1 and draft_model.calls == []
+
+
 # -- acceptance patterns ----------------------------------------------------------------------------
 
 
@@ -123,7 +165,7 @@ def test_greedy_output_is_lossless(k, draft):
 def test_identical_draft_is_always_accepted_with_a_bonus(k):
     """A draft equal to the target: every token accepted, a bonus each round, k+1 tokens per round."""
     n_rounds = 5
-    result = run(PROMPTS[0], k, n_rounds * (k + 1), draft_fn=DraftLM(TARGET, agree_always))
+    result = run(PROMPTS[0], k, n_rounds * (k + 1), draft_fn=DraftLM(TARGET, agree_always), eager=True)
     stats = result.stats
     assert stats.rounds == n_rounds == len(result.rounds)
     assert stats.acceptance_rate == 1.0
@@ -141,7 +183,7 @@ def test_identical_draft_is_always_accepted_with_a_bonus(k):
 def test_identical_draft_shortens_only_the_last_round(k, extra):
     """When max_tokens is not a multiple of k+1, only the last round drafts fewer tokens."""
     max_tokens = 3 * (k + 1) + extra
-    result = run(PROMPTS[2], k, max_tokens, draft_fn=DraftLM(TARGET, agree_always))
+    result = run(PROMPTS[2], k, max_tokens, draft_fn=DraftLM(TARGET, agree_always), eager=True)
     assert result.stats.rounds == 4
     assert [len(event.emitted) for event in result.rounds] == [k + 1] * 3 + [min(extra, k + 1)]
     last = result.rounds[-1]
@@ -153,7 +195,7 @@ def test_identical_draft_shortens_only_the_last_round(k, extra):
 def test_draft_rejected_at_position_zero_every_round(k):
     """A draft that is always wrong: nothing accepted, one target token per round, same output."""
     max_tokens = 12
-    result = run(PROMPTS[0], k, max_tokens, draft_fn=DraftLM(TARGET, agree_never))
+    result = run(PROMPTS[0], k, max_tokens, draft_fn=DraftLM(TARGET, agree_never), eager=True)
     stats = result.stats
     assert stats.accepted == 0 and stats.acceptance_rate == 0.0
     assert stats.rounds == max_tokens and stats.tokens_per_round == 1.0
@@ -170,7 +212,7 @@ def test_draft_rejected_at_position_zero_every_round(k):
 def test_draft_rejected_in_the_middle(k):
     """A draft right for its first 2 tokens of every round: exactly min(2, drafted) accepted per round."""
     max_tokens = 30
-    result = run(PROMPTS[0], k, max_tokens, draft_fn=DraftLM(TARGET, agree_first(2)))
+    result = run(PROMPTS[0], k, max_tokens, draft_fn=DraftLM(TARGET, agree_first(2)), eager=True)
     for event in result.rounds:
         assert event.accepted == min(2, len(event.drafted))
         assert event.emitted == [*event.drafted[: event.accepted], event.token]
@@ -190,7 +232,7 @@ def test_eog_inside_an_accepted_draft_stops_generation(k):
     prompt = PROMPTS[0]
     offset = 2 * (k + 1) + k // 2  # third round, draft position k // 2
     target = HashLM(n_vocab=V, eog_at=frozenset({len(prompt) + offset}))
-    result = run(prompt, k, 100, target_fn=target, draft_fn=DraftLM(target))
+    result = run(prompt, k, 100, target_fn=target, draft_fn=DraftLM(target), eager=True)
     assert result.stats.stop_reason == "eog"
     assert result.out == reference_greedy(target, prompt, 100)[0]
     assert len(result.out) == result.stats.generated == offset
@@ -331,7 +373,8 @@ def test_drafter_cache_never_holds_rejected_tokens_when_drafting(k):
     """Every draft-model eval extends exactly the committed context (+ this round's draft so far)."""
     prompt = PROMPTS[2]
     result = run(prompt, k, 30, draft_fn=DraftLM(TARGET, agree_hashed(0.5)))
-    proposals = result.drafter.proposals
+    cold, *proposals = result.drafter.proposals
+    assert cold.tokens == [] and cold.draft_calls == []  # the first round is the target's own
     assert len(proposals) == sum(1 for event in result.rounds if event.drafted)
     for proposal in proposals:
         assert len(proposal.draft_calls) == len(proposal.tokens)  # one eval per drafted token
@@ -491,7 +534,7 @@ def test_draft_ids_outside_the_target_vocabulary_are_dropped(k, extra):
     prompt = PROMPTS[0]
     foreign = frozenset(range(len(prompt), len(prompt) + 60, 3))
     draft = DraftLM(TARGET, agree_always, n_vocab=V + extra, foreign_at=foreign)
-    result = run(prompt, k, 30, draft_fn=draft, draft_vocab=V + extra)  # the fake target asserts ids < V
+    result = run(prompt, k, 30, draft_fn=draft, draft_vocab=V + extra, eager=True)  # the fake target asserts ids < V
     assert result.out == reference_greedy(TARGET, prompt, 30)[0]
     proposals = iter(result.drafter.proposals)
     generated, saw_foreign = 0, False
@@ -530,7 +573,7 @@ def test_sampled_speculative_decode_keeps_the_target_distribution():
     counts = np.zeros((n_vocab, n_vocab))
     for _ in range(runs):
         target = FakeModel(target_fn, n_vocab=n_vocab)
-        drafter = RecordingDrafter(FakeModel(draft_fn, n_vocab=n_vocab))
+        drafter = RecordingDrafter(FakeModel(draft_fn, n_vocab=n_vocab), wait_for_first_token=False)
         out, _ = speculative_decode(target, drafter, prompt, sampler, k=2, max_tokens=3)
         counts[out[0], out[1]] += 1
     p0 = probabilities(target_fn(tuple(prompt)), params)
@@ -548,7 +591,7 @@ def test_sampled_foreign_draft_ids_keep_the_target_distribution():
     counts = np.zeros(n_vocab)
     for _ in range(runs):
         target = FakeModel(lambda ctx: target_row, n_vocab=n_vocab)
-        drafter = RecordingDrafter(FakeModel(lambda ctx: draft_row, n_vocab=len(draft_row)))
+        drafter = RecordingDrafter(FakeModel(lambda ctx: draft_row, n_vocab=len(draft_row)), wait_for_first_token=False)
         out, _ = speculative_decode(target, drafter, [0, 2], sampler, k=1, max_tokens=2)
         counts[out[0]] += 1
     assert chisquare_pvalue(counts, probabilities(target_row, params)) > 0.001
@@ -584,7 +627,7 @@ def test_a_draft_that_stops_where_it_is_unsure_keeps_the_target_distribution(how
     p_min = 0.35 if how == "--p-min" else 0.0
     for _ in range(runs):
         target = FakeModel(target_fn, n_vocab=n_vocab)
-        drafter = Stopping(FakeModel(draft_fn, n_vocab=n_vocab), p_min=p_min)
+        drafter = Stopping(FakeModel(draft_fn, n_vocab=n_vocab), p_min=p_min, wait_for_first_token=False)
         out, _ = speculative_decode(target, drafter, prompt, sampler, k=2, max_tokens=3)
         counts[out[0], out[1]] += 1
     assert {1, 2} <= lengths  # some two-token drafts were cut short, others not
@@ -625,7 +668,7 @@ def test_a_stop_that_drops_earlier_sampled_guesses_keeps_only_the_newest_decisio
             return draft
 
     for _ in range(runs):
-        drafter = Costed(FakeModel(draft_fn, n_vocab=n_vocab))
+        drafter = Costed(FakeModel(draft_fn, n_vocab=n_vocab), wait_for_first_token=False)
         out, _ = speculative_decode(FakeModel(target_fn, n_vocab=n_vocab), drafter, prompt, sampler, k=2, max_tokens=3)
         counts[out[0]] += 1
     assert {1, 2} <= lengths

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..costmodel import LOOKUP_STEP, Costs
 from ..modes import MODES
@@ -168,20 +168,26 @@ class AutoDrafter:
             drafter.prefill(context)
         self.budget = Budget()
 
+    def warm(self, context: Sequence[int]) -> None:
+        for drafter in self.drafters:
+            drafter.warm(context)
+
     def offer(self, context: Sequence[int], k_max: int):
         raise NotImplementedError("auto combines offers; it does not make one")
 
     def _step_cost(self, drafter: Drafter) -> float | None:
         return self.costs.draft_step if drafter.uses_model else LOOKUP_STEP
 
-    def _catch_up_cost(self, drafter: Drafter, tokens: int) -> float:
+    def _catch_up_cost(self, drafter: Drafter, offer: Offer, shared: bool = True) -> float:
         """A lagging draft model first evaluates what it missed, in one batch: c x v(tokens) target steps
         (the target's batch curve stands in for the draft's). Once caught up it serves the rounds after
         too, so a round is charged a share of it; a trial, which may not be followed by more, all of it
-        (see _trial)."""
-        if not tokens or not drafter.uses_model:
+        (see _trial), and so is the prompt before the first token: after it the prompt is evaluated
+        anyway (warm), and before it the whole cost delays that token."""
+        if not offer.catch_up or not drafter.uses_model:
             return 0.0
-        return (self.costs.draft_step or 0.0) * self.costs.v(tokens) / CATCH_UP_SHARED
+        full = (self.costs.draft_step or 0.0) * self.costs.v(offer.catch_up)
+        return full / CATCH_UP_SHARED if shared and not offer.cold else full
 
     def choose(self, context: Sequence[int], k_max: int) -> Choice:
         """The best choice for this round (no side effects beyond the drafters' remembered offers)."""
@@ -195,7 +201,7 @@ class AutoDrafter:
             offer = self._within_reach(offer, drafter.name)
             if not offer.rates:
                 continue
-            fixed = self._catch_up_cost(drafter, offer.catch_up)
+            fixed = self._catch_up_cost(drafter, offer)
             candidates.append((drafter, offer, step, fixed))
             # Ranked by the plain estimate, taken only where the cautious one promises a gain too (else the
             # length that pays most on the cautious one, judged by that: Costs.best_length).
@@ -225,26 +231,26 @@ class AutoDrafter:
         if offer.proven is None or offer.proven >= len(offer.rates):
             return offer
         if not self.costs.steady or self.guard.times_aside.get(name):  # the costs are in doubt
-            return Offer(
-                offer.rates[: offer.proven],
-                offer.upper[: offer.proven],
-                offer.catch_up,
-                offer.mean[: offer.proven] if offer.mean else None,
-                offer.proven,
+            return replace(
+                offer,
+                rates=offer.rates[: offer.proven],
+                upper=offer.upper[: offer.proven],
+                mean=offer.mean[: offer.proven] if offer.mean else None,
             )
         budget = CHEAP_GROWTH * self.costs.v(offer.proven + 1)
         reach = max([offer.proven] + [n - 1 for n in self.costs.verify if self.costs.v(n) <= budget])
         cut = min(reach, len(offer.rates))
         mean = offer.mean[:cut] if offer.mean is not None else None
-        return Offer(offer.rates[:cut], offer.upper[:cut], offer.catch_up, mean, offer.proven)
+        return replace(offer, rates=offer.rates[:cut], upper=offer.upper[:cut], mean=mean)
 
     def _trial(self, drafter: Drafter, offer, step: float, fixed: float, trial, best: Choice) -> Choice | None:
         """A short draft worth trying (optimistically it beats the best choice) that the exploration
         budget affords; else the trial found so far."""
         hopes = self.costs.speedup(offer.upper[:EXPLORE_MAX_K], step, fixed)
         bar = max(1.0, best.speedup)
+        catch_up = self._catch_up_cost(drafter, offer, shared=False)
         for k, hope in enumerate(hopes):
-            affordable = fixed * CATCH_UP_SHARED + k * step + self.costs.v(k + 1) - 1.0 <= self.budget.left()
+            affordable = catch_up + k * step + self.costs.v(k + 1) - 1.0 <= self.budget.left()
             if k and affordable and self.costs.measured(k + 1) and hope > max(bar, trial.speedup if trial else 0):
                 trial = Choice(drafter.name, k, hope, f"trying {drafter.name}", fixed, True, tuple(offer.upper))
         return trial

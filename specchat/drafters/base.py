@@ -2,7 +2,8 @@
 
 A drafter is a small strategy object. It offers its own confidence in the tokens it could propose
 (`offer`), proposes them (`propose`), and learns from what the target produced after every round
-(`learn`), whether or not its proposal was the one verified. `reset` forgets the conversation. The
+(`learn`), whether or not its proposal was the one verified. `prefill` and `warm` start a reply (before
+and after its first token), `reset` forgets the conversation. The
 auto controller combines any number of drafters through exactly these calls.
 """
 
@@ -44,6 +45,7 @@ class Offer:
     catch_up: int = 0  # tokens the drafter must process before it can draft (a draft model that lags)
     mean: list[float] | None = None  # the plain estimate, to rank drafters that pass on `rates` (None: rates)
     proven: int | None = None  # positions the drafter vouches for; beyond them only where a batch is cheap
+    cold: bool = False  # catching up now would delay the first token: auto charges it in full
 
 
 NO_OFFER = Offer([], [])
@@ -69,7 +71,13 @@ class Drafter(Protocol):
         ...
 
     def prefill(self, context: Sequence[int]) -> None:
-        """Warm up on the prompt, so that its cost counts as prefill, not as drafting."""
+        """A reply begins: the cheap part of warming up on its prompt (a lookup indexes it)."""
+        ...
+
+    def warm(self, context: Sequence[int]) -> None:
+        """After the first token, which the target gives alone: the costly part of warming up (a draft
+        model evaluates the prompt), so that it never delays the first token, as in llama-server. Its
+        time counts as prefill, not as drafting."""
         ...
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:

@@ -186,6 +186,9 @@ class NgramDrafter:
         if self.rewriter is not None:
             self.rewriter.start(context)  # the input a reply may change
 
+    def warm(self, context: Sequence[int]) -> None:
+        pass  # the prompt was indexed in prefill: a lookup may draft the first round
+
     def _odds(self, copy: _Copy, i: int) -> CopyOdds:
         """The odds that judge the copy's token i."""
         if copy.aligned is not None and copy.kind != "reply":  # a reply repeating itself: no better past a break

@@ -155,6 +155,9 @@ class SuffixDrafter:
             self.history.update()  # what the log gained since the last reply (the previous reply, mostly)
         self._start_reply()
 
+    def warm(self, context: Sequence[int]) -> None:
+        pass  # the prompt was indexed in prefill: a lookup may draft the first round
+
     def _sync(self, context: Sequence[int]) -> None:
         """Index the text so far. A context that does not extend the indexed one (checked at both ends of
         the indexed part: a guess is all that rides on it) is another conversation."""
