@@ -37,6 +37,7 @@ LOG_TO_JSONL = {
     "prompts": """{category: "chat", turns: [.prompt]}""",
 }
 TEXT_TO_JSONL = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
+KEYS = ("question_id", "category", "turns")  # what a record's keys are read as
 DEFAULT_CATEGORY = "prompts"  # a record's without one: the category only names the report's rows
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
 
@@ -272,6 +273,19 @@ def _other_format(record: dict, where: str, source: str) -> UsageError | None:
     )
 
 
+def _key_form(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "").replace(" ", "").removesuffix("s")
+
+
+def _check_spelling(record: dict, where: str) -> None:
+    """A key spelled otherwise than Spec-Bench's ("Category", "turn", "questionId"): read as absent, it
+    put every prompt into one row called "prompts", or refused the turns with no word of why."""
+    for key in record:
+        near = next((k for k in KEYS if k not in record and _key_form(str(key)) == _key_form(k)), None)
+        if near is not None:
+            raise UsageError(f'{where}: "{key}" is not a key Spec-Bench\'s records have', hint=f'spell it "{near}"')
+
+
 def _content(turn: object) -> object:
     """A turn written as {"content": "..."} (Arena-Hard), or a user message, is its text; anything else is left to
     be refused: an OpenAI message list as turns would make system and assistant messages user turns."""
@@ -287,6 +301,7 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     other = _other_format(record, where, source)
     if other is not None:  # "turns" must be a list... led nowhere: a user has the file another benchmark wrote
         raise other
+    _check_spelling(record, where)
     category, turns = record.get("category"), record.get("turns")
     if isinstance(turns, list):  # Arena-Hard writes each turn as {"content": "..."}: its text is the turn
         turns = [_content(turn) for turn in turns]

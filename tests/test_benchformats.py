@@ -149,3 +149,23 @@ def test_messages_as_turns_are_not_read_as_user_turns(tmp_path):
         path.write_text(json.dumps({"turns": [user, other]}) + "\n")
         result = runner.invoke(app, ["bench", "--prompts", str(path)])
         assert result.exit_code == 2 and '"turns" item 2 is not a non-empty string' in result.stderr, result.output
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"), [("Category", "category"), ("turn", "turns"), ("questionId", "question_id"), ("TURNS", "turns")]
+)
+def test_a_key_spelled_otherwise_is_named_with_its_spelling(tmp_path, key, meant):
+    """Read as absent, a "Category" put every prompt into one row called "prompts" without a word."""
+    record = {"category": "code", "turns": ["Hi"], "question_id": 1}
+    record[key] = record.pop(meant)
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f'"{key}" is not a key' in result.stderr and f'spell it "{meant}"' in result.stderr
+
+
+def test_a_key_of_its_own_beside_spec_bench_s_is_left_alone(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"category": "c", "turns": ["a"], "question": "a", "Turns": 2}) + "\n")
+    assert [p.turns for p in load_prompts_file(path)] == [("a",)]
