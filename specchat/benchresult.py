@@ -132,8 +132,9 @@ class BenchResult:
         if mode == "spec" and k and rate is not None and self.cost is not None and self.cost.c is not None:
             round_cost = k * self.cost.c + self.cost.v(k + 1)
             predicted = iid_expected(rate, k) / round_cost
-            per_round = sum(s.generated for s in mine) / rounds if rounds else 1.0
-            modelled = per_round / round_cost
+            alone = sum(s.rounds_by_source.get("target", 0) for s in mine)  # spec's first round, its last maybe
+            seconds = (rounds - alone) * round_cost + alone  # in target steps: a round of the target alone is one
+            modelled = sum(s.generated for s in mine) / seconds if seconds > 0 else 1.0 / round_cost
         low, high = (median_interval(ratios) if name != "target" else None) or (None, None)  # 1-1 says nothing
         return Row(
             category,
@@ -209,9 +210,11 @@ DEFINITIONS = {
     "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did), "
     "up to the last position any round drafted",
     "draft_share": "draft time / (draft + verify time)",
-    "ttft_s": "time to first token (prefill of both models + first round), median",
+    "ttft_s": "time to first token (the target's prefill + first round; a draft model reads the prompt after it), "
+    "median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
-    "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption",
+    "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption "
+    "(a round of the target alone, as spec's first, costs one step)",
 }
 
 

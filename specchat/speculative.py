@@ -204,6 +204,8 @@ def speculative_decode(
             draft = drafter.propose(tokens, k_round, sampler) if k_round and drafter else Draft()
             _drop_foreign_ids(draft, target.model.n_vocab)
             t1 = clock()
+            draft_s = t1 - t0 - draft.prefill_s  # auto may have had a cold draft model read the prompt first
+            stats.prefill_s += draft.prefill_s
             logits = target.feed([*tokens, *draft.tokens], len(draft) + 1)
             n_accepted, token = sampler.verify(draft.tokens, draft.q, logits, draft.rejected_q)
             t2 = clock()
@@ -213,11 +215,11 @@ def speculative_decode(
             emitted, ended = _cut_at_eog(target.model, produced)
             tokens.extend(emitted)
             source = (draft.source or "draft") if len(draft) else "target"
-            stats.record(len(draft), n_accepted, len(emitted), t1 - t0, t2 - t1, source)
+            stats.record(len(draft), n_accepted, len(emitted), draft_s, t2 - t1, source)
             if stats.rounds == 1:
                 stats.first_token_s = t2 - start
             if on_round is not None:
-                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, t1 - t0, t2 - t1, source), stats)
+                on_round(Round(stats.rounds, draft.tokens, n_accepted, token, emitted, draft_s, t2 - t1, source), stats)
             if ended:
                 stats.stop_reason = "eog"
                 break

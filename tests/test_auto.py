@@ -154,9 +154,15 @@ def test_auto_keeps_a_draft_models_prefill_out_of_the_first_token_where_it_is_de
 
 
 def test_auto_drafts_the_first_round_with_a_cold_draft_model_where_its_prefill_is_cheap():
-    """On a GPU a short prompt costs the draft model a fraction of a step: worth it, charged in full."""
-    source, draft_evals, _ = first_round(GPU, 12)
+    """On a GPU a short prompt costs the draft model a fraction of a step: worth it, charged in full. Its
+    reading of the prompt is prefill (in the first token's time, as auto chose), not drafting, and no
+    later catch-up is booked as prefill."""
+    source, draft_evals, stats = first_round(GPU, 12)
     assert source == "spec" and draft_evals > 1
+    reading = GPU.c * GPU.batch(11)  # the prompt but its last token, which the first round evaluates
+    assert stats.prefill_s == pytest.approx(GPU.batch(11) + reading)
+    assert stats.first_token_s > stats.prefill_s
+    assert stats.draft_s + stats.verify_s == pytest.approx(stats.decode_s)
 
 
 def test_the_guard_sets_aside_a_drafter_whose_real_cost_is_higher_than_calibrated():

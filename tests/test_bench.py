@@ -371,6 +371,10 @@ def test_prediction_from_costs():
     assert row.predicted_speedup == pytest.approx(iid_expected(0.8, 4) / (4 * 0.25 + 1.2))
     assert row.cost_model_speedup == pytest.approx(3.0 / (4 * 0.25 + 1.2))
     assert row.speedup == pytest.approx(1.5)
+    # spec's first round is the target's alone: a round that costs one step, not k c + v(k + 1)
+    result.samples[1].rounds_by_source = {"target": 1, "spec": 9}
+    row = next(r for r in result.rows() if r.variant == "k=4")
+    assert row.cost_model_speedup == pytest.approx(30 / (9 * (4 * 0.25 + 1.2) + 1))
 
 
 def test_the_speedup_interval_is_the_medians_order_statistics():

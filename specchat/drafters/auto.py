@@ -133,7 +133,7 @@ class Guard:
 @dataclass
 class Budget:
     """Exploration spending of one reply, in target steps: a share of the time so far, plus one step so
-    that the first round, when a draft model is in step with the prompt, can try it cheaply."""
+    that a reply's first rounds can afford a short trial."""
 
     spent: float = 0.0
     elapsed: float = 0.0
@@ -263,6 +263,7 @@ class AutoDrafter:
         if drafter is None or choice.k == 0:
             return Draft()
         started = self.clock()
+        cold = getattr(drafter, "cold", False)
         catch_up = getattr(drafter, "catch_up", None)
         if catch_up is not None:
             catch_up(context)  # timed apart: catching up is not what a draft step costs
@@ -272,6 +273,8 @@ class AutoDrafter:
         else:
             draft = drafter.propose(context, choice.k, sampler)
         self._draft_s, self._catch_up_s = self.clock() - started, drafting - started
+        if cold:  # it read the prompt, which it would have after the first token anyway: that is prefill
+            draft.prefill_s = self._catch_up_s
         self._source = drafter.name if drafter.uses_model else "target"
         return draft
 

@@ -28,6 +28,7 @@ class Draft:
     # vocabulary): that position is a certain rejection, so its correction comes from norm(max(0, p - q)).
     rejected_q: np.ndarray | None = None
     source: str = ""  # the mode whose drafter drafted it ("spec", "ngram"), for stats and the view
+    prefill_s: float = 0.0  # of the proposal's time, a cold draft model reading the prompt: prefill, not drafting
 
     def __len__(self) -> int:
         return len(self.tokens)

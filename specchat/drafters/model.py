@@ -131,6 +131,7 @@ class DraftModelDrafter:
 
     def reset(self) -> None:
         self.cache.forget()
+        self.cold = False
         self.acceptance = Acceptance(self.prior)
         self.calibration = Calibration()
 
@@ -154,7 +155,9 @@ class DraftModelDrafter:
         self.cache.feed(self._known(context)[:-1], 0)
         self.cold = False
 
-    warm = catch_up
+    def warm(self, context: Sequence[int]) -> None:
+        if self.cold:  # else auto caught it up for the first round already: the rest is drafting's
+            self.catch_up(context)
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
         # Rounds drafted by others leave the cache behind: catching up is part of what drafting costs now.
