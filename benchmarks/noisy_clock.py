@@ -58,9 +58,11 @@ def true_decode_s(
     target_cost = NoisyCost(lambda n: regime.v(n) * regime.step_s, cv, spells, rng)
     draft_cost = NoisyCost(lambda n: regime.c * regime.v(n) * regime.step_s, cv, spells, rng)
     target = simulate.TraceTarget(trace, clock, target_cost)
+    target.codec = simulate.codec_for(trace)  # as replay() has it: the rewriter reads text through it
     draft = simulate.TraceDraft(trace, clock, draft_cost)
     drafter, k = simulate.make_drafter(strategy, target, draft, regime.costs(), clock)
-    prefill: list[float] = []  # true seconds of the prefills (target and draft), taken before round 1
+    prefill: list[float] = []  # true seconds of the target's prefill, taken before round 1
+    read: list[float] = []  # true seconds of a draft model reading the prompt, after the first token (warm)
 
     def mark() -> None:
         if not prefill:
@@ -77,16 +79,30 @@ def true_decode_s(
         mark()
         return propose(*args, **kwargs)
 
+    def reading(arm, catch_up):
+        def catch_up_(context) -> None:  # called by warm, or by auto for the first round
+            before, cold = draft_cost.true_spent, arm.cold
+            catch_up(context)
+            if cold:
+                read.append(draft_cost.true_spent - before)
+
+        return catch_up_
+
     target.eval = eval_
     if propose is not None:
         drafter.propose = propose_
+    for arm in getattr(drafter, "drafters", [drafter]):
+        if hasattr(arm, "cold"):
+            arm.catch_up = reading(arm, arm.catch_up)
     max_tokens = trace.max_tokens if trace.end is not None else len(trace.target)
     tokens, _ = speculative_decode(
         target, drafter, trace.prompt, Sampler(SamplingParams()), k=k, max_tokens=max_tokens, clock=clock
     )
     if tokens != trace.target:
         raise AssertionError(f"{strategy} on {trace.id}: not the recorded text")
-    return target_cost.true_spent + draft_cost.true_spent - prefill[0]
+    # As Stats.decode_s: without the prefills, the draft model's included (Draft.prefill_s where auto had it
+    # read the prompt for the first round).
+    return target_cost.true_spent + draft_cost.true_spent - prefill[0] - sum(read)
 
 
 def speedup(traces, regime, cv: float, spells: bool, seeds: int) -> float:
