@@ -99,6 +99,7 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
 
 Progress = Callable[..., None]  # (description, completed runs[, a new total])
 COST_BATCH = 16  # the report's cost model times verify batches of 1..16
+WARM_UP_TOKENS = 16  # the most a variant's warm-up generates, before anything is measured
 
 
 def run(
@@ -126,9 +127,8 @@ def run(
     try:
         # In a pipe no progress bar shows how long the wait is: the size of the job at least.
         notify(
-            f"{reps * turns * len(variants)} replies to generate ({_count(turns, 'turn')} x "
-            f"{_count(len(variants), 'variant')} x {_count(reps, 'repetition')}, up to {max_tokens} tokens each); "
-            "measuring the cost model for the report first "
+            _job_size(prompts, len(variants), reps=reps, max_tokens=max_tokens, earlier_tokens=earlier_tokens)
+            + "; measuring the cost model for the report first "
             "(single steps, verify batches of 1..16; auto uses its own calibration, up to 64)"
         )
         # After as much of the first prompt as leaves room for a batch of 16: a prompt that fits with room
@@ -150,6 +150,23 @@ def run(
     except KeyboardInterrupt:
         result.interrupted = True
     return result
+
+
+def _job_size(prompts: list[Prompt], variants: int, *, reps: int, max_tokens: int, earlier_tokens: int) -> str:
+    """Every generation the bench makes, not only the measured replies: `--suite revision -n 64` said 30
+    replies of up to 64 tokens, and the target alone wrote 3 earlier turns of up to 512 first (benchturns)."""
+    from . import benchturns
+
+    turns = benchturns.count(prompts)
+    text = (
+        f"{reps * turns * variants} replies to generate ({_count(turns, 'turn')} x {_count(variants, 'variant')} "
+        f"x {_count(reps, 'repetition')}, up to {max_tokens} tokens each), plus "
+    )
+    earlier = turns - len(prompts)  # every turn but the last of each record is answered once first
+    if earlier:
+        text += f"{_count(earlier, 'earlier turn')} of up to {earlier_tokens or max_tokens} tokens "
+        text += "answered by the target alone, and "
+    return text + f"{_count(variants, 'warm-up')} of up to {min(WARM_UP_TOKENS, max_tokens)} tokens"
 
 
 def _count(n: int, thing: str) -> str:
@@ -184,7 +201,7 @@ def run_bench(
     if skipped and progress:  # the bar counted every turn; the skipped ones are never run
         progress("warming up", 0, reps * len(turns) * len(variants))
     for variant in variants:
-        _generate(pipeline, turns[0].ids, params, variant, min(16, max_tokens))
+        _generate(pipeline, turns[0].ids, params, variant, min(WARM_UP_TOKENS, max_tokens))
     done = 0
     for rep in range(reps):
         for index, turn in enumerate(turns):

@@ -508,6 +508,21 @@ def test_the_size_of_the_job_is_said_before_it_starts(fake_pair):
     args = ["bench", *files, "--prompts", "-", "--modes", "auto", "-r", "1", "-n", "8"]
     once = runner.invoke(app, args, input='{"category": "chat", "turns": ["Hi"]}\n')
     assert "2 replies to generate (1 turn x 2 variants x 1 repetition, up to 8 tokens each)" in once.stderr
+    assert "each), plus 2 warm-ups of up to 8 tokens;" in once.stderr  # one record of one turn: nothing earlier
+
+
+def test_the_size_of_the_job_counts_earlier_turns_and_warm_ups(fake_pair):
+    """`--suite revision` said "replies ... up to 64 tokens each" and no more, but the target alone also wrote
+    the 3 earlier turns, up to --earlier-tokens (512) each, and every variant warmed up first."""
+    _folder, files = fake_pair
+    args = ["bench", *files, "--suite", "revision", "--modes", "ngram", "-r", "1", "-n", "32", "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    first = result.stderr.split("measuring the cost model")[0]
+    assert (
+        "12 replies to generate (6 turns x 2 variants x 1 repetition, up to 32 tokens each), plus 3 earlier turns "
+        "of up to 512 tokens answered by the target alone, and 2 warm-ups of up to 16 tokens;"
+    ) in first, first
 
 
 def test_sampled_bench_says_the_lossless_check_was_not_made(fake_pair):
