@@ -69,11 +69,12 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
 def _check_suffix(fmt: str, output: Path | None) -> None:
     """`-f json -o x.csv` wrote JSON into a file whose name says CSV, without a word (a spreadsheet then read it as
     one column): said before measuring, as a --plot name that is no .png or .svg is. A name no report format
-    claims (`-o report.txt`) is the user's choice; with the table the name chooses the file's format."""
+    claims (`-o report.txt`) is the user's choice; with the table the name chooses the file's format. Both
+    spellings are named: click keeps no record of which one was typed, and `--format json` read as `-f`."""
     named = FILE_FORMATS.get(output.suffix.lower()) if output is not None else None
     if fmt != "table" and named is not None and named != fmt:
         raise UsageError(
-            f"-f {fmt} and -o {output} disagree: a {output.suffix} name says {named}",
+            f"-f/--format {fmt} and -o/--output {output} disagree: a {output.suffix} name says {named}",
             hint=f"-f {named} -o {output}, or -f {fmt} -o {output.with_suffix('.' + fmt)}; nothing was run",
         )
 

@@ -685,10 +685,10 @@ def test_an_empty_item_in_a_list_is_a_usage_error(fake_pair, args, needle, hint)
 def test_a_format_the_file_name_contradicts_is_a_usage_error(fake_pair, tmp_path, fmt, name, named):
     """`-f json -o x.csv` measured for minutes, then wrote JSON into a file named .csv without a word."""
     out = tmp_path / name
-    result = bench(fake_pair, "-f", fmt, "-o", str(out))
+    result = bench(fake_pair, "--format", fmt, "--output", str(out))  # typed long: `-f json` named what was not typed
     assert result.exit_code == 2 and not out.exists(), result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"-f {fmt} and -o {out} disagree" in lines[0], result.stderr
+    assert len(lines) == 1 and f"-f/--format {fmt} and -o/--output {out} disagree" in lines[0], result.stderr
     assert f"-f {named} -o {out}, or -f {fmt} -o {out.with_suffix('.' + fmt)}" in lines[0]
 
 
