@@ -94,6 +94,11 @@ def shown(path: Path) -> str:
     return "stdin" if is_stdin(path) else str(path)
 
 
+def _unshown(source: str) -> Path:
+    """The file a message's source (shown()) names, for a command line that reads it: `-` for stdin."""
+    return STDIN if source == "stdin" else Path(source)
+
+
 def read_jsonl(path: Path, kind: str, shape: str) -> str:
     """The text of a --prompts or --history file (or stdin), or one usage error saying why it cannot be read."""
     again = f"give a JSONL file, one {shape} per line"
@@ -139,7 +144,7 @@ def _read_bounded(path: Path, kind: str) -> bytes:
 
 def _converted(source: str) -> str:
     """How to turn a text file of prompts (one a line) into a --prompts file (`source`: the file as shown)."""
-    return _conversion(Path("-") if source == "stdin" else Path(source), TEXT_TO_JSONL, "prompts")
+    return _conversion(_unshown(source), TEXT_TO_JSONL, "prompts")
 
 
 def _jq(path: Path, kind: str) -> str:
@@ -267,7 +272,7 @@ def _other_format(record: dict, where: str, source: str) -> UsageError | None:
     messages = record[key] if key == "messages" and isinstance(record[key], list) else []
     system = any(isinstance(m, dict) and m.get("role") == "system" for m in messages)  # the bench sends none
     dropped = " (its system messages left out)" if system else ""
-    command = _conversion(Path("-") if source == "stdin" else Path(source), jq, "prompts")
+    command = _conversion(_unshown(source), jq, "prompts")
     return UsageError(
         f'{where}: {name}, not Spec-Bench\'s {{"category", "turns"}}', hint=f"convert the file{dropped}: {command}"
     )

@@ -169,3 +169,16 @@ def test_a_key_of_its_own_beside_spec_bench_s_is_left_alone(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"category": "c", "turns": ["a"], "question": "a", "Turns": 2}) + "\n")
     assert [p.turns for p in load_prompts_file(path)] == [("a",)]
+
+
+@pytest.mark.parametrize("given", ["-", "prompts.txt"])
+def test_plain_text_is_converted_from_where_it_was_read(tmp_path, monkeypatch, given):
+    """The messages name stdin as "stdin"; the conversion reads it as `-` (a pipe) and a file by its path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prompts.txt").write_text("Name three colours.\n")
+    result = runner.invoke(app, ["bench", "--prompts", given], input="Name three colours.\n")
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.stderr.split())
+    jq = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
+    wanted = f"... | {jq} | specchat bench --prompts -" if given == "-" else f"{jq} prompts.txt > prompts.jsonl"
+    assert f"becomes that with {wanted}" in line, line
