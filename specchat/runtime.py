@@ -252,12 +252,17 @@ class Pipeline:
 
 
 def open_pipeline(
-    options: Options, notify: Notify, start_progress=None, loaded: Callable[[Pipeline], None] | None = None
+    options: Options,
+    notify: Notify,
+    start_progress=None,
+    loaded: Callable[[Pipeline], None] | None = None,
+    before_load: Callable[[Resolved, Options], None] | None = None,
 ) -> Pipeline:
     """Resolve, load and set up everything a mode needs; on any failure nothing stays loaded.
 
-    loaded(pipeline) runs once the models are loaded, before auto measures the machine (about 15 s the
-    first time): a prompt that cannot fit is refused there, not after the wait."""
+    before_load(resolved, options) runs once the files are known, before any model is loaded (seconds to minutes):
+    tune's output path is checked there. loaded(pipeline) runs once the models are loaded, before auto measures
+    the machine (about 15 s the first time): a prompt that cannot fit is refused there, not after the wait."""
     from . import ctxsize, engine, tuning
 
     if options.mode not in modes.MODES:
@@ -266,6 +271,8 @@ def open_pipeline(
     engine.set_debug(options.debug)
     options = _usable_threads(options, notify)
     resolved = resolve(options, notify, start_progress or _no_progress)
+    if before_load is not None:
+        before_load(resolved, options)
     saved = None
     if options.mode == "auto" and options.use_tuning and resolved.draft is not None and not options.keep_draft:
         saved = tuning.load(tuning.key_for(resolved, options))

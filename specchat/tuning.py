@@ -198,23 +198,36 @@ def worth_saving(measured: Tuning, previous: Tuning | None) -> tuple[Tuning | No
 
 def check_writable() -> None:
     """Before `tune` measures for minutes: the folder its result goes to can be written (OSError if not)."""
-    import tempfile
-
     folder = config_dir() / "tuning"
     make_dirs(folder)
+    _probe(folder)
+
+
+def _probe(folder: Path) -> None:
+    """The folder takes a new file, as save's temporary file beside the tuning (OSError if not)."""
+    import tempfile
+
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-", suffix=".tmp"):
         pass
 
 
 def check_replaceable(key: str) -> None:
-    """Before `tune` measures, once the key is known: a directory where the tuning's file goes (a link to one too)
-    cannot be replaced by it, which the save found out only after minutes of measuring (IsADirectoryError)."""
+    """Before `tune` loads the models, once the key is known: what stands at the tuning's path can be replaced,
+    which the save found out only after minutes of measuring. A directory (a link to one too) is
+    IsADirectoryError; a link is written through (write_atomic), so a loop of links or one into a folder that is
+    missing or takes no new files is the save's own OSError, as is a FIFO that nobody reads."""
     import errno
     import os
+
+    from .paths import is_special, resolve_link
 
     path = tuning_path(key)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if is_special(path):  # written into, not replaced: opened as the save opens it
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    elif path.is_symlink():
+        _probe(resolve_link(path).parent)
 
 
 def save(tuning: Tuning) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -147,7 +148,7 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
     fake_models, isolated, seed_tuning, monkeypatch, linked
 ):
     """A directory at the tuning file's path was found only by the save, after the whole measurement."""
-    from specchat import tuning
+    from specchat import runtime, tuning
 
     def measured(*_args, **_kwargs):
         raise AssertionError("measured before the tuning's path was checked")
@@ -161,6 +162,7 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
     else:
         path.mkdir()
     monkeypatch.setattr(tuning, "tune", measured)
+    monkeypatch.setattr(runtime, "_load", measured)  # checked before the models load, too
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -452,3 +454,36 @@ def test_tune_json_is_one_object_of_what_the_table_says(fake_models, isolated):
 def check_saved_path(isolated):
     (path,) = (isolated / "config" / "tuning").glob("*.json")
     return path
+
+
+@pytest.mark.parametrize("blocker", ["dangling link", "link below a file", "loop of links", "fifo"])
+def test_a_tuning_file_that_cannot_be_written_is_one_line_before_loading(
+    fake_models, isolated, seed_tuning, monkeypatch, blocker
+):
+    """Only a directory at the tuning file's path was checked, after loading both models (seconds to minutes); a
+    link into a missing folder or below a file, a loop of links or a FIFO nobody reads failed the save, after
+    the whole measurement."""
+    from specchat import runtime
+
+    def load(*_args, **_kwargs):
+        raise AssertionError("a model was loaded before the tuning's path was checked")
+
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    path.unlink()
+    if blocker == "dangling link":
+        path.symlink_to(isolated / "missing" / "tuning.json")
+    elif blocker == "link below a file":
+        (isolated / "a-file").write_text("")
+        path.symlink_to(isolated / "a-file" / "tuning.json")
+    elif blocker == "loop of links":
+        path.symlink_to(path)
+    else:
+        os.mkfifo(path)
+    monkeypatch.setattr(runtime, "_load", load)
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot save the tuning in {path.parent}: "), result.stderr
+    assert "hint: give specchat a writable config directory" in lines[0] and "nothing was measured" in lines[0]
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing written beside it, no probe left

@@ -344,16 +344,16 @@ def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **o
     )  # fmt: skip
 
 
-def load_pipeline(options, loaded=None):
-    """The loaded pipeline (pulling what is missing, with progress bars on stderr); loaded(pipeline) runs
-    before auto measures the machine (runtime.open_pipeline)."""
+def load_pipeline(options, loaded=None, before_load=None):
+    """The loaded pipeline (pulling what is missing, with progress bars on stderr); before_load(resolved, options) runs
+    before the models are loaded, loaded(pipeline) before auto measures the machine (runtime.open_pipeline)."""
     from ..downloadbar import download_progress
     from ..runtime import open_pipeline
     from ..view import note
 
     err = stderr_console()
     with download_progress(err) as start:
-        return open_pipeline(options, lambda message: note(err, message), start, loaded)
+        return open_pipeline(options, lambda message: note(err, message), start, loaded, before_load)
 
 
 def _reflow(doc: str) -> str:

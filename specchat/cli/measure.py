@@ -237,20 +237,23 @@ def tune(
         ctx, target, draft, gpu_layers, pair=pair, mode="ngram" if lone else "spec", keep_draft=not lone,
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
-    prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
-    with _templated("tune"), load_pipeline(options) as pipeline:
-        title = pipeline.resolved.pair_name or pipeline.resolved.target.name
-        # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
-        key = key_for(pipeline.resolved, pipeline.options)
+
+    def replaceable(resolved, usable) -> None:  # before the models load: a file that cannot be saved is not worth it
         try:
-            check_replaceable(key)
+            check_replaceable(key_for(resolved, usable))
         except IsADirectoryError as exc:  # the file's own path: the folder was checked above
             raise SpecchatError(
                 f"cannot save the tuning as {exc.filename}: it is a directory",
                 hint="remove or rename that directory (tune saves its file there); nothing was measured",
             ) from None
-        except OSError as exc:  # a link into a folder that cannot be searched: its own reason
+        except OSError as exc:  # a link into a missing folder or a loop, a FIFO: the save's own reason
             raise unsaved(exc, "nothing was measured") from None
+
+    prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
+    with _templated("tune"), load_pipeline(options, before_load=replaceable) as pipeline:
+        title = pipeline.resolved.pair_name or pipeline.resolved.target.name
+        # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
+        key = key_for(pipeline.resolved, pipeline.options)
         previous, problem = examine(key)
         if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
             note(err, f"the saved tuning {problem}; this measurement replaces it")
