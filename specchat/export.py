@@ -304,7 +304,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             notes.append(swapped)
     if pair is not None and target is not None:  # find_files takes the files given: the pair was ignored unsaid
         notes.append(f"--pair {pair} is not used: --target names the files (and --draft FILE a draft model)")
-    if draft is not None and mode == "ngram":  # the command names no draft model: dropped unsaid, as --pair was
-        notes.append(f"--draft {draft.name} is not used: --mode ngram drafts without a draft model")
+    if draft_note := modes.unused_draft(draft, [mode], f"--mode {mode}", "the command does not name it"):
+        notes.append(draft_note)  # dropped unsaid, as --pair was, it read as if the command used it
     method = "draft model" if choice.method == "draft" else (NGRAM_TYPE if to == "llama-server" else "vLLM's ngram")
     return Export(to, argv, choice, [f"speculation: {method}: {choice.why}", *notes])

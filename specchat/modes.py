@@ -66,3 +66,13 @@ def label_of(source: str) -> str:
     """A round's source as people read it ("spec" -> "draft model")."""
     mode = MODES.get(source)
     return mode.label if mode is not None else source
+
+
+def unused_draft(draft, modes: list[str], given_as: str, aside: str = "it is not loaded") -> str | None:
+    """The note for a --draft that none of the modes drafts with, which is then not loaded (run's chat keeps it for
+    a later /mode): dropped unsaid, it read as if the draft model had been used. aside: what becomes of it
+    (export's command does not name it)."""
+    if draft is None or any(mode not in MODES or MODES[mode].needs_draft_model for mode in modes):
+        return None
+    how = "drafts nothing" if modes == ["target"] else "does not draft with the draft model"
+    return f"--draft {draft.name} is not used: {given_as} {how} ({aside})"

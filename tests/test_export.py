@@ -109,7 +109,11 @@ def test_a_draft_beside_mode_ngram_is_named_as_not_used(fake_models, to):
     target, draft = fake_models
     result = run_export("--to", to, "--target", str(target), "--draft", str(draft), "--mode", "ngram")
     assert result.exit_code == 0, result.output
-    assert f"--draft {draft.name} is not used: --mode ngram drafts without a draft model" in result.stderr
+    # run's words for it, the parenthesis saying what becomes of it here (export loads nothing)
+    assert (
+        f"--draft {draft.name} is not used: --mode ngram does not draft with the draft model (the command does not "
+        "name it)" in result.stderr
+    )
     assert str(draft) not in result.stdout
 
 

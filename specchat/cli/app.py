@@ -322,17 +322,6 @@ def from_env(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", "") == "ENVIRONMENT"
 
 
-def unused_draft(draft, modes: list[str], given_as: str) -> str | None:
-    """The note for a --draft that none of the modes drafts with, which is then not loaded (run's chat keeps it for
-    a later /mode): dropped unsaid, it read as if the draft model had been used."""
-    from ..modes import MODES
-
-    if draft is None or any(mode not in MODES or MODES[mode].needs_draft_model for mode in modes):
-        return None
-    how = "drafts nothing" if modes == ["target"] else "does not draft with the draft model"
-    return f"--draft {draft.name} is not used: {given_as} {how} (it is not loaded)"
-
-
 def make_options(ctx: typer.Context, target=None, draft=None, gpu_layers=-1, **options):
     """runtime.Options from the shared options; --debug from the root."""
     from ..runtime import Options

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from ..benchsuite import CATEGORIES
+from ..modes import unused_draft
 from .app import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
@@ -32,7 +33,6 @@ from .app import (
     make_options,
     one_pair,
     stderr_console,
-    unused_draft,
 )
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..modes import unused_draft
 from .app import (
     FORMAT_HELP,
     K_HELP,
@@ -29,7 +30,6 @@ from .app import (
     load_pipeline,
     make_options,
     stderr_console,
-    unused_draft,
     utf8_text,
 )
 
