@@ -28,6 +28,8 @@ class Vocabulary(Protocol):
     bos: int
     eos: int
     add_bos: bool
+    # add_eos: bool, where the backend knows it (llama.cpp's engines do): check_server_pair reads it with
+    # getattr, since a plugin's vocabulary need not have it
 
     def token_text(self, token: int) -> bytes: ...
 
@@ -59,7 +61,9 @@ def check_server_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
     which refuses a pair as it starts: the BOS and EOS ids count only where the model adds them, the add flags
     always (an instruct target with a base draft, whose EOS ids differ, runs there; run refuses it unless forced).
     Nothing here is forceable: llama-server has no such option."""
-    add_eos = (getattr(target, "add_eos", False), getattr(draft, "add_eos", False))
+    add_eos = (getattr(target, "add_eos", None), getattr(draft, "add_eos", None))
+    if None in add_eos:  # a plugin's vocabulary that does not say: the EOS rule cannot be judged, not failed
+        add_eos = (False, False)
     reason = (
         _types_differ(target, draft)
         or (_use_differs("BOS", target.add_bos) if target.add_bos != draft.add_bos else "")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from specchat.compat import check_pair, require_compatible
+from specchat.compat import check_pair, check_server_pair, require_compatible
 from specchat.errors import PairError
 
 
@@ -79,3 +79,17 @@ def test_a_pair_that_differs_only_in_adding_bos_says_so():
     """'BOS differs (target 1, draft 1)': the ids were the same, only one model adds BOS to a prompt."""
     reason = check_pair(Vocab(), Vocab(add_bos=True)).reason
     assert "BOS" in reason and "(target 1, draft 1)" not in reason and "draft adds it, target does not" in reason
+
+
+@dataclass
+class EosVocab(Vocab):
+    add_eos: bool = False
+
+
+def test_llama_servers_rule_compares_the_eos_flag_only_where_both_vocabularies_say_it():
+    """A plugin's vocabulary need not have add_eos: read as "adds no EOS", it made export refuse a pair with
+    a draft that adds one, for a reason nobody had checked."""
+    assert not check_server_pair(EosVocab(add_eos=False), EosVocab(add_eos=True)).compatible
+    assert check_server_pair(EosVocab(add_eos=True), EosVocab(add_eos=True, eos=3)).reason.startswith("EOS differs")
+    assert check_server_pair(Vocab(), EosVocab(add_eos=True)).compatible
+    assert check_server_pair(EosVocab(add_eos=True), Vocab(eos=3)).compatible
