@@ -56,7 +56,7 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     if unknown:
         always = " (the target alone is always measured, as the baseline)" if unknown[0] == "target" else ""
         raise UsageError(f"--modes '{modes}': unknown mode '{unknown[0]}'{always}", hint=subset)
-    for option, path in (("-o", output), ("--plot", plot)):
+    for option, path in (("-o/--output", output), ("--plot", plot)):
         if path is not None:
             _check_writable(path, option)
     if plot is not None and "spec" not in mode_list:

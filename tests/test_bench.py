@@ -641,7 +641,7 @@ def test_bad_modes(fake_pair):
 def test_a_dash_for_the_report_is_refused_not_a_file_named_dash(fake_pair, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = bench(fake_pair, "-o", "-")
-    assert result.exit_code == 2 and "-o - would write a file named -" in result.stderr
+    assert result.exit_code == 2 and "-o/--output - would write a file named -" in result.stderr
     assert "-f md, csv, json or jsonl and no -o" in result.stderr  # jsonl goes to stdout too: its hint left it out
     assert not (tmp_path / "-").exists()
 
