@@ -2,12 +2,14 @@
 
     python benchmarks/reasked.py --out /tmp/reasked            # answers each task once with the target
     specchat bench --prompts /tmp/reasked/again.jsonl --modes auto --history /tmp/reasked/history.jsonl -n 160 -r 2
+    specchat bench --prompts /tmp/reasked/same.jsonl --modes auto --history /tmp/reasked/history.jsonl -n 160 -r 2
     specchat bench --modes auto --history /tmp/reasked/history.jsonl -n 96 -r 2   # unrelated history, default suite
 
 Each line of benchmarks/reasked_tasks.jsonl holds a task's first wording and a second one. The first
 is answered by the target alone (greedy, `specchat run --mode target`, not logged), and the pair goes
 into OUT/history.jsonl as a past conversation (the format of `bench --history`); the second wording
-goes into OUT/again.jsonl (the format of `bench --prompts`). Nothing here is timed.
+goes into OUT/again.jsonl (the format of `bench --prompts`), and the first wording again, word for word
+(a script or an agent sending its prompt anew), into OUT/same.jsonl. Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -46,16 +48,18 @@ def main() -> None:
     if missing:
         raise SystemExit(f"{args.tasks}: every line needs id, category, first and again (missing {missing!r})")
     args.out.mkdir(parents=True, exist_ok=True)
-    history, again = [], []
+    history, again, same = [], [], []
     for task in tasks:
         reply = answer(task["first"], args.max_tokens)
         messages = [{"role": "user", "content": task["first"]}, {"role": "assistant", "content": reply}]
         history.append(json.dumps({"messages": messages}))
         again.append(json.dumps({"question_id": task["id"], "category": task["category"], "turns": [task["again"]]}))
+        same.append(json.dumps({"question_id": task["id"], "category": task["category"], "turns": [task["first"]]}))
         print(f"{task['id']}: answered, {len(reply)} characters", flush=True)
     (args.out / "history.jsonl").write_text("\n".join(history) + "\n", encoding="utf-8")
     (args.out / "again.jsonl").write_text("\n".join(again) + "\n", encoding="utf-8")
-    print(f"wrote {args.out / 'history.jsonl'} and {args.out / 'again.jsonl'}")
+    (args.out / "same.jsonl").write_text("\n".join(same) + "\n", encoding="utf-8")
+    print(f"wrote {args.out / 'history.jsonl'}, {args.out / 'again.jsonl'} and {args.out / 'same.jsonl'}")
 
 
 if __name__ == "__main__":
