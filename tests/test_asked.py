@@ -80,14 +80,6 @@ def test_a_reply_that_goes_its_own_way_leaves_the_logged_one():
     assert drafter.propose([*chat(QUESTION), 20, 21, 9, 9, 9], 8, GREEDY).tokens == []
 
 
-def test_the_question_answered_earlier_in_this_conversation_wins_over_the_log():
-    other = [*REPLY[:2], 1, 2, 3, 4, 5, 6, 7]
-    drafter = SuffixDrafter(Past(QUESTION, other), ends_copy=is_control)
-    prompt = [*chat(QUESTION), *REPLY, END, NL, *chat(QUESTION)]
-    drafter.prefill(prompt[:-1])
-    assert drafter.propose(prompt, 8, GREEDY).tokens == REPLY[:8]
-
-
 def test_replies_that_differ_vote():
     other = [*REPLY[:4], 1, 2, 3, 4, 5]
     drafter = drafter_for(QUESTION, REPLY, QUESTION, other, QUESTION, REPLY)

@@ -196,12 +196,7 @@ class SuffixDrafter:
             return self._copy.guess
         self._sync(context)
         # One token more than can be drafted: the round's own token is checked against it too.
-        guess = lookup(self.sources(), context, MAX_COPY + 1)
-        answer = self._answer(context, MAX_COPY + 1)
-        # The replies to this very question beat other past matches; a match in this conversation (the
-        # question asked and answered in it before) only where that goes deeper.
-        if answer is not None and (not guess.tokens or guess.past or answer.matched > guess.matched):
-            guess = answer
+        guess = self._answer(context, MAX_COPY + 1) or lookup(self.sources(), context, MAX_COPY + 1)
         cut = next((i for i, token in enumerate(guess.tokens) if self.ends_copy(token)), len(guess.tokens))
         guess = replace(guess, tokens=guess.tokens[:cut], support=guess.support[:cut], agree=guess.agree[:cut])
         self._copy = _Copy(guess, len(context))
