@@ -225,11 +225,11 @@ def damage_in(chains: Chains, n_vocab: int | None) -> str | None:
     died half-way can leave a link the next append trusts; one found reads as damage, and the index is
     rebuilt from the log, which is always safe."""
     start, total, cap = chains.start, chains.total, chains.cap
-    ids = chains.tokens_at(_sample(start, total))
+    ids = chains._at(_sample(start, total))
     if ((ids < SEP) | ((ids >= n_vocab) if n_vocab else False)).any():
         return "token ids outside the vocabulary"
     followers = _sample(start + ORDER, total)  # positions whose n-gram is in the window
-    grams = chains.tokens_at(followers[:, None] + np.arange(-ORDER, 1))
+    grams = chains._at(followers[:, None] + np.arange(-ORDER, 1))
     kept = (grams != SEP).all(axis=1)
     dist = chains.prev[followers % cap].astype(np.int64)
     if (dist[~kept] != 0).any() or (dist >= cap).any():
@@ -243,7 +243,7 @@ def damage_in(chains: Chains, n_vocab: int | None) -> str | None:
         return "hash heads that do not add up"
     back = where - dist
     linked = (dist > 0) & (back >= start)  # a link out of the window ends the chain: nothing to compare
-    back_grams = chains.tokens_at(back[linked][:, None] + np.arange(-ORDER, 1))
+    back_grams = chains._at(back[linked][:, None] + np.arange(-ORDER, 1))
     seen = (back[linked] >= start + ORDER)[:, None] | (np.arange(-ORDER, 1) == 0)  # evicted: not compared
     ok = (back_grams != SEP) | ~seen
     whole = back[linked] >= start + ORDER

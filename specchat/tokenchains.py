@@ -68,7 +68,7 @@ class Chains:
     start: int = 0  # oldest position still in the window
     total: int = 0  # positions written so far (the next one to write)
 
-    def tokens_at(self, positions: np.ndarray) -> np.ndarray:
+    def _at(self, positions: np.ndarray) -> np.ndarray:
         """Tokens at positions (SEP where outside the window)."""
         inside = (positions >= self.start) & (positions < self.total)
         return np.where(inside, self.tokens[np.where(inside, positions, 0) % self.cap], SEP)
@@ -95,19 +95,19 @@ class Chains:
         """How many tokens before each follower equal the end of `tail` (up to LONGEST)."""
         span = min(LONGEST, len(tail))
         back = positions[:, None] - 1 - np.arange(span)
-        equal = self.tokens_at(back) == tail[::-1][None, :span]
+        equal = self._at(back) == tail[::-1][None, :span]
         return np.where(equal.all(axis=1), span, np.argmin(equal, axis=1))
 
     def continuations(self, positions: np.ndarray, k: int) -> np.ndarray:
         """k tokens from each follower on, SEP from the end of its document or the window on."""
-        rows = self.tokens_at(positions[:, None] + np.arange(k))
+        rows = self._at(positions[:, None] + np.arange(k))
         rows[np.logical_or.accumulate(rows == SEP, axis=1)] = SEP
         return rows
 
     def links(self, new: np.ndarray) -> Links:
         """The links that appending `new` adds (nothing is written here: the caller stores them)."""
         base, m = self.total, len(new)
-        lead = self.tokens_at(np.arange(base - ORDER, base))  # the n-grams that end in the new tokens start here
+        lead = self._at(np.arange(base - ORDER, base))  # the n-grams that end in the new tokens start here
         text = np.concatenate([lead, new.astype(np.int64)])
         follow = np.arange(ORDER, len(text))  # index in `text` of each new token, as a follower
         windows = np.lib.stride_tricks.sliding_window_view(text, ORDER)[follow - ORDER]

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..sampling import Sampler
 from ..tokenchains import LONGEST, ORDER, SEP, Chains, GrowingChains
-from .asked import answers, question_end, replies_to
 from .base import NO_OFFER, Draft, Offer, Outcome
 from .copyodds import CopyOdds, book
 from .ngram import MAX_COPY, CopyRuns
@@ -143,7 +142,6 @@ class SuffixDrafter:
     def reset(self) -> None:
         self.conversation = GrowingChains()
         self._start_reply()
-        self._asked: tuple[int, int, list[int]] = (0, 0, [])  # reply start, question length, logged replies
 
     def _start_reply(self) -> None:
         self.odds = CopyOdds()  # per reply, as prompt lookup's (see NgramDrafter._start_reply)
@@ -156,18 +154,6 @@ class SuffixDrafter:
         if self.history is not None:
             self.history.update()  # what the log gained since the last reply (the previous reply, mostly)
         self._start_reply()
-        self._asked = self._asked_before(context)
-
-    def _asked_before(self, context: Sequence[int]) -> tuple[int, int, list[int]]:
-        """(where the reply starts, the question's length, the logged replies to it) where the prompt's last
-        user message was logged before word for word (asked.py). The context is the prompt but its last
-        token, which the first round evaluates."""
-        chains = self.history.chains if self.history is not None else None
-        end = question_end(context, self.ends_copy) if chains is not None else None
-        if end is None:
-            return (0, 0, [])
-        starts, question = replies_to(chains, context, end, self.ends_copy)
-        return (len(context) + 1, question, starts) if starts else (0, 0, [])
 
     def warm(self, context: Sequence[int]) -> None:
         pass  # the prompt was indexed in prefill: a lookup may draft the first round
@@ -196,23 +182,11 @@ class SuffixDrafter:
             return self._copy.guess
         self._sync(context)
         # One token more than can be drafted: the round's own token is checked against it too.
-        guess = self._answer(context, MAX_COPY + 1) or lookup(self.sources(), context, MAX_COPY + 1)
+        guess = lookup(self.sources(), context, MAX_COPY + 1)
         cut = next((i for i, token in enumerate(guess.tokens) if self.ends_copy(token)), len(guess.tokens))
         guess = replace(guess, tokens=guess.tokens[:cut], support=guess.support[:cut], agree=guess.agree[:cut])
         self._copy = _Copy(guess, len(context))
         return guess
-
-    def _answer(self, context: Sequence[int], k: int) -> Guess | None:
-        """How the logged replies to this question went on, where one has gone as this reply has: a past
-        match as deep as the question and the reply so far (at most LONGEST)."""
-        start, question, starts = self._asked
-        chains = self.history.chains if starts and self.history is not None else None
-        if chains is None or len(context) < start:
-            return None
-        rows = answers(chains, starts, context[start:], k)
-        if not len(rows):
-            return None
-        return replace(_majority(rows, k, min(LONGEST, question + len(context) - start)), past=True)
 
     @property
     def copy_cap(self) -> int:
