@@ -127,7 +127,9 @@ def run(
     try:
         # In a pipe no progress bar shows how long the wait is: the size of the job at least.
         notify(
-            _job_size(prompts, len(variants), reps=reps, max_tokens=max_tokens, earlier_tokens=earlier_tokens)
+            _job_size(
+                len(prompts), turns, len(variants), reps=reps, max_tokens=max_tokens, earlier_tokens=earlier_tokens
+            )
             + "; measuring the cost model for the report first "
             "(single steps, verify batches of 1..16; auto uses its own calibration, up to 64)"
         )
@@ -152,17 +154,14 @@ def run(
     return result
 
 
-def _job_size(prompts: list[Prompt], variants: int, *, reps: int, max_tokens: int, earlier_tokens: int) -> str:
+def _job_size(records: int, turns: int, variants: int, *, reps: int, max_tokens: int, earlier_tokens: int) -> str:
     """Every generation the bench makes, not only the measured replies: `--suite revision -n 64` said 30
     replies of up to 64 tokens, and the target alone wrote 3 earlier turns of up to 512 first (benchturns)."""
-    from . import benchturns
-
-    turns = benchturns.count(prompts)
     text = (
         f"{reps * turns * variants} replies to generate ({_count(turns, 'turn')} x {_count(variants, 'variant')} "
         f"x {_count(reps, 'repetition')}, up to {max_tokens} tokens each), plus "
     )
-    earlier = turns - len(prompts)  # every turn but the last of each record is answered once first
+    earlier = turns - records  # every turn but the last of each record is answered once first
     if earlier:
         text += f"{_count(earlier, 'earlier turn')} of up to {earlier_tokens or max_tokens} tokens "
         text += "answered by the target alone, and "
