@@ -57,9 +57,7 @@ def true_decode_s(
     clock, rng = simulate.Clock(), random.Random(seed)
     target_cost = NoisyCost(lambda n: regime.v(n) * regime.step_s, cv, spells, rng)
     draft_cost = NoisyCost(lambda n: regime.c * regime.v(n) * regime.step_s, cv, spells, rng)
-    target = simulate.TraceTarget(trace, clock, target_cost)
-    target.codec = simulate.codec_for(trace)  # as replay() has it: the rewriter reads text through it
-    draft = simulate.TraceDraft(trace, clock, draft_cost)
+    target, draft = simulate.trace_models(trace, clock, target_cost, draft_cost)
     drafter, k = simulate.make_drafter(strategy, target, draft, regime.costs(), clock)
     prefill: list[float] = []  # true seconds of the target's prefill, taken before round 1
     read: list[float] = []  # true seconds of a draft model reading the prompt, after the first token (warm)

@@ -391,12 +391,21 @@ def make_drafter(name: str, target: TraceModel, draft: TraceModel, costs: Costs,
     raise ValueError(f"unknown strategy {name!r}: target, spec:K, ngram:K or auto")
 
 
+def trace_models(trace: Trace, clock: Clock, target_cost, draft_cost) -> tuple[TraceTarget, TraceDraft]:
+    """The target and the draft model of a trace, each eval charged by its cost (seconds of a batch of n).
+    One place for replay() and benchmarks/noisy_clock.py: noisy_clock built its own and left out the codec,
+    so prompt lookup's rewriter read no text there and auto chose otherwise than here."""
+    target = TraceTarget(trace, clock, target_cost)
+    target.codec = codec_for(trace)
+    return target, TraceDraft(trace, clock, draft_cost)
+
+
 def replay(trace: Trace, regime: Regime, strategy: str, costs: Costs | None = None) -> Stats:
     """One reply on the virtual clock; raises if the tokens differ from the trace (not lossless)."""
     clock = Clock()
-    target = TraceTarget(trace, clock, lambda n: regime.v(n) * regime.step_s)
-    target.codec = codec_for(trace)
-    draft = TraceDraft(trace, clock, lambda n: regime.c * regime.v(n) * regime.step_s)
+    target, draft = trace_models(
+        trace, clock, lambda n: regime.v(n) * regime.step_s, lambda n: regime.c * regime.v(n) * regime.step_s
+    )
     drafter, k = make_drafter(strategy, target, draft, costs or regime.costs(), clock)
     max_tokens = trace.max_tokens if trace.end is not None else len(trace.target)
     sampler = Sampler(SamplingParams())
