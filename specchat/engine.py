@@ -193,9 +193,9 @@ class Engine:
     def truncate(self, n: int) -> None:
         # Always ask llama.cpp, even when n >= n_past: a Ctrl-C that lands between a finished decode and
         # the n_past update leaves cells beyond n_past, and this removes them (a no-op otherwise).
+        self._n_past = min(self._n_past, n)  # first: a Ctrl-C as llama.cpp returns must not leave it too high
         if not lib.llama_memory_seq_rm(self.memory, 0, n, -1):
             raise EngineError(f"llama.cpp could not roll the KV cache back to {n} tokens", hint=DEBUG_HINT)
-        self._n_past = min(self._n_past, n)
 
     def is_eog(self, token: int) -> bool:
         return bool(lib.llama_vocab_is_eog(self.vocab, token))

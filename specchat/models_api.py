@@ -62,9 +62,10 @@ class CachedModel:
     def feed(self, context: Sequence[int], n_logits: int) -> np.ndarray:
         """Make the cache hold `context`; return logits for its last n_logits positions."""
         keep = self.reusable(context, n_logits)
-        self.model.truncate(keep)  # cheap, and also clears cells an interrupted decode may have left
-        # Cache = context[:keep] now; if eval raises, say so, so that the next feed rolls back correctly.
+        # Cache = context[:keep] from the rollback on, said before it: a Ctrl-C that lands as it returns, or
+        # an eval that raises, must leave no claim on removed cells for the next feed to build on.
         self.tokens = list(context[:keep])
+        self.model.truncate(keep)  # cheap, and also clears cells an interrupted decode may have left
         rows = self.model.eval(context[keep:], n_logits)
         self.tokens = list(context)
         return rows

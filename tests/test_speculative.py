@@ -694,3 +694,29 @@ def test_a_draft_that_lacks_some_target_tokens_reads_stand_ins_and_the_output_is
         drafter = DraftModelDrafter(FakeModel(draft_fn, n_vocab=32))
         spec = run(prompt, 4, 60, target_model=FakeModel(target_fn, n_vocab=40), drafter=drafter)
         assert spec.out == alone.out and spec.stats.accepted > 0
+
+
+class _InterruptedRollback(FakeModel):
+    """A Ctrl-C that lands just as llama.cpp has removed the cells: truncate raises after its work."""
+
+    def truncate(self, n: int) -> None:
+        super().truncate(n)
+        if self.interrupt_on_call == -1:
+            self.interrupt_on_call = None
+            raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_inside_the_rollback_leaves_the_cache_saying_what_it_holds():
+    """CachedModel recorded the kept prefix only after the rollback returned: a KeyboardInterrupt inside it left
+    `tokens` claiming the removed cells, and a next context that agreed with them past the cut was fed on top
+    of cells that were gone."""
+    model = _InterruptedRollback(logits_fn=TARGET, n_vocab=V)
+    cache = CachedModel(model)
+    cache.feed([5, 9, 2, 17, 8, 8], 1)
+    model.interrupt_on_call = -1
+    with pytest.raises(KeyboardInterrupt):
+        cache.feed([5, 9, 2, 3], 1)  # rolls back to 3 tokens, and is stopped there
+    assert cache.tokens == model.kv == [5, 9, 2]
+    rows = cache.feed([5, 9, 2, 17, 8, 8, 1], 1)  # agrees with what was removed: it must be evaluated again
+    assert model.kv == [5, 9, 2, 17, 8, 8, 1]
+    assert np.allclose(rows[0], TARGET(tuple(model.kv)))
