@@ -39,6 +39,12 @@ def check_host(host: str, api_key: str | None) -> None:
     if api_key is not None and api_key != api_key.strip():
         raise UsageError("--api-key (or SPECCHAT_API_KEY) starts or ends with a space, which no client can send",
                          hint="give the key without them")  # fmt: skip
+    # HTTP headers are bytes read as Latin-1, and httpx (the openai client) refuses to send any other
+    # character: a key with an accented letter was taken and then no request could ever match it.
+    if api_key is not None and not api_key.isascii():
+        hint = 'give a key of ASCII letters and digits (--api-key "$(openssl rand -hex 16)")'
+        raise UsageError("--api-key (or SPECCHAT_API_KEY) has a character outside ASCII, which no client can send",
+                         hint=hint)  # fmt: skip
     if api_key or _is_loopback(host):
         return
     raise UsageError(
