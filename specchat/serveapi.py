@@ -246,6 +246,8 @@ class Api:
         not when the client stops listening."""
         task = asyncio.ensure_future(self._run(job))
         self.jobs.add(job)
+        if self.closing:  # still being tokenized when stop_all() ran: it must not run on to max_tokens either
+            job.cancel()
 
         def done(finished: asyncio.Task) -> None:
             self.engine.release()
