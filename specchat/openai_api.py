@@ -84,7 +84,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
         raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens", param=name)
     stop = data.get("stop")
-    stops = [stop] if isinstance(stop, str) else stop or []
+    stops = [stop] if isinstance(stop, str) else [] if stop is None else stop  # false, 0 or {}: no list of strings
     if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) for s in stops):
         raise ApiError(
             400, f"'stop' must be a string or a list of up to {MAX_STOPS} strings", code="invalid_stop", param="stop"
@@ -207,23 +207,28 @@ def completion_response(rid: str, model: str, text: str, reason: str, extra: dic
     return {**_head(rid, "text_completion", model), "choices": [choice], **extra}
 
 
-def usage_chunk(rid: str, model: str, chat: bool, extra: dict) -> dict:
+def usage_chunk(rid: str, model: str, chat: bool, extra: dict, *, created: int | None = None) -> dict:
     """The last chunk asked for by stream_options.include_usage: no choices, the usage (and the rest)."""
-    return {**_head(rid, "chat.completion.chunk" if chat else "text_completion", model), "choices": [], **extra}
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    return {**_head(rid, kind, model, created), "choices": [], **extra}
 
 
-def chat_chunk(rid: str, model: str, delta: dict, reason: str | None = None, extra: dict | None = None) -> dict:
+def chat_chunk(rid: str, model: str, delta: dict, reason: str | None = None, extra: dict | None = None, *,
+               created: int | None = None) -> dict:  # fmt: skip
     choice = {"index": 0, "delta": delta, "finish_reason": reason}
-    return {**_head(rid, "chat.completion.chunk", model), "choices": [choice], **(extra or {})}
+    return {**_head(rid, "chat.completion.chunk", model, created), "choices": [choice], **(extra or {})}
 
 
-def completion_chunk(rid: str, model: str, text: str, reason: str | None = None, extra: dict | None = None) -> dict:
+def completion_chunk(rid: str, model: str, text: str, reason: str | None = None, extra: dict | None = None, *,
+                     created: int | None = None) -> dict:  # fmt: skip
     choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
-    return {**_head(rid, "text_completion", model), "choices": [choice], **(extra or {})}
+    return {**_head(rid, "text_completion", model, created), "choices": [choice], **(extra or {})}
 
 
-def _head(rid: str, kind: str, model: str) -> dict:
-    return {"id": rid, "object": kind, "created": int(time.time()), "model": model}
+def _head(rid: str, kind: str, model: str, created: int | None = None) -> dict:
+    """`created`: a stream's chunks all carry the time it began, as the API's do (one of a few seconds
+    otherwise crossed a second and its chunks disagreed)."""
+    return {"id": rid, "object": kind, "created": int(time.time()) if created is None else created, "model": model}
 
 
 # JSON may hold these raw, but line readers that split as str.splitlines() does (httpx's iter_lines, httpx-sse

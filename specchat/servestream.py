@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,8 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
     """Server-sent events: a chunk per piece of text, the statistics in the last one (and with
     stream_options.include_usage once more, in a chunk with no choices, as the API has it), then [DONE]."""
     rid, model = openai_api.new_id("chatcmpl" if chat else "cmpl"), api.model
-    chunk = openai_api.chat_chunk if chat else openai_api.completion_chunk
+    created = int(time.time())  # one for every chunk of the stream, as the API has it
+    chunk = functools.partial(openai_api.chat_chunk if chat else openai_api.completion_chunk, created=created)
     if chat:
         yield openai_api.sse(chunk(rid, model, {"role": "assistant", "content": ""}))
     while (text := await pieces.get()) is not None:
@@ -64,7 +66,7 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
     last = {key: value for key, value in extra.items() if key != "usage"} if include_usage else extra
     yield openai_api.sse(chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), last))
     if include_usage:
-        yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra))
+        yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra, created=created))
     yield openai_api.sse("[DONE]")
     line(200, outcome=outcome)
 

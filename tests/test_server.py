@@ -227,7 +227,8 @@ def test_empty_stop_strings_are_dropped_and_a_stop_that_is_not_strings_is_refuse
     assert parse_chat({"messages": messages, "stop": ["", "x", ""]}, 2048).stop == ["x"]
     many = [f"</s{i}>" for i in range(64)]  # editor clients send more than OpenAI's 4
     assert parse_chat({"messages": messages, "stop": many}, 2048).stop == many
-    for bad in (5, ["a", 5], ["a", None], [*many, "one more"], {"a": 1}):
+    assert parse_chat({"messages": messages, "stop": None}, 2048).stop == []
+    for bad in (5, ["a", 5], ["a", None], [*many, "one more"], {"a": 1}, False, 0, {}):  # falsy ones read as none
         with pytest.raises(ApiError) as refused:
             parse_chat({"messages": messages, "stop": bad}, 2048)
         assert refused.value.code == "invalid_stop" and refused.value.param == "stop"
@@ -948,6 +949,18 @@ def test_api_key_is_required(guarded):
     assert ask(guarded.client(KEY)).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+def test_every_chunk_of_a_stream_says_when_the_stream_was_created(guarded):
+    """`created` was read again for every chunk, so a stream that crossed a second had chunks that
+    disagreed; the API gives them all the same. This reply takes a few seconds (eval_sleep)."""
+    body = {"prompt": "Go on", "max_tokens": 240, "stream": True, "stream_options": {"include_usage": True}}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    started = time.time()
+    with httpx.stream("POST", f"{guarded.url}/v1/completions", json=body, headers=headers, timeout=60) as response:
+        events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    assert time.time() - started > 1.5, "too short a stream to cross a second"
+    assert len({event["created"] for event in events}) == 1 and len(events) > 20
+
+
 def test_full_queue_is_503(guarded):
     """The 503 says when to come back (Retry-After): without it the official client retried after about 0.5 s
     and 1 s, into the same full queue."""
@@ -1077,6 +1090,7 @@ def test_an_empty_host_is_refused():
         (["--api-key", ""], {}, "is empty"),
         ([], {"SPECCHAT_API_KEY": " "}, "is empty"),
         (["--api-key", " key", "--host", "0.0.0.0"], {}, "starts or ends with a space"),
+        (["--api-key", "clé"], {}, "outside ASCII"),  # headers are Latin-1 bytes; httpx sends no other
     ],
 )
 def test_an_empty_api_key_is_refused(args, env, said):
@@ -1493,4 +1507,30 @@ def test_serve_caps_k_at_what_the_mode_drafts(fake_models):
         for mode, k in (("spec", 16), ("ngram", 32)):
             api = Api(pipe, ServeConfig(mode=mode, k=32, no_log=True), Console(record=True))
             assert api.k == k and api.label == f"{mode} k={k}"
+            api.engine.close()
+
+
+def test_a_request_that_gets_its_place_after_the_shutdown_began_is_stopped_too(fake_models):
+    """stop_all() stopped the jobs it knew of; one still being tokenized then (a long prompt) joined afterwards
+    and ran to its max_tokens, past uvicorn's grace period, instead of ending with its 503."""
+    from rich.console import Console
+
+    from specchat.chat import Message
+    from specchat.runtime import Options, open_pipeline
+    from specchat.serveapi import Api, ServeConfig
+    from specchat.servequeue import Job
+
+    with open_pipeline(Options(target_path=fake_models[0], draft_path=fake_models[1], mode="spec"), print) as pipe:
+        api = Api(pipe, ServeConfig(mode="spec", no_log=True), Console(record=True))
+        api.engine.admit()
+        api.stop_all()
+        job = Job([Message("user", "Hi")], "", None, [])
+        job.ids = pipe.target.tokenize("Hi there")
+
+        async def admitted_late():
+            return await api.start(job)
+
+        try:
+            assert asyncio.run(admitted_late()).stop_reason == "cancelled"
+        finally:
             api.engine.close()
