@@ -245,7 +245,8 @@ def _parse(text: str, source: str) -> list[Prompt]:
 
 # Other benchmarks' records, by the key that holds their prompt: what they are, and jq's "turns" of one.
 OTHER_FORMATS = {
-    "messages": ("an OpenAI chat record", '[.messages[] | select(.role == "user") | .content]'),
+    # The user messages themselves: a content of text parts is read as their text ("turns" as messages)
+    "messages": ("an OpenAI chat record", '[.messages[] | select(.role == "user") | {role, content}]'),
     "conversations": ("a ShareGPT record", '[.conversations[] | select(.from == "human" or .from == "user") | .value]'),
     "instruction": (
         "an Alpaca record",
@@ -293,10 +294,21 @@ def _check_spelling(record: dict, where: str) -> None:
 
 def _content(turn: object) -> object:
     """A turn written as {"content": "..."} (Arena-Hard), or a user message, is its text; anything else is left to
-    be refused: an OpenAI message list as turns would make system and assistant messages user turns."""
-    if isinstance(turn, dict) and isinstance(turn.get("content"), str) and set(turn) <= {"content", "role"}:
-        return turn["content"] if turn.get("role", "user") == "user" else turn
+    be refused: an OpenAI message list as turns would make system and assistant messages user turns. A content
+    of text parts (OpenAI's newer form, which the jq line for a file of "messages" keeps) is its parts' text,
+    one per line, as `serve` reads it; an image or audio part is refused with the turn: no text model reads it."""
+    if not isinstance(turn, dict) or not set(turn) <= {"content", "role"}:
+        return turn
+    content = turn.get("content")
+    if isinstance(content, list) and content and all(_is_text_part(part) for part in content):
+        content = "\n".join(part["text"] for part in content)
+    if isinstance(content, str):
+        return content if turn.get("role", "user") == "user" else turn
     return turn
+
+
+def _is_text_part(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
 
 
 def _prompt(record: object, source: str, number: int) -> Prompt:

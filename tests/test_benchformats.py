@@ -58,6 +58,16 @@ RECORDS = {
         "an OpenAI chat record",
         ("prompts", "1", ("Capital of France?",)),
     ),
+    "openai-parts": (  # OpenAI's newer form: a content of parts
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Fix this:"}, {"type": "text", "text": "x=1"}]},
+                {"role": "assistant", "content": "x = 1"},
+            ]
+        },
+        "an OpenAI chat record",
+        ("prompts", "1", ("Fix this:\nx=1",)),
+    ),
     "mt_bench_prompts": (  # HuggingFaceH4/mt_bench_prompts: MT-Bench with "turns" renamed "prompt"
         {"prompt": ["Write a poem.", "Make it rhyme."], "prompt_id": 3153, "category": "writing", "reference": []},
         'a {"prompt"} record',
@@ -149,6 +159,19 @@ def test_messages_as_turns_are_not_read_as_user_turns(tmp_path):
         path.write_text(json.dumps({"turns": [user, other]}) + "\n")
         result = runner.invoke(app, ["bench", "--prompts", str(path)])
         assert result.exit_code == 2 and '"turns" item 2 is not a non-empty string' in result.stderr, result.output
+
+
+def test_a_turn_of_text_parts_is_their_text_and_one_with_an_image_is_refused(tmp_path):
+    """A user message whose content is a list of parts (OpenAI's newer form) was refused as a turn that is no
+    text, and the conversion line for a file of "messages" made such turns: no way in for such a file."""
+    path = tmp_path / "q.jsonl"
+    parts = [{"type": "text", "text": "Fix this:"}, {"type": "text", "text": "x=1"}]
+    path.write_text(json.dumps({"turns": [{"role": "user", "content": parts}, {"content": parts[:1]}]}) + "\n")
+    assert [p.turns for p in load_prompts_file(path)] == [("Fix this:\nx=1", "Fix this:")]
+    image = [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}, *parts]
+    path.write_text(json.dumps({"turns": ["Hi", {"role": "user", "content": image}]}) + "\n")
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2 and '"turns" item 2 is not a non-empty string' in result.stderr, result.output
 
 
 @pytest.mark.parametrize(
