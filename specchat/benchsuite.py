@@ -90,8 +90,11 @@ def is_stdin(path: Path | str) -> bool:
 
 
 def shown(path: Path) -> str:
-    """The file's name in messages: stdin for `-` ("-, line 3" reads as a typo)."""
-    return "stdin" if is_stdin(path) else str(path)
+    """The file's name in messages: stdin for `-` ("-, line 3" reads as a typo); a file that is called stdin
+    is ./stdin, so that neither a reader nor _unshown() takes it for the pipe."""
+    if is_stdin(path):
+        return "stdin"
+    return "./stdin" if str(path) == "stdin" else str(path)
 
 
 def _unshown(source: str) -> Path:

@@ -205,3 +205,13 @@ def test_plain_text_is_converted_from_where_it_was_read(tmp_path, monkeypatch, g
     jq = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
     wanted = f"... | {jq} | specchat bench --prompts -" if given == "-" else f"{jq} prompts.txt > prompts.jsonl"
     assert f"becomes that with {wanted}" in line, line
+
+
+def test_a_file_called_stdin_is_named_as_a_file_not_as_the_pipe(tmp_path, monkeypatch):
+    """It was shown as "stdin", and its conversion line was a pipe into `--prompts -` rather than jq on it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stdin").write_text(json.dumps(RECORDS["gsm8k"][0]) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["bench", "--prompts", "stdin"])
+    line = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "./stdin, line 1" in line, result.output
+    assert "jq -c '{turns: [.question]}' stdin > stdin.jsonl" in line
