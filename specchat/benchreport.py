@@ -127,9 +127,10 @@ def _check_writable(path: Path, option: str) -> None:
         resolve_link(path)
     except OSError as exc:  # a loop of symbolic links: found after the run, the report was lost
         raise UsageError(f"cannot write {path}: {exc.strerror}", hint="check the path; nothing was run") from None
-    if is_special(path):  # /dev/null, a FIFO: written into, so its own permission is what counts
-        if not os.access(path, os.W_OK):
-            raise UsageError(f"cannot write {path}: permission denied", hint="check the path; nothing was run")
+    # /dev/null, a FIFO: written into, so its own permission is what counts; a read-only file is not replaced
+    if (is_special(path) or path.is_file()) and not os.access(path, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied", hint="check the path; nothing was run")
+    if is_special(path):
         return
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".specchat-probe-"):

@@ -140,7 +140,8 @@ def write_atomic(path: Path, text: str) -> None:
 
     Where the user chose the path (a report, /save): a symbolic link is written through, not replaced
     by a file; /dev/null, a FIFO or /dev/stdout is written into (a rename would put a regular file in
-    its place, and as root that replaced /dev/null); a file replaced keeps its permissions."""
+    its place, and as root that replaced /dev/null); a file replaced keeps its permissions, and a read-only one
+    is refused (PermissionError), as by the shell's `>`: the rename alone would have replaced it."""
     import tempfile
 
     if is_special(path):  # the kernel follows /dev/stdout's link
@@ -152,6 +153,8 @@ def write_atomic(path: Path, text: str) -> None:
         return
     if path.is_symlink():
         path = resolve_link(path)
+    if path.is_file() and not os.access(path, os.W_OK):  # the rename would replace it regardless, as `>` would not
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
     mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o644  # new: an ordinary user file (not mkstemp's 0600)
     folder = path.parent if str(path.parent) else Path(".")
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")

@@ -599,6 +599,25 @@ def test_unwritable_output_is_refused_before_running(fake_pair, tmp_path, monkey
     assert result.exit_code == 2 and "is a directory" in result.stderr and "nothing was run" in result.stderr
 
 
+def test_read_only_output_is_refused_before_running(fake_pair, tmp_path, monkeypatch):
+    """-o naming a read-only file: the report's rename replaced it; refused now (write_atomic), and so before
+    the run, not after it with the report lost."""
+    import os
+
+    from specchat import bench as bench_module
+
+    monkeypatch.setattr(bench_module, "run_bench", lambda *_a, **_k: pytest.fail("the bench ran"))
+    kept = tmp_path / "kept.md"
+    kept.write_text("old")
+    kept.chmod(0o444)
+    if os.geteuid() == 0:  # root may write any file: as another user would be told
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != kept and real(path, mode, **kw))
+    result = bench(fake_pair, "-o", str(kept))
+    assert result.exit_code == 2 and "permission denied" in result.stderr and "nothing was run" in result.stderr
+    assert kept.read_text() == "old"
+
+
 def test_output_through_a_loop_of_links_is_refused_before_running(fake_pair, tmp_path, monkeypatch):
     """-o naming a loop of symbolic links ran the whole bench, then ended in an internal error (pathlib's
     RuntimeError from resolve), and the report was lost."""
