@@ -53,6 +53,15 @@ EDITOR_INPUT = "Multi-line input: paste it, or Esc-Enter (Alt-Enter) for a new l
 PLAIN_INPUT = 'Multi-line input: end a line with \\ to go on, or put the message between two """ lines.'
 
 
+def unquoted(arg: str) -> str:
+    """A path argument as a shell takes one quoted whole: terminals quote the path of a file dropped on them
+    ('/home/me/my notes.json'), and shell users type "c.json" from habit. The quotes were part of the name:
+    /save "c.json" wrote Markdown (its suffix was `.json"`) to a file named with them, and /load found none."""
+    if len(arg) >= 2 and arg[0] == arg[-1] and arg[0] in "'\"":
+        return arg[1:-1]
+    return arg
+
+
 class SlashCommands:
     """The commands of a chat session; ChatSession holds the state they act on."""
 
@@ -204,7 +213,7 @@ class SlashCommands:
             self._say("usage: /load ID (from `specchat logs`) or /load FILE (saved with /save FILE.json)", "yellow")
             return
         try:
-            self.conversation, where = self.log.load(arg)
+            self.conversation, where = self.log.load(unquoted(arg))
         except SpecchatError as exc:
             self._say(f"{exc.message} ({exc.hint})" if exc.hint else exc.message, "red")
             return
@@ -214,7 +223,7 @@ class SlashCommands:
         if not arg:
             self._say("usage: /save FILE (.json for JSON, anything else for Markdown)", "yellow")
             return
-        path = expand_home(arg)
+        path = expand_home(unquoted(arg))
         try:
             save_conversation(self.conversation, path)
         except OSError as exc:

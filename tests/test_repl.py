@@ -181,6 +181,22 @@ def test_save_json_and_markdown(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
 
 
+def test_save_and_load_take_a_quoted_path(tmp_path):
+    """A path quoted whole, as a terminal pastes a dropped file's or a shell user types one with a space: the
+    quotes were part of the name, so /save "c.json" wrote Markdown to a file named `"c.json"`."""
+    chat, out = session()
+    chat.conversation.messages += [Message("user", "hi"), Message("assistant", "hello")]
+    talk, notes = tmp_path / "my talk.json", tmp_path / "notes.md"
+    chat.command(f'/save "{talk}"')
+    chat.command(f"/save '{notes}'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my talk.json", "notes.md"]
+    assert json.loads(talk.read_text())["messages"][1]["content"] == "hello"
+    chat.command("/reset")
+    chat.command(f"/load '{talk}'")
+    assert [m.content for m in chat.conversation.messages] == ["hi", "hello"]
+    assert "loaded " in out.getvalue()
+
+
 def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
     chat, out = session()
     chat.command(f"/save {tmp_path / 'missing-dir' / 'c.md'}")
