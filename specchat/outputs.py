@@ -172,9 +172,10 @@ class LiveOutput(Output):
         self.console = console
         self.request = request
         self.verbose = verbose
-        # Ghost text is for a terminal (docs/usage.md): elsewhere (--format live into a pipe) it has no
-        # strike-through to set it apart and reads as part of the reply.
-        show_rejected = show_rejected and console.is_terminal
+        # Ghost text is for a terminal that takes styles (docs/usage.md): elsewhere (--format live into a pipe, or
+        # on TERM=dumb, where Rich writes no escape codes) it has no strike-through to set it apart and reads as
+        # part of the reply.
+        show_rejected = show_rejected and console.is_terminal and not console.is_dumb_terminal
         self.view = ReplyView(console, k=request.k, label=request.label, show_rejected=show_rejected)
         # The legend names the styles of the tokens: where the view is not drawn (a pipe, a file, TERM=dumb) the
         # text has none, and the line was one more that a script had to cut from the reply

@@ -93,6 +93,23 @@ def test_a_closed_stdout(monkeypatch):
     assert outputs.fancy_terminal() is False
 
 
+def test_format_live_on_a_dumb_terminal_leaves_the_rejected_guesses_out(monkeypatch):
+    """`specchat run -f live` on TERM=dumb (Emacs' shell) wrote the rejected guesses into the reply: Rich writes
+    no styles there, so without their strike-through they read as part of it ("Hesb!r your text")."""
+    from rich.console import Console
+
+    monkeypatch.setenv("TERM", "dumb")
+    console = Console(width=80, file=io.StringIO(), force_terminal=True, soft_wrap=True)
+    request = outputs.Request("spec", 4, SamplingParams(), 64)
+    stats = Stats(generated=2, rounds=1, drafted=4, accepted=1, total_s=1.0, stop_reason="eog")
+    with outputs.LiveOutput(console, request) as sink:
+        segments = [Segment("He", "accepted"), Segment("sb!", "rejected"), Segment("re", "target")]
+        sink.update(Update(None, segments, stats))
+    sink.finish(Generation("Here", [], stats))
+    written = console.file.getvalue()
+    assert written.splitlines()[0] == "Here" and "sb!" not in written and "\x1b" not in written
+
+
 def test_the_live_views_legend_and_summary_wrap_at_words_on_a_narrow_terminal():
     """At 40 columns the legend and the line under the reply broke inside words ("accep" / "ted"): the
     stdout console's soft wrap left them to the terminal. On a terminal they wrap at words; into a file
