@@ -167,7 +167,9 @@ class Recorder:
         try:
             loaded = load_conversation(expand_home(what))
         except OSError as exc:
-            raise TranscriptError(f"cannot read {what}: {reason(exc)}") from None
+            # "cannot read 12x: No such file" alone did not say that an ID was looked for too, nor what a FILE is
+            hint = "/load ID: a conversation from `specchat logs`; /load FILE: one saved with /save FILE.json"
+            raise TranscriptError(f"cannot read {what}: {reason(exc)}", hint=hint) from None
         self.restart()
         return loaded, what
 

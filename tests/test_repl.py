@@ -197,6 +197,16 @@ def test_save_and_load_take_a_quoted_path(tmp_path):
     assert "loaded " in out.getvalue()
 
 
+def test_load_of_a_missing_file_says_what_load_takes(tmp_path):
+    """/load -1 or a mistyped name said only "cannot read -1: No such file or directory", no hint."""
+    chat, out = session()
+    assert chat.command(f"/load {tmp_path / 'missing.json'}") and chat.command("/load -1")
+    said = " ".join(out.getvalue().split())
+    hint = "(/load ID: a conversation from `specchat logs`; /load FILE: one saved with /save FILE.json)"
+    assert said.count(hint) == 2
+    assert "cannot read -1: No such file or directory" in said
+
+
 def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
     chat, out = session()
     chat.command(f"/save {tmp_path / 'missing-dir' / 'c.md'}")
