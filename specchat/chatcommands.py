@@ -8,6 +8,7 @@ themselves, so that a command can be read or added without the reply's machinery
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -227,6 +228,9 @@ class SlashCommands:
         try:
             save_conversation(self.conversation, path)
         except OSError as exc:
-            self._say(f"could not save to {path}: {exc.strerror or exc}", "red")
+            # "No such file or directory" of a file that /save is to make: the folder is what is missing
+            missing = isinstance(exc, FileNotFoundError) and not os.path.isdir(path.parent)  # never raises
+            why = f"the folder {path.parent} does not exist" if missing else exc.strerror or exc
+            self._say(f"could not save to {path}: {why}", "red")
             return
         self._say(f"saved {len(self.conversation.messages)} messages to {path}")

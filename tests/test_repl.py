@@ -209,8 +209,10 @@ def test_load_of_a_missing_file_says_what_load_takes(tmp_path):
 
 def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
     chat, out = session()
-    chat.command(f"/save {tmp_path / 'missing-dir' / 'c.md'}")
-    assert "could not save" in out.getvalue()
+    chat.command(f"/save {tmp_path / 'missing-dir' / 'c.md'}")  # "No such file or directory" of the file to make
+    said = " ".join(out.getvalue().split())
+    missing = tmp_path / "missing-dir"
+    assert f"could not save to {missing / 'c.md'}: the folder {missing} does not exist" in said
     target = tmp_path / "keep.json"
     target.write_text("old")
     save_conversation(chat.conversation, target)
@@ -697,7 +699,8 @@ def test_save_and_load_under_an_unknown_users_home_are_chat_lines_not_a_crash(tm
     monkeypatch.chdir(tmp_path)
     chat, out = session()
     assert chat.command("/save ~nosuchuser-specchat/c.md") and chat.command("/load ~nosuchuser-specchat/c.json")
-    assert "could not save to ~nosuchuser-specchat/c.md: No such file or directory" in out.getvalue()
+    said = out.getvalue()
+    assert "could not save to ~nosuchuser-specchat/c.md: the folder ~nosuchuser-specchat does not exist" in said
     assert "cannot read ~nosuchuser-specchat/c.json" in out.getvalue()
 
 
