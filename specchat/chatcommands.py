@@ -210,21 +210,23 @@ class SlashCommands:
         self._say("conversation cleared")
 
     def _cmd_load(self, arg: str) -> None:
+        arg = unquoted(arg)
         if not arg:
             self._say("usage: /load ID (from `specchat logs`) or /load FILE (saved with /save FILE.json)", "yellow")
             return
         try:
-            self.conversation, where = self.log.load(unquoted(arg))
+            self.conversation, where = self.log.load(arg)
         except SpecchatError as exc:
             self._say(f"{exc.message} ({exc.hint})" if exc.hint else exc.message, "red")
             return
         self._say(f"loaded {where}: {len(self.conversation.messages)} messages; the next reply continues it")
 
     def _cmd_save(self, arg: str) -> None:
+        arg = unquoted(arg)
         if not arg:
             self._say("usage: /save FILE (.json for JSON, anything else for Markdown)", "yellow")
             return
-        path = expand_home(unquoted(arg))
+        path = expand_home(arg)
         try:
             save_conversation(self.conversation, path)
         except OSError as exc:

@@ -195,6 +195,9 @@ def test_save_and_load_take_a_quoted_path(tmp_path):
     chat.command(f"/load '{talk}'")
     assert [m.content for m in chat.conversation.messages] == ["hi", "hello"]
     assert "loaded " in out.getvalue()
+    chat.command("/save ''")  # quotes around nothing: no file named '' (nor the folder ".")
+    chat.command('/load ""')
+    assert "usage: /save FILE" in out.getvalue() and "usage: /load ID" in out.getvalue()
 
 
 def test_load_of_a_missing_file_says_what_load_takes(tmp_path):
