@@ -228,6 +228,9 @@ def check_replaceable(key: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
     elif path.is_symlink():
         _probe(resolve_link(path).parent)
+    real = resolve_link(path) if path.is_symlink() else path
+    if real.is_file() and not os.access(real, os.W_OK):  # write_atomic refuses it: found after the measuring
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(real))
 
 
 def save(tuning: Tuning) -> Path:

@@ -171,6 +171,28 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
     assert path.is_dir()
 
 
+def test_a_read_only_tuning_file_is_refused_before_measuring(fake_models, seed_tuning, monkeypatch):
+    """The save (write_atomic) refuses a read-only file, as the shell's `>` does: tune found that out only after
+    the whole measurement; it is said before the models load, and the file is kept."""
+    from pathlib import Path
+
+    from specchat import runtime
+
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    before = path.read_text()
+    path.chmod(0o444)
+    if os.geteuid() == 0:  # root may write any file: as another user would be told
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda name, mode, **kw: Path(name) != path and real(name, mode, **kw))
+    monkeypatch.setattr(runtime, "_load", lambda *_a, **_k: pytest.fail("the models loaded"))
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    said = " ".join(result.stderr.split())
+    assert f"cannot save the tuning as {path}: the file is read-only" in said and "chmod u+w" in said, said
+    assert "nothing was measured" in said and path.read_text() == before
+
+
 def test_a_tuning_path_that_cannot_be_searched_is_not_called_a_directory(fake_models, monkeypatch):
     """Any OSError of that check was reported as "it is a directory"; a folder that cannot be searched is not."""
     from specchat import tuning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -245,6 +246,13 @@ def tune(
             raise SpecchatError(
                 f"cannot save the tuning as {exc.filename}: it is a directory",
                 hint="remove or rename that directory (tune saves its file there); nothing was measured",
+            ) from None
+        except PermissionError as exc:
+            if not (exc.filename and os.path.isfile(exc.filename)):  # a folder that cannot be searched (never raises)
+                raise unsaved(exc, "nothing was measured") from None
+            raise SpecchatError(  # "give specchat a writable config directory" sent the user to the wrong place
+                f"cannot save the tuning as {exc.filename}: the file is read-only",
+                hint="make it writable (chmod u+w) or remove it, for tune to replace it; nothing was measured",
             ) from None
         except OSError as exc:  # a link into a missing folder or a loop, a FIFO: the save's own reason
             raise unsaved(exc, "nothing was measured") from None
