@@ -65,7 +65,7 @@ def fit_turns(pipeline, conversation, settings, log) -> tuple[list[int], str | N
     log.gave_way(before - len(conversation.messages))
     if not dropped:
         return ids, None
-    turns = f"{dropped} oldest turn{'s' if dropped > 1 else ''}"
+    turns = f"{dropped} oldest turns" if dropped > 1 else "oldest turn"  # not "the 1 oldest turn"
     return ids, f"context: the {turns} gave way to fit the context of {pipeline.target.n_ctx} tokens"
 
 

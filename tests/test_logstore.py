@@ -164,7 +164,7 @@ def test_continue_past_the_context_lets_the_oldest_turns_give_way(isolated):
     ok(invoke(*run, first))
     result = invoke(*run, "-c", second)
     assert ok(result) == "Noted.\n"
-    assert "context: the 1 oldest turn gave way to fit the context of 1024 tokens" in result.stderr
+    assert "context: the oldest turn gave way to fit the context of 1024 tokens" in result.stderr
     rows = logged()  # the turn that gave way stays in the log, and the new one is logged after it
     assert [(row["conversation_id"], row["prompt"]) for row in rows] == [(1, first), (1, second)]
 
