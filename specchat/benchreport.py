@@ -260,7 +260,8 @@ def _write_file(path: Path, body: str) -> None:
     from .paths import write_atomic
 
     try:
-        write_atomic(path, body)  # into /dev/null or a FIFO, through a link: never replaced by a file
+        # into /dev/null or a FIFO, through a link: never replaced by a file; a read-only one is refused
+        write_atomic(path, body, keep_read_only=True)
     except OSError as exc:
         # Not a usage error (exit 2): the path was checked before the run; the disk filled up since, or the
         # device refuses writes.

@@ -134,14 +134,16 @@ def is_special(path: Path) -> bool:
     return path.exists() and not path.is_file() and not path.is_dir()
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, *, keep_read_only: bool = False) -> None:
     """Write text through a private temporary file and a rename: readers see the old file or the new
     one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind.
 
     Where the user chose the path (a report, /save): a symbolic link is written through, not replaced
     by a file; /dev/null, a FIFO or /dev/stdout is written into (a rename would put a regular file in
-    its place, and as root that replaced /dev/null); a file replaced keeps its permissions, and a read-only one
-    is refused (PermissionError), as by the shell's `>`: the rename alone would have replaced it."""
+    its place, and as root that replaced /dev/null); a file replaced keeps its permissions. keep_read_only
+    (a file the user names or keeps: a report, /save, the tuning): a read-only one is refused
+    (PermissionError), as by the shell's `>`, where the rename alone would have replaced it; specchat's own
+    caches are replaced, as before, rather than left stale for good by a mode restored from a backup."""
     import tempfile
 
     if is_special(path):  # the kernel follows /dev/stdout's link
@@ -153,7 +155,7 @@ def write_atomic(path: Path, text: str) -> None:
         return
     if path.is_symlink():
         path = resolve_link(path)
-    if path.is_file() and not os.access(path, os.W_OK):  # the rename would replace it regardless, as `>` would not
+    if keep_read_only and path.is_file() and not os.access(path, os.W_OK):  # a rename would replace it; `>` would not
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
     mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o644  # new: an ordinary user file (not mkstemp's 0600)
     folder = path.parent if str(path.parent) else Path(".")

@@ -29,7 +29,7 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
             mark = " (interrupted)" if m.interrupted else ""
             blocks.append(f"## {m.role}{mark}\n\n{m.content}\n")
         body = "\n".join(blocks)
-    write_atomic(path, body)
+    write_atomic(path, body, keep_read_only=True)
 
 
 def load_conversation(path: Path) -> Conversation:

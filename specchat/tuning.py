@@ -237,7 +237,7 @@ def save(tuning: Tuning) -> Path:
     """Atomic, so concurrent first runs cannot collide."""
     path = tuning_path(tuning.key)
     make_dirs(path.parent)
-    write_atomic(path, json.dumps(tuning.as_dict(), indent=2))
+    write_atomic(path, json.dumps(tuning.as_dict(), indent=2), keep_read_only=True)
     return path
 
 
