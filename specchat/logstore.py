@@ -167,9 +167,7 @@ class Recorder:
         try:
             loaded = load_conversation(expand_home(what))
         except OSError as exc:
-            # "cannot read 12x: No such file" alone did not say that an ID was looked for too, nor what a FILE is
-            hint = "/load ID: a conversation from `specchat logs`; /load FILE: one saved with /save FILE.json"
-            raise TranscriptError(f"cannot read {what}: {reason(exc)}", hint=hint) from None
+            raise TranscriptError(f"cannot read {what}: {reason(exc)}", hint=_load_hint(exc)) from None
         self.restart()
         return loaded, what
 
@@ -274,3 +272,11 @@ def damaged_notice(path: Path, exc: BaseException, aside: Path) -> str:
     where it is not beside `path` (a link to a log elsewhere)."""
     moved = aside.name if aside.parent == path.parent else aside
     return f"warning: the conversation log {path} is damaged ({reason(exc)}): moved to {moved}, a new log started"
+
+
+def _load_hint(exc: OSError) -> str:
+    """What to do of a /load that read nothing: "cannot read 12x: No such file" alone did not say that an ID
+    was looked for too, nor what a FILE is; for a file that is there, that is no help."""
+    if isinstance(exc, FileNotFoundError):
+        return "/load ID: a conversation from `specchat logs`; /load FILE: one saved with /save FILE.json"
+    return "check the file's permissions"  # a folder is refused before, as no regular file

@@ -210,6 +210,19 @@ def test_load_of_a_missing_file_says_what_load_takes(tmp_path):
     assert "cannot read -1: No such file or directory" in said
 
 
+def test_load_of_a_file_it_may_not_read_says_so_not_what_load_takes(tmp_path, monkeypatch):
+    from specchat import logstore
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(logstore, "load_conversation", denied)
+    chat, out = session()
+    chat.command(f"/load {tmp_path / 'theirs.json'}")
+    said = " ".join(out.getvalue().split())
+    assert "Permission denied (check the file's permissions)" in said and "/load ID" not in said
+
+
 def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
     chat, out = session()
     chat.command(f"/save {tmp_path / 'missing-dir' / 'c.md'}")  # "No such file or directory" of the file to make
