@@ -310,6 +310,19 @@ def _content(turn: object) -> object:
     return turn
 
 
+def _check_parts(turns: list, where: str) -> None:
+    """A turn with an image or audio part was refused as "not a non-empty string", with a hint of the shape it
+    nearly had: it is named for what it holds."""
+    for index, turn in enumerate(turns, start=1):
+        content = turn.get("content") if isinstance(turn, dict) else None
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") != "text" for p in content):
+            kind = next(p.get("type") for p in content if isinstance(p, dict) and p.get("type") != "text")
+            raise UsageError(
+                f'{where}: "turns" item {index} has a {json.dumps(kind)} content part; the bench sends text only',
+                hint="leave that record out, or keep only its text parts",
+            )
+
+
 def _is_text_part(part: object) -> bool:
     return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
 
@@ -324,6 +337,7 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     _check_spelling(record, where)
     category, turns = record.get("category"), record.get("turns")
     if isinstance(turns, list):  # Arena-Hard writes each turn as {"content": "..."}: its text is the turn
+        _check_parts(turns, where)
         turns = [_content(turn) for turn in turns]
     if category is None:  # absent or null, as question_id: a file of turns alone was refused line by line
         category = DEFAULT_CATEGORY
