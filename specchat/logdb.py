@@ -228,7 +228,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else READ_HINT)
         if damaged(exc):
             hint = DAMAGED_READ_HINT
-        if "readonly" in str(exc) and _has_wal(resolved(path)):  # see _connect_to_read: sound, unreadable there
+        if _cannot_write_beside(exc, path) and _has_wal(resolved(path)):  # see _connect_to_read: sound, unreadable
             hint = READ_ONLY_WAL_HINT
         raise LogError(f"cannot read the conversation log {path}: {reason(exc)}", hint=hint) from None
 
@@ -243,12 +243,24 @@ def _connect_to_read(path: Path) -> Iterator[sqlite3.Connection]:
             conn = stack.enter_context(connect(path))
         except sqlite3.OperationalError as exc:  # only opening: the reader's own errors are not retried
             # Immutable would not read a -wal's messages (beside the file a link leads to, as SQLite keeps it).
-            if "readonly" not in str(exc) or _has_wal(resolved(path)):
+            if not _cannot_write_beside(exc, path) or _has_wal(resolved(path)):
                 raise
             conn = stack.enter_context(closing(sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)))
             conn.row_factory = sqlite3.Row
             _refuse_foreign(conn)
         yield conn
+
+
+def _cannot_write_beside(exc: BaseException, path: Path) -> bool:
+    """SQLite could not open the log for want of writing beside it: in another user's folder it says "attempt to
+    write a readonly database", on a read-only mount "unable to open database file" (SQLITE_CANTOPEN, as it
+    cannot create the -shm there), which is also what it says of a file it cannot open at all: told apart by
+    whether the folder can be written."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    if "readonly" in str(exc):
+        return True
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_CANTOPEN and not writable(resolved(path).parent)
 
 
 def _has_wal(path: Path) -> bool:

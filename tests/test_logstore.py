@@ -568,6 +568,31 @@ def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypat
     assert_one_line_error(invoke("logs"), 1, "attempt to write a readonly database")  # not an older log unsaid
 
 
+def test_a_log_on_a_read_only_mount_is_still_read(files, monkeypatch):
+    """On a read-only mount SQLite does not say "readonly": opening a WAL log whose -shm it cannot create there
+    is SQLITE_CANTOPEN, "unable to open database file" (SQLite 3.40), so `logs` and -c failed on a sound log with
+    a hint to move it aside. Root writes anywhere, so the mount's refusal is stood in for here."""
+    ok(invoke("run", *files, "first"))
+
+    def cannot_open(conn):
+        exc = sqlite3.OperationalError("unable to open database file")
+        exc.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
+        raise exc
+
+    monkeypatch.setattr(logdb, "_setup", cannot_open)
+    monkeypatch.setattr(logdb, "writable", lambda path: False)
+    assert [row["prompt"] for row in logged()] == ["first"]
+    result = invoke("run", *files, "-c", ADA)
+    assert result.exit_code == 0 and "first" in result.stdout and ADA in result.stdout, result.output
+    assert "this reply was not logged" in result.stderr and "is read-only" in result.stderr, result.stderr
+    log_file().with_name(log_file().name + "-wal").write_bytes(b"x")  # messages not in the log itself yet
+    refused = invoke("logs")
+    assert_one_line_error(refused, 1, "unable to open database file")
+    assert "move the file aside" not in refused.stderr and "-wal" in refused.stderr, refused.stderr
+    monkeypatch.setattr(logdb, "writable", lambda path: True)  # a folder that can be written: no such reason
+    assert "move the file aside" in invoke("logs").stderr
+
+
 def test_a_log_with_a_wal_in_a_read_only_folder_is_not_sent_aside(files, monkeypatch):
     """The log in a read-only folder, with messages still in its -wal (a writer that ended uncleanly): SQLite
     must write the folder to read them, and `logs`, -c and --cid hinted to move the sound log aside, which
