@@ -18,7 +18,7 @@ from .errors import DownloadError, ModelFileError
 from .hubpull import from_hub, gated_without_token, has_hub_token, hub_cache_path, hub_offline, hub_reachable
 from .mirror import Notify, from_mirror, no_pip, pull_lock
 from .modelfiles import Advance, bad_file_hint, hashing_bar, local_path, misfit, pull_command, verify_remembered
-from .paths import folder_hint, make_dirs, models_dir
+from .paths import NotAFolder, blocking_file, folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
 
@@ -75,6 +75,17 @@ def broken_link(model: ModelSpec) -> DownloadError | None:
             )
         return None  # a link that leads somewhere: the file or folder is there
     return None
+
+
+def folder_is_a_file(model: ModelSpec) -> DownloadError | None:
+    """A file where the models directory, or a folder above it, should be (SPECCHAT_MODELS_DIR naming a model
+    file): `specchat models` listed every model as missing, and `--verify` passed, without saying why."""
+    folder = local_path(model).parent
+    blocker = blocking_file(folder)
+    if blocker is None:
+        return None
+    exc = NotAFolder(blocker, folder)
+    return DownloadError(f"cannot look for the models in {folder}: {exc}", hint=exc.hint)
 
 
 def check_pullable(model: ModelSpec) -> ModelFileError | None:

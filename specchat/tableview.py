@@ -36,7 +36,9 @@ def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError
             # checks that file itself and reports the wrong size as its error).
             blocked = None
             if path is None:
-                blocked = download.directory_in_place(spec) or download.broken_link(spec)
+                blocked = (
+                    download.directory_in_place(spec) or download.broken_link(spec) or download.folder_is_a_file(spec)
+                )
                 blocked = blocked or (None if verify else download.misfit(spec))
             row["problem"] = blocked.message if blocked is not None else None  # --json says what the warning says
             if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once

@@ -1069,6 +1069,22 @@ def test_models_names_a_directory_in_a_files_place(isolated):
     assert needle in problems[("pa", "draft")] and needle in problems[("pb", "draft")]
 
 
+def test_models_names_a_file_where_the_models_directory_should_be(isolated, monkeypatch):
+    """SPECCHAT_MODELS_DIR naming a file (a model file, say): every model showed as simply not present, and
+    --verify passed (exit 0), as if the folder were only empty."""
+    blocker = isolated / "model.gguf"
+    blocker.write_text("kept")
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(blocker))
+    needle = f"cannot look for the models in {blocker}: {blocker} is not a directory"
+    listed = invoke("models")
+    warnings = [line for line in listed.stderr.splitlines() if line.strip()]
+    assert listed.exit_code == 0 and len(warnings) == 1 and needle in warnings[0], listed.stderr
+    assert "set SPECCHAT_MODELS_DIR to another folder" in warnings[0]
+    assert_one_line_error(invoke("models", "--verify"), 1, needle)
+    rows = json.loads(invoke("models", "--json").stdout)["pairs"]
+    assert all(row["problem"] == needle for row in rows) and blocker.read_text() == "kept"
+
+
 def test_no_log_leaves_no_empty_history_index(files, private_log, monkeypatch):
     """History on, logging off, nothing logged yet: each run made an empty history index (sparse files of
     96 MB) that nothing would ever be put in. The index is made once the log has a message."""
