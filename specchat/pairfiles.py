@@ -95,7 +95,10 @@ def _check_not_self(target: Path, draft: Path | None, options: Options, pair: st
         (True, False): f" (--target alone drafts with pair {pair}'s draft model)",
         (False, True): f" (--draft alone drafts for pair {pair}'s target)",
     }.get((options.target_path is not None, options.draft_path is not None), "")
-    require_other_draft(target, draft, why if pair else "")
+    instead = None
+    if options.keep_draft:  # bench and tune, which have no --mode: the way without the draft model in their options
+        instead = "leave out --draft" if options.draft_path is not None else "leave spec out of --modes"
+    require_other_draft(target, draft, why if pair else "", *[instead] if instead else [])
 
 
 def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:

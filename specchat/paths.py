@@ -254,15 +254,18 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def require_other_draft(target: Path, draft: Path, why: str = "") -> None:
+def require_other_draft(
+    target: Path, draft: Path, why: str = "", instead: str = "use --mode ngram (no draft model)"
+) -> None:
     """A draft model that is the target's own file (by any path) runs every token twice: never faster. why: where
-    the file the user did not name comes from (a pair's draft beside --target alone)."""
+    the file the user did not name comes from (a pair's draft beside --target alone); instead: the hint's other way,
+    in the command's own options (tune and bench have no --mode)."""
     from .errors import UsageError
 
     if same_file(Path(target), Path(draft)):
         raise UsageError(
             f"the draft model {draft} is the target model itself{why}: drafting with it cannot be faster",
-            hint="give --draft a smaller model of the same family, or use --mode ngram (no draft model)",
+            hint=f"give --draft a smaller model of the same family, or {instead}",
         )
 
 

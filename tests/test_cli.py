@@ -1308,6 +1308,16 @@ def test_the_target_as_its_own_draft_is_a_usage_error(fake_models, tmp_path, mod
     assert unused.exit_code == 0, unused.output  # a reply that does not load the draft model
 
 
+@pytest.mark.parametrize("command", [["tune"], ["bench", "--suite", "quick", "-r", "1", "-n", "8"]])
+def test_the_target_as_its_own_draft_is_told_in_the_commands_own_options(fake_models, command):
+    """tune and bench refused the target as its own draft with run's hint, 'or use --mode ngram': neither has a
+    --mode (tune none at all, bench --modes), so the way the hint offered was another usage error."""
+    target, _ = fake_models
+    result = invoke(*command, "--target", str(target), "--draft", str(target))
+    assert_one_line_error(result, 2, "is the target model itself")
+    assert "--mode ngram" not in result.stderr and "or leave out --draft" in result.stderr, result.stderr
+
+
 def test_a_lone_target_that_is_the_pairs_draft_is_a_usage_error(fake_models, isolated):
     """`--target D --mode spec` takes the pair's draft: D itself. The error named a draft model the user never
     gave without saying where it came from."""
