@@ -318,7 +318,9 @@ def _compatible(target, draft, options: Options, resolved: Resolved) -> PairRepo
         raise PairError(
             f"{exc.message}: the draft {resolved.draft.name} is pair {resolved.pair_name}'s (--target replaces only "
             "the target)",
-            hint="give --draft a smaller model of the target's family, or use --mode ngram (no draft model)",
+            # the bench has --modes, no --mode: the spec rows are what take the pair's draft
+            hint="give --draft a smaller model of the target's family, or "
+            + ("leave spec out of --modes" if options.keep_draft else "use --mode ngram (no draft model)"),
         ) from None
 
 

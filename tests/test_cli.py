@@ -734,6 +734,23 @@ def fake_overlay(fake_models, isolated, *, default: bool = False):
     return models
 
 
+def test_a_lone_target_beside_the_pairs_incompatible_draft_is_told_in_the_commands_own_options(
+    fake_models, isolated, tmp_path
+):
+    """`--target T` with the pair's draft of another family: bench's spec rows were refused with run's hint, 'or use
+    --mode ngram', an option the bench does not have (its own is --modes)."""
+    fake_overlay(fake_models, isolated, default=True)
+    other = tmp_path / "other.fake.gguf"
+    other.write_text(json.dumps({"role": "target", "token_text": {"70": "zz"}}), encoding="utf-8")
+    needle = "the draft draft.fake.gguf is pair fake's (--target replaces only the target)"
+    ran = invoke("run", "--target", str(other), "--mode", "spec", "-n", "8", "Hi.")
+    assert_one_line_error(ran, 1, needle)
+    assert "or use --mode ngram" in ran.stderr, ran.stderr
+    benched = invoke("bench", "--target", str(other), "--modes", "spec", "--suite", "quick", "-r", "1", "-n", "8")
+    assert_one_line_error(benched, 1, needle)
+    assert "--mode ngram" not in benched.stderr and "leave spec out of --modes" in benched.stderr, benched.stderr
+
+
 def test_pair_from_the_registry_overlay(fake_models, isolated):
     """A pair declared in the overlay whose files are present: `models`, `pull`, `run -p`."""
     fake_overlay(fake_models, isolated)
