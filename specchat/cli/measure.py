@@ -214,7 +214,7 @@ def tune(
     from ..errors import SpecchatError
     from ..paths import config_dir, folder_hint
     from ..tableview import print_tune, tune_json
-    from ..tuning import check_replaceable, check_writable, examine, key_for, save, worth_saving
+    from ..tuning import check_replaceable, check_writable, examine, key_for, save, tuning_path, worth_saving
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, require_stdout, stdout_console, write_stdout
 
@@ -254,8 +254,14 @@ def tune(
                 f"cannot save the tuning as {exc.filename}: the file is read-only",
                 hint="make it writable (chmod u+w) or remove it, for tune to replace it; nothing was measured",
             ) from None
-        except OSError as exc:  # a link into a missing folder or a loop, a FIFO: the save's own reason
-            raise unsaved(exc, "nothing was measured") from None
+        except OSError as exc:  # a link into a missing folder or a loop, a FIFO: the save's own reason, and the file
+            path = tuning_path(key_for(resolved, usable))  # the folder was checked above: what stands here is at fault
+            kind = "link" if path.is_symlink() else "FIFO or device"
+            what = f"a link to {os.readlink(path)}" if path.is_symlink() else "a FIFO or device nobody reads"
+            raise SpecchatError(
+                f"cannot save the tuning as {path}: it is {what} ({exc.strerror or exc})",
+                hint=f"remove that {kind} (tune saves its file there); nothing was measured",
+            ) from None
 
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with _templated("tune"), load_pipeline(options, before_load=replaceable) as pipeline:
