@@ -110,8 +110,10 @@ def available_memory() -> int | None:
     return None
 
 
-def check_memory(paths: list[Path], n_ctx: int) -> None:
-    """Refuse, with the numbers, models that cannot fit in RAM: better than an OOM kill mid-load."""
+def check_memory(paths: list[Path], n_ctx: int, without_draft: str | None = None) -> None:
+    """Refuse, with the numbers, models that cannot fit in RAM: better than an OOM kill mid-load. without_draft: the
+    command's own option that loads the target alone, where a draft model is among the paths (None: none is, or the
+    command measures the draft model and has none: bench, tune)."""
     available = available_memory()
     needs = [for_path(path).memory_needed(path, n_ctx) for path in paths]
     if available is None or any(need is None for need in needs):
@@ -123,7 +125,8 @@ def check_memory(paths: list[Path], n_ctx: int) -> None:
             f"not enough memory: the models need about {(weights + kv) / 1e9:.1f} GB (weights "
             f"{weights / 1e9:.1f} GB + KV cache and buffers {kv / 1e9:.1f} GB at --ctx {n_ctx}), "
             f"{available / 1e9:.1f} GB are available",
-            hint="use a smaller --ctx, a smaller pair, or --no-spec (the target without its draft)",
+            hint="use a smaller --ctx, a smaller pair"
+            + (f", or {without_draft} (the target without its draft)" if without_draft else ""),
         )
 
 
@@ -284,7 +287,10 @@ def open_pipeline(
         options = replace(options, n_ctx=ctxsize.choose(paths, available_memory(), OVERHEAD_BYTES))
     elif too_long := ctxsize.beyond_training(resolved.target, draft_path, options.n_ctx, options.ctx_default):
         notify(too_long)
-    check_memory(paths, options.n_ctx)
+    # run's --no-spec, serve's --mode (bench and tune have neither); offered to a run that loads no draft, it was
+    # the option already given
+    without = None if draft_path is None or options.keep_draft else "--mode ngram"
+    check_memory(paths, options.n_ctx, "--no-spec" if without and options.force_pair is not None else without)
     interrupt = Interrupt()
     with interrupt.armed():
         target = _load(resolved.target, options, options.target_gpu_layers, interrupt)

@@ -623,6 +623,25 @@ def fake_file(folder: Path, name: str, **spec) -> Path:
     return path
 
 
+def test_not_enough_memory_offers_the_target_alone_only_in_the_commands_own_options(fake_models, tmp_path):
+    """The hint offered '--no-spec' everywhere: to a run that had given it already (or loaded no draft model), and to
+    tune and bench, which have no such option; serve's way is --mode."""
+    target = fake_file(tmp_path, "small", memory=[1000, 1000])
+    huge = fake_file(tmp_path, "huge", memory=[10**15, 10**9])
+    draft = fake_file(tmp_path, "draft", role="draft", agree=0.8, memory=[10**15, 0])
+    alone = "(the target without its draft)"
+    spec = invoke("run", "--target", str(target), "--draft", str(draft), "--mode", "spec", "-n", "4", "Hi")
+    assert_one_line_error(spec, 1, "not enough memory")
+    assert f"or --no-spec {alone}" in spec.stderr, spec.stderr
+    for args in (
+        ["run", "--no-spec", "--target", str(huge), "Hi"],
+        ["tune", "--target", str(target), "--draft", str(draft)],
+    ):
+        result = invoke(*args)
+        assert_one_line_error(result, 1, "not enough memory")
+        assert "--no-spec" not in result.stderr and alone not in result.stderr, result.stderr
+
+
 def test_fake_template_that_fails_to_render(fake_models, tmp_path):
     target = fake_file(tmp_path, "tpl", template="{{ raise_exception('this template refuses to render') }}")
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
