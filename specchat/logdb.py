@@ -63,6 +63,7 @@ READ_ONLY_WAL_HINT = (
     " writable, or copy the log and its -wal to a writable folder and point SPECCHAT_DATA_DIR there"
 )
 LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
+LINK_HINT = "mount the disk it leads to, or fix or remove the link (`specchat logs --path` prints where it is)"
 FOREIGN_HINT = "set SPECCHAT_DATA_DIR to a folder of specchat's own"
 LEFT_HINT = "move it next to that log, named as it with -wal added (old.db: old.db-wal), or delete it"
 NEWER_HINT = "upgrade specchat to read and write it (nothing in it was changed), or set SPECCHAT_DATA_DIR elsewhere"
@@ -215,6 +216,8 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     """A connection for reading (None: no log yet); failures become LogError."""
     if not path.exists():
         _check_folder(path)
+        if (link := broken_link(path)) is not None:
+            raise LogError(f"cannot read the conversation log {path}: {link}", hint=LINK_HINT)
         try:
             refuse_leftover_wal(path)  # a log moved aside without its -wal: "nothing logged" would hide it
         except LeftoverWal as exc:
@@ -268,6 +271,22 @@ def _has_wal(path: Path) -> bool:
     open ignores them, so such a log is not read that way (it would show an older log without saying so)."""
     wal = path.with_name(path.name + "-wal")
     return wal.is_file() and wal.stat().st_size > 0
+
+
+def broken_link(path: Path) -> str | None:
+    """What is wrong with a log that is a link leading nowhere (a log on another disk, not mounted): it read as no log
+    at all ("no replies logged yet", `run -c`: "no conversation is logged yet"). None: no such link, or one into a
+    folder that is there, where the first logged reply starts the log."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"it is a link to {os.readlink(path)}, which leads back to itself (a loop of links)"
+    if Path(os.path.realpath(path)).parent.is_dir():
+        return None
+    return f"it is a link to {os.readlink(path)}, which does not exist"
 
 
 def _check_folder(path: Path) -> None:
@@ -414,6 +433,8 @@ def not_logged_because(exc: BaseException, path: Path) -> str:
         hint = _HINTS[type(exc)]
     elif isinstance(exc, NotAFolder):
         hint = exc.hint
+    elif broken_link(path) is not None:  # "No such file or directory" said to move aside a file that is not there
+        hint = f"{broken_link(path)}: {LINK_HINT}"
     elif _locked(exc):
         hint = LOCKED_HINT
     elif not writable(path.parent):

@@ -568,6 +568,25 @@ def test_a_log_in_a_folder_that_cannot_be_written_is_still_read(files, monkeypat
     assert_one_line_error(invoke("logs"), 1, "attempt to write a readonly database")  # not an older log unsaid
 
 
+def test_a_log_linked_to_a_disk_not_mounted_is_named_not_read_as_no_log(files, tmp_path):
+    """logs.db a link to a log on another disk that is not mounted: `logs` said "no replies logged yet", `run -c`
+    "no conversation is logged yet", and a reply's warning hinted to move aside a file that is not there. A link
+    into a folder that is there is a log not started yet: the first reply starts it where the link leads."""
+    log_file().parent.mkdir(parents=True)
+    log_file().symlink_to(tmp_path / "unmounted" / "logs.db")
+    said = f"it is a link to {tmp_path / 'unmounted' / 'logs.db'}, which does not exist"
+    for result in (invoke("logs"), invoke("logs", "--json"), invoke("run", *files, "-c", "hi")):
+        assert_one_line_error(result, 1, f"cannot read the conversation log {log_file()}: {said}")
+        assert "mount the disk it leads to" in result.stderr, result.stderr
+    ran = invoke("run", *files, "hi")
+    assert ran.exit_code == 0 and "this reply was not logged" in ran.stderr and said in ran.stderr, ran.output
+    assert "move the file aside" not in ran.stderr and not (tmp_path / "unmounted").exists()
+    (tmp_path / "unmounted").mkdir()  # mounted, no log there yet
+    assert invoke("logs").exit_code == 0 and logged() == []
+    ok(invoke("run", *files, "first"))
+    assert [row["prompt"] for row in logged()] == ["first"] and (tmp_path / "unmounted" / "logs.db").is_file()
+
+
 def test_a_log_on_a_read_only_mount_is_still_read(files, monkeypatch):
     """On a read-only mount SQLite does not say "readonly": opening a WAL log whose -shm it cannot create there
     is SQLITE_CANTOPEN, "unable to open database file" (SQLite 3.40), so `logs` and -c failed on a sound log with
