@@ -70,9 +70,13 @@ class NotAFolder(NotADirectoryError):
     """A file (or a device, a link) has the name of a folder specchat makes, or of a folder above it."""
 
     def __init__(self, blocker: Path, folder: Path) -> None:
-        super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")
         variable = moved_by(folder)
         where = f"set {variable} to another folder" if variable else "choose another folder"
+        if blocker.is_symlink() and not blocker.exists():  # a folder on a disk not mounted: no file to remove
+            super().__init__(errno.ENOENT, f"{blocker} is a link to {os.readlink(blocker)}, which does not exist")
+            self.hint = f"mount the disk it leads to, or fix or remove the link, or {where}"
+            return
+        super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")
         self.hint = f"remove or rename that file, or {where}"
 
     def __str__(self) -> str:

@@ -587,6 +587,20 @@ def test_a_log_linked_to_a_disk_not_mounted_is_named_not_read_as_no_log(files, t
     assert [row["prompt"] for row in logged()] == ["first"] and (tmp_path / "unmounted" / "logs.db").is_file()
 
 
+def test_a_data_folder_linked_to_a_disk_not_mounted_is_named_as_a_link(files, tmp_path, monkeypatch):
+    """SPECCHAT_DATA_DIR a link to a folder on a disk that is not mounted: '... is not a directory', hint 'remove or
+    rename that file', of a link to a folder the user keeps elsewhere."""
+    link = tmp_path / "data-link"
+    link.symlink_to(tmp_path / "unmounted" / "specchat")
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(link))
+    said = f"{link} is a link to {tmp_path / 'unmounted' / 'specchat'}, which does not exist"
+    assert_one_line_error(invoke("logs"), 1, said)
+    ran = invoke("run", *files, "hi")
+    assert ran.exit_code == 0 and said in ran.stderr and "remove or rename that file" not in ran.stderr, ran.output
+    assert "mount the disk it leads to, or fix or remove the link, or set SPECCHAT_DATA_DIR" in ran.stderr
+    assert link.is_symlink() and not (tmp_path / "unmounted").exists()
+
+
 def test_a_log_on_a_read_only_mount_is_still_read(files, monkeypatch):
     """On a read-only mount SQLite does not say "readonly": opening a WAL log whose -shm it cannot create there
     is SQLITE_CANTOPEN, "unable to open database file" (SQLite 3.40), so `logs` and -c failed on a sound log with
