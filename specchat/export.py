@@ -112,12 +112,18 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
 def saved_tuning(files: Files, *, threads: int, gpu_layers: int, draft_gpu_layers: int):
     """The tuning `run --mode auto` would start from for these files and settings, and why there is
     none when it is None (none saved, or one that cannot be read: run would measure again)."""
-    from .tuning import examine, machine_key
+    from .tuning import examine, machine_key, tuning_path
 
     if not all(path.is_file() for path in (files.target, files.draft) if path is not None):
         return None, NO_TUNING  # not on this machine: nothing was measured with them here
-    tuning, problem = examine(machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers))
-    return tuning, NO_TUNING if problem is None else f"the saved tuning {problem}: a default; {RETUNE_HINT}"
+    key = machine_key(files.target, files.draft, threads, gpu_layers, draft_gpu_layers)
+    tuning, problem = examine(key)
+    if problem is None:
+        return tuning, NO_TUNING
+    # tune replaces a file, not a folder or a FIFO standing at its path: it refuses those, so it is no way out
+    path = tuning_path(key)
+    again = RETUNE_HINT if path.is_file() or not path.exists() else "remove what stands there, then run `specchat tune`"
+    return tuning, f"the saved tuning {problem}: a default; {again}"
 
 
 def _unexported(mode: str) -> str:

@@ -356,6 +356,17 @@ def test_a_corrupt_saved_tuning_is_named_unreadable_not_missing(fake_models, see
     assert json.loads(missing.stdout)["speculation"]["why"].startswith("no saved tuning for these files here")
 
 
+def test_a_folder_at_the_tuning_path_is_not_told_to_run_tune_which_refuses_it(fake_models, seed_tuning):
+    """'run specchat tune again to replace it': tune refuses a folder standing at the tuning's path."""
+    target, draft = fake_models
+    saved = seed_tuning(target, draft)
+    saved.unlink()
+    saved.mkdir()
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json")
+    why = json.loads(result.stdout)["speculation"]["why"]
+    assert why.endswith(": a default; remove what stands there, then run `specchat tune`"), why
+
+
 @pytest.mark.parametrize("field", ["step_s", "c", "v", "batch"])
 def test_a_saved_tuning_with_a_number_beyond_any_float_is_named_unreadable(fake_models, seed_tuning, field):
     """A saved tuning whose number was an integer of hundreds of digits (hand-edited, garbled) stopped export
