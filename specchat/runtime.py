@@ -287,10 +287,9 @@ def open_pipeline(
         options = replace(options, n_ctx=ctxsize.choose(paths, available_memory(), OVERHEAD_BYTES))
     elif too_long := ctxsize.beyond_training(resolved.target, draft_path, options.n_ctx, options.ctx_default):
         notify(too_long)
-    # run's --no-spec, serve's --mode (bench and tune have neither); offered to a run that loads no draft, it was
-    # the option already given
-    without = None if draft_path is None or options.keep_draft else "--mode ngram"
-    check_memory(paths, options.n_ctx, "--no-spec" if without and options.force_pair is not None else without)
+    # The target without its draft, in an option run and serve both take (bench and tune have none): --no-spec
+    # clashed with a run's own --mode spec; offered to a run that loads no draft, it was the option already given
+    check_memory(paths, options.n_ctx, None if draft_path is None or options.keep_draft else "--mode ngram")
     interrupt = Interrupt()
     with interrupt.armed():
         target = _load(resolved.target, options, options.target_gpu_layers, interrupt)
