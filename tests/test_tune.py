@@ -478,6 +478,20 @@ def check_saved_path(isolated):
     return path
 
 
+def test_a_link_into_a_folder_tune_may_not_write_is_named_as_the_link(tmp_path):
+    """For a user who may not write the link's folder the probe there fails with PermissionError, which went to
+    'cannot save the tuning in CONFIG: Permission denied', hint 'give specchat a writable config directory'
+    (root, as the tests run, may write anywhere: the error is given directly)."""
+    from specchat.cli.measure import _unreplaceable
+
+    path = tmp_path / "key.json"
+    path.symlink_to(tmp_path / "ro" / "key.json")
+    found = _unreplaceable(path, PermissionError(13, "Permission denied", str(tmp_path / "ro" / ".specchat-probe")))
+    assert found is not None and found.message.startswith(f"cannot save the tuning as {path}: it is a link to ")
+    assert "remove that link" in found.hint
+    assert _unreplaceable(tmp_path / "absent.json", PermissionError(13, "Permission denied")) is None
+
+
 @pytest.mark.parametrize("blocker", ["dangling link", "link below a file", "loop of links", "fifo"])
 def test_a_tuning_file_that_cannot_be_written_is_one_line_before_loading(
     fake_models, isolated, seed_tuning, monkeypatch, blocker

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -35,6 +35,9 @@ from .app import (
     one_pair,
     stderr_console,
 )
+
+if TYPE_CHECKING:
+    from ..errors import SpecchatError
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
 TUNE_JSON_HELP = "One JSON object on stdout instead of the table: estimates, now, saved, ceilings, best, path."
@@ -247,21 +250,9 @@ def tune(
                 f"cannot save the tuning as {exc.filename}: it is a directory",
                 hint="remove or rename that directory (tune saves its file there); nothing was measured",
             ) from None
-        except PermissionError as exc:
-            if not (exc.filename and os.path.isfile(exc.filename)):  # a folder that cannot be searched (never raises)
-                raise unsaved(exc, "nothing was measured") from None
-            raise SpecchatError(  # "give specchat a writable config directory" sent the user to the wrong place
-                f"cannot save the tuning as {exc.filename}: the file is read-only",
-                hint="make it writable (chmod u+w) or remove it, for tune to replace it; nothing was measured",
-            ) from None
-        except OSError as exc:  # a link into a missing folder or a loop, a FIFO: the save's own reason, and the file
-            path = tuning_path(key_for(resolved, usable))  # the folder was checked above: what stands here is at fault
-            kind = "link" if path.is_symlink() else "FIFO or device"
-            what = f"a link to {os.readlink(path)}" if path.is_symlink() else "a FIFO or device nobody reads"
-            raise SpecchatError(
-                f"cannot save the tuning as {path}: it is {what} ({exc.strerror or exc})",
-                hint=f"remove that {kind} (tune saves its file there); nothing was measured",
-            ) from None
+        except OSError as exc:
+            found = _unreplaceable(tuning_path(key_for(resolved, usable)), exc)
+            raise found or unsaved(exc, "nothing was measured") from None
 
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with _templated("tune"), load_pipeline(options, before_load=replaceable) as pipeline:
@@ -286,3 +277,27 @@ def tune(
         write_stdout(tune_json(pipeline.resolved, tuning, estimates, path, previous, kept=kept), what="the report")
     else:
         print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous, kept=kept)
+
+
+def _unreplaceable(path: Path, exc: OSError) -> SpecchatError | None:
+    """What stands at the tuning's path and cannot be replaced (its folder was checked before): a link into a
+    missing, read-only or unsearchable folder or a loop, a FIFO nobody reads, a read-only file. Each is named:
+    "give specchat a writable config directory" sent the user to a folder that was fine."""
+    from ..errors import SpecchatError
+    from ..paths import is_special
+
+    if path.is_symlink():  # first: a probe refused in the link's folder is a PermissionError too
+        what, kind = f"a link to {os.readlink(path)}", "link"
+    elif isinstance(exc, PermissionError) and path.is_file():
+        return SpecchatError(
+            f"cannot save the tuning as {path}: the file is read-only",
+            hint="make it writable (chmod u+w) or remove it, for tune to replace it; nothing was measured",
+        )
+    elif is_special(path):
+        what, kind = "a FIFO or device nobody reads", "FIFO or device"
+    else:  # nothing of the above (an unsearchable folder): the save's own reason, in its words
+        return None
+    return SpecchatError(
+        f"cannot save the tuning as {path}: it is {what} ({exc.strerror or exc})",
+        hint=f"remove that {kind} (tune saves its file there); nothing was measured",
+    )
