@@ -57,8 +57,13 @@ class ServeConfig:
 
 
 def model_id(pipeline: Pipeline) -> str:
-    """The one model this server answers as: the pair's name, else the target file's name."""
-    return pipeline.resolved.pair_name or path_text(pipeline.resolved.target.name)
+    """The one model this server answers as: the pair's name where the target is the pair's, else the target
+    file's name. A --target of one's own beside the pair's draft (`--mode spec`) is not the pair's model: named
+    after the pair, a 7B target was listed as the default pair's 1.5B."""
+    resolved = pipeline.resolved
+    if resolved.pair_name and pipeline.options.target_path is None:
+        return resolved.pair_name
+    return path_text(resolved.target.name)
 
 
 def _created(target: Path) -> int:
@@ -85,7 +90,7 @@ class Api:
         self.closing = False  # set by stop_all(): a cancelled job was cut by the shutdown, not by its client
         # Names a client may send for this model: its id, the pair, the target's file name and stem.
         target = path_text(pipeline.resolved.target.name)
-        self.aliases = {self.model, target, target.removesuffix(".gguf"), pipeline.resolved.pair_name}
+        self.aliases = {self.model, target, target.removesuffix(".gguf")}
         self.created = _created(pipeline.resolved.target)
 
     def app(self) -> Starlette:

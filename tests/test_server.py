@@ -44,11 +44,13 @@ def child_env(folder: Path) -> dict:
 class Server:
     """A `specchat serve` child process; its console (stderr) goes to a file the tests can read."""
 
-    def __init__(self, folder: Path, *args: str, eval_sleep: float = 0.002, env=None, **target_extra) -> None:
+    def __init__(
+        self, folder: Path, *args: str, eval_sleep: float = 0.002, env=None, files=None, **target_extra
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.env = folder, child_env(folder) | (env or {})
         self.target, self.draft = fake_backend.write_pair(folder / "files", eval_sleep=eval_sleep, **target_extra)
-        self.files = ["--target", str(self.target), "--draft", str(self.draft)]
+        self.files = ["--target", str(self.target), "--draft", str(self.draft)] if files is None else files
         self.log = folder / "console.txt"
         command = [sys.executable, "-m", "specchat", "serve", *self.files, "--mode", "spec", "--port", "0", *args]
         with open(self.log, "w") as sink:
@@ -1534,3 +1536,34 @@ def test_a_request_that_gets_its_place_after_the_shutdown_began_is_stopped_too(f
             assert asyncio.run(admitted_late()).stop_reason == "cancelled"
         finally:
             api.engine.close()
+
+
+def test_a_target_of_ones_own_beside_the_pairs_draft_is_served_by_its_file_name(tmp_path):
+    """`serve --target MINE --mode spec` drafts with the default pair's draft model, and /v1/models named the
+    model after the pair ('fake' here, 'qwen2.5-coder-1.5b' for the default pair's 0.5B draft beside a 7B
+    target): a client's model picker showed a model that was not the one answering. It is the target's file."""
+    target, draft = fake_backend.write_pair(tmp_path / "pair")
+    models = tmp_path / "models"  # the pair's files where the registry finds them (child_env's MODELS dir)
+    models.mkdir()
+    for path in (target, draft):
+        (models / path.name).write_bytes(path.read_bytes())
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "models.toml").write_text(
+        'default_pair = "fake"\n[models.faket]\nrepo = "nobody/t-GGUF"\nfile = "target.fake.gguf"\n'
+        '[models.faked]\nrepo = "nobody/d-GGUF"\nfile = "draft.fake.gguf"\n'
+        '[pairs.fake]\ntarget = "faket"\ndraft = "faked"\n'
+    )
+    mine = tmp_path / "mine" / "coder-7b.fake.gguf"
+    mine.parent.mkdir()
+    mine.write_bytes(target.read_bytes())
+    running = Server(tmp_path, files=["--target", str(mine)])
+    try:
+        assert "serving coder-7b.fake.gguf (spec k=4)" in running.console()
+        client = running.client()
+        assert [model.id for model in client.models.list().data] == ["coder-7b.fake.gguf"]
+        reply = client.chat.completions.create(model="coder-7b.fake", messages=[{"role": "user", "content": "Hi."}])
+        assert reply.model == "coder-7b.fake.gguf" and reply.model_extra["timings"]["draft_n"] > 0
+        wrong = httpx.get(f"{running.url}/v1/models/fake")  # the pair's name is not this model's
+        assert wrong.status_code == 404 and wrong.json()["error"]["code"] == "model_not_found"
+    finally:
+        running.stop()
