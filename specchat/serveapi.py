@@ -219,16 +219,16 @@ class Api:
         try:  # before any status line: a prompt longer than the context is a 400, streamed or not
             await self._measure(job)
         except BaseException:
-            self.engine.release()
+            self.engine.release(job)
             raise
         if parsed.stream:
             return servestream.stream_response(self, request, job, chat, parsed.include_usage)
         task = self.start(job)
-        watcher = asyncio.ensure_future(servestream.cancel_on_disconnect(request, job))
+        watcher = asyncio.ensure_future(servestream.cancel_on_disconnect(request, job, self.engine))
         try:
             outcome = await asyncio.shield(task)
         except asyncio.CancelledError:
-            job.cancel()
+            self.engine.leave(job)
             raise
         finally:
             watcher.cancel()
@@ -247,15 +247,15 @@ class Api:
             await self.engine.measure(job)
 
     def start(self, job: Job) -> asyncio.Task:
-        """The generation as a task; its queue place is given back when the worker is done with it,
-        not when the client stops listening."""
+        """The generation as a task; its queue place is given back when the worker is done with it, not when
+        the client stops listening (but for a job still queued then, which never runs: Engine.leave)."""
         task = asyncio.ensure_future(self._run(job))
         self.jobs.add(job)
         if self.closing:  # still being tokenized when stop_all() ran: it must not run on to max_tokens either
             job.cancel()
 
         def done(finished: asyncio.Task) -> None:
-            self.engine.release()
+            self.engine.release(job)
             self.jobs.discard(job)
             if not finished.cancelled() and finished.exception() is None:  # retrieved: no warning if unread
                 self.history.record(job, finished.result())

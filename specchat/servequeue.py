@@ -108,7 +108,9 @@ class Job:
         self.ids: list[int] = []  # the prompt's tokens, set by Engine.measure before it runs
         self.expected: list[int] = []  # the prediction's tokens, set with them
         self.abort: Callable[[], None] | None = None  # set by the engine while this job runs
-        self.lock = threading.Lock()  # abort is set on the worker, read on the event loop
+        self.lock = threading.Lock()  # abort and started are set on the worker, read on the event loop
+        self.started = False  # the worker took it up: it runs, or ran
+        self.holds_place = True  # created once Engine.admit counted it; until Engine.release
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -135,8 +137,22 @@ class Engine:
             raise QueueFull
         self.waiting += 1
 
-    def release(self) -> None:
-        self.waiting -= 1
+    def release(self, job: Job) -> None:
+        """Give the job's queue place back (once: a job whose client left while queued gave it back then)."""
+        if job.holds_place:
+            job.holds_place = False
+            self.waiting -= 1
+
+    def leave(self, job: Job) -> None:
+        """The job's client left (or the response ended): stop the job. One still queued gives its place back now,
+        as it will never run (the worker passes over it at once): held until the worker got to it, the place stood
+        for nobody, and the next request got a 503 'one request running, 1 waiting' with none waiting."""
+        job.cancel()
+        with job.lock:  # the worker starts a job under it only if it was not cancelled
+            queued = not job.started
+        if queued:
+            job.ids, job.expected = [], []  # all a passed-over job keeps: its prompt may be 1 MB of tokens
+            self.release(job)
 
     async def measure(self, job: Job) -> None:
         """Tokenize the job's prompt and check that it fits the context (ContextFullError), before the
@@ -165,8 +181,10 @@ class Engine:
 
     def _generate(self, job: Job) -> Outcome:
         with self.lock:
-            if job.cancelled.is_set():  # the client left while it waited in the queue
-                return Outcome("", Stats(), "cancelled")
+            with job.lock:
+                if job.cancelled.is_set():  # the client left while it waited in the queue
+                    return Outcome("", Stats(), "cancelled")
+                job.started = True
             pipeline, request = self.pipeline, job.request
             ids = job.ids
             # The loop prefills all but the last prompt token; what the cache holds of them is not

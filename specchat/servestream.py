@@ -19,7 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from . import openai_api
 from .openai_api import ApiError
-from .servequeue import Job
+from .servequeue import Engine, Job
 
 if TYPE_CHECKING:
     from .serveapi import Api
@@ -40,7 +40,8 @@ def stream_response(api: Api, request: Request, job: Job, chat: bool, include_us
     # A stream that ends short of its own line (its client left, mid-reply or just before [DONE]) gets
     # it once the generation is over; the events are left suspended then, never to run on to theirs.
     on_end = functools.partial(task.add_done_callback, functools.partial(_log_left, line))
-    return _Stream(events, job, on_end, media_type="text/event-stream", headers=STREAM_HEADERS)
+    leave = functools.partial(api.engine.leave, job)
+    return _Stream(events, leave, on_end, media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
 async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, include_usage: bool):
@@ -83,12 +84,12 @@ def _log_left(line: _Once, task: asyncio.Task) -> None:
         line(CLIENT_CLOSED, outcome=task.result())
 
 
-async def cancel_on_disconnect(request: Request, job: Job) -> None:
+async def cancel_on_disconnect(request: Request, job: Job, engine: Engine) -> None:
     """Cancel a non-streamed request's job when its client leaves (a timeout, a retry): uvicorn does not
     cancel the handler, so the generation would run on to max_tokens, holding the queue for nobody."""
     while (await request.receive())["type"] != "http.disconnect":
         pass  # the body was read already: the next message is the disconnect
-    job.cancel()
+    engine.leave(job)
 
 
 class _Once:
@@ -112,9 +113,9 @@ class _Stream(StreamingResponse):
     """A streamed reply whose job is cancelled however the response ends (a client that disconnects
     may leave the body generator suspended rather than closed); on_end runs after that."""
 
-    def __init__(self, content, job: Job, on_end: Callable[[], None], **kwargs) -> None:
+    def __init__(self, content, leave: Callable[[], None], on_end: Callable[[], None], **kwargs) -> None:
         super().__init__(content, **kwargs)
-        self.job, self.on_end = job, on_end
+        self.leave, self.on_end = leave, on_end
 
     async def __call__(self, scope, receive, send) -> None:
         try:
@@ -122,5 +123,5 @@ class _Stream(StreamingResponse):
         except ClientDisconnect:
             pass  # an ordinary event for a server: not an error to log
         finally:
-            self.job.cancel()
+            self.leave()
             self.on_end()

@@ -1567,3 +1567,36 @@ def test_a_target_of_ones_own_beside_the_pairs_draft_is_served_by_its_file_name(
         assert wrong.status_code == 404 and wrong.json()["error"]["code"] == "model_not_found"
     finally:
         running.stop()
+
+
+def test_a_client_that_leaves_while_queued_gives_its_place_back_at_once(tmp_path):
+    """A queued request whose client left never runs, yet held its place until the running reply ended: with
+    --queue 1 the next request got a 503 'one request running, 1 waiting' with none waiting, and /health counted
+    the one that left. Its place is free as soon as it leaves (streamed or not); the next one waits and is answered."""
+    running = Server(tmp_path, "--queue", "1", "--no-log", eval_sleep=0.03)
+    body = {"prompt": "Go on forever", "max_tokens": 2000, "stream": True}
+    try:
+        with httpx.stream("POST", f"{running.url}/v1/completions", json=body, timeout=60) as response:
+            lines = response.iter_lines()  # kept open: it runs while the others queue behind it
+            next(line for line in lines if '"text": "' in line)
+            for stream in (False, True):
+                leaving = {"prompt": "Hi", "max_tokens": 4, "stream": stream}
+                with pytest.raises(httpx.ReadTimeout):  # waits behind the stream, then leaves
+                    httpx.post(f"{running.url}/v1/completions", json=leaving, timeout=httpx.Timeout(30, read=0.5))
+                deadline = time.monotonic() + 30
+                while httpx.get(f"{running.url}/health").json()["busy"] > 1 and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert httpx.get(f"{running.url}/health").json()["busy"] == 1  # the stream alone
+            answered: list[httpx.Response] = []
+            waiting = threading.Thread(target=lambda: answered.append(
+                httpx.post(f"{running.url}/v1/completions", json={"prompt": "Hi", "max_tokens": 4}, timeout=60)
+            ))  # fmt: skip
+            waiting.start()
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{running.url}/health").json()["busy"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        waiting.join(60)  # the stream closed: its job stops, and the queued one runs
+        assert answered[0].status_code == 200, answered[0].text
+        assert answered[0].json()["choices"][0]["text"]
+    finally:
+        running.stop()
