@@ -101,3 +101,23 @@ def seed_tuning(isolated):
         return tuning.save(tuning.Tuning(key, costs))
 
     return save
+
+
+@pytest.fixture
+def read_only(monkeypatch):
+    """Make files read-only as their owner would find them: chmod 444, and, where the tests run as root (who may
+    write any file), os.access says so for them too, as write_atomic and the commands' checks ask it."""
+    import os
+    from pathlib import Path
+
+    marked: set[Path] = set()
+    if os.geteuid() == 0:
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) not in marked and real(path, mode, **kw))
+
+    def make(*paths: Path) -> None:
+        for path in paths:
+            path.chmod(0o444)
+            marked.add(Path(path))
+
+    return make

@@ -599,20 +599,15 @@ def test_unwritable_output_is_refused_before_running(fake_pair, tmp_path, monkey
     assert result.exit_code == 2 and "is a directory" in result.stderr and "nothing was run" in result.stderr
 
 
-def test_read_only_output_is_refused_before_running(fake_pair, tmp_path, monkeypatch):
+def test_read_only_output_is_refused_before_running(fake_pair, tmp_path, monkeypatch, read_only):
     """-o naming a read-only file: the report's rename replaced it; refused now (write_atomic), and so before
     the run, not after it with the report lost."""
-    import os
-
     from specchat import bench as bench_module
 
     monkeypatch.setattr(bench_module, "run_bench", lambda *_a, **_k: pytest.fail("the bench ran"))
     kept = tmp_path / "kept.md"
     kept.write_text("old")
-    kept.chmod(0o444)
-    if os.geteuid() == 0:  # root may write any file: as another user would be told
-        real = os.access
-        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != kept and real(path, mode, **kw))
+    read_only(kept)
     result = bench(fake_pair, "-o", str(kept))
     assert result.exit_code == 2 and "permission denied" in result.stderr and "nothing was run" in result.stderr
     assert kept.read_text() == "old"

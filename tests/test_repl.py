@@ -6,7 +6,6 @@ import io
 import json
 import os
 import stat
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -235,17 +234,14 @@ def test_save_error_is_one_line_and_keeps_old_file(tmp_path):
     assert json.loads(target.read_text()) == {"messages": []}
 
 
-def test_save_over_a_read_only_file_is_refused_and_keeps_it(tmp_path, monkeypatch):
+def test_save_over_a_read_only_file_is_refused_and_keeps_it(tmp_path, read_only):
     """/save renames a temporary file into place, which replaced a file its owner had made read-only (the
     shell's `>` and cp refuse); it is refused with one line, and the file keeps its text."""
     chat, out = session()
     chat.conversation.messages.append(Message("user", "hi"))
     kept = tmp_path / "kept.md"
     kept.write_text("old")
-    kept.chmod(0o444)
-    if os.geteuid() == 0:  # root may write any file: as another user would be told
-        real = os.access
-        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != kept and real(path, mode, **kw))
+    read_only(kept)
     chat.command(f"/save {kept}")
     assert f"could not save to {kept}: Permission denied" in " ".join(out.getvalue().split())
     assert kept.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.md"]

@@ -221,21 +221,16 @@ def test_models_fits_in_80_columns_and_cuts_no_name(tmp_path):
     assert "(default)" in cells
 
 
-def test_write_atomic_refuses_a_read_only_file_only_where_the_user_keeps_it(tmp_path, monkeypatch):
+def test_write_atomic_refuses_a_read_only_file_only_where_the_user_keeps_it(tmp_path, read_only):
     """A report, /save or the tuning over a read-only file is refused, as by the shell's `>`; specchat's own
     caches (the history index's meta.json, the GGUF and sha256 caches) are replaced as before: refusing them
     left the history off ("Permission denied", no way out) after a backup restored them read-only."""
-    import os
-
     from specchat.paths import write_atomic
 
     files = {name: tmp_path / name for name in ("report.md", "cache.json")}
     for path in files.values():
         path.write_text("old")
-        path.chmod(0o444)
-    if os.geteuid() == 0:  # root may write any file: as another user would be told
-        real = os.access
-        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path).parent != tmp_path and real(path, mode))
+    read_only(*files.values())
     with pytest.raises(PermissionError):
         write_atomic(files["report.md"], "new", keep_read_only=True)
     write_atomic(files["cache.json"], "new")

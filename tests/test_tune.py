@@ -171,20 +171,16 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
     assert path.is_dir()
 
 
-def test_a_read_only_tuning_file_is_refused_before_measuring(fake_models, seed_tuning, monkeypatch):
+def test_a_read_only_tuning_file_is_refused_before_measuring(fake_models, seed_tuning, monkeypatch, read_only):
     """The save (write_atomic) refuses a read-only file, as the shell's `>` does: tune found that out only after
     the whole measurement; it is said before the models load, and the file is kept."""
-    from pathlib import Path
 
     from specchat import runtime
 
     target, draft = fake_models
     path = seed_tuning(target, draft)
     before = path.read_text()
-    path.chmod(0o444)
-    if os.geteuid() == 0:  # root may write any file: as another user would be told
-        real = os.access
-        monkeypatch.setattr(os, "access", lambda name, mode, **kw: Path(name) != path and real(name, mode, **kw))
+    read_only(path)
     monkeypatch.setattr(runtime, "_load", lambda *_a, **_k: pytest.fail("the models loaded"))
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
