@@ -136,3 +136,15 @@ def test_a_commands_default_context_is_named_as_the_default(fake_models, tmp_pat
     for given in ([], ["--ctx", "4096"]):
         runner.invoke(app, ["bench", "--target", str(target), "--suite", "quick", *given])
     assert seen == [True, False]
+
+
+def test_a_prompt_longer_than_the_model_was_trained_for_is_not_told_to_raise_ctx(fake_models, tmp_path):
+    """A 150k-token stdin on a model trained for 32k was told 'raise --ctx', an option that cannot hold it."""
+    target = fake_target(tmp_path, context_length=2048)
+    args = ["run", "--target", str(target), "--mode", "target", "-n", "4"]
+    result = runner.invoke(app, args, input="word " * 600)  # a byte a token: 3,000 tokens
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert "the model was trained for 2048 tokens, so no --ctx holds" in said and "raise --ctx" not in said, said
+    within = runner.invoke(app, [*args, "--ctx", "1024"], input="word " * 300)  # 1,500 tokens: --ctx can help
+    assert within.exit_code == 1 and "raise --ctx" in " ".join(within.stderr.split()), within.output
