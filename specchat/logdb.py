@@ -433,8 +433,8 @@ def not_logged_because(exc: BaseException, path: Path) -> str:
         hint = _HINTS[type(exc)]
     elif isinstance(exc, NotAFolder):
         hint = exc.hint
-    elif broken_link(path) is not None:  # "No such file or directory" said to move aside a file that is not there
-        hint = f"{broken_link(path)}: {LINK_HINT}"
+    elif (link := broken_link(path)) is not None:  # "No such file or directory" said to move aside a file not there
+        hint = f"{link}: {LINK_HINT}"
     elif _locked(exc):
         hint = LOCKED_HINT
     elif not writable(path.parent):

@@ -159,8 +159,8 @@ def write_atomic(path: Path, text: str, *, keep_read_only: bool = False) -> None
         return
     if path.is_symlink():
         path = resolve_link(path)
-    if keep_read_only and path.is_file() and not os.access(path, os.W_OK):  # a rename would replace it; `>` would not
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+    if keep_read_only:
+        refuse_read_only(path)
     mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o644  # new: an ordinary user file (not mkstemp's 0600)
     folder = path.parent if str(path.parent) else Path(".")
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
@@ -171,6 +171,13 @@ def write_atomic(path: Path, text: str, *, keep_read_only: bool = False) -> None
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def refuse_read_only(path: Path) -> None:
+    """PermissionError for a regular file its user may not write: a rename would replace it, the shell's `>` would
+    not. write_atomic(keep_read_only) asks it, and tune before it measures (a link already resolved)."""
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
 
 
 def resolve_link(path: Path) -> Path:

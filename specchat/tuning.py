@@ -219,7 +219,7 @@ def check_replaceable(key: str) -> None:
     import errno
     import os
 
-    from .paths import is_special, resolve_link
+    from .paths import is_special, refuse_read_only, resolve_link
 
     path = tuning_path(key)
     if path.is_dir():
@@ -228,9 +228,7 @@ def check_replaceable(key: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
     elif path.is_symlink():
         _probe(resolve_link(path).parent)
-    real = resolve_link(path) if path.is_symlink() else path
-    if real.is_file() and not os.access(real, os.W_OK):  # write_atomic refuses it: found after the measuring
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(real))
+    refuse_read_only(resolve_link(path) if path.is_symlink() else path)  # as the save would, after the measuring
 
 
 def save(tuning: Tuning) -> Path:
