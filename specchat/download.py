@@ -7,9 +7,7 @@ hubpull.py, the mirror's in mirror.py, the checks of a file's size and sha256 in
 
 from __future__ import annotations
 
-import errno
 import importlib.util
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,7 @@ from .errors import DownloadError, ModelFileError
 from .hubpull import from_hub, gated_without_token, has_hub_token, hub_cache_path, hub_offline, hub_reachable
 from .mirror import Notify, from_mirror, no_pip, pull_lock
 from .modelfiles import Advance, bad_file_hint, hashing_bar, local_path, misfit, pull_command, verify_remembered
-from .paths import NotAFolder, blocking_file, folder_hint, make_dirs, models_dir
+from .paths import NotAFolder, blocking_file, dead_link, folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
 
@@ -65,12 +63,9 @@ def broken_link(model: ModelSpec) -> DownloadError | None:
     for link in (path, *path.parents):
         if not link.is_symlink():
             continue
-        try:
-            link.stat()
-        except OSError as exc:
-            leads = "leads back to itself (a loop of links)" if exc.errno == errno.ELOOP else "does not exist"
+        if (dead := dead_link(link)) is not None:
             return DownloadError(
-                f"{link} is a link to {os.readlink(link)}, which {leads}",
+                f"{link} is {dead}",
                 hint=f"mount the disk it leads to, or fix or remove the link; then run {pull_command(model)}",
             )
         return None  # a link that leads somewhere: the file or folder is there

@@ -20,7 +20,17 @@ from pathlib import Path
 from filelock import FileLock
 
 from .errors import SpecchatError
-from .paths import NotAFolder, blocking_file, file_problem, make_dirs, moved_by, nearest_existing, writable
+from .paths import (
+    LEADS_BACK,
+    NotAFolder,
+    blocking_file,
+    dead_link,
+    file_problem,
+    make_dirs,
+    moved_by,
+    nearest_existing,
+    writable,
+)
 
 VERSION = 1  # PRAGMA user_version once the tables below exist
 BUSY_S = 5.0  # how long a writer waits for another process's transaction
@@ -277,16 +287,10 @@ def broken_link(path: Path) -> str | None:
     """What is wrong with a log that is a link leading nowhere (a log on another disk, not mounted): it read as no log
     at all ("no replies logged yet", `run -c`: "no conversation is logged yet"). None: no such link, or one into a
     folder that is there, where the first logged reply starts the log."""
-    if not path.is_symlink() or path.exists():
+    dead = dead_link(path)
+    if dead is None or (LEADS_BACK not in dead and Path(os.path.realpath(path)).parent.is_dir()):
         return None
-    try:
-        path.stat()
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return f"it is a link to {os.readlink(path)}, which leads back to itself (a loop of links)"
-    if Path(os.path.realpath(path)).parent.is_dir():
-        return None
-    return f"it is a link to {os.readlink(path)}, which does not exist"
+    return f"it is {dead}"
 
 
 def _check_folder(path: Path) -> None:

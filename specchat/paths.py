@@ -66,14 +66,29 @@ def history_file() -> Path:
     return state_dir() / "history"
 
 
+LEADS_BACK = "leads back to itself (a loop of links)"
+
+
+def dead_link(link: Path) -> str | None:
+    """What a symbolic link that cannot be followed is ("a link to T, which does not exist", or which LEADS_BACK):
+    a folder on a disk not mounted, most often. None: no link, or one that leads somewhere."""
+    if not link.is_symlink():
+        return None
+    try:
+        link.stat()
+    except OSError as exc:
+        return f"a link to {os.readlink(link)}, which {LEADS_BACK if exc.errno == errno.ELOOP else 'does not exist'}"
+    return None
+
+
 class NotAFolder(NotADirectoryError):
     """A file (or a device, a link) has the name of a folder specchat makes, or of a folder above it."""
 
     def __init__(self, blocker: Path, folder: Path) -> None:
         variable = moved_by(folder)
         where = f"set {variable} to another folder" if variable else "choose another folder"
-        if blocker.is_symlink() and not blocker.exists():  # a folder on a disk not mounted: no file to remove
-            super().__init__(errno.ENOENT, f"{blocker} is a link to {os.readlink(blocker)}, which does not exist")
+        if (dead := dead_link(blocker)) is not None:  # a folder on a disk not mounted: no file to remove
+            super().__init__(errno.ENOENT, f"{blocker} is {dead}")
             self.hint = f"mount the disk it leads to, or fix or remove the link, or {where}"
             return
         super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")

@@ -5,7 +5,6 @@ Models are declared once and pairs refer to them by name, because one small draf
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RegistryError, UnknownPairError
-from .paths import LINK_LOOP, file_problem, overlay_file
+from .paths import LINK_LOOP, dead_link, file_problem, overlay_file
 from .registrychecks import (
     check_keys,
     optional,
@@ -143,10 +142,7 @@ def _check_overlay_missing(path: Path, problem: str) -> None:
     if problem.startswith("cannot be looked at"):  # a name too long, a folder without permission
         raise RegistryError(f"{path} {problem}", hint="check the config folder's permissions, or SPECCHAT_CONFIG_DIR")
     if problem in ("does not exist", LINK_LOOP) and path.is_symlink():
-        leads = "which leads back to itself (a loop of links)" if problem == LINK_LOOP else "which does not exist"
-        raise RegistryError(
-            f"{path} is a link to {os.readlink(path)}, {leads}", hint="fix the link, or remove it (no overlay)"
-        )
+        raise RegistryError(f"{path} is {dead_link(path)}", hint="fix the link, or remove it (no overlay)")
     if problem != "does not exist":  # a directory or a FIFO
         raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
 
