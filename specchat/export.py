@@ -257,6 +257,13 @@ def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: li
     return str(path)
 
 
+def _tuning_only(*, threads: int, gpu_layers: int, draft_gpu_layers: int) -> str:
+    """The options given that vLLM's command cannot carry: dropped unsaid, they read as if it used them."""
+    given = [f"{name} {value}" for name, value, default in (("--threads", threads, 0), ("--gpu-layers", gpu_layers, -1),
+             ("--draft-gpu-layers", draft_gpu_layers, -1)) if value != default]  # fmt: skip
+    return ", ".join(given)
+
+
 def export(to: str, *, pair: str | None = None, target: Path | None = None, draft: Path | None = None,
            mode: str = "auto", k: int | None = None, threads: int = 0, ctx: int = 4096, gpu_layers: int = -1,
            draft_gpu_layers: int = -1) -> Export:  # fmt: skip
@@ -267,6 +274,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     if files.draft is not None and mode != "ngram":  # the command names the draft model
         require_other_draft(files.target, files.draft)
     # As run caps them; its tuning is saved under the capped count, so it is looked up under it here.
+    given_threads = threads
     threads, capped = capped_threads(threads)
     tuning, none_why = saved_tuning(files, threads=threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)
     choice = choose(tuning, files.draft is not None, mode, k, none_why)
@@ -298,6 +306,8 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
             choice = replace(choice, k=None)
     else:
         argv, notes = vllm(files, choice, ctx=ctx)
+        if given := _tuning_only(threads=given_threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers):
+            notes.append(f"{given}: only chose which saved tuning to read; vLLM's command has no such option")
         if mode == "auto" and choice.method == "ngram" and files.draft is not None:
             notes.append(
                 "this choice comes from this machine's costs; on a GPU a draft model usually pays: --mode spec"

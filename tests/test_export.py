@@ -182,6 +182,18 @@ def test_vllm_speculative_config_is_json(fake_models, seed_tuning):
     assert "GGUF support is experimental" in result.stderr and "--tokenizer" in result.stderr
 
 
+def test_vllm_says_which_options_only_chose_the_tuning(fake_models):
+    """vLLM's command cannot carry --threads or layer counts: dropped unsaid, they read as if it used them."""
+    target, draft = fake_models
+    args = ["--target", str(target), "--draft", str(draft), "--mode", "spec"]
+    given = run_export("--to", "vllm", *args, "--threads", "1", "--gpu-layers", "0")
+    assert given.exit_code == 0, given.output
+    assert "--threads 1, --gpu-layers 0: only chose which saved tuning to read" in given.stderr
+    assert "--threads" not in given.stdout and "--gpu-layers" not in given.stdout
+    plain = run_export("--to", "vllm", *args)
+    assert "only chose which saved tuning" not in plain.stderr
+
+
 def test_vllm_ngram_and_hub_repos(fake_models, seed_tuning, isolated, overlay):
     target, draft = fake_models
     seed_tuning(target, draft, CPU_COSTS)
