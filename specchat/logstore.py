@@ -84,15 +84,16 @@ def load(path: Path, cid: int) -> Conversation:
 
 
 REPLIES = """
-SELECT m.id, m.conversation_id, m.created, m.content AS reply, m.interrupted, m.label, m.settings, m.stats,
-       c.pair, c.target, c.draft, c.system,
+SELECT m.id, m.conversation_id,
+       (SELECT COUNT(*) FROM messages a WHERE a.conversation_id = m.conversation_id AND a.role = 'assistant'
+        AND a.id <= m.id) AS turn,
+       m.created,
        (SELECT u.content FROM messages u WHERE u.conversation_id = m.conversation_id AND u.role = 'user'
         AND u.id < m.id ORDER BY u.id DESC LIMIT 1) AS prompt,
-       (SELECT COUNT(*) FROM messages a WHERE a.conversation_id = m.conversation_id AND a.role = 'assistant'
-        AND a.id <= m.id) AS turn
+       c.system, m.content AS reply, m.interrupted, c.pair, c.target, c.draft, m.label, m.settings, m.stats
 FROM messages m JOIN conversations c ON c.id = m.conversation_id
 WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
-"""
+"""  # columns in the order docs/usage.md lists the keys of `logs --json`
 SEARCH = " AND (m.content LIKE :like ESCAPE '\\' OR prompt LIKE :like ESCAPE '\\')"
 
 

@@ -59,6 +59,13 @@ def test_continue_sends_the_logged_turns_as_history(files):
     assert rows[1]["settings"]["max_tokens"] == 400
 
 
+def test_logs_json_keys_come_in_the_order_the_usage_guide_lists(files):
+    ok(invoke("run", *files, ADA))
+    guide = (Path(__file__).parents[1] / "docs" / "usage.md").read_text(encoding="utf-8")
+    listed = guide.split("`specchat logs --json` gives one object per reply, oldest first: `{", 1)[1].split("}`", 1)[0]
+    assert list(logged()[0]) == json.loads("[" + listed + "]")
+
+
 def test_cid_continues_that_conversation_and_a_new_run_starts_another(files):
     ok(invoke("run", *files, ADA))
     ok(invoke("run", *files, "Something else entirely"))
