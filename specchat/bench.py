@@ -86,7 +86,7 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
         "draft_gpu_layers": settings.get("draft_gpu_layers"),
     }
     return {
-        "title": f"specchat bench, {resolved.pair_name or path_text(resolved.target.name)}",
+        "title": f"specchat bench, {resolved.name}",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "specchat": __version__,
         "llama_cpp_python": llama_cpp.__version__,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from . import download
 from .backends import for_path
 from .errors import ModelFileError
-from .paths import require_model_files, require_other_draft
+from .paths import path_text, require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 
 if TYPE_CHECKING:
@@ -25,6 +25,14 @@ class Resolved:
     target: Path
     draft: Path | None
     specs: dict[str, ModelSpec] = field(default_factory=dict)
+    own_target: bool = False  # --target named a file other than the pair's own target (beside the pair's draft)
+
+    @property
+    def name(self) -> str:
+        """What these files are called as served and in report titles: the pair's name where the target is the
+        pair's own file (given as --target or not), else the target file's name. Named after the pair, a 7B
+        --target beside the default pair's draft was listed as the 1.5B pair."""
+        return self.pair_name if self.pair_name and not self.own_target else path_text(self.target.name)
 
 
 def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
@@ -47,7 +55,8 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     target = Path(options.target_path) if options.target_path else paths["target"]
     draft = _opt_path(options.draft_path) or paths.get("draft")
     _check_not_self(target, draft, options, pair.name)
-    resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft})
+    own = options.target_path is not None and not _same_file(target, download.locate(pair.target))
+    resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft}, own_target=own)
     return _said_if_swapped(resolved, options, notify)
 
 
@@ -112,6 +121,13 @@ def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:
         notify(f"{spec.local_name}: ready from {result.source} at {result.path}")
         found = result.path
     return found
+
+
+def _same_file(path: Path, other: Path | None) -> bool:
+    try:
+        return other is not None and path.samefile(other)
+    except OSError:  # not there: run says so as it loads it
+        return False
 
 
 def _opt_path(path: Path | None) -> Path | None:

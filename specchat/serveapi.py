@@ -56,16 +56,6 @@ class ServeConfig:
     allow_origins: tuple[str, ...] = ()  # web pages that may call the API beside this machine's (parse_origins)
 
 
-def model_id(pipeline: Pipeline) -> str:
-    """The one model this server answers as: the pair's name where the target is the pair's, else the target
-    file's name. A --target of one's own beside the pair's draft (`--mode spec`) is not the pair's model: named
-    after the pair, a 7B target was listed as the default pair's 1.5B."""
-    resolved = pipeline.resolved
-    if resolved.pair_name and pipeline.options.target_path is None:
-        return resolved.pair_name
-    return path_text(resolved.target.name)
-
-
 def _created(target: Path) -> int:
     """/v1/models' `created`: when the target file was made (a client shows it as the model's date; 0 read
     as 1970), else now."""
@@ -82,7 +72,7 @@ class Api:
         self.pipeline, self.config, self.console = pipeline, config, console
         self.engine = Engine(pipeline, config.max_queue)
         self.history = ServerLog(pipeline, console, no_log=config.no_log)
-        self.model = model_id(pipeline)
+        self.model = pipeline.resolved.name  # the pair's name, or the file's for a --target of one's own
         self.mode = config.mode if pipeline.available(config.mode) else "target"
         self.k = modes.get(self.mode).length(config.k)
         self.label = modes.get(self.mode).describe(self.k)

@@ -1538,21 +1538,42 @@ def test_a_request_that_gets_its_place_after_the_shutdown_began_is_stopped_too(f
             api.engine.close()
 
 
-def test_a_target_of_ones_own_beside_the_pairs_draft_is_served_by_its_file_name(tmp_path):
-    """`serve --target MINE --mode spec` drafts with the default pair's draft model, and /v1/models named the
-    model after the pair ('fake' here, 'qwen2.5-coder-1.5b' for the default pair's 0.5B draft beside a 7B
-    target): a client's model picker showed a model that was not the one answering. It is the target's file."""
-    target, draft = fake_backend.write_pair(tmp_path / "pair")
-    models = tmp_path / "models"  # the pair's files where the registry finds them (child_env's MODELS dir)
+def fake_pair_in_registry(folder: Path) -> Path:
+    """The fake pair 'fake' as the default pair of the user's models.toml, its files where the registry finds
+    them (child_env's models dir); the target's path there."""
+    target, draft = fake_backend.write_pair(folder / "pair")
+    models = folder / "models"
     models.mkdir()
     for path in (target, draft):
         (models / path.name).write_bytes(path.read_bytes())
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "models.toml").write_text(
+    (folder / "config").mkdir()
+    (folder / "config" / "models.toml").write_text(
         'default_pair = "fake"\n[models.faket]\nrepo = "nobody/t-GGUF"\nfile = "target.fake.gguf"\n'
         '[models.faked]\nrepo = "nobody/d-GGUF"\nfile = "draft.fake.gguf"\n'
         '[pairs.fake]\ntarget = "faket"\ndraft = "faked"\n'
     )
+    return models / target.name
+
+
+def test_the_pairs_own_target_given_as_target_is_served_as_the_pair(tmp_path):
+    """--target naming the pair's own target file (through a link too) is the pair's model: it was served under
+    its file name, and a client that asked for the pair by name got a 404."""
+    link = tmp_path / "link.fake.gguf"
+    link.symlink_to(fake_pair_in_registry(tmp_path))
+    running = Server(tmp_path, files=["--target", str(link)])
+    try:
+        assert "serving fake (spec k=4)" in running.console()
+        reply = running.client().chat.completions.create(model="fake", messages=[{"role": "user", "content": "Hi."}])
+        assert reply.model == "fake"
+    finally:
+        running.stop()
+
+
+def test_a_target_of_ones_own_beside_the_pairs_draft_is_served_by_its_file_name(tmp_path):
+    """`serve --target MINE --mode spec` drafts with the default pair's draft model, and /v1/models named the
+    model after the pair ('fake' here, 'qwen2.5-coder-1.5b' for the default pair's 0.5B draft beside a 7B
+    target): a client's model picker showed a model that was not the one answering. It is the target's file."""
+    target = fake_pair_in_registry(tmp_path)
     mine = tmp_path / "mine" / "coder-7b.fake.gguf"
     mine.parent.mkdir()
     mine.write_bytes(target.read_bytes())

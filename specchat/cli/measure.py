@@ -256,7 +256,7 @@ def tune(
 
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with _templated("tune"), load_pipeline(options, before_load=replaceable) as pipeline:
-        title = pipeline.resolved.pair_name or pipeline.resolved.target.name
+        title = pipeline.resolved.name
         # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
         key = key_for(pipeline.resolved, pipeline.options)
         previous, problem = examine(key)
