@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import ipaddress
+import signal
 import socket
 
 import uvicorn
@@ -91,6 +92,7 @@ class _Server(uvicorn.Server):
         self.api = api
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stopping_now = False
+        self.stopped_by = 0  # the first signal that asked the server to stop
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self.loop = asyncio.get_running_loop()
@@ -104,6 +106,7 @@ class _Server(uvicorn.Server):
             self.stopping_now = True
             self.loop.call_soon_threadsafe(self.api.stop_all)
             return
+        self.stopped_by = self.stopped_by or sig
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -112,6 +115,10 @@ class _Server(uvicorn.Server):
             await super().shutdown(sockets)
         finally:
             timer.cancel()
+        # uvicorn then raises the signal again: SIGTERM ends the process (exit 143) without a word, where
+        # Ctrl-C is said by the CLI's "interrupted". A service's log should say why the server went away.
+        if self.stopped_by == signal.SIGTERM:
+            self.api.console.print("stopped (SIGTERM)", highlight=False, markup=False)
 
 
 def _warn_if_no_chat(pipeline: Pipeline, console: Console) -> None:

@@ -1183,6 +1183,7 @@ def test_shutdown_mid_reply_ends_every_request_with_an_error_and_no_traceback(tm
     assert results[0].status_code == 503 and results[0].json()["error"]["code"] == "shutting_down"
     assert int(results[0].headers["retry-after"]) > 0  # every 503 says when to come back
     assert "Traceback" not in running.console() and "Exception" not in running.console(), running.console()
+    assert running.process.returncode == -signal.SIGTERM and running.console().endswith("stopped (SIGTERM)\n")
 
 
 def test_a_long_prefill_stops_at_once_for_a_client_that_left_and_for_a_shutdown(tmp_path):
