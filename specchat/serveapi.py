@@ -216,6 +216,12 @@ class Api:
         task = self.start(job)
         watcher = asyncio.ensure_future(servestream.cancel_on_disconnect(request, job, self.engine))
         try:
+            await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)  # cancels neither
+            if not task.done() and watcher.done() and watcher.exception() is None and watcher.result():
+                # Its client left while it was queued: it never runs, and its line is due now, not once the
+                # reply running before it has ended. No one reads this response.
+                self.log(request, CLIENT_CLOSED, note=servestream.LEFT_QUEUED)
+                return Response(status_code=CLIENT_CLOSED)
             outcome = await asyncio.shield(task)
         except asyncio.CancelledError:
             self.engine.leave(job)

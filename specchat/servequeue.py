@@ -143,16 +143,18 @@ class Engine:
             job.holds_place = False
             self.waiting -= 1
 
-    def leave(self, job: Job) -> None:
+    def leave(self, job: Job) -> bool:
         """The job's client left (or the response ended): stop the job. One still queued gives its place back now,
         as it will never run (the worker passes over it at once): held until the worker got to it, the place stood
-        for nobody, and the next request got a 503 'one request running, 1 waiting' with none waiting."""
+        for nobody, and the next request got a 503 'one request running, 1 waiting' with none waiting. True for
+        such a job: its request is over now, not when the reply running before it ends."""
         job.cancel()
         with job.lock:  # the worker starts a job under it only if it was not cancelled
             queued = not job.started
         if queued:
             job.ids, job.expected = [], []  # all a passed-over job keeps: its prompt may be 1 MB of tokens
             self.release(job)
+        return queued
 
     async def measure(self, job: Job) -> None:
         """Tokenize the job's prompt and check that it fits the context (ContextFullError), before the

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .serveapi import Api
 
 
+LEFT_QUEUED = "the client went away while queued"
 CLIENT_CLOSED = 499  # the console's status for a request whose client left before its reply was out (as nginx logs it)
 
 
@@ -39,7 +40,12 @@ def stream_response(api: Api, request: Request, job: Job, chat: bool, include_us
     events = _events(api, line, task, pieces, chat, include_usage)
     # A stream that ends short of its own line (its client left, mid-reply or just before [DONE]) gets
     # it once the generation is over; the events are left suspended then, never to run on to theirs.
-    on_end = functools.partial(task.add_done_callback, functools.partial(_log_left, line))
+
+    def on_end(queued: bool) -> None:
+        if queued:  # it never runs: its line is due now, not once the reply running before it has ended
+            line(CLIENT_CLOSED, note=LEFT_QUEUED)
+        task.add_done_callback(functools.partial(_log_left, line))
+
     leave = functools.partial(api.engine.leave, job)
     return _Stream(events, leave, on_end, media_type="text/event-stream", headers=STREAM_HEADERS)
 
@@ -84,12 +90,13 @@ def _log_left(line: _Once, task: asyncio.Task) -> None:
         line(CLIENT_CLOSED, outcome=task.result())
 
 
-async def cancel_on_disconnect(request: Request, job: Job, engine: Engine) -> None:
+async def cancel_on_disconnect(request: Request, job: Job, engine: Engine) -> bool:
     """Cancel a non-streamed request's job when its client leaves (a timeout, a retry): uvicorn does not
-    cancel the handler, so the generation would run on to max_tokens, holding the queue for nobody."""
+    cancel the handler, so the generation would run on to max_tokens, holding the queue for nobody. True where
+    the job was still queued (Engine.leave): it never runs."""
     while (await request.receive())["type"] != "http.disconnect":
         pass  # the body was read already: the next message is the disconnect
-    engine.leave(job)
+    return engine.leave(job)
 
 
 class _Once:
@@ -113,9 +120,9 @@ class _Stream(StreamingResponse):
     """A streamed reply whose job is cancelled however the response ends (a client that disconnects
     may leave the body generator suspended rather than closed); on_end runs after that."""
 
-    def __init__(self, content, leave: Callable[[], None], on_end: Callable[[], None], **kwargs) -> None:
+    def __init__(self, content, leave: Callable[[], bool], on_end: Callable[[bool], None], **kwargs) -> None:
         super().__init__(content, **kwargs)
-        self.leave, self.on_end = leave, on_end
+        self.leave, self.on_end = leave, on_end  # on_end(queued): leave()'s answer
 
     async def __call__(self, scope, receive, send) -> None:
         try:
@@ -123,5 +130,4 @@ class _Stream(StreamingResponse):
         except ClientDisconnect:
             pass  # an ordinary event for a server: not an error to log
         finally:
-            self.leave()
-            self.on_end()
+            self.on_end(self.leave())

@@ -1594,7 +1594,8 @@ def test_a_target_of_ones_own_beside_the_pairs_draft_is_served_by_its_file_name(
 def test_a_client_that_leaves_while_queued_gives_its_place_back_at_once(tmp_path):
     """A queued request whose client left never runs, yet held its place until the running reply ended: with
     --queue 1 the next request got a 503 'one request running, 1 waiting' with none waiting, and /health counted
-    the one that left. Its place is free as soon as it leaves (streamed or not); the next one waits and is answered."""
+    the one that left. Its place is free as soon as it leaves (streamed or not), and its 499 line is written then
+    (it came once the running reply ended); the next one waits and is answered."""
     running = Server(tmp_path, "--queue", "1", "--no-log", eval_sleep=0.03)
     body = {"prompt": "Go on forever", "max_tokens": 2000, "stream": True}
     try:
@@ -1609,6 +1610,11 @@ def test_a_client_that_leaves_while_queued_gives_its_place_back_at_once(tmp_path
                 while httpx.get(f"{running.url}/health").json()["busy"] > 1 and time.monotonic() < deadline:
                     time.sleep(0.02)
                 assert httpx.get(f"{running.url}/health").json()["busy"] == 1  # the stream alone
+                # its line at once too, not when the stream ends (the stream's job is still running)
+                running.wait_for(
+                    rf"(?s)(POST /v1/completions 499\s+the client went away while queued.*){{{1 + stream}}}"
+                )
+                assert httpx.get(f"{running.url}/health").json()["busy"] == 1
             answered: list[httpx.Response] = []
             waiting = threading.Thread(target=lambda: answered.append(
                 httpx.post(f"{running.url}/v1/completions", json={"prompt": "Hi", "max_tokens": 4}, timeout=60)
@@ -1620,5 +1626,6 @@ def test_a_client_that_leaves_while_queued_gives_its_place_back_at_once(tmp_path
         waiting.join(60)  # the stream closed: its job stops, and the queued one runs
         assert answered[0].status_code == 200, answered[0].text
         assert answered[0].json()["choices"][0]["text"]
+        assert running.console().count(" 499 ") == 3, running.console()  # the two that left, once each; the stream
     finally:
         running.stop()
