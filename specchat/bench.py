@@ -91,7 +91,7 @@ def collect_meta(resolved, settings: dict, threads: int = 0) -> dict:
         "specchat": __version__,
         "llama_cpp_python": llama_cpp.__version__,
         "machine": machine,
-        "pair": resolved.pair_name,
+        "pair": resolved.pair,
         "files": files,
         "settings": settings,
     }

@@ -222,7 +222,7 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
     resolved, params = pipeline.resolved, request.params
     return {
         "text": generation.text,
-        "pair": resolved.pair_name,
+        "pair": resolved.pair,
         "target": path_text(resolved.target),
         "draft": path_text(resolved.draft) if pipeline.draft is not None and request.k else None,
         "mode": request.mode,

@@ -28,11 +28,16 @@ class Resolved:
     own_target: bool = False  # --target named a file other than the pair's own target (beside the pair's draft)
 
     @property
+    def pair(self) -> str | None:
+        """The pair's name where the target is the pair's own file (given as --target or not), else None: named
+        after the pair, a 7B --target beside the default pair's draft was served, logged and reported as the
+        1.5B pair."""
+        return None if self.own_target else self.pair_name
+
+    @property
     def name(self) -> str:
-        """What these files are called as served and in report titles: the pair's name where the target is the
-        pair's own file (given as --target or not), else the target file's name. Named after the pair, a 7B
-        --target beside the default pair's draft was listed as the 1.5B pair."""
-        return self.pair_name if self.pair_name and not self.own_target else path_text(self.target.name)
+        """What these files are called as served and in report titles: the pair, else the target file."""
+        return self.pair or path_text(self.target.name)
 
 
 def resolve(options: Options, notify: Notify, start_progress) -> Resolved:

@@ -298,7 +298,7 @@ def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, 
     best = max(estimates, key=lambda e: e.predicted_speedup)
     ceilings = {name: {"batch": batch, "speedup": gain} for name, (batch, gain) in tuning.costs.ceilings().items()}
     report = {
-        "pair": resolved.pair_name,
+        "pair": resolved.pair,
         "target": path_text(resolved.target),
         "draft": None if tuning.costs.draft_step is None else path_text(resolved.draft),
         "estimates": [dict(vars(estimate)) for estimate in estimates],

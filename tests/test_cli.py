@@ -765,6 +765,20 @@ def test_pair_from_the_registry_overlay(fake_models, isolated):
     assert payload["pair"] == "fake" and payload["text"] == reply_to("Hi.")
 
 
+def test_a_target_of_ones_own_beside_the_pairs_draft_is_not_logged_as_the_pair(fake_models, isolated, tmp_path):
+    """`--target 7B.gguf` with the pair's draft: run --json and the log named the reply's model after the pair
+    (`logs` showed the 1.5B pair). The pair's own target file given as --target is still the pair."""
+    models = fake_overlay(fake_models, isolated)
+    mine = tmp_path / "mine.fake.gguf"
+    mine.write_bytes(fake_models[0].read_bytes())
+    own = run_json("-p", "fake", "--target", str(mine), "--mode", "spec", "--json", "Hi.")
+    assert own["pair"] is None and own["draft"].endswith("draft.fake.gguf")
+    pairs = run_json("-p", "fake", "--target", str(models / fake_models[0].name), "--mode", "spec", "--json", "Hi.")
+    assert pairs["pair"] == "fake"
+    logged = invoke("logs", "-n", "2")
+    assert logged.exit_code == 0 and "\nmine.fake.gguf  ·  spec" in logged.stdout and "\nfake  ·  spec" in logged.stdout
+
+
 def test_pull_and_tune_take_the_pair_as_pair_too(fake_models, isolated):
     """run, serve, bench and export take --pair/-p; pull and tune took the pair only as an argument, and
     `pull -p NAME` was "No such option". Both spellings work; two that disagree are a usage error."""

@@ -97,11 +97,12 @@ def test_usage_md_names_every_key_of_run_json_and_no_other():
     from types import SimpleNamespace
 
     from specchat.outputs import summary
+    from specchat.pairfiles import Resolved
     from specchat.sampling import SamplingParams
     from specchat.speculative import Stats
 
     pipeline = SimpleNamespace(
-        resolved=SimpleNamespace(pair_name="p", target=Path("t.gguf"), draft=None),
+        resolved=Resolved("p", Path("t.gguf"), None),
         draft=None,
         mode_note="",
         target=SimpleNamespace(n_ctx=256),
