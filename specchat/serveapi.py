@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from . import cors, modes, openai_api, servestream
 from .chat import MessagesRefused
+from .ctxsize import trained_context
 from .errors import ContextFullError, SpecchatError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -82,6 +83,7 @@ class Api:
         target = path_text(pipeline.resolved.target.name)
         self.aliases = {self.model, target, target.removesuffix(".gguf")}
         self.created = _created(pipeline.resolved.target)
+        self.trained = trained_context(pipeline.resolved.target)  # None where the file does not say
 
     def app(self) -> Starlette:
         # Also without /v1, as llama-server answers: a client given the base URL http://host:port finds them.
@@ -239,8 +241,17 @@ class Api:
     async def _measure(self, job: Job) -> None:
         """The prompt's tokens, checked against the context before the request waits for the engine or
         gets a status line (a streamed one's would already say 200 when the loop refused it)."""
-        with _as_api_errors("prompt" if job.messages is None else "messages"):
-            await self.engine.measure(job)
+        field = "prompt" if job.messages is None else "messages"
+        with _as_api_errors(field):
+            try:
+                await self.engine.measure(job)
+            except ContextFullError as exc:  # job.ids are set: measured, then found too long
+                if self.trained is None or len(job.ids) < self.trained:
+                    raise
+                # No --ctx holds a prompt as long as the model was trained for (as `run` says it, cli/run.py)
+                hint = f"shorten the {field}: the model was trained for {self.trained} tokens, so no --ctx holds it"
+                raise ApiError(400, f"{exc.message}; {hint} and a reply", code="context_length_exceeded",
+                               param=field) from None  # fmt: skip
 
     def start(self, job: Job) -> asyncio.Task:
         """The generation as a task; its queue place is given back when the worker is done with it, not when

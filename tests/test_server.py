@@ -906,6 +906,25 @@ def test_a_prompt_that_fills_the_context_exactly_is_refused_in_words_that_say_wh
         running.stop()
 
 
+def test_a_prompt_longer_than_the_model_was_trained_for_is_not_told_to_raise_ctx(tmp_path):
+    """A 60k-token prompt to a model trained for 32k was told to "start `specchat serve` with a larger --ctx",
+    which cannot hold it (as `run` said before it was told otherwise); one that a larger --ctx holds still is."""
+    running = Server(tmp_path, "--ctx", "256", "--no-log", context_length=512)  # a byte a token
+    try:
+        client = running.client()
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="target.fake.gguf", prompt="x" * 600, max_tokens=1)
+        assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
+        message = refused.value.message
+        assert "shorten the prompt: the model was trained for 512 tokens, so no --ctx holds" in message, message
+        assert "larger --ctx" not in message
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model="target.fake.gguf", prompt="x" * 300, max_tokens=1)
+        assert refused.value.message.endswith("shorten the prompt, or start `specchat serve` with a larger --ctx")
+    finally:
+        running.stop()
+
+
 def test_messages_the_chat_template_refuses_are_a_400_not_a_500(tmp_path):
     """A template's own raise_exception (Gemma's "roles must alternate", "System role not supported") refuses
     the client's messages: that was a 500 generation_failed, which the official client retried twice."""
