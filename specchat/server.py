@@ -32,6 +32,9 @@ def check_host(host: str, api_key: str | None) -> None:
     """Refuse to listen beyond this machine without a key: the API runs arbitrary prompts on its CPU/GPU."""
     if not host.strip():  # the socket would take "" for every interface, and print http://:PORT/v1
         raise UsageError("--host is empty", hint="give 127.0.0.1 (this machine) or 0.0.0.0 (every interface)")
+    # As a URL writes an IPv6 address ("http://[::1]:8080"): no address, and not the one that accepts other machines
+    if host.startswith("[") and host.endswith("]"):
+        raise UsageError(f"--host {host}: give the address without brackets", hint=f"--host {host[1:-1]}")
     # `--api-key "$KEY"` with KEY unset asked for a key and served without one; spaces around a key are trimmed
     # off the client's header (HTTP does), so no client could ever send it.
     if api_key is not None and not api_key.strip():

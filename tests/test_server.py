@@ -1156,6 +1156,17 @@ def test_taken_port_is_one_line(server):
     assert result.exit_code == 2 and "cannot listen on 127.0.0.1:" in result.stderr and "--port" in result.stderr
 
 
+def test_a_bracketed_ipv6_host_is_named_as_such_not_as_one_of_other_machines():
+    """`--host [::1]`, as a URL writes this machine's IPv6 address, was refused as an address that "would accept
+    requests from other machines without a key", which sent the user to --api-key, and then to another error."""
+    for args in (["--host", "[::1]"], ["--host", "[::1]", "--api-key", KEY]):
+        result = CliRunner().invoke(app, ["serve", *args, "--port", "0"])
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.stderr
+        assert "--host [::1]" in lines[0] and "brackets" in lines[0] and "--host ::1" in lines[0], lines[0]
+        assert "other machines" not in lines[0]
+
+
 def test_an_address_not_of_this_machine_names_the_host_not_the_port():
     """'choose another --port' was the hint for any address that could not be bound, a typo'd host too."""
     result = CliRunner().invoke(app, ["serve", "--host", "192.0.2.1", "--api-key", KEY, "--port", "0"])
