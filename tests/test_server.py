@@ -286,7 +286,7 @@ def test_aborted_stream_stops_and_the_server_goes_on(server):
             if '"text": "' in line:
                 break  # leave after the first piece of text
     server.wait_for(r"POST /v1/completions 499 .*cancelled")
-    line = re.search(r"POST /v1/completions 499\s+(\d+) tokens.*cancelled", server.console())
+    line = re.search(r"POST /v1/completions 499\s+(\d+) tokens?, .*cancelled", server.console())  # "1 token" too
     assert int(line.group(1)) < 2000
     assert not re.search(r" 200 .*cancelled", server.console())  # 499: nginx's "client closed request"
     assert ask(server.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
