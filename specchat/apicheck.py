@@ -181,6 +181,7 @@ TYPED = {
     **dict.fromkeys(("model", "suffix", "user", "safety_identifier", "prompt_cache_key"), TEXT),
     **dict.fromkeys(("service_tier", "reasoning_effort", "verbosity"), TEXT),
     **dict.fromkeys(("metadata", "web_search_options", "response_format", "logit_bias", "audio"), OBJECT),
+    "stream_options": OBJECT,  # only for "stream": true, which openai_api checks once its type is known
     **dict.fromkeys(("tools", "functions", "modalities"), LIST),
     **dict.fromkeys(("tool_choice", "function_call"), ((str, dict), "a string or an object")),
 }

@@ -507,6 +507,20 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
 
 
+def test_an_empty_list_as_stream_options_is_not_given_as_for_every_object_field():
+    """PHP writes an empty map as [], which docs/serve.md reads as not given wherever an object is asked for:
+    "stream_options": [] was a 400 ("'stream_options' is an object"), with "stream": true too."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    messages = [{"role": "user", "content": "a"}]
+    for stream in (True, False):
+        parsed = parse_chat({"messages": messages, "stream": stream, "stream_options": []}, 2048)
+        assert parsed.stream is stream and parsed.include_usage is False
+    with pytest.raises(ApiError) as refused:  # any other type is still named
+        parse_chat({"messages": messages, "stream": True, "stream_options": "usage"}, 2048)
+    assert (refused.value.code, refused.value.param) == ("invalid_stream_options", "stream_options")
+
+
 def test_nulls_inside_stream_options_and_response_format_are_not_given():
     """Clients that serialise every field send {"include_usage": null} and {"type": "text", "json_schema": null}:
     both were refused (400 "must be true or false", 400 unsupported_parameter) though a null elsewhere is not
