@@ -8,6 +8,7 @@ tools written for llama-server read them unchanged, plus a `speculative` object 
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -38,9 +39,17 @@ class ApiRequest:
     prediction: str | None = None  # the text the reply is expected to hold (Predicted Outputs), for drafting
 
 
+def _integer(text: str) -> int:
+    """A JSON integer; one of more digits than Python converts was a 400 that told the client to call
+    sys.set_int_max_str_digits()."""
+    if len(text) > sys.get_int_max_str_digits() + 1:  # + 1: a minus sign
+        raise ApiError(400, f"the body has an integer of {len(text.lstrip('-')):,} digits", code="invalid_json")
+    return int(text)
+
+
 def parse_json(body: bytes) -> dict:
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_int=_integer)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
     except RecursionError:  # thousands of nested brackets fit in the size bound: the client's mistake, not a 500

@@ -357,6 +357,16 @@ def test_bad_requests_get_error_objects(server, body, status, code):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+def test_an_integer_too_long_to_convert_is_named_not_answered_with_pythons_advice():
+    """An integer of over 4,300 digits was a 400 that told an API client to use sys.set_int_max_str_digits()."""
+    from specchat.openai_api import ApiError, parse_json
+
+    with pytest.raises(ApiError) as refused:
+        parse_json(b'{"max_tokens": ' + b"9" * 5000 + b"}")
+    assert refused.value.status == 400 and refused.value.message == "the body has an integer of 5,000 digits"
+    assert parse_json(b'{"seed": -' + b"9" * 4300 + b"}")["seed"] == -int("9" * 4300)  # as many as Python takes
+
+
 def test_text_content_parts_reach_the_model_one_per_line(server):
     """Content as a list of text parts (as chat UIs send a message with an attachment) was joined with
     nothing between the parts: "Name three" and "colours." reached the model as "Name threecolours."."""
