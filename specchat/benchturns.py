@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .benchsuite import Prompt
 from .chat import Message
+from .ctxsize import past_training
 from .errors import ContextFullError
 from .sampling import SamplingParams
 
@@ -127,11 +128,12 @@ def first_turns(pipeline, prompts: list[Prompt]) -> tuple[list[Prompt], list[Ski
     if not fitting:
         shortest = min(s.tokens for s in skipped)
         which = "the first turn" if len(skipped) == 1 else "the shortest first turn"
-        raise ContextFullError(
+        full = ContextFullError(
             f"no bench prompt fits the context: {which} takes {shortest} tokens; "
             f"the context holds {pipeline.target.n_ctx}",
             hint="raise --ctx, or shorten the prompt",
         )
+        raise past_training(full, shortest, pipeline.resolved.target)
     return fitting, skipped
 
 

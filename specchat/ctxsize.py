@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .backends import for_path
-from .errors import UsageError
+from .errors import ContextFullError, UsageError
 
 AUTO = 0  # --ctx 0, the default of `specchat run`: choose here
 FALLBACK = 4096  # for models whose files do not say what they were trained for
@@ -63,6 +63,16 @@ def trained_context(path: Path) -> int | None:
     backend = for_path(path)
     reader = getattr(backend, "trained_context", None)  # plugins written before this hook lack it
     return reader(path) if reader is not None else None
+
+
+def past_training(exc: ContextFullError, tokens: int, target: Path) -> ContextFullError:
+    """ "raise --ctx" for a prompt longer than the model was trained for sent the user to an option that cannot
+    help (a longer context than that degrades every reply): there the prompt must be shortened."""
+    trained = trained_context(target)
+    if trained is None or tokens < trained:
+        return exc
+    hint = f"shorten it: the model was trained for {trained} tokens, so no --ctx holds this prompt and a reply"
+    return ContextFullError(exc.message, hint=hint)
 
 
 def _fits_in_memory(paths: list[Path], available: int | None, overhead: int) -> int | None:

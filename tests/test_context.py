@@ -148,3 +148,19 @@ def test_a_prompt_longer_than_the_model_was_trained_for_is_not_told_to_raise_ctx
     assert "the model was trained for 2048 tokens, so no --ctx holds" in said and "raise --ctx" not in said, said
     within = runner.invoke(app, [*args, "--ctx", "1024"], input="word " * 300)  # 1,500 tokens: --ctx can help
     assert within.exit_code == 1 and "raise --ctx" in " ".join(within.stderr.split()), within.output
+
+
+def test_a_bench_prompt_longer_than_the_model_was_trained_for_is_not_told_to_raise_ctx(fake_models, tmp_path):
+    """`bench --prompts` of one 200k-token record on a 32k model stopped with 'raise --ctx, or shorten the prompt':
+    no --ctx holds it, as `run` already says of such a prompt."""
+    target = fake_target(tmp_path, context_length=2048)
+    prompts = tmp_path / "prompts.jsonl"
+    args = ["bench", "--target", str(target), "--modes", "ngram", "-n", "4", "--prompts", str(prompts)]
+    prompts.write_text(json.dumps({"turns": ["word " * 1000]}) + "\n", encoding="utf-8")  # 5,000 > --ctx 4096
+    result = runner.invoke(app, args)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 1 and "no bench prompt fits the context" in said, result.output
+    assert "the model was trained for 2048 tokens, so no --ctx holds" in said and "raise --ctx" not in said, said
+    prompts.write_text(json.dumps({"turns": ["word " * 300]}) + "\n", encoding="utf-8")  # 1,500: --ctx can help
+    within = runner.invoke(app, [*args, "--ctx", "1024"])
+    assert within.exit_code == 1 and "raise --ctx" in " ".join(within.stderr.split()), within.output

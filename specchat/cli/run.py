@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -161,6 +160,7 @@ def run(
     def tokenized(pipeline) -> None:
         # Before auto measures the machine (~15 s the first time on 2 cores): a prompt too long for the context is
         # refused at once, not after the wait.
+        from ..ctxsize import past_training
         from ..errors import ContextFullError
         from ..speculative import check_fits
 
@@ -168,7 +168,7 @@ def run(
         try:
             check_fits(len(ids), pipeline.target.n_ctx)
         except ContextFullError as exc:
-            raise _past_training(exc, len(ids), pipeline.resolved.target) from None
+            raise past_training(exc, len(ids), pipeline.resolved.target) from None
 
     # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
     # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed);
@@ -290,16 +290,3 @@ def serve(
     )
     with sock, load_pipeline(options) as pipeline:
         run_server(pipeline, config, stderr_console(), sock)
-
-
-def _past_training(exc, tokens: int, target: Path):
-    """ "raise --ctx" for a prompt longer than the model was trained for sent the user to an option that cannot
-    help (a longer context than that degrades every reply): there the prompt must be shortened."""
-    from ..ctxsize import trained_context
-    from ..errors import ContextFullError
-
-    trained = trained_context(target)
-    if trained is None or tokens < trained:
-        return exc
-    hint = f"shorten it: the model was trained for {trained} tokens, so no --ctx holds this prompt and a reply"
-    return ContextFullError(exc.message, hint=hint)
