@@ -108,6 +108,16 @@ def verify_remembered(model: ModelSpec, path: Path, hashing: Callable[[], Advanc
     _check_sha256(model, path, actual)
 
 
+def unreadable(model: ModelSpec, path: Path) -> ModelFileError | None:
+    """A present file that cannot be read (another user's copy, mode 000): `models` listed it as present without a
+    word, and `run` failed on it. Opening it is the test: permissions alone miss ACLs and read-only mounts."""
+    try:
+        with path.open("rb"):
+            return None
+    except OSError as exc:
+        return _unreadable(model, path, exc)
+
+
 def _unreadable(model: ModelSpec, path: Path, exc: OSError) -> ModelFileError:
     return ModelFileError(
         f"cannot read {path}: {exc.strerror or exc}",

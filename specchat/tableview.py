@@ -40,6 +40,8 @@ def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError
                     download.directory_in_place(spec) or download.broken_link(spec) or download.folder_is_a_file(spec)
                 )
                 blocked = blocked or (None if verify else download.misfit(spec))
+            elif not verify:  # --verify reads it, and says so itself
+                blocked = modelfiles.unreadable(spec, path)
             row["problem"] = blocked.message if blocked is not None else None  # --json says what the warning says
             if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once
                 bad.append(blocked)

@@ -5,8 +5,10 @@ P is REPLY with P quoted, so every assertion about the text is exact."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+from pathlib import Path
 
 import pytest
 from fake_backend import REPLY, FakeEngine
@@ -1428,3 +1430,30 @@ def test_json_says_null_threads_where_the_backend_does_not_report_them(files):
     assert reply["threads"] is None and reply["text"] and reply["stats"]["generated_tokens"] > 0
     lines = invoke("run", *files, "--jsonl", "-n", "8", "--mode", "target", "Say hi.").stdout.splitlines()
     assert json.loads(lines[-1])["threads"] is None
+
+
+def test_models_warns_of_a_present_file_it_cannot_read(isolated, monkeypatch):
+    """A model file without read permission (another user's copy, mode 000) was listed as present, "yes", with no
+    word, and `run` then failed on it: `models` warns of it now, as of a file of the wrong size."""
+    models = isolated / "models"
+    models.mkdir()
+    (models / "here.gguf").write_bytes(b"hello")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\nsize = 5\n'
+        '[models.there]\nrepo = "nobody/there"\nfile = "there.gguf"\n'
+        '[pairs.mine]\ntarget = "here"\ndraft = "there"\n'
+    )
+    opened = Path.open
+
+    def open_(path, *args, **kwargs):  # the tests run as root, whom chmod 000 does not stop
+        if path.name == "here.gguf":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_)
+    result = invoke("models", "--json")
+    assert result.exit_code == 0, result.output
+    row = next(row for row in json.loads(result.stdout)["pairs"] if row["model"] == "here")
+    assert row["problem"] == f"cannot read {models / 'here.gguf'}: Permission denied", row
+    assert f"warning: cannot read {models / 'here.gguf'}: Permission denied" in " ".join(result.stderr.split())
