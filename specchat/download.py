@@ -15,7 +15,16 @@ from pathlib import Path
 from .errors import DownloadError, ModelFileError
 from .hubpull import from_hub, gated_without_token, has_hub_token, hub_cache_path, hub_offline, hub_reachable
 from .mirror import Notify, from_mirror, no_pip, pull_lock
-from .modelfiles import Advance, bad_file_hint, hashing_bar, local_path, misfit, pull_command, verify_remembered
+from .modelfiles import (
+    Advance,
+    bad_file_hint,
+    hashing_bar,
+    local_path,
+    misfit,
+    pull_command,
+    unreadable,
+    verify_remembered,
+)
 from .paths import NotAFolder, blocking_file, dead_link, folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
@@ -117,6 +126,8 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     checks the size alone, as it looks for the file itself (locate)."""
     found = locate(model)
     if found is not None:
+        if (closed := unreadable(model, found)) is not None:  # a remembered sha256 would not read it
+            raise closed
         verify_remembered(model, found, hashing_bar(start, model, found))
         return PullResult(model, found, "present")
     if (stale := check_pullable(model)) is not None:  # the mirror replaces it; a Hub download goes to its cache

@@ -1457,3 +1457,20 @@ def test_models_warns_of_a_present_file_it_cannot_read(isolated, monkeypatch):
     row = next(row for row in json.loads(result.stdout)["pairs"] if row["model"] == "here")
     assert row["problem"] == f"cannot read {models / 'here.gguf'}: Permission denied", row
     assert f"warning: cannot read {models / 'here.gguf'}: Permission denied" in " ".join(result.stderr.split())
+
+
+def test_pull_does_not_call_a_file_it_cannot_read_present(fake_models, isolated, monkeypatch):
+    """`pull` said "already present" of a model file without read permission where it did not read it (no
+    sha256 in models.toml, or one remembered from before the chmod), and `run` then failed on it."""
+    models = fake_overlay(fake_models, isolated)
+    opened = Path.open
+
+    def open_(path, *args, **kwargs):  # the tests run as root, whom chmod 000 does not stop
+        if path.name == fake_models[1].name:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_)
+    pulled = invoke("pull", "fake")
+    assert pulled.exit_code == 1 and pulled.stderr.count("already present") == 1, pulled.output
+    assert f"error: cannot read {models / fake_models[1].name}: Permission denied" in " ".join(pulled.stderr.split())
