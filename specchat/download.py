@@ -21,6 +21,7 @@ from .modelfiles import (
     hashing_bar,
     local_path,
     misfit,
+    not_gguf,
     pull_command,
     unreadable,
     verify_remembered,
@@ -126,8 +127,8 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     checks the size alone, as it looks for the file itself (locate)."""
     found = locate(model)
     if found is not None:
-        if (closed := unreadable(model, found)) is not None:  # a remembered sha256 would not read it
-            raise closed
+        if (bad := unreadable(model, found) or not_gguf(model, found)) is not None:  # a remembered sha256 reads nothing
+            raise bad
         verify_remembered(model, found, hashing_bar(start, model, found))
         return PullResult(model, found, "present")
     if (stale := check_pullable(model)) is not None:  # the mirror replaces it; a Hub download goes to its cache

@@ -118,6 +118,22 @@ def unreadable(model: ModelSpec, path: Path) -> ModelFileError | None:
         return _unreadable(model, path, exc)
 
 
+def not_gguf(model: ModelSpec, path: Path) -> ModelFileError | None:
+    """A present file that models.toml gives no sha256 for and that is no GGUF (another file renamed): `pull`
+    called it present, while `run` refused it and sent the user back to `pull`. The header is read (cached
+    per size and mtime), as `run` reads it; a plugin backend's file is the plugin's to check."""
+    from .backends import for_path
+    from .gguf import check
+
+    if model.sha256 is not None or for_path(path).name != "llama.cpp":
+        return None
+    try:
+        check(path)
+    except ModelFileError as exc:
+        return ModelFileError(exc.message, hint=f"delete it and run {pull_command(model)} again")
+    return None
+
+
 def _unreadable(model: ModelSpec, path: Path, exc: OSError) -> ModelFileError:
     return ModelFileError(
         f"cannot read {path}: {exc.strerror or exc}",

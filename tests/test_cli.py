@@ -1304,8 +1304,10 @@ def test_paths_and_file_names_are_printed_as_they_are_not_as_markup(isolated, mo
     folder = isolated / "a[/]b [i]models"  # a folder "a[" holding "]b [i]models"
     folder.mkdir(parents=True)
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(folder))
-    (folder / "[i]x.gguf").write_bytes(b"x")
-    (folder / "[i]y.gguf").write_bytes(b"y")
+    from test_gguf import tiny_gguf
+
+    for name in ("[i]x.gguf", "[i]y.gguf"):  # well-formed: pull checks the header of a file without sha256
+        (folder / name).write_bytes(tiny_gguf())
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
         '[models.x]\nrepo = "nobody/x"\nfile = "[i]x.gguf"\n[models.y]\nrepo = "nobody/x"\nfile = "[i]y.gguf"\n'
@@ -1474,3 +1476,20 @@ def test_pull_does_not_call_a_file_it_cannot_read_present(fake_models, isolated,
     pulled = invoke("pull", "fake")
     assert pulled.exit_code == 1 and pulled.stderr.count("already present") == 1, pulled.output
     assert f"error: cannot read {models / fake_models[1].name}: Permission denied" in " ".join(pulled.stderr.split())
+
+
+def test_pull_names_a_present_file_that_is_no_gguf_where_models_toml_gives_no_sha256(fake_models, isolated):
+    """An overlay entry without sha256 whose file in the models directory is not a GGUF (another file renamed):
+    `run` failed on it with 'download it again (`specchat pull`)', and `pull` said "already present", in a loop."""
+    models = fake_overlay(fake_models, isolated)
+    (models / "other.gguf").write_text("#!/bin/sh\necho not a model\n")
+    config = isolated / "config" / "models.toml"
+    config.write_text(
+        config.read_text() + '\n[models.other]\nrepo = "nobody/other-GGUF"\nfile = "other.gguf"\n'
+        '[pairs.odd]\ntarget = "faket"\ndraft = "other"\n'
+    )
+    pulled = invoke("pull", "odd")
+    said = " ".join(pulled.stderr.split())
+    assert pulled.exit_code == 1 and pulled.stderr.count("already present") == 1, pulled.output
+    assert "error: other.gguf is not a valid GGUF file" in said and "delete it and run `specchat pull odd`" in said
+    assert invoke("pull", "fake").exit_code == 0  # the fake backend's files are no GGUF either: its own to check
