@@ -310,10 +310,25 @@ def _content(turn: object) -> object:
     return turn
 
 
+# Why a message of another role than the user's is no turn (a first one was "must be a list starting with a
+# non-empty string", though a user message is read there).
+NOT_A_TURN = {
+    "system": "the bench sends no system prompt",
+    "assistant": "the bench writes the replies itself (the target's own)",
+}
+
+
 def _check_parts(turns: list, where: str) -> None:
-    """A turn with an image or audio part was refused as "not a non-empty string", with a hint of the shape it
-    nearly had: it is named for what it holds."""
+    """A turn with an image or audio part, or a system or assistant message, was refused as "not a non-empty
+    string", with a hint of the shape it nearly had: it is named for what it holds."""
     for index, turn in enumerate(turns, start=1):
+        role = turn.get("role") if isinstance(turn, dict) else None
+        if role in NOT_A_TURN:
+            article = "an" if role == "assistant" else "a"
+            raise UsageError(
+                f'{where}: "turns" item {index} is {article} {role} message; the turns are the user\'s messages',
+                hint=f"leave it out: {NOT_A_TURN[role]}",
+            )
         content = turn.get("content") if isinstance(turn, dict) else None
         if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") != "text" for p in content):
             kind = next(p.get("type") for p in content if isinstance(p, dict) and p.get("type") != "text")

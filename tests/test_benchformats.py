@@ -155,10 +155,27 @@ def test_messages_as_turns_are_not_read_as_user_turns(tmp_path):
     user = {"role": "user", "content": "Hi"}
     path.write_text(json.dumps({"turns": [user, {"content": "And?"}]}) + "\n")
     assert [p.turns for p in load_prompts_file(path)] == [("Hi", "And?")]
-    for other in ({"role": "system", "content": "Be terse."}, {"content": "Hi", "extra": 1}):
-        path.write_text(json.dumps({"turns": [user, other]}) + "\n")
-        result = runner.invoke(app, ["bench", "--prompts", str(path)])
-        assert result.exit_code == 2 and '"turns" item 2 is not a non-empty string' in result.stderr, result.output
+    path.write_text(json.dumps({"turns": [user, {"content": "Hi", "extra": 1}]}) + "\n")
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2 and '"turns" item 2 is not a non-empty string' in result.stderr, result.output
+
+
+@pytest.mark.parametrize("where", [0, 1])
+@pytest.mark.parametrize(("role", "why"), [("system", "sends no system prompt"), ("assistant", "writes the replies")])
+def test_a_system_or_assistant_message_among_the_turns_is_named_as_such(tmp_path, where, role, why):
+    """A system message first among the turns was '"turns" must be a list starting with a non-empty string', though
+    a user message there is read: the refusal said nothing of what was wrong (later: 'not a non-empty string')."""
+    path = tmp_path / "q.jsonl"
+    turns = ["Hi", "And?"]
+    turns[where] = {"role": role, "content": "Be terse."}
+    path.write_text(json.dumps({"turns": turns}) + "\n")
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    line = " ".join(result.stderr.split())
+    assert (
+        result.exit_code == 2
+        and f'"turns" item {where + 1} is {"an" if role[0] == "a" else "a"} {role} message' in line
+    )
+    assert why in line, line
 
 
 def test_a_turn_of_text_parts_is_their_text_and_one_with_an_image_is_refused(tmp_path):
