@@ -211,6 +211,19 @@ def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str
     return [*argv, "--host", "127.0.0.1", "--port", "8000"], notes
 
 
+def _beyond_training(files: Files, choice: Choice, ctx: int, to: str) -> str | None:
+    """--ctx past what a model was trained for, as run, serve and bench note it: the command itself cannot say.
+    vLLM refuses such a --max-model-len as it starts. A file vLLM takes from the Hub is not here to read."""
+    from .ctxsize import beyond_training, trained_context
+
+    draft = files.draft if choice.method == "draft" else None
+    present = [path if path is not None and path.is_file() else None for path in (files.target, draft)]
+    if present[0] is None or (note := beyond_training(present[0], present[1], ctx)) is None:
+        return None
+    refused = to == "vllm" and ctx > (trained_context(present[0]) or ctx)  # the target's limit, not the draft's
+    return note + ("; vLLM refuses such a --max-model-len as it starts" if refused else "")
+
+
 def _check_gguf(path: Path) -> None:
     """As run checks a file before llama.cpp loads it (files of a plugin backend are that backend's)."""
     from .backends import LlamaCppBackend, for_path
@@ -318,6 +331,8 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
         given = (target is not None) + (draft is not None)
         if (swapped := larger_draft(files.target, files.draft, given, files.pair)) is not None:
             notes.append(swapped)
+    if (too_long := _beyond_training(files, choice, ctx, to)) is not None:
+        notes.append(too_long)
     if pair is not None and target is not None:  # find_files takes the files given: the pair was ignored unsaid
         notes.append(f"--pair {pair} is not used: --target names the files (and --draft FILE a draft model)")
     if draft_note := modes.unused_draft(draft, [mode], f"--mode {mode}", "the command does not name it"):

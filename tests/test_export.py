@@ -534,3 +534,15 @@ def test_a_mode_of_runs_that_export_cannot_give_is_named_as_known(fake_models, m
     target, draft = fake_models
     result = run_export("--to", "vllm", "--target", str(target), "--draft", str(draft), "--mode", mode)
     assert result.exit_code == 2 and needle in result.stderr and "choose auto, spec or ngram" in result.stderr
+
+
+@pytest.mark.parametrize("to", TARGETS)
+def test_a_ctx_longer_than_the_model_was_trained_for_is_noted(fake_models, isolated, to):
+    """`export --ctx 100000` for a model trained for 32k printed the command without a word, where run, serve and
+    bench note it: llama-server's replies degrade past it, and vLLM refuses such a --max-model-len."""
+    target, draft = fake_backend.write_pair(isolated / "trained", context_length=2048)
+    files = ["--target", str(target), "--draft", str(draft), "--mode", "spec", "--json"]
+    made = json.loads(run_export("--to", to, *files, "--ctx", "4096").stdout)
+    assert any("more than the 2048 tokens target.fake.gguf was trained for" in note for note in made["notes"]), made
+    within = json.loads(run_export("--to", to, *files, "--ctx", "2048").stdout)
+    assert not any("was trained for" in note for note in within["notes"]), within
