@@ -92,7 +92,10 @@ class NotAFolder(NotADirectoryError):
             self.hint = f"mount the disk it leads to, or fix or remove the link, or {where}"
             return
         super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")
-        self.hint = f"remove or rename that file, or {where}"
+        named = _set_to(blocker)
+        self.hint = (
+            f"{named} names this file: set it to a folder" if named else f"remove or rename that file, or {where}"
+        )
 
     def __str__(self) -> str:
         return self.strerror
@@ -120,6 +123,13 @@ def blocking_file(folder: Path) -> Path | None:
 def folder_hint(exc: BaseException, default: str) -> str:
     """The hint for an OSError from make_dirs: NotAFolder's own, else the caller's `default`."""
     return exc.hint if isinstance(exc, NotAFolder) else default
+
+
+def _set_to(path: Path) -> str | None:
+    """The SPECCHAT_*_DIR variable set to `path` itself: a file the user gave as the folder (a model's file as
+    SPECCHAT_MODELS_DIR), which "remove or rename that file" told them to delete."""
+    names = [f"SPECCHAT_{name}_DIR" for name in ("DATA", "MODELS", "CONFIG", "CACHE", "STATE")]
+    return next((name for name in names if os.environ.get(name) and _from_env(name, "") == path), None)
 
 
 def moved_by(folder: Path) -> str | None:

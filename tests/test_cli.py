@@ -1112,7 +1112,7 @@ def test_models_names_a_file_where_the_models_directory_should_be(isolated, monk
     listed = invoke("models")
     warnings = [line for line in listed.stderr.splitlines() if line.strip()]
     assert listed.exit_code == 0 and len(warnings) == 1 and needle in warnings[0], listed.stderr
-    assert "set SPECCHAT_MODELS_DIR to another folder" in warnings[0]
+    assert "SPECCHAT_MODELS_DIR names this file: set it to a folder" in warnings[0] and "remove" not in warnings[0]
     assert_one_line_error(invoke("models", "--verify"), 1, needle)
     rows = json.loads(invoke("models", "--json").stdout)["pairs"]
     assert all(row["problem"] == needle for row in rows) and blocker.read_text() == "kept"

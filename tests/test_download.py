@@ -85,7 +85,7 @@ def test_a_models_directory_that_is_a_file_is_named_so(mirror_env, tmp_path, mon
     with pytest.raises(DownloadError) as err:
         quiet_pull(spec)
     assert err.value.message == f"cannot write fake.gguf into {blocker}: {blocker} is not a directory"
-    assert err.value.hint == "remove or rename that file, or set SPECCHAT_MODELS_DIR to another folder"
+    assert err.value.hint == "SPECCHAT_MODELS_DIR names this file: set it to a folder"  # not "remove ... that file"
     assert blocker.read_text() == "kept"
 
 

@@ -1025,7 +1025,7 @@ def test_a_data_dir_that_is_a_file_is_named_in_the_warning(files, private_log):
     lines = [line for line in result.stderr.splitlines() if "not logged" in line]
     assert len(lines) == 1, result.stderr
     assert f"{private_log} is not a directory" in lines[0]
-    assert "hint: remove or rename that file, or set SPECCHAT_DATA_DIR to another folder, or run with" in lines[0]
+    assert "hint: SPECCHAT_DATA_DIR names this file: set it to a folder, or run with" in lines[0]
     assert private_log.read_text() == "kept"
 
 
@@ -1036,7 +1036,7 @@ def test_reading_the_log_below_a_data_dir_that_is_a_file_is_an_error_naming_it(f
     for result in (invoke("logs"), invoke("logs", "--json"), invoke("run", *files, "-c", "hi")):
         assert_one_line_error(result, 1, f"cannot read the conversation log {private_log / 'logs.db'}")
         assert f"{private_log} is not a directory" in result.stderr
-        assert "hint: remove or rename that file, or set SPECCHAT_DATA_DIR to another folder" in result.stderr
+        assert "hint: SPECCHAT_DATA_DIR names this file: set it to a folder" in result.stderr
     assert private_log.read_text() == "kept"
 
 

@@ -296,7 +296,11 @@ def test_a_file_in_place_of_a_folder_is_named_with_a_hint(tmp_path, monkeypatch,
     with pytest.raises(NotAFolder) as err:
         make_dirs(data_dir() / "history")
     assert str(err.value) == err.value.strerror == f"{blocker} is not a directory"
-    assert err.value.hint == "remove or rename that file, or set SPECCHAT_DATA_DIR to another folder"
+    # The variable names the file itself: "remove or rename that file" told the user to delete what they named.
+    told = "SPECCHAT_DATA_DIR names this file: set it to a folder"
+    assert err.value.hint == (
+        told if where == "the folder" else "remove or rename that file, or set SPECCHAT_DATA_DIR to another folder"
+    )
     assert isinstance(err.value, OSError) and blocker.read_text() == "kept"
     other = tmp_path / "other"
     other.write_text("")

@@ -122,7 +122,7 @@ def test_a_config_dir_that_cannot_hold_the_tuning_is_one_line_before_measuring(f
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: cannot save the tuning in "), result.stderr
     assert "nothing was measured" in lines[0] and f"{blocker} is not a directory" in lines[0]
-    assert "hint: remove or rename that file, or set SPECCHAT_CONFIG_DIR to another folder" in lines[0]
+    assert "hint: SPECCHAT_CONFIG_DIR names this file: set it to a folder" in lines[0]
     assert "Traceback" not in result.output and blocker.read_text() == ""
 
 
