@@ -68,11 +68,15 @@ def trained_context(path: Path) -> int | None:
 def past_training(exc: ContextFullError, tokens: int, target: Path) -> ContextFullError:
     """ "raise --ctx" for a prompt longer than the model was trained for sent the user to an option that cannot
     help (a longer context than that degrades every reply): there the prompt must be shortened."""
-    trained = trained_context(target)
+    hint = shorten_hint(tokens, trained_context(target))
+    return exc if hint is None else ContextFullError(exc.message, hint=hint)
+
+
+def shorten_hint(tokens: int, trained: int | None, what: str = "it") -> str | None:
+    """The way out for a prompt of `tokens` as long as the model was trained for or longer (`trained`), else None."""
     if trained is None or tokens < trained:
-        return exc
-    hint = f"shorten it: the model was trained for {trained} tokens, so no --ctx holds this prompt and a reply"
-    return ContextFullError(exc.message, hint=hint)
+        return None
+    return f"shorten {what}: the model was trained for {trained} tokens, so no --ctx holds it and a reply"
 
 
 def _fits_in_memory(paths: list[Path], available: int | None, overhead: int) -> int | None:

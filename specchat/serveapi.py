@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from . import cors, modes, openai_api, servestream
 from .chat import MessagesRefused
-from .ctxsize import trained_context
+from .ctxsize import shorten_hint, trained_context
 from .errors import ContextFullError, SpecchatError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -246,12 +246,10 @@ class Api:
             try:
                 await self.engine.measure(job)
             except ContextFullError as exc:  # job.ids are set: measured, then found too long
-                if self.trained is None or len(job.ids) < self.trained:
+                # No --ctx holds a prompt as long as the model was trained for (as `run` says it)
+                if (hint := shorten_hint(len(job.ids), self.trained, f"the {field}")) is None:
                     raise
-                # No --ctx holds a prompt as long as the model was trained for (as `run` says it, cli/run.py)
-                hint = f"shorten the {field}: the model was trained for {self.trained} tokens, so no --ctx holds it"
-                raise ApiError(400, f"{exc.message}; {hint} and a reply", code="context_length_exceeded",
-                               param=field) from None  # fmt: skip
+                raise ApiError(400, f"{exc.message}; {hint}", code="context_length_exceeded", param=field) from None
 
     def start(self, job: Job) -> asyncio.Task:
         """The generation as a task; its queue place is given back when the worker is done with it, not when
