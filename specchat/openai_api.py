@@ -42,8 +42,9 @@ class ApiRequest:
 def _integer(text: str) -> int:
     """A JSON integer; one of more digits than Python converts was a 400 that told the client to call
     sys.set_int_max_str_digits()."""
-    if len(text) > sys.get_int_max_str_digits() + 1:  # + 1: a minus sign
-        raise ApiError(400, f"the body has an integer of {len(text.lstrip('-')):,} digits", code="invalid_json")
+    limit, digits = sys.get_int_max_str_digits(), len(text.lstrip("-"))
+    if limit and digits > limit:  # 0: no limit (PYTHONINTMAXSTRDIGITS=0)
+        raise ApiError(400, f"the body has an integer of {digits:,} digits", code="invalid_json")
     return int(text)
 
 

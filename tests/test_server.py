@@ -365,6 +365,16 @@ def test_an_integer_too_long_to_convert_is_named_not_answered_with_pythons_advic
         parse_json(b'{"max_tokens": ' + b"9" * 5000 + b"}")
     assert refused.value.status == 400 and refused.value.message == "the body has an integer of 5,000 digits"
     assert parse_json(b'{"seed": -' + b"9" * 4300 + b"}")["seed"] == -int("9" * 4300)  # as many as Python takes
+    with pytest.raises(ApiError) as refused:
+        parse_json(b'{"seed": ' + b"9" * 4301 + b"}")
+    assert refused.value.message == "the body has an integer of 4,301 digits"
+
+
+def test_an_integer_is_read_when_python_has_no_digit_limit(monkeypatch):
+    from specchat.openai_api import parse_json
+
+    monkeypatch.setattr(sys, "get_int_max_str_digits", lambda: 0)  # as PYTHONINTMAXSTRDIGITS=0 sets it
+    assert parse_json(b'{"max_tokens": 16}')["max_tokens"] == 16
 
 
 def test_text_content_parts_reach_the_model_one_per_line(server):
