@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from . import download
 from .backends import for_path
-from .errors import ModelFileError
+from .errors import ModelFileError, SpecchatError
+from .modelfiles import local_path
 from .paths import path_text, require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 
@@ -45,13 +46,13 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     require_model_files(target=options.target_path, draft=options.draft_path)
     want_draft = options.wants_draft
     if options.target_path is not None and (options.draft_path is not None or not want_draft):
-        if options.pair is not None:  # said, as export says it: a benchmark labelled by a pair it never loaded
-            what = "--target and --draft name the files" if options.draft_path is not None else "--target names it"
+        target, draft = Path(options.target_path), _opt_path(options.draft_path)
+        owner = _owning_pair(target, draft, options.pair)  # the pair's own files named: still the pair
+        if options.pair is not None and owner is None:  # said, as export says it: labelled by a pair never loaded
+            what = "--target and --draft name the files" if draft is not None else "--target names it"
             notify(f"pair {options.pair} is not used: {what}")
-        _check_not_self(Path(options.target_path), _opt_path(options.draft_path), options)
-        return _said_if_swapped(
-            Resolved(None, Path(options.target_path), _opt_path(options.draft_path)), options, notify
-        )
+        _check_not_self(target, draft, options)
+        return _said_if_swapped(Resolved(owner, target, draft), options, notify)
     pair = load_registry().pair(options.pair)
     paths: dict[str, Path] = {}
     for role, spec, given in (("target", pair.target, options.target_path), ("draft", pair.draft, options.draft_path)):
@@ -60,7 +61,7 @@ def resolve(options: Options, notify: Notify, start_progress) -> Resolved:
     target = Path(options.target_path) if options.target_path else paths["target"]
     draft = _opt_path(options.draft_path) or paths.get("draft")
     _check_not_self(target, draft, options, pair.name)
-    own = options.target_path is not None and not _same_file(target, download.locate(pair.target))
+    own = options.target_path is not None and not _pairs_file(target, pair.target)
     resolved = Resolved(pair.name, target, draft, {"target": pair.target, "draft": pair.draft}, own_target=own)
     return _said_if_swapped(resolved, options, notify)
 
@@ -128,9 +129,28 @@ def _present_or_pulled(spec: ModelSpec, notify: Notify, start_progress) -> Path:
     return found
 
 
-def _same_file(path: Path, other: Path | None) -> bool:
+def _owning_pair(target: Path, draft: Path | None, name: str | None) -> str | None:
+    """The pair (--pair, else the default) whose own files --target (and --draft) name, else None."""
     try:
-        return other is not None and path.samefile(other)
+        pair = load_registry().pair(name)
+    except SpecchatError:  # an unknown --pair, a broken models.toml: no reason to fail a run of named files
+        return None
+    if not _pairs_file(target, pair.target) or (draft is not None and not _pairs_file(draft, pair.draft)):
+        return None
+    return pair.name
+
+
+def _pairs_file(path: Path, spec: ModelSpec) -> bool:
+    """Whether path is the model's file, in the models folder or the Hub's cache (through any link)."""
+    candidates = [local_path(spec)]
+    if path.name == Path(spec.file).name:  # a Hub snapshot keeps the file's name; only then is the cache read
+        candidates.append(download.hub_cache_path(spec))
+    return any(_same_file(path, candidate) for candidate in candidates if candidate is not None)
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return path.samefile(other)
     except OSError:  # not there: run says so as it loads it
         return False
 

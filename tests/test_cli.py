@@ -775,9 +775,13 @@ def test_a_target_of_ones_own_beside_the_pairs_draft_is_not_logged_as_the_pair(f
     mine.write_bytes(fake_models[0].read_bytes())
     own = run_json("-p", "fake", "--target", str(mine), "--mode", "spec", "--json", "Hi.")
     assert own["pair"] is None and own["draft"].endswith("draft.fake.gguf")
-    pairs = run_json("-p", "fake", "--target", str(models / fake_models[0].name), "--mode", "spec", "--json", "Hi.")
-    assert pairs["pair"] == "fake"
-    logged = invoke("logs", "-n", "2")
+    theirs = str(models / fake_models[0].name)
+    for mode in ("spec", "target", "auto"):  # beside the pair's draft, and alone (another branch of resolve())
+        assert run_json("-p", "fake", "--target", theirs, "--mode", mode, "--json", "Hi.")["pair"] == "fake", mode
+    both = run_json("--target", theirs, "--draft", str(models / fake_models[1].name), "--json", "-p", "fake", "Hi.")
+    assert both["pair"] == "fake"
+    assert run_json("-p", "fake", "--target", str(mine), "--mode", "target", "--json", "Hi.")["pair"] is None
+    logged = invoke("logs", "-n", "6")
     assert logged.exit_code == 0 and "\nmine.fake.gguf  ·  spec" in logged.stdout and "\nfake  ·  spec" in logged.stdout
 
 
