@@ -196,8 +196,12 @@ def _dies_with_us() -> Callable[[], None] | None:
     import ctypes
     import signal
 
+    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()  # looked up here: no dlopen after fork
+
     def parent_death_signal() -> None:  # in the child, before pip starts: PR_SET_PDEATHSIG (1)
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+        prctl(1, signal.SIGTERM)
+        if os.getppid() != parent:  # specchat ended before that took effect
+            os._exit(1)
 
     return parent_death_signal
 
