@@ -9,6 +9,7 @@ this machine's origins and from --allow-origin's (CORS).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import signal
@@ -121,7 +122,8 @@ class _Server(uvicorn.Server):
         # uvicorn then raises the signal again: SIGTERM ends the process (exit 143) without a word, where
         # Ctrl-C is said by the CLI's "interrupted". A service's log should say why the server went away.
         if self.stopped_by == signal.SIGTERM:
-            self.api.console.print("stopped (SIGTERM)", highlight=False, markup=False)
+            with contextlib.suppress(OSError):  # a log pipe closed with the server: still exit 143
+                self.api.console.print("stopped (SIGTERM)", highlight=False, markup=False)
 
 
 def _warn_if_no_chat(pipeline: Pipeline, console: Console) -> None:
