@@ -320,7 +320,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     else:
         argv, notes = vllm(files, choice, ctx=ctx)
         if given := _tuning_only(threads=given_threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers):
-            notes.append(f"{given}: only chose which saved tuning to read; vLLM's command has no such option")
+            notes.append(f"{given}: not in vLLM's command, which has no such option (they only pick a saved tuning)")
         if mode == "auto" and choice.method == "ngram" and files.draft is not None:
             notes.append(
                 "this choice comes from this machine's costs; on a GPU a draft model usually pays: --mode spec"
