@@ -202,7 +202,13 @@ def _read_stdin() -> str | None:
 def _read_stream() -> str | None:
     if sys.stdin is None:
         return None
-    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    try:
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    except OSError as exc:  # opened for writing only (`0>FILE`), a terminal that has gone (EIO)
+        raise SpecchatError(
+            f"cannot read stdin: {exc.strerror or exc}",
+            hint="redirect it from a file or a pipe (< FILE), or from /dev/null to give the prompt alone",
+        ) from None
     if len(data) > MAX_STDIN_BYTES:
         raise UsageError(
             f"stdin is larger than {MAX_STDIN_BYTES:,} bytes",

@@ -744,6 +744,25 @@ def test_fake_non_utf8_stdin_is_replaced_with_a_warning(fake_models):
     assert "stdin is not valid UTF-8" in result.stderr and "Say hi." in result.stdout
 
 
+@pytest.mark.parametrize("prompt", ["Say hi.", "-"])
+def test_a_stdin_that_cannot_be_read_is_one_line(fake_models, tmp_path, prompt):
+    """stdin opened for writing only (`specchat run "..." 0>FILE`, a service's stdin) cannot be read: the read
+    raised EBADF, shown as "internal error: OSError ... this is a bug in specchat"."""
+    target, _draft = fake_models
+    with open(tmp_path / "write-only", "wb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "specchat", "run", "--target", str(target), "--mode", "target", prompt],
+            stdin=stdin,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    lines = done.stderr.decode().splitlines()
+    assert done.returncode == 1 and not done.stdout and len(lines) == 1, done.stderr.decode()
+    assert lines[0].startswith("error: cannot read stdin: Bad file descriptor") and "hint:" in lines[0]
+    assert "internal error" not in lines[0]
+
+
 def test_fake_non_utf8_arguments_are_replaced_with_a_warning(fake_models):
     """Bytes in argv that are not UTF-8 reach Python as lone surrogates ('\\udcff'): the tokenizer and
     SQLite refused them with an internal error; they are replaced with a warning, as on stdin."""
