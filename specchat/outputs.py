@@ -7,6 +7,7 @@ reports; none counts rounds or tokens itself. A new format is one class here plu
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -73,6 +74,8 @@ def choose(fmt: str, *, as_json: bool = False, jsonl: bool = False, terminal: bo
 
 class Output:
     """The protocol every sink follows (the base does nothing)."""
+
+    reader_gone = False  # stdout's reader went away (`| head`): set by reply(), which then writes no more
 
     def __enter__(self) -> Output:
         return self
@@ -257,22 +260,42 @@ def make(fmt: str, pipeline: Pipeline, request: Request, console: Console | None
 
 
 def reply(pipeline: Pipeline, prompt: list[int], request: Request, output: Output) -> Generation:
-    """Generate one reply into a sink."""
-    with output:
-        generation = pipeline.generate(
-            prompt,
-            request.params,
-            mode=request.mode,
-            k=request.k,
-            max_tokens=request.max_tokens or sys.maxsize,
-            on_update=output.update,
-        )
-    output.finish(generation)
+    """Generate one reply into a sink. A reader that goes away (`| head`) stops the reply as Ctrl-C does, so that
+    it is still returned (and logged, cut short); after_reply() then ends the run as the broken pipe would have."""
+
+    def update(update: Update) -> None:
+        if output.reader_gone:
+            return
+        try:
+            output.update(update)
+        except BrokenPipeError:
+            output.reader_gone = pipeline.interrupt.requested = True  # the loop stops at its next step
+
+    generation = None
+    try:
+        with output:
+            generation = pipeline.generate(
+                prompt,
+                request.params,
+                mode=request.mode,
+                k=request.k,
+                max_tokens=request.max_tokens or sys.maxsize,
+                on_update=update,
+            )
+        if not output.reader_gone:
+            output.finish(generation)
+    except BrokenPipeError:  # the live view's last lines, or --json's one write
+        if generation is None:
+            raise
+        output.reader_gone = True
     return generation
 
 
-def after_reply(pipeline: Pipeline, request: Request, generation: Generation, *, show_stats: bool) -> None:
-    """On stderr: why the reply stopped early, and --stats; then a Ctrl-C that cut it short goes on."""
+def after_reply(
+    pipeline: Pipeline, request: Request, generation: Generation, *, show_stats: bool, reader_gone: bool = False
+) -> None:
+    """On stderr: why the reply stopped early, and --stats; then a Ctrl-C or a reader gone that cut it short goes
+    on (a quiet exit 0 for the reader)."""
     err, stats = stderr_console(), generation.stats
     if stats.stop_reason == "context":
         note(err, f"stopped: the context of {pipeline.target.n_ctx} tokens is full (raise --ctx for longer replies)")
@@ -286,5 +309,7 @@ def after_reply(pipeline: Pipeline, request: Request, generation: Generation, *,
             fewest, most = generation.threads
             note(err, f"llama.cpp ran on {fewest} of {most} threads for some of this reply: other programs kept CPUs "
                  "busy (--threads N keeps a count)")  # fmt: skip
+    if reader_gone:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
     if stats.stop_reason == "interrupted":
         raise KeyboardInterrupt

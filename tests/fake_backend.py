@@ -114,6 +114,8 @@ class FakeEngine:
             )
         if any(not 0 <= t < self.n_vocab for t in tokens):
             raise ValueError(f"token outside the vocabulary: {tokens}")
+        if self.interrupt is not None and self.interrupt.requested:
+            self.interrupt.check()  # a stop asked for between calls, as Engine._decode checks before each one
         self.evals += 1
         if self.spec.get("eval_sleep"):
             time.sleep(float(self.spec["eval_sleep"]))

@@ -792,6 +792,28 @@ def test_fake_broken_pipe_is_quiet(tmp_path):
     assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr and b"Exception" not in done.stderr
 
 
+@pytest.mark.parametrize(("args", "interrupted"), [([], True), (["--json"], False)])
+def test_fake_reply_whose_reader_went_away_is_still_logged(tmp_path, args, interrupted):
+    """`specchat run "..." | head` left the reply out of the log: the write that found the reader gone ended the
+    run before the log was written, so `specchat logs` lacked it and `run -c` continued the conversation before.
+    The text stops there, as on Ctrl-C (logged as interrupted); a --json reply was whole, its one write failed."""
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data")}
+    target = fake_file(tmp_path, "t")
+    run = [sys.executable, "-m", "specchat", "run", "--target", str(target), "--mode", "target", "-n", "3000", *args]
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([*run, "Go."], stdout=write, stderr=subprocess.PIPE, env=env, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and not done.stderr, done.stderr.decode()
+    listed = subprocess.run([sys.executable, "-m", "specchat", "logs", "--json"], env=env, capture_output=True,
+                            timeout=120, check=True)  # fmt: skip
+    rows = json.loads(listed.stdout)
+    assert [(row["prompt"], row["interrupted"]) for row in rows] == [("Go.", interrupted)]
+    assert rows[0]["reply"] and (rows[0]["stats"]["stop_reason"] == "interrupted") == interrupted
+
+
 @pytest.mark.parametrize(
     ("redirect", "args", "needle"),
     [

@@ -185,7 +185,7 @@ def run(
         generation = outputs.reply(pipeline, ids, request, sink)
         log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
-        outputs.after_reply(pipeline, request, generation, show_stats=stats)
+        outputs.after_reply(pipeline, request, generation, show_stats=stats, reader_gone=sink.reader_gone)
 
 
 def _prompt(pipeline, conversation, settings, log) -> list[int]:
