@@ -291,6 +291,20 @@ def reply(pipeline: Pipeline, prompt: list[int], request: Request, output: Outpu
     return generation
 
 
+def print_reply_stats(pipeline: Pipeline, request: Request, generation: Generation) -> None:
+    """--stats on stderr: speed, stop, rounds and acceptance; auto's note, what it set aside, threads given up."""
+    err = stderr_console()
+    print_stats(err, generation.stats, request.k, request.label)
+    if request.mode == "auto" and pipeline.mode_note:
+        note(err, pipeline.mode_note)
+    if generation.set_aside:
+        note(err, set_aside_note(generation.set_aside))
+    if generation.threads and generation.threads[0] < generation.threads[1]:
+        fewest, most = generation.threads
+        note(err, f"llama.cpp ran on {fewest} of {most} threads for some of this reply: other programs kept CPUs "
+             "busy (--threads N keeps a count)")  # fmt: skip
+
+
 def after_reply(
     pipeline: Pipeline, request: Request, generation: Generation, *, show_stats: bool, reader_gone: bool = False
 ) -> None:
@@ -300,15 +314,7 @@ def after_reply(
     if stats.stop_reason == "context":
         note(err, f"stopped: the context of {pipeline.target.n_ctx} tokens is full (raise --ctx for longer replies)")
     if show_stats:
-        print_stats(err, stats, request.k, request.label)
-        if request.mode == "auto" and pipeline.mode_note:
-            note(err, pipeline.mode_note)
-        if generation.set_aside:
-            note(err, set_aside_note(generation.set_aside))
-        if generation.threads and generation.threads[0] < generation.threads[1]:
-            fewest, most = generation.threads
-            note(err, f"llama.cpp ran on {fewest} of {most} threads for some of this reply: other programs kept CPUs "
-                 "busy (--threads N keeps a count)")  # fmt: skip
+        print_reply_stats(pipeline, request, generation)
     if reader_gone:
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
     if stats.stop_reason == "interrupted":

@@ -19,7 +19,7 @@ from .chatcommands import SlashCommands
 from .errors import SpecchatError, UsageError
 from .lineinput import make_reader
 from .logstore import Recorder
-from .outputs import LiveOutput, Output, Request, TextOutput, reply
+from .outputs import LiveOutput, Output, Request, TextOutput, print_reply_stats, reply
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
@@ -38,6 +38,7 @@ class ChatSettings:
     show_rejected: bool = True
     verbose: bool = False
     use_template: bool = True
+    stats: bool = False  # --stats: each reply's summary on stderr too, as after a one-shot reply
 
     @property
     def effective_mode(self) -> str:
@@ -121,6 +122,8 @@ class ChatSession(SlashCommands):
         generation = reply(self.pipeline, prompt, request, output)
         if self.plain:  # the live view's summary line, as text
             self.console.print(summary_line(generation.stats, request.label))
+        if self.settings.stats:
+            print_reply_stats(self.pipeline, request, generation)
         self.totals.merge(generation.stats)
         if generation.stats.stop_reason == "interrupted" and not generation.tokens:
             # Stopped before the first token (a long paste still being read): nothing was answered, and

@@ -166,6 +166,26 @@ def test_fake_chat_on_a_dumb_terminal_is_plain_text(tmp_path):
     assert "\x1b" not in log, "an escape code on a terminal that takes none"
 
 
+@pytest.mark.parametrize("term", ["xterm-256color", "dumb"])
+def test_fake_chat_with_stats_shows_each_replys_stats(tmp_path, term):
+    """`specchat run --stats` on a terminal started the chat and dropped --stats without a word: its replies
+    showed no speed-and-stop line on stderr, as a one-shot reply does."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    env = {**fake_env(tmp_path), "TERM": term}
+    child = spawn_in_terminal(f"--target {target} --draft {draft} --mode spec --stats", tmp_path, env)
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Name three colours.")
+        child.expect_exact("── ")  # the summary line under the reply, then --stats' own
+        child.expect(r"\[spec k=4\] \d+ tokens in [0-9.]+s, .* stop: eog")
+        child.expect_exact(PROMPT)
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+
+
 def leave_with_bye(child) -> None:
     """/bye leaves the chat with exit 0 and the terminal's modes as they were."""
     child.sendline("/bye")

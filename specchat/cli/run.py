@@ -146,7 +146,7 @@ def run(
         err = stderr_console()
         for line in unused:
             note(err, line)
-    settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template)
+    settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template, stats)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers, force_pair=force_pair, use_tuning=not no_tuning, p_min=p_min,
