@@ -138,7 +138,8 @@ def restore_terminal() -> None:
 def restore_terminal_when_killed() -> None:
     """On SIGTERM (`kill`, `timeout`) or SIGHUP, put the terminal back, then end as the signal's default
     action does (exit status 128 + N): that action alone left the chat's shell in prompt_toolkit's raw mode
-    (no echo, no line editing) and a reply's cursor hidden. A signal the parent ignores (nohup) stays so."""
+    (no echo, no line editing) and a reply's cursor hidden. The same before SIGTSTP (Ctrl-Z) stops it. A
+    signal the parent ignores (nohup) stays so."""
     if threading.current_thread() is not threading.main_thread():  # signal.signal() works there only
         return
     modes = _terminal_modes()
@@ -152,10 +153,24 @@ def restore_terminal_when_killed() -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
+    def restore_and_stop(signum, _frame) -> None:
+        """Ctrl-Z during a reply (the chat's prompt reads it as a key): the shell gets its terminal with the
+        cursor shown; on `fg` the modes of the moment come back (a reply's unechoed keys)."""
+        during = _terminal_modes()
+        with suppress(Exception):
+            _put_back(modes)
+            restore_terminal()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # stopped here, until continued
+        signal.signal(signum, restore_and_stop)
+        with suppress(Exception):
+            _put_back(during)
+
+    handlers = {"SIGTERM": restore_and_die, "SIGHUP": restore_and_die, "SIGTSTP": restore_and_stop}
+    for name, handler in handlers.items():
+        signum = getattr(signal, name, None)  # Windows has none of SIGHUP and SIGTSTP
         if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
-            signal.signal(signum, restore_and_die)
+            signal.signal(signum, handler)
 
 
 @contextmanager

@@ -214,6 +214,30 @@ def test_fake_one_shot_ctrl_c_restores_the_terminal(tmp_path):
     assert_ctrl_c_during_a_reply_restores_the_terminal(args, tmp_path, fake_env(tmp_path))
 
 
+def test_fake_ctrl_z_during_a_reply_shows_the_cursor_and_fg_goes_on(tmp_path):
+    """Ctrl-Z during a reply stopped specchat with the live view's cursor hidden: the shell it went back to had
+    no cursor until the reply, continued with `fg`, ended. (`set -m`: job control, as an interactive shell has.)"""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.02)
+    env = {**os.environ, **fake_env(tmp_path), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    run = f"{sys.executable} -m specchat run --target {target} --mode target -n 400 'A long story.'"
+    child = pexpect.spawn("/bin/bash", ["-c", f"set -m; {run}; echo STOPPED=$?; fg; echo EXIT=$?"], env=env,
+                          dimensions=(30, 100), encoding="utf-8", timeout=120, preexec_fn=default_signals)  # fmt: skip
+    child.logfile_read = (tmp_path / "session.log").open("w")
+    try:
+        child.expect(r"[1-9][0-9]*\.[0-9] tok/s")  # the live footer: the reply is under way, the cursor hidden
+        child.send("\x1a")
+        child.expect_exact("STOPPED=148")  # 128 + SIGTSTP: stopped, not ended
+        child.logfile_read.flush()
+        shown = (tmp_path / "session.log").read_text(encoding="utf-8").split("STOPPED=")[0]
+        assert shown.rfind("\x1b[?25l") < shown.rfind("\x1b[?25h"), "the shell got the terminal with no cursor"
+        child.expect(r"EXIT=(\d+)")
+        assert child.match.group(1) == "0" and "── " in child.before  # the reply went on to its summary line
+    finally:
+        child.close(force=True)
+
+
 @pytest.mark.parametrize("where", ["chat prompt", "one-shot reply"])
 def test_fake_sigterm_puts_the_terminal_back(tmp_path, where):
     """SIGTERM (`kill`, `timeout`) ended the chat at its prompt in prompt_toolkit's raw mode (the shell
