@@ -80,6 +80,7 @@ class TerminalInput:
             complete_while_typing=False,  # Tab completes: a menu popping up while typing gets in the way
             key_bindings=_bindings(),
             prompt_continuation=_continuation,
+            enable_suspend=True,  # Ctrl-Z stops the chat, as in a shell; else a literal ^Z went into the message
         )
 
     def input(self, prompt: str | Text) -> str:

@@ -238,6 +238,32 @@ def test_fake_ctrl_z_during_a_reply_shows_the_cursor_and_fg_goes_on(tmp_path):
         child.close(force=True)
 
 
+def test_fake_ctrl_z_at_the_chat_prompt_stops_it_as_a_shell_would(tmp_path):
+    """Ctrl-Z at the chat's prompt put a literal ^Z (0x1a) into the message, which Enter then sent to the model:
+    prompt_toolkit's raw mode reads it as a key, and its default inserts it. It stops the chat, as in a shell."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    env = {**os.environ, **fake_env(tmp_path), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    env["SPECCHAT_STATE_DIR"] = str(tmp_path)
+    run = f"{sys.executable} -m specchat run --target {target} --mode target"
+    child = pexpect.spawn("/bin/bash", ["-c", f"set -m; {run}; echo STOPPED=$?; fg; echo EXIT=$?"], env=env,
+                          dimensions=(30, 100), encoding="utf-8", timeout=120, preexec_fn=default_signals)  # fmt: skip
+    try:
+        child.expect_exact(PROMPT)
+        child.send("\x1a")
+        child.expect_exact("STOPPED=148")
+        child.expect_exact(PROMPT)  # `fg`: the prompt again
+        child.sendline("Hi.")
+        child.expect_exact("── ")
+        child.sendline("/bye")
+        child.expect(r"EXIT=(\d+)")
+        assert child.match.group(1) == "0"
+    finally:
+        child.close(force=True)
+    assert "\x1a" not in (tmp_path / "history").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("where", ["chat prompt", "one-shot reply"])
 def test_fake_sigterm_puts_the_terminal_back(tmp_path, where):
     """SIGTERM (`kill`, `timeout`) ended the chat at its prompt in prompt_toolkit's raw mode (the shell
