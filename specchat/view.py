@@ -136,10 +136,10 @@ def restore_terminal() -> None:
 
 
 def restore_terminal_when_killed() -> None:
-    """On SIGTERM (`kill`, `timeout`) or SIGHUP, put the terminal back, then end as the signal's default
-    action does (exit status 128 + N): that action alone left the chat's shell in prompt_toolkit's raw mode
-    (no echo, no line editing) and a reply's cursor hidden. The same before SIGTSTP (Ctrl-Z) stops it. A
-    signal the parent ignores (nohup) stays so."""
+    """On SIGTERM (`kill`, `timeout`), SIGHUP or SIGQUIT (Ctrl-\\), put the terminal back, then end as the
+    signal's default action does (exit status 128 + N): that action alone left the chat's shell in
+    prompt_toolkit's raw mode (no echo, no line editing) and a reply's cursor hidden. The same before SIGTSTP
+    (Ctrl-Z) stops it. A signal the parent ignores (nohup) stays so."""
     if threading.current_thread() is not threading.main_thread():  # signal.signal() works there only
         return
     modes = _terminal_modes()
@@ -166,9 +166,10 @@ def restore_terminal_when_killed() -> None:
         with suppress(Exception):
             _put_back(during)
 
-    handlers = {"SIGTERM": restore_and_die, "SIGHUP": restore_and_die, "SIGTSTP": restore_and_stop}
+    handlers = {"SIGTERM": restore_and_die, "SIGHUP": restore_and_die, "SIGQUIT": restore_and_die}
+    handlers["SIGTSTP"] = restore_and_stop
     for name, handler in handlers.items():
-        signum = getattr(signal, name, None)  # Windows has none of SIGHUP and SIGTSTP
+        signum = getattr(signal, name, None)  # Windows has only SIGTERM
         if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
             signal.signal(signum, handler)
 

@@ -264,14 +264,21 @@ def test_fake_ctrl_z_at_the_chat_prompt_stops_it_as_a_shell_would(tmp_path):
     assert "\x1a" not in (tmp_path / "history").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(("signame", "code"), [("SIGTERM", "143"), ("SIGQUIT", "131")])
 @pytest.mark.parametrize("where", ["chat prompt", "one-shot reply"])
-def test_fake_sigterm_puts_the_terminal_back(tmp_path, where):
+def test_fake_sigterm_puts_the_terminal_back(tmp_path, where, signame, code, request):
     """SIGTERM (`kill`, `timeout`) ended the chat at its prompt in prompt_toolkit's raw mode (the shell
-    then had no echo) and a reply with the cursor hidden; it still ends as SIGTERM does (143)."""
+    then had no echo) and a reply with the cursor hidden; it still ends as SIGTERM does (143). So did
+    SIGQUIT (Ctrl-\\ during a reply), which still ends as it does (131)."""
+    import resource
     import signal
     import time
 
     import fake_backend
+
+    limits = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, limits[1]))  # no core dump for SIGQUIT: the child inherits it
+    request.addfinalizer(lambda: resource.setrlimit(resource.RLIMIT_CORE, limits))
 
     target, _draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.02)
     args = f"--target {target} --mode target" + (" -n 2000 'A long story.'" if where == "one-shot reply" else "")
@@ -280,8 +287,8 @@ def test_fake_sigterm_puts_the_terminal_back(tmp_path, where):
         child.expect_exact(PROMPT) if where == "chat prompt" else child.expect(r"[1-9][0-9]*\.[0-9] tok/s")
         time.sleep(0.3)  # prompt_toolkit in raw mode by now
         with open(f"/proc/{child.pid}/task/{child.pid}/children") as children:  # bash's child: specchat
-            os.kill(int(children.read().split()[0]), signal.SIGTERM)
-        expect_exit(child, "143", timeout=10)
+            os.kill(int(children.read().split()[0]), getattr(signal, signame))
+        expect_exit(child, code, timeout=10)
     finally:
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
