@@ -210,7 +210,7 @@ def test_bench_help_names_the_categories_a_suite_may_be():
         ("run", "--pair", "no-such-pair", "hi"),
         ("pull", "no-such-pair"),
         ("bench", "-p", "no-such-pair"),
-        ("serve", "--pair", "no-such-pair"),
+        ("serve", "--port", "0", "--pair", "no-such-pair"),  # port 0: a taken 8080 was refused first
         ("tune", "no-such-pair"),
         ("export", "--to", "vllm", "-p", "no-such-pair"),
     ],
