@@ -114,6 +114,14 @@ def test_system_dash_with_nothing_on_stdin_keeps_the_conversations_with_c(files)
     assert logged()[-1]["system"] == "Be brief."
 
 
+def test_an_empty_system_with_c_keeps_the_conversations_as_usage_md_says(files):
+    """usage.md said an empty --system is the template's; with -c it keeps the conversation's, as `--system -`
+    reading blanks does (`--system "$SYS"` with SYS unset in a script that continues a conversation)."""
+    ok(invoke("run", *files, "--system", "Be brief.", "Hi"))
+    assert "Be brief." in ok(invoke("run", *files, "-c", "--system", "", "Again"))
+    assert logged()[-1]["system"] == "Be brief."
+
+
 def test_system_dash_on_stdin_twice_is_a_usage_error_before_the_log_is_looked_at(files):
     """`run -c --system -` on an empty log said "no conversation is logged yet" (exit 1) before the usage error
     that one stdin cannot be both (exit 2)."""
