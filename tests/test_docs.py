@@ -210,3 +210,11 @@ def test_how_it_works_code_map_names_every_module():
     modules = {path.relative_to(package).as_posix() for path in package.rglob("*.py") if path.stem != "__init__"}
     missing = sorted(m for m in modules - {"__main__.py"} if m.rsplit("/", 1)[-1] not in named_files)
     assert not missing, f"how-it-works.md's code map names no row for {missing}"
+
+
+def test_bench_md_gives_the_largest_prompts_file_the_bench_reads():
+    """A --prompts or --history file over 256 MiB was refused (exit 2) by a limit no doc named."""
+    from specchat.benchsuite import MAX_JSONL_BYTES
+
+    text = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
+    assert f"JSONL of at most {MAX_JSONL_BYTES >> 20} MiB" in text
