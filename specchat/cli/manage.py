@@ -22,11 +22,13 @@ from .app import (
     utf8_text,
 )
 
+VERIFY_HELP = "Read every present file: size and sha256 as models.toml lists them (neither: a well-formed GGUF)."
+
 
 @app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")
 def models(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Check size and sha256 of every present file.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help=VERIFY_HELP)] = False,
 ) -> None:
     """List the known target/draft pairs and whether their files are present.
 
