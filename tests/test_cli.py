@@ -473,6 +473,28 @@ def test_serve_loads_no_draft_model_its_mode_cannot_use(fake_models, monkeypatch
     assert ("--draft draft.fake.gguf is not used" in result.stderr) != loaded, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["--mode", "target", "-k", "5"], "-k 5 is not used: --mode target drafts nothing"),
+        (["--mode", "spec", "-k", "32"], "-k 32 is more than --mode spec drafts: it uses 16"),
+        (["--mode", "spec", "-k", "5"], None),
+        (["--mode", "ngram", "-k", "32"], None),
+    ],
+)
+def test_serve_notes_a_k_its_mode_cannot_use(fake_models, monkeypatch, args, note):
+    """`serve --mode target -k 5` and `serve --mode spec -k 32` took -k in silence (run notes both), as if every
+    request drafted 5, or 32, tokens."""
+    from specchat import server
+
+    monkeypatch.setattr(server, "serve", lambda *_: None)
+    target, draft = fake_models
+    result = invoke("serve", "--target", str(target), "--draft", str(draft), *args, "--port", "0")
+    assert result.exit_code == 0, result.output
+    others = [line for line in result.stderr.splitlines() if line.startswith("-k ")]
+    assert (note in result.stderr) if note else not others, result.stderr
+
+
 def test_jsonl_streams_rounds_then_summary(files):
     result = invoke("run", *files, "--mode", "ngram", "--jsonl", "Name two rivers.")
     assert result.exit_code == 0, result.output

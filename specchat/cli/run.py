@@ -203,8 +203,8 @@ def _prompt(pipeline, conversation, settings, log) -> list[int]:
 
 
 def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) -> list[str]:
-    """Notes for options that this one reply cannot use, as export notes an unused -k: ignored in silence,
-    they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none."""
+    """Notes for options that this one reply (serve: any request) cannot use, as export notes an unused -k: ignored
+    in silence, they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none."""
     from ..modes import MODES
 
     if mode not in MODES:  # an unknown mode is a usage error a moment later
@@ -277,7 +277,9 @@ def serve(
 
     check_host(host, api_key)  # all three before minutes of loading
     origins = parse_origins(allow_origin or [], from_env(ctx, "allow_origin"))
-    if draft_note := unused_draft(draft, [mode], f"--mode {mode}"):  # serve's mode is the same for every request
+    for line in _unused(draft_tokens, 0.0, mode, f"--mode {mode}"):  # serve's mode is the same for every request
+        note(stderr_console(), line)
+    if draft_note := unused_draft(draft, [mode], f"--mode {mode}"):
         note(stderr_console(), draft_note)
         draft = None
     sock = listen(host, port)
