@@ -912,6 +912,15 @@ def test_debug_after_the_command_says_where_it_goes(files):
     assert "specchat --debug COMMAND" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "models", "bench"])
+def test_version_after_the_command_says_where_it_goes(isolated, command):
+    """`specchat run --version` was "No such option: --version (Possible options: --json, --jsonl, --verbose)",
+    offering options that print no version; --version is the root's, as --debug is."""
+    result = invoke(command, "--version")
+    assert_one_line_error(result, 2, "--version goes before the command")
+    assert "specchat --version" in result.stderr and "Possible options" not in result.stderr
+
+
 @pytest.mark.parametrize(("args", "needle"), [(["-v"], "No such option: -v"), (["--debug=1", "run"], "'--debug'")])
 def test_a_bad_root_option_is_one_line_too(isolated, args, needle):
     """`specchat -v` (llama.cpp's verbose) or `--debug=1` was Typer's boxed panel with a usage line, where

@@ -125,8 +125,11 @@ def _say_usage(exc: Exception, command: str) -> None:
     _say_value(exc)
     message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
     hint = f"see `{command} --help`"
-    if getattr(exc, "option_name", None) == "--debug" and command != "specchat":  # the root's option
+    root_option = getattr(exc, "option_name", None) if command != "specchat" else None
+    if root_option == "--debug":
         message, hint = "--debug goes before the command", f"{DEBUG_USAGE} (or SPECCHAT_DEBUG=1)"
+    elif root_option == "--version":  # Click offered the command's --json or --verbose, which print no version
+        message, hint = "--version goes before the command", "`specchat --version`"
     print_error(stderr_console(), message, hint)
 
 
