@@ -38,12 +38,30 @@ def pipeline(default_pair_paths, tmp_path_factory):
     loaded.close()
 
 
+# Settings a user may export in their shell that change what a command does: with SPECCHAT_API_KEY set, dozens of tests
+# of serve failed (every request a 401), with SPECCHAT_NO_HISTORY=1 five, with HF_HUB_OFFLINE=1 one. The whole session
+# runs without them, as a fresh shell would (module-scoped servers too); a test about one sets it.
+USER_SETTINGS = (
+    "SPECCHAT_NO_LOG", "SPECCHAT_NO_HISTORY", "SPECCHAT_DEBUG", "SPECCHAT_API_KEY", "SPECCHAT_ALLOW_ORIGINS",
+    "HF_HUB_OFFLINE",
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_user_settings():
+    with pytest.MonkeyPatch.context() as patch:
+        for name in USER_SETTINGS:
+            patch.delenv(name, raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def private_log(tmp_path, monkeypatch):
     """Every test (and every child process it starts) logs conversations into its own directory, never
-    the user's log."""
+    the user's log, and starts without the settings above, whatever a test before it left."""
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.delenv("SPECCHAT_NO_LOG", raising=False)
+    for name in USER_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
     return tmp_path / "data"
 
 

@@ -218,3 +218,14 @@ def test_bench_md_gives_the_largest_prompts_file_the_bench_reads():
 
     text = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
     assert f"JSONL of at most {MAX_JSONL_BYTES >> 20} MiB" in text
+
+
+def test_every_setting_a_user_may_export_is_cleared_for_the_tests():
+    """README promises `pytest -m "not real"` passes; a user who exported SPECCHAT_API_KEY for serve saw dozens
+    of failures. Each variable usage.md lists that changes what a command does is cleared for every test."""
+    from conftest import USER_SETTINGS
+
+    read = _variables_read()
+    folders = {name for name in read if name.endswith("_DIR")}  # each test's own (private_log, isolated)
+    looks = {"NO_COLOR", "TERM", "SPECCHAT_PLUGINS"}  # how output looks; the plugin the tests register themselves
+    assert read - folders - looks <= set(USER_SETTINGS)
