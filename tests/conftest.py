@@ -43,7 +43,7 @@ def pipeline(default_pair_paths, tmp_path_factory):
 # runs without them, as a fresh shell would (module-scoped servers too); a test about one sets it.
 USER_SETTINGS = (
     "SPECCHAT_NO_LOG", "SPECCHAT_NO_HISTORY", "SPECCHAT_DEBUG", "SPECCHAT_API_KEY", "SPECCHAT_ALLOW_ORIGINS",
-    "HF_HUB_OFFLINE",
+    "HF_HUB_OFFLINE", "SPECCHAT_PLUGINS",
 )  # fmt: skip
 
 
@@ -60,6 +60,7 @@ def private_log(tmp_path, monkeypatch):
     """Every test (and every child process it starts) logs conversations into its own directory, never
     the user's log, and starts without the settings above, whatever a test before it left."""
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path / "config"))  # an exported one (with an overlay) stays out
     for name in USER_SETTINGS:
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "data"

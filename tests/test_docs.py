@@ -227,5 +227,5 @@ def test_every_setting_a_user_may_export_is_cleared_for_the_tests():
 
     read = _variables_read()
     folders = {name for name in read if name.endswith("_DIR")}  # each test's own (private_log, isolated)
-    looks = {"NO_COLOR", "TERM", "SPECCHAT_PLUGINS"}  # how output looks; the plugin the tests register themselves
+    looks = {"NO_COLOR", "TERM"}  # how output looks
     assert read - folders - looks <= set(USER_SETTINGS)
