@@ -123,14 +123,17 @@ def not_gguf(model: ModelSpec, path: Path) -> ModelFileError | None:
     called it present, while `run` refused it and sent the user back to `pull`. The header is read (cached
     per size and mtime), as `run` reads it; a plugin backend's file is the plugin's to check."""
     from .backends import for_path
-    from .gguf import check
+    from .gguf import GGUF_HINT, check
 
     if model.sha256 is not None or for_path(path).name != "llama.cpp":
         return None
     try:
         check(path)
     except ModelFileError as exc:
-        return ModelFileError(exc.message, hint=f"delete it and run {pull_command(model)} again")
+        # A damaged or foreign file is pulled again; another fault (a GGUF that is no chat model, a split model
+        # missing a part) keeps check's own hint: pulling the same file again would fail the same way.
+        again = f"delete it and run {pull_command(model)} again"
+        return ModelFileError(exc.message, hint=again if exc.hint == GGUF_HINT else exc.hint)
     return None
 
 
