@@ -211,14 +211,14 @@ def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str
     return [*argv, "--host", "127.0.0.1", "--port", "8000"], notes
 
 
-def _beyond_training(files: Files, choice: Choice, ctx: int, to: str) -> str | None:
+def _beyond_training(files: Files, choice: Choice, ctx: int, to: str, ctx_default: bool) -> str | None:
     """--ctx past what a model was trained for, as run, serve and bench note it: the command itself cannot say.
     vLLM refuses such a --max-model-len as it starts. A file vLLM takes from the Hub is not here to read."""
     from .ctxsize import beyond_training, trained_context
 
     draft = files.draft if choice.method == "draft" else None
     present = [path if path is not None and path.is_file() else None for path in (files.target, draft)]
-    if present[0] is None or (note := beyond_training(present[0], present[1], ctx)) is None:
+    if present[0] is None or (note := beyond_training(present[0], present[1], ctx, ctx_default)) is None:
         return None
     refused = to == "vllm" and ctx > (trained_context(present[0]) or ctx)  # the target's limit, not the draft's
     return note + ("; vLLM refuses such a --max-model-len as it starts" if refused else "")
@@ -279,7 +279,7 @@ def _tuning_only(*, threads: int, gpu_layers: int, draft_gpu_layers: int) -> str
 
 def export(to: str, *, pair: str | None = None, target: Path | None = None, draft: Path | None = None,
            mode: str = "auto", k: int | None = None, threads: int = 0, ctx: int = 4096, gpu_layers: int = -1,
-           draft_gpu_layers: int = -1) -> Export:  # fmt: skip
+           draft_gpu_layers: int = -1, ctx_default: bool = False) -> Export:  # fmt: skip
     """The command for `to`, with the choice of speculation and every note a user should read."""
     if to not in TARGETS:  # before looking at any file: a typo is a usage error
         raise UsageError(f"unknown --to '{to}'", hint=f"choose one of: {', '.join(TARGETS)}")
@@ -331,7 +331,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
         given = (target is not None) + (draft is not None)
         if (swapped := larger_draft(files.target, files.draft, given, files.pair)) is not None:
             notes.append(swapped)
-    if (too_long := _beyond_training(files, choice, ctx, to)) is not None:
+    if (too_long := _beyond_training(files, choice, ctx, to, ctx_default)) is not None:
         notes.append(too_long)
     if pair is not None and target is not None:  # find_files takes the files given: the pair was ignored unsaid
         notes.append(f"--pair {pair} is not used: --target names the files (and --draft FILE a draft model)")

@@ -546,3 +546,5 @@ def test_a_ctx_longer_than_the_model_was_trained_for_is_noted(fake_models, isola
     assert any("more than the 2048 tokens target.fake.gguf was trained for" in note for note in made["notes"]), made
     within = json.loads(run_export("--to", to, *files, "--ctx", "2048").stdout)
     assert not any("was trained for" in note for note in within["notes"]), within
+    default = json.loads(run_export("--to", to, *files).stdout)  # no --ctx given: its 4096 is the command's own
+    assert any(note.startswith("the default context (4096) is more than") for note in default["notes"]), default

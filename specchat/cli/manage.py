@@ -17,6 +17,7 @@ from .app import (
     PairArgument,
     Target,
     app,
+    given,
     one_pair,
     stderr_console,
     utf8_text,
@@ -113,6 +114,7 @@ EXPORT_K_HELP = (
 
 @app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")
 def export(
+    ctx: typer.Context,
     to: Annotated[str, Opt("--to", help="llama-server or vllm.")],
     pair: Pair = None,
     target: Target = None,
@@ -134,7 +136,8 @@ def export(
     from ..view import note, write_stdout
 
     made = build(to, pair=pair, target=target, draft=draft, mode=mode, k=draft_tokens, threads=threads, ctx=n_ctx,
-                 gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers)  # fmt: skip
+                 gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers,
+                 ctx_default=not given(ctx, "n_ctx"))  # fmt: skip
     for line in made.notes if not as_json else []:
         note(stderr_console(), line)
     write_stdout(made.text(as_json), what="the command")
