@@ -22,7 +22,7 @@ PROMPT = "you ›"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def spawn_in_terminal(run_args: str, tmp_path, env: dict | None = None):
+def spawn_in_terminal(run_args: str, tmp_path, env: dict | None = None, command: str = "run"):
     """`specchat run ARGS` in a 30x100 pty, then `echo EXIT=$?; stty -a`; output logged to session.log.
 
     bash (not dash) survives the Ctrl-C that the child handles, so it can report the exit code.
@@ -31,7 +31,7 @@ def spawn_in_terminal(run_args: str, tmp_path, env: dict | None = None):
     # A real terminal answers prompt_toolkit's cursor-position request; pexpect does not, and it warns.
     env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     env.pop("NO_COLOR", None)
-    command = f"{sys.executable} -m specchat run {run_args}; echo EXIT=$?; stty -a"
+    command = f"{sys.executable} -m specchat {command} {run_args}; echo EXIT=$?; stty -a"
     child = pexpect.spawn(
         "/bin/bash",
         ["-c", command],
@@ -293,6 +293,28 @@ def test_fake_sigterm_puts_the_terminal_back(tmp_path, where, signame, code, req
         child.close(force=True)
     log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
     assert "Traceback" not in log and log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
+
+
+def test_fake_sigterm_during_a_bench_shows_the_cursor_again(tmp_path):
+    """bench's progress bar hides the cursor; SIGTERM (`timeout`) left it hidden, as only `run` put the terminal
+    back (so pull's, tune's and models --verify's bars)."""
+    import signal
+
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.02)
+    args = f"--target {target} --modes ngram -n 2000 -r 1"
+    child = spawn_in_terminal(args, tmp_path, fake_env(tmp_path), command="bench")
+    try:
+        child.expect_exact("\x1b[?25l")  # the bar is up
+        time.sleep(0.3)
+        with open(f"/proc/{child.pid}/task/{child.pid}/children") as children:  # bash's child: specchat
+            os.kill(int(children.read().split()[0]), signal.SIGTERM)
+        expect_exit(child, "143", timeout=10)
+    finally:
+        child.close(force=True)
+    log = (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0]
+    assert log.rfind("\x1b[?25l") < log.rfind("\x1b[?25h"), "cursor left hidden"
 
 
 @pytest.fixture

@@ -311,7 +311,12 @@ def _root(
     version: Annotated[bool, Opt("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
     debug: Annotated[bool, Opt("--debug", help="Tracebacks and llama.cpp's log (or SPECCHAT_DEBUG=1).")] = False,
 ) -> None:
+    from ..view import restore_terminal_when_killed
+
     ctx.obj = Settings(debug=debug or env_flag("SPECCHAT_DEBUG"))
+    # Every command: the chat's raw mode, and the hidden cursor of a live reply or of a progress bar (pull, bench,
+    # tune, models --verify), put back on SIGTERM, SIGHUP, SIGQUIT and Ctrl-Z
+    restore_terminal_when_killed()
 
 
 def given(ctx: typer.Context, name: str) -> bool:

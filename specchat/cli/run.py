@@ -104,9 +104,8 @@ def run(
     from ..logstore import Recorder
     from ..repl import ChatSession, ChatSettings, chat_loop, check_system, read_prompt, read_system
     from ..sampling import SamplingParams
-    from ..view import keys_unechoed, note, restore_terminal_when_killed, stdout_console
+    from ..view import keys_unechoed, note, stdout_console
 
-    restore_terminal_when_killed()  # the chat's raw mode and the live view's hidden cursor
     if no_spec and mode != "target" and given(ctx, "mode"):
         raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
     if latest and cid is not None:  # --cid won in silence: -c read as if it had continued the latest
