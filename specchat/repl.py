@@ -210,7 +210,7 @@ def _read_stream() -> str | None:
     except OSError as exc:  # opened for writing only (`0>FILE`), a terminal that has gone (EIO)
         raise SpecchatError(
             f"cannot read stdin: {exc.strerror or exc}",
-            hint="redirect it from a file or a pipe (< FILE), or from /dev/null to give the prompt alone",
+            hint="redirect it from a file or a pipe (< FILE); with the prompt as an argument, from /dev/null",
         ) from None
     if len(data) > MAX_STDIN_BYTES:
         raise UsageError(
