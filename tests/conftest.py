@@ -50,7 +50,8 @@ USER_SETTINGS = (
 @pytest.fixture(autouse=True, scope="session")
 def no_user_settings():
     with pytest.MonkeyPatch.context() as patch:
-        for name in USER_SETTINGS:
+        # an exported config folder (with an overlay of one's own) too; not per test: module fixtures set their own
+        for name in (*USER_SETTINGS, "SPECCHAT_CONFIG_DIR"):
             patch.delenv(name, raising=False)
         yield
 
@@ -60,7 +61,6 @@ def private_log(tmp_path, monkeypatch):
     """Every test (and every child process it starts) logs conversations into its own directory, never
     the user's log, and starts without the settings above, whatever a test before it left."""
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path / "config"))  # an exported one (with an overlay) stays out
     for name in USER_SETTINGS:
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "data"
