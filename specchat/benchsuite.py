@@ -314,7 +314,9 @@ def _content(turn: object) -> object:
 # non-empty string", though a user message is read there).
 NOT_A_TURN = {
     "system": "the bench sends no system prompt",
+    "developer": "the bench sends no system prompt (a developer message is one)",
     "assistant": "the bench writes the replies itself (the target's own)",
+    "tool": "the bench calls no tools",
 }
 
 

@@ -161,7 +161,15 @@ def test_messages_as_turns_are_not_read_as_user_turns(tmp_path):
 
 
 @pytest.mark.parametrize("where", [0, 1])
-@pytest.mark.parametrize(("role", "why"), [("system", "sends no system prompt"), ("assistant", "writes the replies")])
+@pytest.mark.parametrize(
+    ("role", "why"),
+    [
+        ("system", "sends no system prompt"),
+        ("developer", "sends no system prompt"),
+        ("assistant", "writes the replies"),
+        ("tool", "calls no tools"),
+    ],
+)
 def test_a_system_or_assistant_message_among_the_turns_is_named_as_such(tmp_path, where, role, why):
     """A system message first among the turns was '"turns" must be a list starting with a non-empty string', though
     a user message there is read: the refusal said nothing of what was wrong (later: 'not a non-empty string')."""
