@@ -6,6 +6,7 @@ P is REPLY with P quoted, so every assertion about the text is exact."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -1190,6 +1191,7 @@ def test_a_truncated_model_file_is_named_not_called_missing(isolated, monkeypatc
     (isolated / "config" / "models.toml").write_text(
         '[models.cut]\nrepo = "nobody/cut"\nfile = "cut.gguf"\nsize = 100\n'
         '[models.whole]\nrepo = "nobody/whole"\nfile = "whole.gguf"\nsize = 100\n'
+        f'sha256 = "{hashlib.sha256(b"GGUF" * 25).hexdigest()}"\n'  # no GGUF, but the file models.toml names
         '[pairs.mine]\ntarget = "cut"\ndraft = "whole"\n'
     )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -1494,6 +1496,25 @@ def test_models_warns_of_a_present_file_it_cannot_read(isolated, monkeypatch):
     row = next(row for row in json.loads(result.stdout)["pairs"] if row["model"] == "here")
     assert row["problem"] == f"cannot read {models / 'here.gguf'}: Permission denied", row
     assert f"warning: cannot read {models / 'here.gguf'}: Permission denied" in " ".join(result.stderr.split())
+
+
+def test_models_warns_of_a_present_file_that_is_no_gguf(isolated):
+    """A file that models.toml gives no sha256 for and that is no GGUF was listed as present with no word, where
+    pull and run refuse it."""
+    models = isolated / "models"
+    models.mkdir()
+    (models / "here.gguf").write_bytes(b"hello")
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\n'
+        '[models.there]\nrepo = "nobody/there"\nfile = "there.gguf"\n'
+        '[pairs.mine]\ntarget = "here"\ndraft = "there"\n'
+    )
+    result = invoke("models", "--json")
+    assert result.exit_code == 0, result.output
+    row = next(row for row in json.loads(result.stdout)["pairs"] if row["model"] == "here")
+    assert row["present"] and "is not a valid GGUF file" in row["problem"], row
+    assert "is not a valid GGUF file" in " ".join(result.stderr.split())
 
 
 def test_pull_does_not_call_a_file_it_cannot_read_present(fake_models, isolated, monkeypatch):
