@@ -1059,18 +1059,26 @@ def test_an_odd_saved_tuning_never_stops_a_run(files, fake_models, content):
     assert "internal error" not in result.output
 
 
-def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
-    """checksum_ok was in a row only when --verify checked a file: a script reading it got a KeyError on
-    every other row (and on every row without --verify). It is null where nothing was checked."""
+def a_file_here_and_a_missing_draft(isolated, *, pair: str, draft: str, size: bool) -> Path:
+    """An overlay pair whose target "here" is a 5-byte file in the models folder (its size declared, or not) and
+    whose draft is missing; the models folder."""
     models = isolated / "models"
     models.mkdir()
     (models / "here.gguf").write_bytes(b"hello")
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
-        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\nsize = 5\n'
-        '[models.gone]\nrepo = "nobody/gone"\nfile = "gone.gguf"\n'
-        '[pairs.mixed]\ntarget = "here"\ndraft = "gone"\n'
+        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\n'
+        + ("size = 5\n" if size else "")
+        + f'[models.{draft}]\nrepo = "nobody/{draft}"\nfile = "{draft}.gguf"\n'
+        f'[pairs.{pair}]\ntarget = "here"\ndraft = "{draft}"\n'
     )
+    return models
+
+
+def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
+    """checksum_ok was in a row only when --verify checked a file: a script reading it got a KeyError on
+    every other row (and on every row without --verify). It is null where nothing was checked."""
+    a_file_here_and_a_missing_draft(isolated, pair="mixed", draft="gone", size=True)
     for args in (["models", "--json"], ["models", "--json", "--verify"]):
         result = invoke(*args)
         assert result.exit_code == 0, result.output
@@ -1474,15 +1482,7 @@ def test_json_says_null_threads_where_the_backend_does_not_report_them(files):
 def test_models_warns_of_a_present_file_it_cannot_read(isolated, monkeypatch):
     """A model file without read permission (another user's copy, mode 000) was listed as present, "yes", with no
     word, and `run` then failed on it: `models` warns of it now, as of a file of the wrong size."""
-    models = isolated / "models"
-    models.mkdir()
-    (models / "here.gguf").write_bytes(b"hello")
-    (isolated / "config").mkdir()
-    (isolated / "config" / "models.toml").write_text(
-        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\nsize = 5\n'
-        '[models.there]\nrepo = "nobody/there"\nfile = "there.gguf"\n'
-        '[pairs.mine]\ntarget = "here"\ndraft = "there"\n'
-    )
+    models = a_file_here_and_a_missing_draft(isolated, pair="mine", draft="there", size=True)
     opened = Path.open
 
     def open_(path, *args, **kwargs):  # the tests run as root, whom chmod 000 does not stop
@@ -1501,15 +1501,7 @@ def test_models_warns_of_a_present_file_it_cannot_read(isolated, monkeypatch):
 def test_models_warns_of_a_present_file_that_is_no_gguf(isolated):
     """A file that models.toml gives no sha256 for and that is no GGUF was listed as present with no word, where
     pull and run refuse it."""
-    models = isolated / "models"
-    models.mkdir()
-    (models / "here.gguf").write_bytes(b"hello")
-    (isolated / "config").mkdir()
-    (isolated / "config" / "models.toml").write_text(
-        '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\n'
-        '[models.there]\nrepo = "nobody/there"\nfile = "there.gguf"\n'
-        '[pairs.mine]\ntarget = "here"\ndraft = "there"\n'
-    )
+    a_file_here_and_a_missing_draft(isolated, pair="mine", draft="there", size=False)
     result = invoke("models", "--json")
     assert result.exit_code == 0, result.output
     row = next(row for row in json.loads(result.stdout)["pairs"] if row["model"] == "here")
