@@ -923,16 +923,21 @@ def test_a_stream_whose_generation_fails_unexpectedly_ends_with_its_error_event(
         running.stop()
 
 
+def too_long_for_the_context(client: openai.OpenAI, prompt: str) -> str:
+    """The message of the 400 a completion of this prompt gets for not fitting the context."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="target.fake.gguf", prompt=prompt, max_tokens=1)
+    assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
+    return refused.value.message
+
+
 def test_a_prompt_that_fills_the_context_exactly_is_refused_in_words_that_say_why(tmp_path):
     """A prompt of exactly --ctx tokens leaves no place for a reply, and was refused as "the prompt has 256
     tokens but the context holds 256", which reads as a contradiction; one token shorter is answered."""
     running = Server(tmp_path / "ctx", "--ctx", "256")  # the fake reads a byte as a token, with no BOS
     try:
         client = running.client()
-        with pytest.raises(openai.BadRequestError) as refused:
-            client.completions.create(model="target.fake.gguf", prompt="x" * 256, max_tokens=1)
-        assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
-        message = refused.value.message
+        message = too_long_for_the_context(client, "x" * 256)
         assert "has 256 tokens and the context holds 256: no room is left for a reply; shorten the prompt," in message
         assert "but" not in message
         assert client.completions.create(model="target.fake.gguf", prompt="x" * 255, max_tokens=1).choices[0].text
@@ -946,15 +951,11 @@ def test_a_prompt_longer_than_the_model_was_trained_for_is_not_told_to_raise_ctx
     running = Server(tmp_path, "--ctx", "256", "--no-log", context_length=512)  # a byte a token
     try:
         client = running.client()
-        with pytest.raises(openai.BadRequestError) as refused:
-            client.completions.create(model="target.fake.gguf", prompt="x" * 600, max_tokens=1)
-        assert refused.value.code == "context_length_exceeded" and refused.value.param == "prompt"
-        message = refused.value.message
+        message = too_long_for_the_context(client, "x" * 600)
         assert "shorten the prompt: the model was trained for 512 tokens, so no --ctx holds" in message, message
         assert "larger --ctx" not in message
-        with pytest.raises(openai.BadRequestError) as refused:
-            client.completions.create(model="target.fake.gguf", prompt="x" * 300, max_tokens=1)
-        assert refused.value.message.endswith("shorten the prompt, or start `specchat serve` with a larger --ctx")
+        message = too_long_for_the_context(client, "x" * 300)
+        assert message.endswith("shorten the prompt, or start `specchat serve` with a larger --ctx")
     finally:
         running.stop()
 
