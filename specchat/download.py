@@ -21,9 +21,8 @@ from .modelfiles import (
     hashing_bar,
     local_path,
     misfit,
-    not_gguf,
+    present_but_unusable,
     pull_command,
-    unreadable,
     verify_remembered,
 )
 from .paths import NotAFolder, blocking_file, dead_link, folder_hint, make_dirs, models_dir
@@ -127,7 +126,7 @@ def pull(model: ModelSpec, notify: Notify, start: Callable[[str, int], Advance])
     checks the size alone, as it looks for the file itself (locate)."""
     found = locate(model)
     if found is not None:
-        if (bad := unreadable(model, found) or not_gguf(model, found)) is not None:  # a remembered sha256 reads nothing
+        if (bad := present_but_unusable(model, found)) is not None:  # a remembered sha256 reads nothing
             raise bad
         verify_remembered(model, found, hashing_bar(start, model, found))
         return PullResult(model, found, "present")

@@ -108,6 +108,12 @@ def verify_remembered(model: ModelSpec, path: Path, hashing: Callable[[], Advanc
     _check_sha256(model, path, actual)
 
 
+def present_but_unusable(model: ModelSpec, path: Path) -> ModelFileError | None:
+    """What `run` would refuse in a file found present, without reading all of it: one that cannot be read, or
+    (no sha256 to check it by) one that is no GGUF. `pull` raises it, `models` warns of it."""
+    return unreadable(model, path) or not_gguf(model, path)
+
+
 def unreadable(model: ModelSpec, path: Path) -> ModelFileError | None:
     """A present file that cannot be read (another user's copy, mode 000): `models` listed it as present without a
     word, and `run` failed on it. Opening it is the test: permissions alone miss ACLs and read-only mounts."""

@@ -41,8 +41,7 @@ def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError
                 )
                 blocked = blocked or (None if verify else download.misfit(spec))
             elif not verify:  # --verify reads it, and says so itself
-                # no GGUF where models.toml gives no sha256 (another file renamed): pull and run refuse it
-                blocked = modelfiles.unreadable(spec, path) or modelfiles.not_gguf(spec, path)
+                blocked = modelfiles.present_but_unusable(spec, path)  # pull and run refuse it
             row["problem"] = blocked.message if blocked is not None else None  # --json says what the warning says
             if blocked is not None and all(exc.message != blocked.message for exc in bad):  # a shared draft: once
                 bad.append(blocked)
