@@ -34,7 +34,9 @@ def choose(paths: list[Path], available: int | None, overhead: int) -> int:
     KV caches may take; `overhead` is what each model needs beyond its weights and KV cache."""
     trained = [t for t in (trained_context(path) for path in paths) if t]
     ctx = min([*trained, MAX_AUTO]) if trained else FALLBACK
-    floor = min(MIN_CTX, ctx)
+    # A floor under MIN_CTX (a model trained for 1,000 tokens) is a multiple of STEP too: llama.cpp would
+    # round 1,000 up to 1,024, past what the model was trained for.
+    floor = min(MIN_CTX, max(STEP, ctx // STEP * STEP))
     fits = _fits_in_memory(paths, available, overhead)
     if fits is not None:
         ctx = min(ctx, fits)

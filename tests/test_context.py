@@ -63,6 +63,9 @@ def test_choose_takes_the_smaller_model_and_caps_what_memory_cannot_check(fake_m
     assert ctxsize.choose([target], None, 0) == ctxsize.MAX_AUTO  # 128K only on request
     assert ctxsize.choose([fake_target(tmp_path, "plain")], None, 0) == ctxsize.FALLBACK
     assert ctxsize.choose([fake_target(tmp_path, "old", context_length=1024)], None, 0) == 1024
+    # llama.cpp rounds a context up to a multiple of 256: 1,000 would be 1,024, past the model's training.
+    assert ctxsize.choose([fake_target(tmp_path, "odd", context_length=1000)], None, 0) == 768
+    assert ctxsize.choose([fake_target(tmp_path, "odd", context_length=1000)], 10**9, 10**12) == 768  # no room
 
 
 def test_choose_fits_the_kv_cache_in_memory(fake_models, tmp_path):
