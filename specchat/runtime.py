@@ -199,11 +199,6 @@ class Pipeline:
             finally:  # for this reply only
                 if lookup is not None and expected:
                     lookup.expect(())
-        tail = stream.flush()
-        if tail:
-            pieces.append(tail)
-            if on_update is not None:
-                on_update(Update(None, [Segment(tail, TARGET)], stats))
         self._check_drift(drafter)
         aside = drafter.guard.times_aside if isinstance(drafter, AutoDrafter) else {}
         set_aside = {name: n - aside_before.get(name, 0) for name, n in aside.items() if n > aside_before.get(name, 0)}

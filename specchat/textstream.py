@@ -12,7 +12,9 @@ class Pieces(Protocol):
 
 
 class TextStream:
-    """Token ids to text without splitting multi-byte UTF-8 characters across tokens."""
+    """Token ids to text without splitting multi-byte UTF-8 characters across tokens. A character still
+    unfinished at the end (max_tokens cut it) is left out, as llama-cpp-python's completions do: decoded
+    as final, it ended the reply in U+FFFD."""
 
     def __init__(self, engine: Pieces) -> None:
         self.engine = engine
@@ -20,9 +22,6 @@ class TextStream:
 
     def push(self, token: int) -> str:
         return self.decoder.decode(self.engine.piece(token))
-
-    def flush(self) -> str:
-        return self.decoder.decode(b"", final=True)
 
     def guess(self, tokens: Sequence[int]) -> str:
         """The text these tokens would add after those pushed, without pushing them (a rejected draft guess):
