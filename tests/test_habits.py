@@ -506,3 +506,31 @@ def test_llama_bench_s_override_tensor_with_its_value_is_named_though_bench_read
     """bench reads `-ot` as -o t (--output t) again, and llama-bench's `-ot exps=CPU` then got Click's 'Got
     unexpected extra argument(s) (exps=CPU)' instead of the line that says what specchat places on the GPU."""
     assert_one_line_error(invoke("bench", *args), 2, f"{args[0]} has no equivalent")
+
+
+def test_every_hint_names_options_the_command_has():
+    """`serve --jinja` said '(--no-template: none)', and `bench`/`tune --speculative-config` '-k N' and '--mode
+    spec': options only `run` (or run and serve) have, so the line sent people to a second error."""
+    import re
+
+    import typer.main
+
+    from specchat.cli import app, habits
+    from specchat.cli.reading import Reading
+    from specchat.errors import SpecchatError
+
+    group = typer.main.get_command(app)
+    root = group.make_context("specchat", ["models"])
+    wrong = []
+    for name in group.list_commands(root):
+        names = Reading(group.get_command(root, name).params).names
+        for flag in habits.FOREIGN:
+            try:
+                habits._foreign(name, flag, names)
+                continue
+            except SpecchatError as error:
+                said = error.message.split(" ", 1)[1]
+            said = said.split("`specchat ")[0]  # another command's options, named with the command
+            wrong += [f"{name} {flag}: {said}" for option in re.findall(r"(?<![\w-])--?[a-z][\w-]*", said)
+                      if option not in names]  # fmt: skip
+    assert not wrong, wrong

@@ -19,7 +19,9 @@ from .reading import Reading
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
 CHAT = "`specchat run` with no prompt is the chat"
 PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampling (temperature, top_p, seed, ...)")
-TEMPLATE = "the GGUF's own chat template is always used here (--no-template: none)"
+TEMPLATE = "has no equivalent: the GGUF's own chat template is always used here"
+# Where the template can be left out: run's flag, serve's plain-text route (elsewhere there is none to name)
+TEMPLATES = (("run", f"{TEMPLATE} (--no-template: none)"), ("serve", f"{TEMPLATE} (POST /v1/completions: none)"))
 DEVICE = "llama.cpp offloads to the GPUs it finds (--gpu-layers 0, --draft-gpu-layers 0: CPU only)"
 ONE_AT_A_TIME = "has no equivalent: requests run one at a time here (--queue: how many may wait)"
 # Elsewhere Click read `-np 4` as `-n p` ("'p' is not a whole number"): named here as serve names it.
@@ -59,7 +61,11 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "-md": [_is("--draft", "a draft model file")],
     "--model-draft": [_is("--draft", "a draft model file")],
     "--speculative-model": [_is("--draft", "a draft model file")],
-    "--speculative-config": [("--draft", "is --draft FILE with -k N here (--mode spec: the draft model alone)")],
+    "--speculative-config": [
+        ("-k", "is --draft FILE with -k N here (--mode spec: the draft model alone)"),
+        ("--ks", "is --draft FILE with --ks N here (--modes spec: the draft model alone)"),
+        ("tune", "is --draft FILE here (tune measures every draft length itself)"),
+    ],
     **_each(("-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd", "--hf-repo-draft"), ("--pair", HUB)),
     **_each(
         ("-hft", "--hf-token"), ("--pair", "has no equivalent: a gated model's token is HF_TOKEN=... (environment)")
@@ -108,9 +114,7 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "-if": [("run", f"has no equivalent: {CHAT}")],
     "--interactive-first": [("run", f"has no equivalent: {CHAT}")],
     **_each(("-no-cnv", "--no-conversation", "-st", "--single-turn"), ("run", ONCE)),
-    "--jinja": [("--target", f"has no equivalent: {TEMPLATE}")],
-    "--chat-template": [("--target", f"has no equivalent: {TEMPLATE}")],
-    "--chat-template-file": [("--target", f"has no equivalent: {TEMPLATE}")],
+    **_each(("--jinja", "--chat-template", "--chat-template-file"), *TEMPLATES, ("--target", TEMPLATE)),
     "-fa": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--flash-attn": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--repeat-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],
