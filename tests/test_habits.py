@@ -534,3 +534,18 @@ def test_every_hint_names_options_the_command_has():
             wrong += [f"{name} {flag}: {said}" for option in re.findall(r"(?<![\w-])--?[a-z][\w-]*", said)
                       if option not in names]  # fmt: skip
     assert not wrong, wrong
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "-s", "be brief", "hi"], '-s is not an option here: a system prompt is --system "be brief"'),
+        (["run", "-s=pirate", "hi"], '-s is not an option here: a system prompt is --system "pirate" (a seed:'),
+        (["serve", "-s", "be brief"], "-s has no equivalent in serve: each request's messages carry its system"),
+        (["run", "-s", "42", "hi"], "-s is --seed here"),  # llama.cpp's, a number
+        (["run", "-s", "-1", "hi"], "-s is --seed here"),
+    ],
+)
+def test_s_and_words_is_llms_system_prompt_not_llama_cpps_seed(isolated, command, needle):
+    """simonw/llm's `-s "be brief"` (its --system) was told '-s is --seed here': a seed of "be brief"."""
+    assert_one_line_error(invoke(*command), 2, needle)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from .habitvalues import FOLLOWED_BY, MODEL_FILE, _model_like, _ollama_name, _pair_named
+from .habitvalues import FOLLOWED_BY, FOREIGN_BY_VALUE, MODEL_FILE, _model_like, _ollama_name, _pair_named
 from .reading import Reading
 
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
@@ -237,14 +237,16 @@ def _foreign_name(reading: Reading, token: str) -> bool:
 def _option(command_name: str, reading: Reading, token: str, following: str | None) -> None:
     """An option token: another tool's flag, or one of the command's whose value means something else there."""
     name = token.split("=", 1)[0]
+    value = token.split("=", 1)[1] if "=" in token else following  # `--draft=8` as `--draft 8`
     if name not in reading.names:
         here = reading.means_here(token)  # bench's `-ot`: --output t, not llama.cpp's --override-tensor
+        if not here and name in FOREIGN_BY_VALUE and value is not None:
+            _say(FOREIGN_BY_VALUE[name](command_name, value))
         if not here:
             _foreign(command_name, name, reading.names)
         if not token.startswith("--") and "=" not in token:
             _glued(command_name, token, reading.names, here)
         return
-    value = token.split("=", 1)[1] if "=" in token else following  # `--draft=8` as `--draft 8`
     if name in FOLLOWED_BY and value is not None:
         _say(FOLLOWED_BY[name](command_name, value))
 

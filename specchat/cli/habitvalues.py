@@ -126,6 +126,21 @@ FOLLOWED_BY = {
 }
 
 
+def _seed_or_system(command: str, value: str) -> str | None:
+    """-s: llama.cpp's seed, a number; simonw/llm's system prompt, words (`-s "be brief"`)."""
+    if re.fullmatch(r"-?\d+", value):
+        return None
+    if command == "run":
+        return f'-s is not an option here: a system prompt is --system "{value}" (a seed: --seed N)'
+    if command == "serve":
+        return "-s has no equivalent in serve: each request's messages carry its system prompt"
+    return None
+
+
+# Options specchat lacks whose value says which other tool's was meant -> a check of that value.
+FOREIGN_BY_VALUE = {"-s": _seed_or_system}
+
+
 def _pair_named(text: str) -> str | None:
     """The pair that a one-word text names: its name, or Ollama's NAME:TAG for it (qwen2.5-coder:1.5b)."""
     if not re.fullmatch(r"[\w.:-]+", text):
