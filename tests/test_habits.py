@@ -109,8 +109,11 @@ def test_help_is_shown_whatever_else_is_given(isolated):
         (["run", "qwen2.5-coder:1.5b"], "is a pair: give it as --pair qwen2.5-coder-1.5b (the prompt goes after it)"),
         (["run", "qwen2.5-coder-1.5b", "hi"], "is a pair: give it as --pair qwen2.5-coder-1.5b"),
         (["run", "model.gguf"], "model.gguf reads as a model: here a model file is --target FILE"),
-        (["serve", "Qwen/Qwen2.5-7B-Instruct"], "reads as a model: here a model file is --target FILE"),
-        (["serve", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "auto"], "reads as a model"),  # vLLM's flag after it
+        (["serve", "mistralai/Mistral-7B-Instruct-v0.3"], "reads as a model: here a model file is --target FILE"),
+        (
+            ["serve", "mistralai/Mistral-7B-Instruct-v0.3", "--dtype", "auto"],
+            "reads as a model",
+        ),  # vLLM's flag after it
         (["run", "--bogus=1", "model.gguf"], "model.gguf reads as a model"),  # --bogus has its value
     ],
 )
@@ -549,3 +552,31 @@ def test_every_hint_names_options_the_command_has():
 def test_s_and_words_is_llms_system_prompt_not_llama_cpps_seed(isolated, command, needle):
     """simonw/llm's `-s "be brief"` (its --system) was told '-s is --seed here': a seed of "be brief"."""
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"], "is pair qwen2.5-coder-1.5b's Hugging Face repository"),
+        (["run", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF", "hi"], "give it as --pair qwen2.5-coder-1.5b"),
+        (["run", "hf.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:Q4_K_M"], "is pair qwen2.5-coder-1.5b's Hugging"),
+        (["run", "Qwen/Qwen2.5-Coder-1.5B-Instruct"], "is pair qwen2.5-coder-1.5b's Hugging Face repository"),
+        (["run", "bartowski/Llama-3.2-1B-Instruct-GGUF"], "reads as a Hugging Face repository: models come as pairs"),
+        (["run", "someone/Some-Model-GGUF:Q8_0"], "reads as a Hugging Face repository"),
+        (["run", "hf.co/someone/some-model", "hi"], "reads as a Hugging Face repository"),
+        (["serve", "Qwen/Qwen2.5-Coder-1.5B-Instruct"], "give it as --pair qwen2.5-coder-1.5b (serve takes no"),
+        (["pull", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"], "is pair qwen2.5-coder-1.5b's Hugging Face repository"),
+        (["tune", "https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"], "give it as qwen2.5-coder-1.5b"),
+    ],
+)
+def test_a_hugging_face_repository_where_the_prompt_or_pair_goes(isolated, monkeypatch, command, needle):
+    """`specchat run Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF` (a Hub id, as vLLM, llama.cpp's -hf and Ollama's
+    hf.co/ take) was answered as a prompt, and with a prompt after it was told to quote the two as one."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # taken for a prompt, the default pair is not downloaded
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize("word", ["src/a.py", "src/a.py:12", "docs/usage"])
+def test_a_one_word_prompt_with_a_slash_and_no_hub_sign_is_still_a_prompt(files, word):
+    result = invoke("run", *files, word)
+    assert result.exit_code == 0 and word in result.stdout, result.output

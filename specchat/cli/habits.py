@@ -13,7 +13,15 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from .habitvalues import FOLLOWED_BY, FOREIGN_BY_VALUE, MODEL_FILE, _model_like, _ollama_name, _pair_named
+from .habitvalues import (
+    FOLLOWED_BY,
+    FOREIGN_BY_VALUE,
+    MODEL_FILE,
+    _hub_repo,
+    _model_like,
+    _ollama_name,
+    _pair_named,
+)
 from .reading import Reading
 
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
@@ -295,12 +303,14 @@ def _positional(command_name: str, positionals: list[str]) -> None:
     if not positionals:
         return
     first = positionals[0]
-    if command_name in ("pull", "tune"):  # their PAIR argument: `ollama pull qwen2.5-coder:7b`
-        message = _ollama_name(command_name, first)
-        if message:
-            raise UsageError(message, hint=HINT)
+    if command_name not in ("pull", "tune", "run", "serve"):
         return
-    if command_name not in ("run", "serve"):
+    # their PAIR argument (`ollama pull qwen2.5-coder:7b`), or a model where the prompt goes: a Hub repository
+    message = _ollama_name(command_name, first) if command_name in ("pull", "tune") else None
+    message = message or _hub_repo(command_name, first)
+    if message:
+        raise UsageError(message, hint=HINT)
+    if command_name in ("pull", "tune"):
         return
     # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); a .gguf one is a model
     if MODEL_FILE.fullmatch(first) if command_name == "run" else _model_like(first):

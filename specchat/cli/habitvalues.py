@@ -70,6 +70,36 @@ def _ollama_name(command: str, value: str) -> str | None:
     return f"{value} is Ollama's name; the pair is {pair}"
 
 
+# A Hugging Face repository: vLLM's model, llama.cpp's `-hf user/repo[:quant]`, Ollama's `hf.co/user/repo[:quant]`
+HUB_ID = re.compile(r"(?P<host>(?:https?://)?(?:hf\.co|huggingface\.co)/)?(?P<repo>[\w.-]+/[\w.-]+)(?::[\w.-]+)?", re.I)
+
+
+def _hub_repo(command: str, word: str) -> str | None:
+    """A word that names a Hugging Face repository (a Hub host before it, GGUF in its name, or a pair's target's
+    repository) where a prompt or a pair goes; a one-word prompt like `src/a.py` is none."""
+    match = HUB_ID.fullmatch(word)
+    if match is None or _pair_named(word) == word:
+        return None
+    pair = _pair_of_repo(match["repo"])
+    if pair is not None:
+        give = {"run": " (the prompt goes after it)", "serve": " (serve takes no argument)"}.get(command, "")
+        return f"{word} is pair {pair}'s Hugging Face repository: give it as {'--pair ' * bool(give)}{pair}{give}"
+    if match["host"] or "gguf" in match["repo"].lower():
+        return f"{word} reads as a Hugging Face repository: models come as pairs here (--pair NAME, `specchat models`)"
+    return None
+
+
+def _pair_of_repo(repo: str) -> str | None:
+    """The pair whose target is in that repository (GGUF or original weights); a draft's names no pair to chat with."""
+    from ..registry import load_registry
+
+    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
+        for pair in sorted(load_registry().pairs.values(), key=lambda pair: pair.name):
+            if repo.lower() in (pair.target.repo.lower(), (pair.target.source_repo or "").lower()):
+                return pair.name
+    return None
+
+
 def _format_file(command: str, value: str) -> str | None:
     if "." not in value and "/" not in value:  # no format has either (a file named `json` is no reason)
         return None
