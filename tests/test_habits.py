@@ -580,3 +580,27 @@ def test_a_hugging_face_repository_where_the_prompt_or_pair_goes(isolated, monke
 def test_a_one_word_prompt_with_a_slash_and_no_hub_sign_is_still_a_prompt(files, word):
     result = invoke("run", *files, word)
     assert result.exit_code == 0 and word in result.stdout, result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "llama3.2:latest"], "llama3.2:latest reads as Ollama's name for a model: here a pair is --pair NAME"),
+        (["run", "phi3:3.8b", "hi"], "phi3:3.8b reads as Ollama's name for a model"),
+        (["run", "qwen2.5-coder", "hi"], "qwen2.5-coder reads as Ollama's name for a model"),
+        (["run", "qwen2.5-coder", "hi"], "(did you mean --pair qwen2.5-coder-7b?)"),
+        (["run", "qwen2.5-coder"], "qwen2.5-coder reads as Ollama's name for a model"),
+        (["serve", "mistral:7b-instruct-q4_K_M"], "mistral:7b-instruct-q4_K_M reads as Ollama's name for a model"),
+    ],
+)
+def test_ollamas_run_model_prompt_with_a_model_that_is_no_pair(isolated, monkeypatch, command, needle):
+    """`specchat run llama3.2:latest` (Ollama's run MODEL) was answered as the prompt "llama3.2:latest", and
+    `run qwen2.5-coder hi` told to quote the model and the prompt as one prompt."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # taken for a prompt, the default pair is not downloaded
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize("word", ["TODO:fix", "hello", "gemma", "12:30"])
+def test_a_one_word_prompt_with_a_colon_or_near_a_pair_is_still_a_prompt(files, word):
+    result = invoke("run", *files, word)
+    assert result.exit_code == 0 and word in result.stdout, result.output

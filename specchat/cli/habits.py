@@ -19,6 +19,7 @@ from .habitvalues import (
     MODEL_FILE,
     _hub_repo,
     _model_like,
+    _ollama_model,
     _ollama_name,
     _pair_named,
 )
@@ -319,6 +320,9 @@ def _positional(command_name: str, positionals: list[str]) -> None:
     if pair is not None:
         place = "the prompt goes after it" if command_name == "run" else "serve takes no argument"
         raise UsageError(f"{first} is a pair: give it as --pair {pair} ({place})", hint=HINT)
+    message = _ollama_model(first)  # `ollama run llama3.2:latest`: no pair of that name
+    if message:
+        raise UsageError(message, hint=HINT)
 
 
 SEVERAL_WORDS_TOO = 'an option\'s value of several words too: --system "be brief"'

@@ -100,6 +100,24 @@ def _pair_of_repo(repo: str) -> str | None:
     return None
 
 
+# Ollama's NAME:TAG for a model: its tags are `latest` or a size (`7b`, `3.8b`, `7b-instruct-q4_K_M`)
+OLLAMA_MODEL = re.compile(r"[a-z][\w.-]*:(latest|\d+(\.\d+)?[bm]\b[\w.-]*)", re.IGNORECASE)
+
+
+def _ollama_model(word: str) -> str | None:
+    """Ollama's `run MODEL` for a model that is no pair: a NAME:TAG, or a pair's name cut short (qwen2.5-coder,
+    Ollama's 7b). `TODO:fix` or `12:30` stays a prompt."""
+    from ..registry import load_registry
+
+    near = None
+    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
+        near = load_registry().near(word.split(":")[0])
+    if not OLLAMA_MODEL.fullmatch(word) and near is None:
+        return None
+    guess = f" (did you mean --pair {near}?)" if near else ""
+    return f"{word} reads as Ollama's name for a model: here a pair is --pair NAME, see `specchat models`{guess}"
+
+
 def _format_file(command: str, value: str) -> str | None:
     if "." not in value and "/" not in value:  # no format has either (a file named `json` is no reason)
         return None
