@@ -604,3 +604,21 @@ def test_ollamas_run_model_prompt_with_a_model_that_is_no_pair(isolated, monkeyp
 def test_a_one_word_prompt_with_a_colon_or_near_a_pair_is_still_a_prompt(files, word):
     result = invoke("run", *files, word)
     assert result.exit_code == 0 and word in result.stdout, result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["logs", "list"], "`specchat logs` takes no subcommand: it lists the logged replies (-n N: the latest N"),
+        (["logs", "list", "-n", "3"], "`specchat logs` takes no subcommand: it lists"),
+        (["logs", "path"], "`specchat logs` takes no subcommand: the log's path is --path"),
+        (
+            ["logs", "off"],
+            "`specchat logs` takes no subcommand: not logging is --no-log (run, serve) or SPECCHAT_NO_LOG=1",
+        ),
+        (["models", "list"], "`specchat models` takes no subcommand: it lists the pairs"),
+    ],
+)
+def test_simonw_llms_subcommands_of_logs_and_models(isolated, command, needle):
+    """`llm logs list`, `llm logs path`, `llm models list` were Click's 'Got unexpected extra argument(s) (list)'."""
+    assert_one_line_error(invoke(*command), 2, needle)

@@ -167,6 +167,16 @@ LLAMA_SHORT = frozenset(
     )
 )
 
+# simonw/llm's subcommands of its `logs` and `models`, which here take no argument -> what does it here
+SUBCOMMANDS = {
+    ("logs", "list"): "it lists the logged replies (-n N: the latest N, -q TEXT: those that match)",
+    ("logs", "path"): "the log's path is --path",
+    ("logs", "status"): "the log's path is --path",
+    ("logs", "off"): "not logging is --no-log (run, serve) or SPECCHAT_NO_LOG=1",
+    ("logs", "on"): "every run is logged unless --no-log or SPECCHAT_NO_LOG=1",
+    ("models", "list"): "it lists the pairs (--json: as JSON)",
+}
+
 FLAG_HINTS = {("logs", "--path"): "--path prints where the log is; another log: SPECCHAT_DATA_DIR=DIR specchat logs"}
 
 # Commands of the other tools -> the message after "no command 'X'".
@@ -271,6 +281,8 @@ def _no_argument(command_name: str, flag: str, word: str) -> None:
     hint = FLAG_HINTS.get((command_name, flag), f"see `specchat {command_name} --help`")
     if flag:
         raise UsageError(f"{flag} takes no value ('{word}' after it)", hint=hint)
+    if (command_name, word) in SUBCOMMANDS:  # llm's `logs list`: "Got unexpected extra argument(s) (list)"
+        raise UsageError(f"`specchat {command_name}` takes no subcommand: {SUBCOMMANDS[command_name, word]}", hint=hint)
     if not word:
         raise UsageError(f"`specchat {command_name}` takes no argument (an empty one, '', was given)", hint=hint)
 
