@@ -622,3 +622,16 @@ def test_a_one_word_prompt_with_a_colon_or_near_a_pair_is_still_a_prompt(files, 
 def test_simonw_llms_subcommands_of_logs_and_models(isolated, command, needle):
     """`llm logs list`, `llm logs path`, `llm models list` were Click's 'Got unexpected extra argument(s) (list)'."""
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "-o", "temperature", "0.5", "hi"], "-o has no equivalent: each setting is an option of its own here"),
+        (["run", "--option", "top_k", "5", "hi"], "(--temperature T, --top-k K, --top-p P, --min-p P, --seed N"),
+        (["serve", "-o", "temperature", "0.5"], "-o has no equivalent in serve: each request sets its sampling"),
+    ],
+)
+def test_simonw_llms_o_option(isolated, command, needle):
+    """llm's `-o temperature 0.5` was "No such option: -o", which did not say where the temperature goes."""
+    assert_one_line_error(invoke(*command), 2, needle)

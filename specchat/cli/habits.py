@@ -28,6 +28,9 @@ from .reading import Reading
 HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
 CHAT = "`specchat run` with no prompt is the chat"
 PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampling (temperature, top_p, seed, ...)")
+OWN_OPTIONS = (
+    "each setting is an option of its own here (--temperature T, --top-k K, --top-p P, --min-p P, --seed N, -n N)"
+)
 TEMPLATE = "has no equivalent: the GGUF's own chat template is always used here"
 # Where the template can be left out: run's flag, serve's plain-text route (elsewhere there is none to name)
 TEMPLATES = (("run", f"{TEMPLATE} (--no-template: none)"), ("serve", f"{TEMPLATE} (POST /v1/completions: none)"))
@@ -112,6 +115,7 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--top-p": [PER_REQUEST],
     "--min-p": [PER_REQUEST],
     "--seed": [PER_REQUEST],
+    **_each(("-o", "--option"), ("run", f"has no equivalent: {OWN_OPTIONS}"), PER_REQUEST),  # simonw/llm's
     **_each(("-sys", "--system-prompt"), _is("--system"), SYSTEM_IN_REQUEST),
     **_each(("-sysf", "--system-prompt-file"), ("--system", 'is --system "$(cat FILE)" here'), SYSTEM_IN_REQUEST),
     **_each(("-r", "--reverse-prompt"), ("run", f"has no equivalent: {REPLY_END}"), ("serve", STOP_IN_REQUEST)),
