@@ -127,9 +127,28 @@ def test_a_one_word_prompt_with_a_slash_is_a_prompt(files):
     assert result.exit_code == 0 and "src/a.py" in result.stdout, result.output
 
 
-@pytest.mark.parametrize(("name", "needle"), [("list", "`specchat models`"), ("chat", "`specchat run` with no prompt")])
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("list", "`specchat models`"),
+        ("chat", "`specchat run` with no prompt"),
+        ("version", "`specchat --version` prints it"),  # lms version
+        ("show", "`specchat models` shows each pair's models"),  # ollama show
+        ("rm", "the models are files: `specchat models` prints their directory"),  # ollama rm
+        ("ps", "`specchat serve` holds one pair"),  # ollama ps
+        ("load", "`specchat serve --pair NAME` loads a pair"),  # lms load
+        ("prompt", '`specchat run "PROMPT"` answers one'),  # llm prompt
+    ],
+)
 def test_another_tools_command_names_specchats(isolated, name, needle):
     assert_one_line_error(invoke(name), 2, f"no command '{name}': {needle}")
+
+
+def test_a_prompt_where_the_command_goes_names_run(isolated):
+    """simonw/llm's `llm "why is the sky blue"` was "No such command 'why is the sky blue'"."""
+    result = invoke("why is the sky blue")
+    assert_one_line_error(result, 2, "no command 'why is the sky blue': a prompt goes to run")
+    assert 'specchat run "why is the sky blue"' in result.stderr
 
 
 @pytest.mark.parametrize("command", [[], ["run"], ["serve"], ["logs"]])

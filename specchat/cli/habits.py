@@ -191,13 +191,25 @@ COMMANDS = {
     "get": "`specchat pull PAIR` downloads a pair",
     "download": "`specchat pull PAIR` downloads a pair",
     "server": "`specchat serve` is the server",
+    "version": "`specchat --version` prints it",
+    "show": "`specchat models` shows each pair's models and whether their files are here",
+    "rm": "the models are files: `specchat models` prints their directory, to delete them from (docs/install.md)",
+    "ps": "`specchat serve` holds one pair while it runs (GET /v1/models names it)",
+    "load": "`specchat serve --pair NAME` loads a pair and serves it",
+    "prompt": '`specchat run "PROMPT"` answers one',
 }
 
 
 def check_command(name: str, known: list[str]) -> None:
-    """`specchat list`, `specchat chat`: another tool's command."""
-    if name not in known and name in COMMANDS:
+    """`specchat list`, `specchat chat`: another tool's command; simonw/llm's `llm "PROMPT"`: a prompt."""
+    if name in known:
+        return
+    if name in COMMANDS:
         raise UsageError(f"no command '{name}': {COMMANDS[name]}", hint="see `specchat --help`")
+    if len(name.split()) > 1:  # a command has no space: these are the words of a prompt
+        words = name if len(name) <= 60 else f"{name[:59]}…"
+        dashes = "-- " if words.startswith("-") else ""  # a prompt that starts with '-' is no option after --
+        raise UsageError(f"no command '{words}': a prompt goes to run", hint=f'specchat run {dashes}"{words}"')
 
 
 def check(command_name: str, params: list, args: list[str]) -> None:
