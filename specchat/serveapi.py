@@ -43,6 +43,9 @@ from .view import n_tokens, one_line
 RETRY_AFTER_S = 5
 
 
+ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health"  # what a 404 names
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     host: str = "127.0.0.1"
@@ -111,9 +114,10 @@ class Api:
     async def _http_error(self, request: Request, exc: HTTPException) -> Response:
         """Starlette's own refusals (an unknown route 404, a wrong method 405) as OpenAI error objects too."""
         codes = {404: "not_found", 405: "method_not_allowed"}
-        error = ApiError(
-            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code=codes.get(exc.status_code)
-        )
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code == 404:  # Ollama's /api/chat, llama-server's /completion: what is answered here
+            message += f"; this server answers OpenAI's API: {ROUTES} (docs/serve.md)"
+        error = ApiError(exc.status_code, message, code=codes.get(exc.status_code))
         self.log(request, exc.status_code, note=exc.detail)
         return JSONResponse(error.body(), status_code=exc.status_code, headers=exc.headers)
 

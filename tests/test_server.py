@@ -486,6 +486,15 @@ def test_unknown_routes_and_methods_get_error_objects(server):
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
 
 
+@pytest.mark.parametrize("path", ["/api/generate", "/api/chat", "/completion"])
+def test_another_servers_route_names_the_routes_served_here(server, path):
+    """Ollama's POST /api/generate and /api/chat, llama-server's /completion were "POST /api/generate: Not Found",
+    which did not say what this server answers."""
+    message = httpx.post(f"{server.url}{path}", json={"prompt": "hi"}).json()["error"]["message"]
+    assert message.startswith(f"POST {path}: Not Found; this server answers OpenAI's API: ")
+    assert "POST /v1/chat/completions, POST /v1/completions, GET /v1/models" in message
+
+
 def test_the_api_answers_without_the_v1_prefix_too(server, guarded):
     """A client given the base URL http://host:port (no /v1), which llama-server answers, got 404s here."""
     client = openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=60)
