@@ -130,6 +130,14 @@ def test_the_top_level_help_shows_where_to_start():
         assert all(line.split()[1] in commands or line.split()[1] == "COMMAND" for line in lines), lines
 
 
+def test_the_top_level_help_points_users_of_other_tools_to_the_table():
+    """Someone coming from llama.cpp, Ollama, vLLM or simonw/llm found nothing in `specchat --help` about their
+    flags; only an error (after a wrong guess) named docs/usage.md's table."""
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}, terminal_width=200)
+    assert "Coming from llama.cpp, Ollama, vLLM or simonw/llm" in result.stdout
+    assert "docs/usage.md" in result.stdout.split("Coming from")[1]
+
+
 def test_help_as_a_command_shows_the_help():
     """`specchat help run` (git's and cargo's way) said 'No such command' and sent the user to `specchat --help`."""
     wide = {"env": {"COLUMNS": "100"}, "terminal_width": 100}

@@ -165,7 +165,9 @@ app = typer.Typer(
         "# the model pairs, and which are on this machine\nspecchat models\n\n"
         "# does drafting pay on this machine? (5-10 minutes on a 2-core CPU)\n"
         "specchat bench --suite quick -r 1 -n 64\n\n"
-        "specchat COMMAND --help: its options, with examples."
+        "specchat COMMAND --help: its options, with examples.\n\n"
+        "Coming from llama.cpp, Ollama, vLLM or simonw/llm: their flags and commands are answered with "
+        "specchat's own; the table is in docs/usage.md."
     ),
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},  # -h as in llama.cpp, vLLM and most tools
