@@ -654,3 +654,12 @@ def test_simonw_llms_subcommands_of_logs_and_models(isolated, command, needle):
 def test_simonw_llms_o_option(isolated, command, needle):
     """llm's `-o temperature 0.5` was "No such option: -o", which did not say where the temperature goes."""
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize("flag", ["-hf", "--hf-repo", "-hfr"])
+def test_llama_cpps_hf_with_a_pairs_repository_names_the_pair(isolated, flag):
+    """`-hf Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:Q4_K_M` said only that models come as pairs, not which."""
+    result = invoke("run", flag, "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:Q4_K_M", "hi")
+    assert_one_line_error(result, 2, f"{flag} has no equivalent: that repository holds pair qwen2.5-coder-1.5b's")
+    assert "--pair qwen2.5-coder-1.5b" in result.stderr
+    assert_one_line_error(invoke("run", flag, "someone/Other-GGUF", "hi"), 2, f"{flag} has no equivalent: models come")

@@ -185,8 +185,21 @@ def _seed_or_system(command: str, value: str) -> str | None:
     return None
 
 
+def _hub_flag(flag: str) -> Callable[[str, str], str | None]:
+    """llama.cpp's `-hf user/repo[:quant]`: the pair whose target that repository holds, where one does."""
+
+    def check(command: str, value: str) -> str | None:
+        match = HUB_ID.fullmatch(value)
+        pair = _pair_of_repo(match["repo"]) if match else None
+        if pair is None:
+            return None
+        return f"{flag} has no equivalent: that repository holds pair {pair}'s target (--pair {pair})"
+
+    return check
+
+
 # Options specchat lacks whose value says which other tool's was meant -> a check of that value.
-FOREIGN_BY_VALUE = {"-s": _seed_or_system}
+FOREIGN_BY_VALUE = {"-s": _seed_or_system, **{flag: _hub_flag(flag) for flag in ("-hf", "-hfr", "--hf-repo")}}
 
 
 def _pair_named(text: str) -> str | None:
