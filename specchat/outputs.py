@@ -291,11 +291,12 @@ def reply(pipeline: Pipeline, prompt: list[int], request: Request, output: Outpu
     return generation
 
 
-def print_reply_stats(pipeline: Pipeline, request: Request, generation: Generation) -> None:
-    """--stats on stderr: speed, stop, rounds and acceptance; auto's note, what it set aside, threads given up."""
+def print_reply_stats(pipeline: Pipeline, request: Request, generation: Generation, *, mode_note: bool = True) -> None:
+    """--stats on stderr: speed, stop, rounds and acceptance; auto's note (unless mode_note is False: the chat says
+    it once), what it set aside, threads given up."""
     err = stderr_console()
     print_stats(err, generation.stats, request.k, request.label)
-    if request.mode == "auto" and pipeline.mode_note:
+    if mode_note and request.mode == "auto" and pipeline.mode_note:
         note(err, pipeline.mode_note)
     if generation.set_aside:
         note(err, set_aside_note(generation.set_aside))

@@ -88,6 +88,7 @@ class ChatSession(SlashCommands):
         self.conversation = self.log.conversation(system)
         self.totals = Stats()
         self.shown_legend = False
+        self.said_mode_note = False  # --stats: auto's note holds for the session, said with its first reply
 
     # -- one turn ----------------------------------------------------------------------------------------
 
@@ -122,10 +123,13 @@ class ChatSession(SlashCommands):
         generation = reply(self.pipeline, prompt, request, output)
         if self.plain:  # the live view's summary line, as text
             self.console.print(summary_line(generation.stats, request.label))
-        if self.settings.stats:
-            print_reply_stats(self.pipeline, request, generation)
+        unanswered = generation.stats.stop_reason == "interrupted" and not generation.tokens
+        if self.settings.stats and not unanswered:  # '0 tokens, no token' said nothing the next line does not
+            first_auto = request.mode == "auto" and not self.said_mode_note
+            print_reply_stats(self.pipeline, request, generation, mode_note=first_auto)
+            self.said_mode_note = self.said_mode_note or first_auto
         self.totals.merge(generation.stats)
-        if generation.stats.stop_reason == "interrupted" and not generation.tokens:
+        if unanswered:
             # Stopped before the first token (a long paste still being read): nothing was answered, and
             # kept, the message would be sent and read again with every later turn
             self.drop_unanswered()

@@ -383,6 +383,44 @@ def test_a_message_stopped_before_its_reply_began_leaves_the_conversation(fake_m
     assert [m.content for m in chat.conversation.messages if m.role == "user"] == ["The right one."]
 
 
+def test_stats_say_nothing_of_a_reply_stopped_before_its_first_token(fake_models, tmp_path, capsys):
+    """`run --stats` in the chat: Ctrl-C before the first token printed '0 tokens in 0.44s, 0.0 tok/s, no token'
+    on stderr, over the line that says the message was left out: there was no reply to give stats of."""
+    import fake_backend
+
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "stop", interrupt_at=1)  # the prompt's own eval
+    with open_pipeline(Options(target_path=target, mode="target"), lambda _m: None) as pipeline:
+        console = Console(file=io.StringIO(), width=100, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="target", stats=True), console, system=None)
+        chat.ask("A wrong paste.")
+    assert "left out of the conversation" in console.file.getvalue()
+    assert capsys.readouterr().err == ""
+
+
+def test_stats_give_autos_note_once_a_session_not_after_every_reply(fake_models, capsys):
+    """`run --stats --mode auto` in the chat repeated auto's one-line note on its choice of drafters after every
+    reply, though it says the same for the whole session."""
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, draft = fake_models
+    options = Options(target_path=target, draft_path=draft, mode="auto", use_tuning=False, n_ctx=1024)
+    with open_pipeline(options, lambda _m: None) as pipeline:
+        console = Console(file=io.StringIO(), width=100, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="auto", stats=True), console, system=None)
+        chat.ask("Name three colours.")
+        chat.ask("And two more.")
+        chat.command("/spec off")
+        chat.ask("And one more.")
+        chat.command("/spec on")
+        chat.ask("The last one.")
+    err = capsys.readouterr().err
+    assert err.count("stop: eog") == 4 and err.count(pipeline.mode_note) == 1
+
+
 def test_a_system_prompt_too_long_for_the_context_is_named_in_the_hint(fake_models, tmp_path):
     """ "Hi" with a system prompt that fills the context: the hint said "shorten it" (the message), not the
     system prompt that takes the room."""
