@@ -168,9 +168,22 @@ class Recorder:
         try:
             loaded = load_conversation(expand_home(what))
         except OSError as exc:
+            if isinstance(exc, FileNotFoundError) and what[:1] in ("-", "+") and whole_number(what[1:]) is not None:
+                raise self._no_such_id(what) from None
             raise TranscriptError(f"cannot read {what}: {reason(exc)}", hint=_load_hint(exc)) from None
         self.restart()
         return loaded, what
+
+    def _no_such_id(self, what: str) -> LogError:
+        """/load -1, as a list's last item: it read as a file name ("cannot read -1: No such file"). The ids
+        are the log's own numbers; the hint names the latest, which is what -1 meant."""
+        try:
+            newest = latest(self.path)
+        except LogError as exc:  # none logged yet, or a log it cannot read: said as it is
+            hint = exc.message
+        else:
+            hint = f"the latest is {newest}: /load {newest}"
+        return LogError(f"no conversation {what}: the ids are the numbers `specchat logs` lists", hint=hint)
 
     def gave_way(self, count: int) -> None:
         """The conversation's `count` oldest messages left it (chat.fit_conversation): the ones logged

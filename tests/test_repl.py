@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from specchat.chat import Message
+from specchat.chat import Conversation, Message
 from specchat.repl import ChatSession, ChatSettings
 from specchat.transcript import save_conversation
 
@@ -200,13 +200,34 @@ def test_save_and_load_take_a_quoted_path(tmp_path):
 
 
 def test_load_of_a_missing_file_says_what_load_takes(tmp_path):
-    """/load -1 or a mistyped name said only "cannot read -1: No such file or directory", no hint."""
+    """A mistyped name said only "cannot read x.json: No such file or directory", no hint."""
     chat, out = session()
-    assert chat.command(f"/load {tmp_path / 'missing.json'}") and chat.command("/load -1")
+    assert chat.command(f"/load {tmp_path / 'missing.json'}")
     said = " ".join(out.getvalue().split())
-    hint = "(/load ID: a conversation from `specchat logs`; /load FILE: one saved with /save FILE.json)"
-    assert said.count(hint) == 2
-    assert "cannot read -1: No such file or directory" in said
+    assert "(/load ID: a conversation from `specchat logs`; /load FILE: one saved with /save FILE.json)" in said
+
+
+LOGGED = {"pair": None, "target": "t.gguf", "draft": None, "mode": "target", "label": "x", "settings": {}, "stats": {}}
+
+
+def test_load_of_a_negative_number_says_ids_are_what_logs_lists_and_names_the_latest(tmp_path):
+    """/load -1 (the last one, as a list index) was read as a file name: "cannot read -1: No such file or
+    directory", as if the user had meant a file. It is no id; the hint names the latest conversation."""
+    from specchat.logstore import Recorder
+
+    chat, out = session()
+    chat.log = Recorder(True, tmp_path / "logs.db")
+    assert chat.command("/load -1")
+    said = " ".join(out.getvalue().split())
+    assert "no conversation -1: the ids are the numbers `specchat logs` lists (no conversation is logged yet)" in said
+    for _turn in range(2):
+        Recorder(True, tmp_path / "logs.db").record(
+            Conversation(None, [Message("user", "Hi."), Message("assistant", "Hello.")]), LOGGED
+        )
+    assert chat.command("/load -1")
+    said = " ".join(out.getvalue().split())
+    assert "no conversation -1: the ids are the numbers `specchat logs` lists (the latest is 2: /load 2)" in said
+    assert "No such file" not in said
 
 
 def test_load_of_a_file_it_may_not_read_says_so_not_what_load_takes(tmp_path, monkeypatch):
