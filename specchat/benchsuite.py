@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import UsageError
+from .view import note, stderr_console
 
 CATEGORIES = ("code", "code-edit", "structured", "chat", "summarize", "revision")
 SUITES = {
@@ -142,6 +143,8 @@ def _read_bounded(path: Path, kind: str) -> bytes:
             return handle.read(MAX_JSONL_BYTES + 1)
     if sys.stdin is None:  # closed (`<&-`): Python has no stdin at all
         raise UsageError(f"--{kind} - reads stdin, which is closed", hint=f"e.g. specchat bench --{kind} - < FILE")
+    if sys.stdin.isatty():  # typed on a terminal, it waited as cat does, without a word: it looked hung
+        note(stderr_console(), f"reading --{kind} from standard input, one JSON object a line; end it with Ctrl-D")
     return sys.stdin.buffer.read(MAX_JSONL_BYTES + 1)
 
 

@@ -23,7 +23,7 @@ from .outputs import LiveOutput, Output, Request, TextOutput, print_reply_stats,
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
-from .view import stderr_console, summary_line
+from .view import note, stderr_console, summary_line
 
 MAX_STDIN_BYTES = 1_000_000  # documented in docs/usage.md: larger input is refused, not truncated
 
@@ -189,7 +189,8 @@ def read_system(system: str | None) -> str | None:
     """The system prompt: `--system -` read from stdin (once check_system() has let it through)."""
     if system != "-":
         return system
-    text = _read_stream()  # the file's trailing newlines are no part of it, as with --system "$(cat FILE)"
+    # the file's trailing newlines are no part of it, as with --system "$(cat FILE)"
+    text = _read_stream("the system prompt")
     return None if text is None else text.rstrip("\r\n")
 
 
@@ -206,9 +207,11 @@ def _read_stdin() -> str | None:
     return _read_stream()
 
 
-def _read_stream() -> str | None:
+def _read_stream(what: str = "the prompt") -> str | None:
     if sys.stdin is None:
         return None
+    if sys.stdin.isatty():  # `run -` typed on a terminal waited as cat does, without a word: it looked hung
+        note(stderr_console(), f"reading {what} from standard input; end it with Ctrl-D")
     try:
         data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     except OSError as exc:  # opened for writing only (`0>FILE`), a terminal that has gone (EIO)

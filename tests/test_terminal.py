@@ -214,6 +214,37 @@ def test_fake_one_shot_ctrl_c_restores_the_terminal(tmp_path):
     assert_ctrl_c_during_a_reply_restores_the_terminal(args, tmp_path, fake_env(tmp_path))
 
 
+@pytest.mark.parametrize(("args", "what"), [("-", "the prompt"), ("--system - 'Hi.'", "the system prompt")])
+def test_fake_a_dash_on_a_terminal_says_what_it_reads_and_how_to_end_it(tmp_path, args, what):
+    """`specchat run -` typed on a terminal (by mistake, or to type a prompt of several lines) waited for stdin as
+    cat does, without a word: it looked hung. A line on stderr says what it reads and that Ctrl-D ends it."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target {args}", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(f"reading {what} from standard input; end it with Ctrl-D")
+        child.send("Be brief.\n")
+        child.sendeof()
+        child.expect_exact("That is all.")
+        expect_exit(child, "0")
+    finally:
+        child.close(force=True)
+
+
+def test_fake_bench_prompts_dash_on_a_terminal_says_what_it_reads(tmp_path):
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --modes ngram --prompts -", tmp_path, fake_env(tmp_path), "bench")
+    try:
+        child.expect_exact("reading --prompts from standard input, one JSON object a line; end it with Ctrl-D")
+        child.sendeof()
+        expect_exit(child, "2")  # nothing read: "--prompts is empty"
+    finally:
+        child.close(force=True)
+
+
 def test_fake_ctrl_z_during_a_reply_shows_the_cursor_and_fg_goes_on(tmp_path):
     """Ctrl-Z during a reply stopped specchat with the live view's cursor hidden: the shell it went back to had
     no cursor until the reply, continued with `fg`, ended. (`set -m`: job control, as an interactive shell has.)"""
