@@ -30,7 +30,7 @@ def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, mod
     from .bench import BENCH_MODES
 
     if fmt not in FORMATS:
-        raise UsageError(f"unknown --format '{fmt}'", hint=", ".join(FORMATS))
+        raise UsageError(f"unknown --format '{fmt}'", hint=f"choose one of: {', '.join(FORMATS)}")
     _check_suffix(fmt, output)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot}: use a .png or .svg file name", hint="e.g. --plot bench.svg")

@@ -171,18 +171,14 @@ class SlashCommands:
         self._say("speculation " + (f"on: {self.settings.label}" if value else "off: target alone"))
 
     def _cmd_mode(self, arg: str) -> None:
-        name = arg if arg in modes.MODES else arg.lower()
-        usage = f"usage: /mode {'|'.join(self._modes_here())}"
+        name = arg.lower()  # as --mode takes it: `/mode NGRAM` was refused as "(lower case)"
         if name not in modes.MODES:
-            self._say(usage, "yellow")
+            self._say(f"usage: /mode {'|'.join(self._modes_here())}", "yellow")
             return
-        if not self.pipeline.available(name):  # said before "lower case": spec would be refused too
+        if not self.pipeline.available(name):
             self._say(f"mode {name} is not available in this session (start with --mode {name})", "yellow")
             return
-        if name != arg:
-            self._say(f"{usage} (lower case)", "yellow")
-            return
-        self.settings.mode, self.settings.spec = arg, True
+        self.settings.mode, self.settings.spec = name, True
         self._say(f"mode: {self.settings.label}")
 
     def _cmd_rejected(self, arg: str) -> None:

@@ -51,6 +51,15 @@ def bench_run(fake_pair):
     return result, out, plot
 
 
+def test_bench_takes_its_words_in_capitals(fake_pair):
+    """`bench -f CSV --modes NGRAM --turns FIRST --suite TINY` was refused word by word ("unknown --format 'CSV'")."""
+    _folder, files = fake_pair
+    result = runner.invoke(app, ["bench", *files, "--suite", "TINY", "-r", "1", "-n", "4", "--modes", "NGRAM",
+                                 "--turns", "First", "-f", "CSV"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("category,") and ",ngram k=" in result.stdout
+
+
 def test_bench_json_has_every_field(bench_run):
     result, out, plot = bench_run
     assert result.exit_code == 0, result.output

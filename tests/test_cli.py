@@ -405,6 +405,27 @@ def test_a_byte_order_mark_on_stdin_is_not_part_of_the_prompt(files):
     assert_one_line_error(invoke("run", *files, "-", input="\ufeff\n"), 2, "the prompt is empty")
 
 
+def test_a_format_and_a_mode_in_capitals_are_taken(files):
+    """`-f JSON` and `--mode Target` were "unknown --format 'JSON'": users of other tools type them in any case."""
+    payload = run_json(*files, "--mode", "Target", "-f", "JSON", "-n", "4", input="Hi.")
+    assert payload["mode"] == "target" and payload["label"] == "target alone"
+
+
+def test_every_option_that_takes_one_of_a_few_words_takes_them_in_any_case():
+    """Each command's word-valued options (--format, --mode, --modes, --to, --turns, --suite) take capitals, as
+    `-f JSON` above; --history is none or a FILE, whose name keeps its case."""
+    from typer.main import get_command
+
+    words = {"--format", "--mode", "--modes", "--to", "--turns", "--suite"}
+    seen = set()
+    for name, command in get_command(app).commands.items():
+        for param in command.params:
+            if words & set(param.opts):
+                seen.add((name, param.opts[0]))
+                assert param.callback(None, param, "Word") == "word", f"{name} {param.opts[0]}"
+    assert {("run", "--mode"), ("serve", "--mode"), ("bench", "--modes"), ("export", "--to")} <= seen
+
+
 def test_json_has_text_settings_and_stats(files):
     payload = run_json(*files, "--mode", "spec", "--json", "-n", "12", input="Name three prime numbers.")
     assert payload["text"] == reply_to("Name three prime numbers.")[:12]

@@ -39,6 +39,15 @@ def value(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
 
 
+def test_to_and_mode_in_capitals_are_taken(fake_models, seed_tuning):
+    """`export --to VLLM --mode SPEC` was "unknown --to 'VLLM'"."""
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    result = run_export("--to", "VLLM", "--mode", "Spec", "--target", str(target), "--draft", str(draft), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["to"] == "vllm"
+
+
 def test_llama_server_draft_model_from_tuning(fake_models, seed_tuning):
     target, draft = fake_models
     seed_tuning(target, draft)  # GPU-like costs: the draft model pays

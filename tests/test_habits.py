@@ -521,6 +521,7 @@ def test_a_glued_value_is_judged_on_clicks_own_options_too():
     count, name = click.Option(["-k"], type=int), click.Option(["-o"], type=str)
     assert not hasattr(count, "get_runtime_param")
     assert _takes(count, "4") and not _takes(count, "vu") and _takes(name, "t")
+    assert _takes(click.Option(["--format", "-f"], type=str), "JSON")  # -fJSON: taken in any case, as -f JSON
 
 
 @pytest.mark.parametrize("args", [["-ot", "exps=CPU"], ["-otd", "x"], ["-ot", "0", "hi"]])

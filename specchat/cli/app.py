@@ -188,6 +188,12 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
     return fixed
 
 
+def lower_case(value: str) -> str:
+    """An option that takes one of a few lower-case words (--format, --mode, --to): `-f JSON`, as users of other
+    tools type them, was "unknown --format 'JSON'". No two of the words differ in case alone."""
+    return value.lower()
+
+
 # Options that several commands share, declared once.
 Opt = typer.Option
 Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]

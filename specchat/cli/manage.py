@@ -18,6 +18,7 @@ from .app import (
     Target,
     app,
     given,
+    lower_case,
     one_pair,
     stderr_console,
     utf8_text,
@@ -115,11 +116,11 @@ EXPORT_K_HELP = (
 @app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")
 def export(
     ctx: typer.Context,
-    to: Annotated[str, Opt("--to", help="llama-server or vllm.")],
+    to: Annotated[str, Opt("--to", help="llama-server or vllm.", callback=lower_case)],
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP)] = "auto",
+    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP, callback=lower_case)] = "auto",
     draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=EXPORT_K_HELP)] = None,
     n_ctx: Ctx = 4096,
     threads: Annotated[int, Opt("--threads", min=0, help="The server's -t (0 = all usable cores, more capped).")] = 0,

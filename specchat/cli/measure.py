@@ -31,6 +31,7 @@ from .app import (
     finite,
     given,
     load_pipeline,
+    lower_case,
     make_options,
     one_pair,
     stderr_console,
@@ -74,7 +75,7 @@ def bench(
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    suite: Annotated[str, typer.Option(help=SUITE_HELP)] = "default",
+    suite: Annotated[str, typer.Option(help=SUITE_HELP, callback=lower_case)] = "default",
     prompts: Annotated[
         Path | None,
         Opt(
@@ -84,9 +85,13 @@ def bench(
             help="JSONL prompts (Spec-Bench format; - reads stdin).",
         ),
     ] = None,
-    turns: Annotated[str, Opt("--turns", help="Measure every turn of a record (all) or only the first.")] = "all",
+    turns: Annotated[
+        str, Opt("--turns", help="Measure every turn of a record (all) or only the first.", callback=lower_case)
+    ] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
-    modes: Annotated[str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.")] = "spec,ngram,auto",
+    modes: Annotated[
+        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=lower_case)
+    ] = "spec,ngram,auto",
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
     max_tokens: MaxTokens = 128,
@@ -101,7 +106,9 @@ def bench(
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.")] = "table",
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.", callback=lower_case)
+    ] = "table",
     output: Annotated[
         Path | None,
         typer.Option(

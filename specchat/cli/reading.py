@@ -68,7 +68,7 @@ def _takes(param, value: str) -> bool:
     except Exception:  # Click's BadParameter, or a parser's UsageError (`-o=x`)
         return False
     words = _words(param.opts[0])
-    return words is None or value in words
+    return words is None or value.lower() in words  # as the option's callback (app.lower_case) takes it
 
 
 def _words(option: str) -> set[str] | None:
