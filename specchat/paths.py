@@ -92,10 +92,7 @@ class NotAFolder(NotADirectoryError):
             self.hint = f"mount the disk it leads to, or fix or remove the link, or {where}"
             return
         super().__init__(errno.ENOTDIR, f"{blocker} is not a directory")
-        named = _set_to(blocker)
-        self.hint = (
-            f"{named} names this file: set it to a folder" if named else f"remove or rename that file, or {where}"
-        )
+        self.hint = _set_to(blocker, folder) or f"remove or rename that file, or {where}"
 
     def __str__(self) -> str:
         return self.strerror
@@ -125,11 +122,19 @@ def folder_hint(exc: BaseException, default: str) -> str:
     return exc.hint if isinstance(exc, NotAFolder) else default
 
 
-def _set_to(path: Path) -> str | None:
-    """The SPECCHAT_*_DIR variable set to `path` itself: a file the user gave as the folder (a model's file as
-    SPECCHAT_MODELS_DIR), which "remove or rename that file" told them to delete."""
-    names = [f"SPECCHAT_{name}_DIR" for name in ("DATA", "MODELS", "CONFIG", "CACHE", "STATE")]
-    return next((name for name in names if os.environ.get(name) and _from_env(name, "") == path), None)
+def _set_to(blocker: Path, folder: Path) -> str | None:
+    """The hint where a SPECCHAT_*_DIR variable that holds `folder` names the file `blocker` (a model's file as
+    SPECCHAT_MODELS_DIR), or a folder inside it (~/m.gguf/sub): "remove or rename that file" told the user to
+    delete what they named. None where no variable does."""
+    for name in (f"SPECCHAT_{name}_DIR" for name in ("DATA", "MODELS", "CONFIG", "CACHE", "STATE")):
+        value = _from_env(name, "") if os.environ.get(name) else None
+        if value is None or (value != folder and value not in folder.parents):
+            continue
+        if value == blocker:
+            return f"{name} names this file: set it to a folder"
+        if blocker in value.parents:
+            return f"{name} passes through the file {blocker}: set it to a folder"
+    return None
 
 
 def moved_by(folder: Path) -> str | None:

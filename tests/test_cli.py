@@ -1175,6 +1175,20 @@ def test_models_names_a_directory_in_a_files_place(isolated):
     assert needle in problems[("pa", "draft")] and needle in problems[("pb", "draft")]
 
 
+def test_models_dir_set_below_a_file_names_the_file_and_not_its_removal(isolated, monkeypatch):
+    """SPECCHAT_MODELS_DIR=~/m.gguf/sub (a model's file above the folder named) was told "remove or rename that
+    file": the user's model. The variable is what to change."""
+    blocker = isolated / "m.gguf"
+    blocker.write_text("kept")
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(blocker / "sub"))
+    warnings = [line for line in invoke("models").stderr.splitlines() if line.strip()]
+    assert (
+        len(warnings) == 1
+        and f"SPECCHAT_MODELS_DIR passes through the file {blocker}: set it to a folder" in warnings[0]
+    )
+    assert "remove" not in warnings[0] and blocker.read_text() == "kept"
+
+
 def test_models_names_a_file_where_the_models_directory_should_be(isolated, monkeypatch):
     """SPECCHAT_MODELS_DIR naming a file (a model file, say): every model showed as simply not present, and
     --verify passed (exit 0), as if the folder were only empty."""

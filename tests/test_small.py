@@ -296,10 +296,12 @@ def test_a_file_in_place_of_a_folder_is_named_with_a_hint(tmp_path, monkeypatch,
     with pytest.raises(NotAFolder) as err:
         make_dirs(data_dir() / "history")
     assert str(err.value) == err.value.strerror == f"{blocker} is not a directory"
-    # The variable names the file itself: "remove or rename that file" told the user to delete what they named.
-    told = "SPECCHAT_DATA_DIR names this file: set it to a folder"
+    # The variable names the file, or a folder in it: "remove or rename that file" told the user to delete what
+    # they named (a model's file, in SPECCHAT_MODELS_DIR=~/m.gguf/sub)
     assert err.value.hint == (
-        told if where == "the folder" else "remove or rename that file, or set SPECCHAT_DATA_DIR to another folder"
+        "SPECCHAT_DATA_DIR names this file: set it to a folder"
+        if where == "the folder"
+        else f"SPECCHAT_DATA_DIR passes through the file {blocker}: set it to a folder"
     )
     assert isinstance(err.value, OSError) and blocker.read_text() == "kept"
     other = tmp_path / "other"
