@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from contextlib import ExitStack
 
 from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from .speculative import Stats
-from .view import footer, redrawn, visible
+from .view import cursor_kept_hidden, footer, redrawn, visible
 
 STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 
@@ -50,15 +51,18 @@ class ReplyView:
         self.live = Live(
             console=console, auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False
         )
+        self._started = ExitStack()  # the live region's stop, last
         self._frame: RenderableType = Text()  # what the live region shows
         self._drawn: tuple[int, list[int]] = (0, [])  # the width it was drawn at, and its lines' lengths
 
     def __enter__(self) -> ReplyView:
         self.live.start()
+        self._started.callback(self.live.stop)
+        self._started.enter_context(cursor_kept_hidden(self.console))  # again on `fg` after Ctrl-Z
         try:
             self._refresh()
         except BaseException:  # Ctrl-C while the first frame is drawn: a Live left started nests the next one
-            self.live.stop()
+            self._started.close()
             raise
         return self
 
@@ -66,7 +70,7 @@ class ReplyView:
         try:
             self._after_resize()
         finally:  # even on a Ctrl-C here: a Live left started nests the next one
-            self.live.stop()  # transient: the footer goes, then the last partial line is printed for good
+            self._started.close()  # transient: the footer goes, then the last partial line is printed for good
         if self.partial.plain:
             with self.console:
                 self._print_line()

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 
 from rich.console import Console
 from rich.progress import (
@@ -128,6 +128,27 @@ def silence_stdout() -> None:
         pass
 
 
+# The terminals (file descriptors) whose cursor a live region holds hidden now: after Ctrl-Z it was shown for the
+# shell, and on `fg` the region drew on with it shown, blinking over the footer, until it ended
+_HIDDEN_CURSORS: list[int] = []
+
+
+@contextmanager
+def cursor_kept_hidden(console: Console) -> Iterator[None]:
+    """Around a started Rich Live (which hid the cursor on a terminal): on `fg` after Ctrl-Z it is hidden again."""
+    try:
+        fd = console.file.fileno() if console.is_terminal else None
+    except (OSError, ValueError, AttributeError):
+        fd = None
+    if fd is not None:
+        _HIDDEN_CURSORS.append(fd)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            _HIDDEN_CURSORS.remove(fd)
+
+
 def restore_terminal() -> None:
     """After Ctrl-C: colours reset, cursor shown (a live region may have hidden it)."""
     if sys.stderr.isatty():
@@ -165,6 +186,8 @@ def restore_terminal_when_killed() -> None:
         signal.signal(signum, restore_and_stop)
         with suppress(Exception):
             _put_back(during)
+            for fd in _HIDDEN_CURSORS:
+                os.write(fd, b"\x1b[?25l")
 
     handlers = {"SIGTERM": restore_and_die, "SIGHUP": restore_and_die, "SIGQUIT": restore_and_die}
     handlers["SIGTSTP"] = restore_and_stop
@@ -294,7 +317,7 @@ def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int]
         *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=not shown
     )
     task = progress.add_task("warming up", total=total)
-    with progress:
+    with progress, cursor_kept_hidden(console) if shown else nullcontext():
         yield lambda description, done, total=None: progress.update(
             task, description=one_line(description), completed=done, total=total
         )

@@ -267,6 +267,31 @@ def test_fake_ctrl_z_during_a_reply_shows_the_cursor_and_fg_goes_on(tmp_path):
         assert child.match.group(1) == "0" and "── " in child.before  # the reply went on to its summary line
     finally:
         child.close(force=True)
+    # After `fg` the live view drew on with the cursor shown, blinking over its footer: hidden again until it ends
+    resumed = (tmp_path / "session.log").read_text(encoding="utf-8").split("STOPPED=")[1].split("── ")[0]
+    assert 0 <= resumed.find("\x1b[?25l") < resumed.find(" tok/s"), "the live view drew with the cursor shown"
+
+
+def test_fake_ctrl_z_during_a_bench_hides_the_cursor_again_on_fg(tmp_path):
+    """The bench's progress bar, stopped with Ctrl-Z and continued with `fg`, drew on with the cursor shown."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", eval_sleep=0.02)
+    env = {**os.environ, **fake_env(tmp_path), "TERM": "xterm-256color", "SPECCHAT_STATE_DIR": str(tmp_path)}
+    bench = f"{sys.executable} -m specchat bench --target {target} --modes ngram -n 2000 -r 1 --suite tiny"
+    child = pexpect.spawn("/bin/bash", ["-c", f"set -m; {bench}; echo STOPPED=$?; fg; echo EXIT=$?"], env=env,
+                          dimensions=(30, 100), encoding="utf-8", timeout=120, preexec_fn=default_signals)  # fmt: skip
+    try:
+        child.expect_exact("\x1b[?25l")  # the bar is up
+        time.sleep(0.3)
+        child.send("\x1a")
+        child.expect_exact("STOPPED=148")
+        child.expect_exact("\x1b[?25l", timeout=10)  # hidden again on `fg`
+        child.sendintr()
+        child.expect(r"EXIT=(\d+)")
+        assert child.match.group(1) == "130"
+    finally:
+        child.close(force=True)
 
 
 def test_fake_ctrl_z_at_the_chat_prompt_stops_it_as_a_shell_would(tmp_path):
