@@ -5,7 +5,7 @@ around the name ("sha256 of", "(PyPI mirror)") and the numbers stay whole."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Column
 from rich.text import Text
 
-from .view import redrawn
+from .view import cursor_kept_hidden, redrawn
 
 BAR_MIN, BAR_MAX = 4, 30
 
@@ -96,14 +96,18 @@ def download_progress(console: Console) -> Iterator[Callable[[str, int], Callabl
         del columns[3], columns[1]
     progress = _BarsLast(*columns, console=console, transient=False, disable=not redrawn(console))
 
+    hidden = ExitStack()
+
     def start(label: str, total: int) -> Callable[[int], None]:
-        if not progress.live.is_started:
+        if not progress.live.is_started and not progress.disable:
             progress.start()  # only when something is downloaded: no empty live region otherwise
+            hidden.enter_context(cursor_kept_hidden(console))  # again on `fg` after Ctrl-Z
         task = progress.add_task(label, total=total)
         return lambda n: progress.advance(task, n)
 
     try:
         yield start
     finally:
+        hidden.close()
         if progress.live.is_started:
             progress.stop()

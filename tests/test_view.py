@@ -476,3 +476,20 @@ def test_a_label_gives_up_the_middle_of_its_file_name(width, shown):
     from specchat.downloadbar import shortened
 
     assert shortened("sha256 of qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", width) == shown
+
+
+def test_a_download_bar_keeps_the_cursor_hidden_after_ctrl_z_and_fg(tmp_path):
+    """After Ctrl-Z (which shows the cursor for the shell) and `fg`, pull's bars drew on with the cursor shown: a
+    started bar registers its terminal, as the reply view and bench's bar do, so that `fg` hides it again."""
+    from specchat import view
+    from specchat.downloadbar import download_progress
+
+    with open(tmp_path / "tty", "w") as file:
+        console = Console(file=file, width=80, force_terminal=True)
+        with download_progress(console) as start:
+            assert view._HIDDEN_CURSORS == []  # nothing drawn before a download starts
+            start("a.gguf (PyPI mirror)", 10)(5)
+            start("b.gguf (PyPI mirror)", 10)(5)
+            held = list(view._HIDDEN_CURSORS)
+            assert held == [file.fileno()]
+        assert view._HIDDEN_CURSORS == []
