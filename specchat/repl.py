@@ -119,8 +119,10 @@ class ChatSession(SlashCommands):
                 verbose=self.settings.verbose,
                 legend=not self.shown_legend,
             )
-            self.shown_legend = self.shown_legend or output.legend
         generation = reply(self.pipeline, prompt, request, output)
+        # shown above a reply stopped before its first token, it named nothing: the next reply shows it again
+        legend_shown = isinstance(output, LiveOutput) and output.legend
+        self.shown_legend = self.shown_legend or (legend_shown and bool(generation.tokens))
         if self.plain:  # the live view's summary line, as text
             self.console.print(summary_line(generation.stats, request.label))
         unanswered = generation.stats.stop_reason == "interrupted" and not generation.tokens

@@ -808,3 +808,22 @@ def test_help_on_a_dumb_terminal_tells_the_ways_of_typing_several_lines_that_wor
     last = out.getvalue().splitlines()[-1]
     assert last == 'Multi-line input: end a line with \\ to go on, or put the message between two """ lines.'
     assert "Esc-Enter" not in out.getvalue() and "Tab" not in out.getvalue()
+
+
+def test_the_legend_comes_again_above_the_first_reply_after_one_stopped_before_it_began(fake_models, tmp_path):
+    """Ctrl-C before the first token of the chat's first reply: the legend had been shown above nothing, and the
+    first real reply came without it (it is shown once)."""
+    import fake_backend
+
+    from specchat.repl import ChatSettings
+    from specchat.runtime import Options, open_pipeline
+
+    target, draft = fake_backend.write_pair(tmp_path / "stop", interrupt_at=1)  # the prompt's own eval
+    with open_pipeline(Options(target_path=target, draft_path=draft, mode="spec"), lambda _m: None) as pipeline:
+        console = Console(file=io.StringIO(), width=100, force_terminal=True)
+        chat = ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None)
+        chat.ask("A wrong paste.")
+        chat.ask("The right one.")
+        chat.ask("And another.")
+    after_the_stop = console.file.getvalue().split("left out of the conversation")[1]
+    assert after_the_stop.count("legend:") == 1
