@@ -163,7 +163,7 @@ def test_usage_md_lists_every_flag_the_table_refuses():
 
     from specchat.cli.habits import FOREIGN
 
-    section = _section("usage.md", "Coming from llama.cpp, Ollama or vLLM")
+    section = _section("usage.md", "Coming from other tools")
     missing = [flag for flag in FOREIGN if f"`{flag}" not in section and f"/{flag}" not in section]
     assert not missing
 

@@ -25,7 +25,7 @@ from .habitvalues import (
 )
 from .reading import Reading
 
-HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from llama.cpp, Ollama or vLLM'"
+HINT = "other tools' flags in specchat: docs/usage.md, 'Coming from other tools'"
 CHAT = "`specchat run` with no prompt is the chat"
 PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampling (temperature, top_p, seed, ...)")
 OWN_OPTIONS = (
