@@ -167,7 +167,7 @@ app = typer.Typer(
         "specchat bench --suite quick -r 1 -n 64\n\n"
         "specchat COMMAND --help: its options, with examples.\n\n"
         "Coming from llama.cpp, Ollama, vLLM or simonw/llm: their flags and commands are answered with "
-        "specchat's own; the table is in docs/usage.md."
+        "specchat's own; the table is in docs/usage.md, 'Coming from other tools'."
     ),
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},  # -h as in llama.cpp, vLLM and most tools
