@@ -2,8 +2,8 @@
 
 app.py holds the app, the options several commands share and the one error boundary; the commands
 are grouped in run.py (run, serve), measure.py (bench, tune) and manage.py (models, pull, logs, export).
-habits.py refuses other tools' flags (habitvalues.py: the values they are given; reading.py: how Click
-reads the arguments); helpfold.py folds the help tables.
+habits.py refuses other tools' flags (habittable.py: which, and what to say; habitvalues.py: the values
+they are given; reading.py: how Click reads the arguments); helpfold.py folds the help tables.
 """
 
 import os
