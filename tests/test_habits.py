@@ -627,6 +627,68 @@ def test_a_one_word_prompt_with_a_colon_or_near_a_pair_is_still_a_prompt(files, 
 
 
 @pytest.mark.parametrize(
+    "prompt",
+    [
+        "qwen2.5-coder: what context size do you have?",  # a pair's name before a colon, then a question
+        "Qwen2.5-7B: hi",
+        "TODO:1b",  # a size-like tag after a word that is no model's name
+        "Exercise:3b",
+        "wait:5m",
+        "ETA:10m",
+        "cost:1.5m",
+        "tools/gguf-split",  # "gguf" in a path
+        "../gguf",
+        "src/a.py",
+    ],
+)
+def test_prompts_that_only_look_like_a_models_name_are_prompts(isolated, prompt):
+    """A reviewer's finds: each of these was refused as Ollama's name for a model or a Hub repository."""
+    from specchat.cli import habits
+
+    habits._positional("run", [prompt])  # no UsageError
+
+
+@pytest.mark.parametrize("word", ["qwen2.5", "llama3.1", "llama3.2:latest"])
+def test_with_a_pair_or_target_given_a_models_name_where_the_prompt_goes_is_the_prompt(files, word):
+    """`run --pair P "qwen2.5"`: with the model given, the word can only be the prompt."""
+    result = invoke("run", *files, word)
+    assert result.exit_code == 0 and word in result.stdout, result.output
+
+
+@pytest.mark.parametrize("path", ["./model.gguf", "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"])
+def test_a_model_files_path_with_a_slash_where_the_prompt_goes_names_target(isolated, path):
+    """`run ./model.gguf` (llama.cpp's -m habit) read as a Hub repository ("models come as pairs here") once the
+    Hub check came first: the file's own hint is --target FILE."""
+    assert_one_line_error(invoke("run", path), 2, "here a model file is --target FILE")
+
+
+def test_a_pairs_repository_after_hf_names_pair_only_where_the_command_has_it(isolated):
+    result = invoke("models", "-hf", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF")
+    assert_one_line_error(result, 2, "pair qwen2.5-coder-1.5b's target (`specchat models` lists it)")
+    assert "--pair" not in result.stderr
+
+
+def test_s_before_another_option_is_no_system_prompt(isolated):
+    """`run -s --temperature 0.5 hi` said 'a system prompt is --system "--temperature"'."""
+    result = invoke("run", "-s", "--temperature", "0.5", "hi")
+    assert result.exit_code == 2 and '--system "--temperature"' not in result.stderr, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (['say "hi" to $HOME now'], """specchat run 'say "hi" to $HOME now'"""),  # pasted back, $HOME stays text
+        (["what is `ls`"], "specchat run 'what is `ls`'"),  # pasted back, ls does not run
+        (["why is the sky blue"], 'specchat run "why is the sky blue"'),
+    ],
+)
+def test_a_hint_that_shows_the_prompt_quotes_it_for_the_shell(isolated, args, shown):
+    """The hint put the prompt in double quotes whatever it held: pasted back, `$HOME` was expanded and a prompt
+    with backticks ran the command in them."""
+    assert_one_line_error(invoke(*args), 2, shown)
+
+
+@pytest.mark.parametrize(
     ("command", "needle"),
     [
         (["logs", "list"], "`specchat logs` takes no subcommand: it lists the logged replies (-n N: the latest N"),

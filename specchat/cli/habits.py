@@ -23,6 +23,7 @@ from .habitvalues import (
     _ollama_model,
     _ollama_name,
     _pair_named,
+    shell_word,
 )
 from .reading import Reading
 
@@ -35,8 +36,7 @@ def check_command(name: str, known: list[str]) -> None:
         raise UsageError(f"no command '{name}': {COMMANDS[name]}", hint="see `specchat --help`")
     if len(name.split()) > 1:  # a command has no space: these are the words of a prompt
         words = name if len(name) <= 60 else f"{name[:59]}…"
-        dashes = "-- " if words.startswith("-") else ""  # a prompt that starts with '-' is no option after --
-        raise UsageError(f"no command '{words}': a prompt goes to run", hint=f'specchat run {dashes}"{words}"')
+        raise UsageError(f"no command '{words}': a prompt goes to run", hint=f"specchat run {_quoted(words)}")
 
 
 def check(command_name: str, params: list, args: list[str]) -> None:
@@ -47,7 +47,8 @@ def check(command_name: str, params: list, args: list[str]) -> None:
     reading = Reading(params)
     scan = _scan(command_name, reading, args[:end])
     if not scan.value_of_unknown:  # `run --bogus x.gguf`: x.gguf may be --bogus's value, no model given as a prompt
-        _positional(command_name, scan.positionals)  # after `--` a word is taken as it is: the way to send any prompt
+        # after `--` a word is taken as it is: the way to send any prompt
+        _positional(command_name, scan.positionals, scan.model_given)
     if scan.unknown:  # `run --bogus 3 hello`: 3 may be --bogus's value; Click's "No such option" is the error
         return
     _several_words(command_name, [*scan.positionals, *args[end + 1 :]])  # `run -- why is the sky blue` too
@@ -64,6 +65,7 @@ class _Scan:
     unknown: bool = False  # an option the command does not have (Click's "No such option")
     foreign_before: str = ""  # another tool's flag, read as the command's letters, right before the first positional
     value_of_unknown: bool = False  # the first positional is right after an unknown option: its value, maybe
+    model_given: bool = False  # --pair, --target or --draft: a word where the prompt goes is the prompt
 
 
 def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
@@ -82,6 +84,7 @@ def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
             index += 1
             continue
         _option(command_name, reading, token, args[index + 1] if index + 1 < len(args) else None)
+        scan.model_given = scan.model_given or _names_a_model(reading, token)
         if token.split("=", 1)[0] in reading.flags:
             flag_at = index
         consumed = reading.consumes(token)  # `-vk 4`: -v, -k 4 (4 is no positional)
@@ -89,6 +92,18 @@ def _scan(command_name: str, reading: Reading, args: list[str]) -> _Scan:
             scan.unknown, unknown_at = True, index if "=" not in token else -2
         index += 1 + (consumed or 0)
     return scan
+
+
+MODEL_OPTIONS = ("--pair", "--target", "--draft")
+
+
+def _names_a_model(reading: Reading, token: str) -> bool:
+    """The token is the command's --pair, --target or --draft (`-p NAME`, `-pNAME`, `--target=FILE` too)."""
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        return name in reading.names and name in MODEL_OPTIONS
+    read = reading.letters(token)
+    return read is not None and read[0] is not None and any(opt in MODEL_OPTIONS for opt in read[0].opts)
 
 
 def _foreign_name(reading: Reading, token: str) -> bool:
@@ -153,24 +168,29 @@ def _glued(command_name: str, token: str, names: set[str], here: bool) -> None:
         return
 
 
-def _positional(command_name: str, positionals: list[str]) -> None:
+def _positional(command_name: str, positionals: list[str], model_given: bool = False) -> None:
     """`specchat run MODEL` (ollama run), `specchat serve MODEL` (vllm serve): a model where a prompt, or
-    nothing, goes; `specchat pull qwen2.5-coder:7b` (ollama pull): Ollama's name for a pair."""
-    if not positionals:
+    nothing, goes; `specchat pull qwen2.5-coder:7b` (ollama pull): Ollama's name for a pair. With a model given
+    (--pair, --target, --draft), run's word is the prompt, unless it is a model file."""
+    if not positionals or command_name not in ("pull", "tune", "run", "serve"):
         return
     first = positionals[0]
-    if command_name not in ("pull", "tune", "run", "serve"):
+    if command_name in ("pull", "tune"):  # their PAIR argument: Ollama's name, or a Hub repository
+        message = _ollama_name(command_name, first) or _hub_repo(command_name, first)
+        if message:
+            raise UsageError(message, hint=HINT)
         return
-    # their PAIR argument (`ollama pull qwen2.5-coder:7b`), or a model where the prompt goes: a Hub repository
-    message = _ollama_name(command_name, first) if command_name in ("pull", "tune") else None
-    message = message or _hub_repo(command_name, first)
+    model = f"{first} reads as a model: here a model file is --target FILE, a pair --pair NAME"
+    if MODEL_FILE.fullmatch(first):  # `./models/x.gguf` too, which is no Hub repository
+        raise UsageError(model, hint=HINT)
+    if model_given and command_name == "run":
+        return
+    message = _hub_repo(command_name, first)
     if message:
         raise UsageError(message, hint=HINT)
-    if command_name in ("pull", "tune"):
-        return
-    # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); a .gguf one is a model
-    if MODEL_FILE.fullmatch(first) if command_name == "run" else _model_like(first):
-        raise UsageError(f"{first} reads as a model: here a model file is --target FILE, a pair --pair NAME", hint=HINT)
+    # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); serve takes no word at all
+    if command_name == "serve" and _model_like(first):
+        raise UsageError(model, hint=HINT)
     pair = _pair_named(first)
     if pair is not None:
         place = "the prompt goes after it" if command_name == "run" else "serve takes no argument"
@@ -187,8 +207,12 @@ def _several_words(command_name: str, positionals: list[str]) -> None:
     if command_name == "run" and len(positionals) > 1:  # Ollama's `run MODEL why is the sky blue` joins them
         words = " ".join(positionals)
         words = words if len(words) <= 60 else f"{words[:59]}…"
-        dashes = "-- " if words.startswith("-") else ""  # a prompt that starts with '-' is no option after --
         raise UsageError(
             f"the prompt is one argument: {len(positionals)} were given",
-            hint=f'quote it: specchat run {dashes}"{words}" ({SEVERAL_WORDS_TOO})',
+            hint=f"quote it: specchat run {_quoted(words)} ({SEVERAL_WORDS_TOO})",
         )
+
+
+def _quoted(words: str) -> str:
+    """The prompt as a shell word, after `--` where it starts with '-' (no option then)."""
+    return f"{'-- ' if words.startswith('-') else ''}{shell_word(words)}"

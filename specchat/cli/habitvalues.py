@@ -1,9 +1,12 @@
-"""The options specchat has whose llama.cpp (or Ollama) meaning differs: a check of the value given them, for
-habits.py (`run -c 4096`: llama.cpp's context size, here --continue with the prompt "4096")."""
+"""Checks of the words typed from another tool's habit, for habits.py: the value given to an option whose
+llama.cpp (or Ollama) meaning differs (`run -c 4096`: llama.cpp's context size, here --continue with the prompt
+"4096"), the value of an option specchat lacks that says which tool's was meant (`-s "be brief"`), and a model's
+name where a prompt or a pair goes (a Hub repository, Ollama's NAME:TAG)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -16,6 +19,12 @@ MODEL_FILE = re.compile(r"\S+\.gguf", re.IGNORECASE)  # one word: "how do I make
 def _model_like(value: str) -> bool:
     """A value that names a model file (or a Hugging Face repository), not a mode, format or pair."""
     return bool(MODEL_FILE.fullmatch(value)) or "/" in value or "\\" in value
+
+
+def shell_word(text: str) -> str:
+    """Text as one shell word that a hint can show and the user paste back: in double quotes where nothing in it
+    means something there, else in single quotes (a `$HOME`, backticks or a quote in a prompt stay text)."""
+    return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)
 
 
 def _continue_number(command: str, value: str) -> str | None:
@@ -33,7 +42,7 @@ def _mode_model(command: str, value: str) -> str | None:
 
 def _pair_prompt(command: str, value: str) -> str | None:
     if command == "run" and any(character.isspace() for character in value):  # pair names have no spaces
-        return f'-p is --pair here; the prompt is the argument: specchat run "{value}"'
+        return f"-p is --pair here; the prompt is the argument: specchat run {shell_word(value)}"
     if command == "bench" and value.isdigit():  # llama-bench's -p N: the prompt's length
         return (
             "-p is --pair here; llama-bench's prompt length has no equivalent: the prompts are --suite's or --prompts'"
@@ -47,17 +56,13 @@ def _pair_prompt(command: str, value: str) -> str | None:
 def _pair_word(value: str) -> None:
     """run's `-p hello`: llama.cpp's -p PROMPT; "unknown pair 'hello'" alone did not say that -p is --pair. A
     model's name or a pair's with a typo keeps the registry's own message (which pair, did you mean)."""
-    from ..registry import load_registry
-
-    registry = None
-    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        registry = load_registry()
+    registry = _registry()
     if registry is None or not value.strip() or value in registry.pairs:  # an empty name: the registry's message
         return
     if registry.holding(value) or registry.near(value):
         return  # a model's name, or a near miss: the registry's message says which pair is meant
     raise UsageError(
-        f"unknown pair '{value}': -p is --pair here; a prompt is the argument: specchat run \"{value}\"",
+        f"unknown pair '{value}': -p is --pair here; a prompt is the argument: specchat run {shell_word(value)}",
         hint=registry.unknown(value).hint,
     )
 
@@ -71,51 +76,56 @@ def _ollama_name(command: str, value: str) -> str | None:
 
 
 # A Hugging Face repository: vLLM's model, llama.cpp's `-hf user/repo[:quant]`, Ollama's `hf.co/user/repo[:quant]`
-HUB_ID = re.compile(r"(?P<host>(?:https?://)?(?:hf\.co|huggingface\.co)/)?(?P<repo>[\w.-]+/[\w.-]+)(?::[\w.-]+)?", re.I)
+# (an owner starts with a letter or digit: `./model.gguf` and `../gguf` are paths)
+HUB_ID = re.compile(
+    r"(?P<host>(?:https?://)?(?:hf\.co|huggingface\.co)/)?(?P<repo>[a-z0-9][\w.-]*/[\w.-]+)(?::[\w.-]+)?", re.I
+)
+AS_PROMPT = "a prompt of that word: specchat run -- WORD"  # after `--` a word is never read as a model
 
 
 def _hub_repo(command: str, word: str) -> str | None:
     """A word that names a Hugging Face repository (a Hub host before it, GGUF in its name, or a pair's target's
-    repository) where a prompt or a pair goes; a one-word prompt like `src/a.py` is none."""
+    repository) where a prompt or a pair goes; a one-word prompt like `src/a.py` or `tools/gguf-split` is none."""
     match = HUB_ID.fullmatch(word)
     if match is None or _pair_named(word) == word:
         return None
     pair = _pair_of_repo(match["repo"])
     if pair is not None:
-        give = {"run": " (the prompt goes after it)", "serve": " (serve takes no argument)"}.get(command, "")
-        return f"{word} is pair {pair}'s Hugging Face repository: give it as {'--pair ' * bool(give)}{pair}{give}"
-    if match["host"] or "gguf" in match["repo"].lower():
-        return f"{word} reads as a Hugging Face repository: models come as pairs here (--pair NAME, `specchat models`)"
+        give = {"run": f"--pair {pair} (the prompt goes after it)", "serve": f"--pair {pair} (serve takes no argument)"}
+        return f"{word} is pair {pair}'s Hugging Face repository: give it as {give.get(command, pair)}"
+    if match["host"] or match["repo"].lower().endswith("gguf"):  # the Hub's GGUF repositories: NAME-GGUF
+        also = f"; {AS_PROMPT}" if command == "run" else ""
+        pairs = "models come as pairs (--pair NAME, `specchat models`)"
+        return f"{word} reads as a Hugging Face repository: {pairs}{also}"
     return None
 
 
 def _pair_of_repo(repo: str) -> str | None:
     """The pair whose target is in that repository (GGUF or original weights); a draft's names no pair to chat with."""
-    from ..registry import load_registry
-
-    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        for pair in sorted(load_registry().pairs.values(), key=lambda pair: pair.name):
-            if repo.lower() in (pair.target.repo.lower(), (pair.target.source_repo or "").lower()):
-                return pair.name
+    registry = _registry()
+    for pair in sorted(registry.pairs.values(), key=lambda pair: pair.name) if registry else ():
+        if repo.lower() in (pair.target.repo.lower(), (pair.target.source_repo or "").lower()):
+            return pair.name
     return None
 
 
-# Ollama's NAME:TAG for a model: its tags are `latest` or a size (`7b`, `3.8b`, `7b-instruct-q4_K_M`)
-OLLAMA_MODEL = re.compile(r"[a-z][\w.-]*:(latest|\d+(\.\d+)?[bm]\b[\w.-]*)", re.IGNORECASE)
+# Ollama's NAME:TAG for a model: a lower-case name, a tag `latest` or a size in billions (`7b`, `3.8b`,
+# `7b-instruct-q4_K_M`); `TODO:1b`, `wait:5m` or `ETA:10m` are words of a prompt
+OLLAMA_MODEL = re.compile(r"[a-z][a-z0-9._-]*:(latest|\d+(\.\d+)?b([-_.][\w.-]*)?)")
 
 
 def _ollama_model(word: str) -> str | None:
     """Ollama's `run MODEL` for a model that is no pair: a NAME:TAG, or a pair's name cut short (qwen2.5-coder,
-    Ollama's 7b). `TODO:fix` or `12:30` stays a prompt."""
-    from ..registry import load_registry
-
-    near = None
-    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        near = load_registry().near(word.split(":")[0])
-    if not OLLAMA_MODEL.fullmatch(word) and near is None:
+    Ollama's 7b). One word only: `qwen2.5-coder: what context do you have?` is a prompt, as `TODO:fix` or `12:30`."""
+    if not re.fullmatch(r"[\w.:-]+", word):
+        return None
+    registry = _registry()
+    near = registry.near(word.split(":")[0]) if registry is not None else None
+    if near is None and not OLLAMA_MODEL.fullmatch(word):
         return None
     guess = f" (did you mean --pair {near}?)" if near else ""
-    return f"{word} reads as Ollama's name for a model: here a pair is --pair NAME, see `specchat models`{guess}"
+    said = f"{word} reads as Ollama's name for a model: here a pair is --pair NAME (`specchat models`)"
+    return f"{said}{guess}; {AS_PROMPT}"
 
 
 def _format_file(command: str, value: str) -> str | None:
@@ -176,10 +186,10 @@ FOLLOWED_BY = {
 
 def _seed_or_system(command: str, value: str) -> str | None:
     """-s: llama.cpp's seed, a number; simonw/llm's system prompt, words (`-s "be brief"`)."""
-    if re.fullmatch(r"-?\d+", value):
+    if re.fullmatch(r"-?\d+", value) or value.startswith("-"):  # a seed, or the next option (`-s --temperature`)
         return None
     if command == "run":
-        return f'-s is not an option here: a system prompt is --system "{value}" (a seed: --seed N)'
+        return f"-s is not an option here: a system prompt is --system {shell_word(value)} (a seed: --seed N)"
     if command == "serve":
         return "-s has no equivalent in serve: each request's messages carry its system prompt"
     return None
@@ -193,10 +203,13 @@ def _hub_flag(flag: str) -> Callable[[str, str], str | None]:
         pair = _pair_of_repo(match["repo"]) if match else None
         if pair is None:
             return None
-        return f"{flag} has no equivalent: that repository holds pair {pair}'s target (--pair {pair})"
+        way = "`specchat models` lists it" if command in NO_PAIR_OPTION else f"--pair {pair}"
+        return f"{flag} has no equivalent: that repository holds pair {pair}'s target ({way})"
 
     return check
 
+
+NO_PAIR_OPTION = ("models", "logs")  # the commands without --pair
 
 # Options specchat lacks whose value says which other tool's was meant -> a check of that value.
 FOREIGN_BY_VALUE = {"-s": _seed_or_system, **{flag: _hub_flag(flag) for flag in ("-hf", "-hfr", "--hf-repo")}}
@@ -204,13 +217,17 @@ FOREIGN_BY_VALUE = {"-s": _seed_or_system, **{flag: _hub_flag(flag) for flag in 
 
 def _pair_named(text: str) -> str | None:
     """The pair that a one-word text names: its name, or Ollama's NAME:TAG for it (qwen2.5-coder:1.5b)."""
-    if not re.fullmatch(r"[\w.:-]+", text):
-        return None
+    registry = _registry() if re.fullmatch(r"[\w.:-]+", text) else None
+    for name in (text, text.replace(":", "-")) if registry else ():
+        if name in registry.pairs:
+            return name
+    return None
+
+
+def _registry():
+    """models.toml's pairs, or None where an overlay is broken: that is said where the pair is looked up."""
     from ..registry import load_registry
 
-    with suppress(SpecchatError):  # a broken overlay is said where the pair is looked up
-        pairs = load_registry().pairs
-        for name in (text, text.replace(":", "-")):
-            if name in pairs:
-                return name
+    with suppress(SpecchatError):
+        return load_registry()
     return None
