@@ -79,7 +79,7 @@ class Segment:
 
 @dataclass(frozen=True)
 class Update:
-    """One streamed step of a reply: the round (None for the final flush), its text, the stats so far."""
+    """One streamed step of a reply: the round (None: text with no round of its own), its text, the stats so far."""
 
     round: Round | None
     segments: list[Segment]
@@ -165,7 +165,8 @@ class Pipeline:
         expected: Sequence[int] = (),
     ) -> Generation:
         """Run the loop; on_update streams each round as styled text segments with the stats so far.
-        The last update has round None: it flushes bytes held back to keep a UTF-8 character whole.
+        A character split over tokens comes whole with the round that ends it; one that max_tokens left unfinished
+        never comes (textstream.py).
         cancel (the server's): once set, the loop stops as on Ctrl-C; whoever sets it sets the interrupt too.
         expected: tokens the reply is expected to hold (an API client's `prediction`), for prompt lookup."""
         stream = TextStream(self.target)
