@@ -111,6 +111,26 @@ def test_lossless_check_ran(bench_run):
     assert lossless["equal"] + lossless["near-tie"] == lossless["checked"]
 
 
+def test_bench_md_names_every_key_of_the_json_report(bench_run):
+    """`-f json` is what a script reads, and docs/bench.md named a few of its keys here and there (`turn`,
+    `skipped`, `cost_model.ceiling`); `samples`, `lossless`, `meta.files` and most others nowhere."""
+    from dataclasses import fields
+
+    from specchat.benchturns import Skipped
+
+    _, out, _ = bench_run
+    data = json.loads(out.read_text())
+    meta, near = data["meta"], Sample("1", "code", "k=1", 1, 0, 1.0, 1, 1.0, 0.1, 1, 1, 0, 0.1, 0.1, [1], [0])
+    near.lossless = "near-tie"
+    objects = [data, meta, meta["machine"], meta["files"]["target"], meta["settings"], data["cost_model"]]
+    objects += [data["cost_model"]["ceiling"], data["summary"][0], data["lossless"], data["samples"][0]]
+    objects += [BenchResult(samples=[near]).lossless_summary()["details"][0], {f.name: 0 for f in fields(Skipped)}]
+    text = (Path(__file__).parent.parent / "docs" / "bench.md").read_text(encoding="utf-8")
+    start = text.index("\n### The JSON report\n")
+    named = set(re.findall(r"`\"?([\w-]+)\"?`", text[start : text.index("\n## ", start)]))
+    assert {key for data in objects for key in data} - named == set()
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
