@@ -951,6 +951,15 @@ def test_version_after_the_command_says_where_it_goes(isolated, command):
     assert "specchat --version" in result.stderr and "Possible options" not in result.stderr
 
 
+@pytest.mark.parametrize(("flag", "fmt"), [("--json", "json"), ("--jsonl", "jsonl")])
+def test_bench_json_names_the_format_option(isolated, flag, fmt):
+    """run, tune, export, logs and models take --json; `bench --json` was "No such option: --json (Possible
+    options: --ks)", offering draft lengths for a report format."""
+    result = invoke("bench", flag)
+    assert_one_line_error(result, 2, f"bench has no {flag}: its report is -f {fmt}")
+    assert "Possible options" not in result.stderr and "-o FILE" in result.stderr
+
+
 @pytest.mark.parametrize(("args", "needle"), [(["-v"], "No such option: -v"), (["--debug=1", "run"], "'--debug'")])
 def test_a_bad_root_option_is_one_line_too(isolated, args, needle):
     """`specchat -v` (llama.cpp's verbose) or `--debug=1` was Typer's boxed panel with a usage line, where

@@ -130,6 +130,10 @@ def _say_usage(exc: Exception, command: str) -> None:
         message, hint = "--debug goes before the command", f"{DEBUG_USAGE} (or SPECCHAT_DEBUG=1)"
     elif root_option == "--version":  # Click offered the command's --json or --verbose, which print no version
         message, hint = "--version goes before the command", "`specchat --version`"
+    elif command == "specchat bench" and root_option in ("--json", "--jsonl"):  # the other commands' habit
+        fmt = root_option.removeprefix("--")  # Click offered --ks, a draft length, for a report format
+        message = f"bench has no {root_option}: its report is -f {fmt}"
+        hint = f"`specchat bench -f {fmt}`, or -o FILE.{fmt} for a file"
     print_error(stderr_console(), message, hint)
 
 
