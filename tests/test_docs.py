@@ -150,6 +150,9 @@ def test_usage_md_names_every_key_of_logs_json_and_no_other(fake_models):
     text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     start = text.index("`specchat logs --json` gives")
     assert _keys_in_braces(text[start : text.index("}", start)]) == set(row)
+    # each explained after the list, not only listed: id, created, pair, label, ... were not (null meant what?)
+    explained = text[text.index("}", start) : text.index("\n* ", start)]
+    assert {key for key in row if f"`{key}`" not in explained} == set()
 
 
 def _run_params() -> dict[str, click.Parameter]:
