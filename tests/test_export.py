@@ -77,6 +77,18 @@ def test_json_help_names_every_key_of_the_object(fake_models, seed_tuning):
     assert listed.group(1).split(", ") == list(made)
 
 
+def test_serve_md_names_every_key_of_speculation(fake_models):
+    """docs/serve.md listed `speculation` among --json's keys and named its `why` and `k` in passing; `method`,
+    which says whether the command drafts with the draft model, and its values were in no doc."""
+    target, draft = fake_models
+    exported = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json")
+    made = json.loads(exported.stdout)
+    text = (Path(__file__).parent.parent / "docs" / "serve.md").read_text(encoding="utf-8")
+    start = text.index('`{"to", "command", "argv", "speculation", "notes"}`')
+    named = set(re.findall(r"`\"?(\w+)\"?`", text[start : text.index("\n\n", start)]))
+    assert set(made["speculation"]) | {"draft", "ngram"} <= named
+
+
 def test_ngram_when_the_draft_model_cannot_pay(fake_models, seed_tuning):
     target, draft = fake_models
     seed_tuning(target, draft, CPU_COSTS, threads=1)  # tuning is per thread count, as for run
