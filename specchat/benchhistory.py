@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .benchsuite import check_text, json_line, jsonl_lines, read_jsonl, shown
 from .errors import UsageError
+from .paths import expand_home
 
 NONE = "none"
 ROLES = ("user", "assistant")  # what the log's history indexes too (history._new_messages)
@@ -40,7 +41,7 @@ def load(value: str, modes: list[str]) -> Past | None:
         return None
     if not value:  # `--history "$FILE"` with FILE unset: Path("") is ".", "a directory"
         raise UsageError("--history is empty", hint="give none or a JSONL FILE (- : stdin), or leave --history out")
-    path = Path(value)
+    path = expand_home(value)  # as --prompts: a ~ the shell left alone is the home directory
     if "suffix" not in modes and "auto" not in modes:
         raise UsageError(
             f"--history {value}: only the suffix and auto variants draft from a history, and --modes has neither",

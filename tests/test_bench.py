@@ -246,6 +246,20 @@ def test_prompts_from_stdin(fake_pair):
     assert data["meta"]["settings"]["prompts"] == "-"
 
 
+def test_a_tilde_the_shell_left_alone_is_the_home_directory(fake_pair, tmp_path, monkeypatch):
+    """`-o ~/r.json` quoted, or `--output=~/r.json` (no shell expands a ~ after `=`), was "~: the directory does
+    not exist" for a home that exists; --prompts and --history "not found". --target and --draft expand it."""
+    _folder, files = fake_pair
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "p.jsonl").write_text('{"category": "c", "turns": ["a"]}\n')
+    past = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    (tmp_path / "h.jsonl").write_text(json.dumps(past) + "\n")
+    args = ["--prompts", "~/p.jsonl", "--history", "~/h.jsonl", "--modes", "spec,suffix", "--ks", "1", "-r", "1"]
+    result = runner.invoke(app, ["bench", *files, *args, "-n", "8", "--output=~/r.json", "--plot", "~/r.svg"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r.json").read_text())["samples"] and (tmp_path / "r.svg").is_file()
+
+
 def test_history_from_stdin(fake_pair, tmp_path):
     _folder, files = fake_pair
     prompts = tmp_path / "p.jsonl"

@@ -221,7 +221,9 @@ def model_path(value: Path | None) -> Path | None:
 
 def a_path(option: str, what: str) -> Callable[[str], Path]:
     """A path option's text as a Path. Click made "" (`--target "$MODEL"` with MODEL unset) the path ".", and
-    the error said ". is a directory"; an empty path is named as such."""
+    the error said ". is a directory"; an empty path is named as such. A ~ the shell left alone (quoted, or
+    `--output=~/r.json`: no shell expands it after `=`) is the home directory: bench's -o said "~: the directory
+    does not exist"."""
 
     def parse(text: str) -> Path:
         if not text:
@@ -231,7 +233,7 @@ def a_path(option: str, what: str) -> Callable[[str], Path]:
                 f"{option} got '{text}', a name starting with '='",
                 hint=f"write {option} {text[1:] or 'NAME'} (`-o=x` keeps the '=': a short flag takes no '=')",
             )
-        return Path(text)
+        return expand_home(text)
 
     return parse
 
