@@ -469,6 +469,18 @@ def test_tune_json_is_one_object_of_what_the_table_says(fake_models, isolated):
     assert again["saved"]["v"] == report["now"]["v"]  # saved vs now, as the table's two lines
 
 
+def test_tune_json_help_names_every_key_of_the_object(fake_models, isolated):
+    """--help listed estimates, now, saved, ceilings, best and path; not pair, target, draft or kept_saved_costs,
+    which the object has too (export's --help names all of its object's keys)."""
+    target, draft = fake_models
+    made = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8", "--json"])
+    shown = CliRunner().invoke(app, ["tune", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
+    help_text = " ".join(shown.stdout.split())
+    listed = re.search(r"--json\W+One JSON object on stdout instead of the table: ([\w, ]+)\.", help_text)
+    assert listed is not None, shown.stdout
+    assert listed.group(1).split(", ") == list(json.loads(made.stdout))
+
+
 def check_saved_path(isolated):
     (path,) = (isolated / "config" / "tuning").glob("*.json")
     return path

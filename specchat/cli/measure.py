@@ -41,7 +41,10 @@ if TYPE_CHECKING:
     from ..errors import SpecchatError
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
-TUNE_JSON_HELP = "One JSON object on stdout instead of the table: estimates, now, saved, ceilings, best, path."
+TUNE_JSON_HELP = (
+    "One JSON object on stdout instead of the table: pair, target, draft, estimates, now, saved, ceilings, best, "
+    "kept_saved_costs, path."
+)
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
 
 
