@@ -298,7 +298,11 @@ def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, 
         return {key: data[key] for key in ("source", "step_s", "c", "v", "busy", "stale", "priors")}
 
     best = max(estimates, key=lambda e: e.predicted_speedup)
-    ceilings = {name: {"batch": batch, "speedup": gain} for name, (batch, gain) in tuning.costs.ceilings().items()}
+    # keys as bench's cost_model.ceiling has them (draft_model): one name per drafter in every JSON
+    ceilings = {
+        name.replace(" ", "_"): {"batch": batch, "speedup": gain}
+        for name, (batch, gain) in tuning.costs.ceilings().items()
+    }
     report = {
         "pair": resolved.pair,
         "target": path_text(resolved.target),
