@@ -317,6 +317,9 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
                     "--spec-ngram-mod-n-min and --spec-ngram-mod-n-max set that range"
                 )
             choice = replace(choice, k=None)
+            if draft_gpu_layers != -1:  # dropped unsaid, it read as if the command used it (vLLM's names its own)
+                unused = f"--draft-gpu-layers {draft_gpu_layers} is not used: the command names no draft model"
+                notes.append(unused + (" (it only picked a saved tuning)" if mode == "auto" else ""))
     else:
         argv, notes = vllm(files, choice, ctx=ctx)
         if given := _tuning_only(threads=given_threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers):

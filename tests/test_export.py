@@ -138,6 +138,18 @@ def test_a_draft_beside_mode_ngram_is_named_as_not_used(fake_models, to):
     assert str(draft) not in result.stdout
 
 
+def test_draft_gpu_layers_of_a_draftless_llama_server_command_are_named_as_not_used(fake_models):
+    """`--to llama-server --mode ngram --draft-gpu-layers 0` printed a command without -ngld and said nothing of
+    the option it dropped, where a vLLM command names the options it cannot carry."""
+    target, _draft = fake_models
+    result = run_export("--to", "llama-server", "--target", str(target), "--mode", "ngram", "--draft-gpu-layers", "0")
+    assert result.exit_code == 0, result.output
+    assert "--draft-gpu-layers 0 is not used: the command names no draft model" in result.stderr
+    assert "-ngld" not in shlex.split(result.stdout)
+    quiet = run_export("--to", "llama-server", "--target", str(target), "--mode", "ngram")
+    assert "--draft-gpu-layers" not in quiet.stderr
+
+
 def test_llama_server_ngram_has_no_draft_length_to_report(fake_models):
     """ngram-mod drafts a range of lengths, not one k: the JSON says k null, and a -k given is named as unused
     (with the flags that set the range), not reported as if it had been passed."""
