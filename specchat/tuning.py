@@ -100,11 +100,16 @@ def _number(value, *, low: float = 0.0, inclusive: bool = False) -> float:
     """A finite number above `low` (or equal to it, inclusive), or ValueError (a saved file is never trusted
     blindly)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
-        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
-        raise ValueError(f"not a number: {shown}")
+        raise ValueError(f"not a number: {_shown(value)}")
     if value < low or (value == low and not inclusive):
         raise ValueError(f"{value!r} is {'below' if inclusive else 'not above'} {low}")
     return float(value)
+
+
+def _shown(value) -> str:
+    """A value of a saved file as an error names it: a number of hundreds of digits is cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def _finite(value: int | float) -> bool:
@@ -126,10 +131,22 @@ def _batch(size: str) -> int:
     return int(size)
 
 
+def _check_version(data: object) -> None:
+    """ValueError naming what the file is: "of this version" alone did not say whether a newer specchat wrote it
+    (upgrade) or an older one (tune measures it again either way)."""
+    if not isinstance(data, dict):
+        raise ValueError("not a tuning (not a JSON object)")
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"not a tuning (its version is {_shown(version)})" if "version" in data else "not a tuning")
+    if version != VERSION:
+        whose = "written by a newer specchat" if version > VERSION else "an older specchat's"
+        raise ValueError(f"{whose} (tuning version {_shown(version)}; this one reads {VERSION})")
+
+
 def parse(data: object, key: str) -> Tuning:
     """A saved tuning, validated in shape and values; ValueError for anything odd."""
-    if not isinstance(data, dict) or data.get("version") != VERSION:
-        raise ValueError("not a tuning of this version")
+    _check_version(data)
     ratios = data.get("v")
     if not isinstance(ratios, dict) or "1" not in ratios:
         raise ValueError("no verify costs")

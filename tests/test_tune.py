@@ -403,7 +403,15 @@ def test_the_tune_table_never_cuts_a_number_on_a_narrow_terminal(width):
 
 @pytest.mark.parametrize(
     ("content", "reason"),
-    [("garbage{", "not JSON"), ('{"version": 99}', "not a tuning of this version"), (b"\xff\xfe", "not JSON")],
+    [
+        ("garbage{", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        # "not a tuning of this version" did not say which: a newer specchat's (upgrade), or an older one's
+        ('{"version": 99}', "written by a newer specchat (tuning version 99; this one reads 4)"),
+        ('{"version": 3}', "an older specchat's (tuning version 3; this one reads 4)"),
+        ('{"version": "4"}', "not a tuning (its version is '4')"),
+        ("[1, 2]", "not a tuning (not a JSON object)"),
+    ],
 )
 def test_a_broken_saved_tuning_is_named_by_run_and_tune_and_measured_again(
     fake_models, isolated, seed_tuning, content, reason
