@@ -112,8 +112,8 @@ def test_help_is_shown_whatever_else_is_given(isolated):
         (["serve", "mistralai/Mistral-7B-Instruct-v0.3"], "reads as a model: here a model file is --target FILE"),
         (
             ["serve", "mistralai/Mistral-7B-Instruct-v0.3", "--dtype", "auto"],
-            "reads as a model",
-        ),  # vLLM's flag after it
+            "--dtype has no equivalent",  # vLLM's flag after it: named as it is read, before the model
+        ),
         (["run", "--bogus=1", "model.gguf"], "model.gguf reads as a model"),  # --bogus has its value
     ],
 )
@@ -449,7 +449,7 @@ def test_several_words_after_double_dash_say_to_quote_them_too(isolated, args, q
     [
         (["run", "--bogus", "3", "hello"], "No such option: --bogus"),
         (["run", "-x", "3", "hello"], "No such option: -x"),
-        (["run", "-tp", "2", "hi"], "No such option: -t"),  # vLLM's tensor parallelism
+        (["run", "-zq", "2", "hi"], "No such option: -z"),
         (["models", "--bogus", ""], "No such option: --bogus"),
         (["run", "--bogus", "x.gguf"], "No such option: --bogus"),
         (["run", "-x", "qwen2.5-coder-1.5b"], "No such option: -x"),
@@ -726,3 +726,19 @@ def test_llama_cpps_hf_with_a_pairs_repository_names_the_pair(isolated, flag):
     assert_one_line_error(result, 2, f"{flag} has no equivalent: that repository holds pair qwen2.5-coder-1.5b's")
     assert "--pair qwen2.5-coder-1.5b" in result.stderr
     assert_one_line_error(invoke("run", flag, "someone/Other-GGUF", "hi"), 2, f"{flag} has no equivalent: models come")
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["run", "--prompt-file", "p.txt"], "--prompt-file has no equivalent: a prompt from a file is stdin"),
+        (["run", "--ignore-eos", "hi"], "--ignore-eos has no equivalent: a reply ends at the model's end of turn"),
+        (["run", "--mirostat", "2", "hi"], "--mirostat has no equivalent: sampling is temperature, top-k"),
+        (["serve", "--served-model-name", "m"], "--served-model-name has no equivalent: the model is served under"),
+        (["serve", "-tp", "2"], "-tp has no equivalent: llama.cpp splits the layers over the GPUs"),
+        (["run", "--lora", "a.gguf", "hi"], "--lora has no equivalent: no LoRA adapters"),
+    ],
+)
+def test_more_of_llama_cpps_and_vllms_flags_are_named(isolated, command, needle):
+    """A QA helper's list: these were Click's 'No such option', some with a wrong guess (--ignore-eos: --no-log)."""
+    assert_one_line_error(invoke(*command), 2, needle)

@@ -32,6 +32,10 @@ AS_TYPED = "the prompt is sent as typed (a newline in it: $'a\\nb' in bash, or s
 SYSTEM_IN_REQUEST = ("serve", "has no equivalent in serve: each request's messages carry its system prompt")
 GRAMMAR = "has no equivalent: replies follow no grammar or JSON schema (ask for JSON in the prompt)"
 HUB = "has no equivalent: models come as pairs here (--pair NAME, see `specchat models`)"
+# Samplers beyond these four: the speculative check keeps the target's distribution for the ones it knows
+SAMPLERS = "has no equivalent: sampling is temperature, top-k, top-p and min-p here"
+SERVED_NAME = "has no equivalent: the model is served under its pair's name (GET /v1/models)"
+FILE_TYPE = "has no equivalent: weights keep the GGUF file's own type (a pair's quantization: models.toml)"
 GLUED_NUMBER = re.compile(r"-?\d+(\.\d+)?")  # `-t4`, `-c4096`: a short flag with its number glued on
 
 
@@ -139,6 +143,32 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
         *((name, ONE_GENERATION) for name in ("run", "bench", "tune")),
     ),
     "-pg": [("bench", "has no equivalent: the prompts are --suite's or --prompts' (-n N: the tokens generated)")],
+    "--prompt-file": [
+        ("run", "has no equivalent: a prompt from a file is stdin: specchat run < FILE"),
+        _is("--prompts"),
+    ],
+    "--ignore-eos": [("--max-tokens", f"has no equivalent: {REPLY_END}")],
+    **_each(
+        ("--mirostat", "--mirostat-lr", "--mirostat-ent", "--typical", "--typical-p", "--dry-multiplier"),
+        ("--target", SAMPLERS),
+    ),
+    **_each(("--xtc-probability", "--xtc-threshold", "--top-nsigma", "--dynatemp-range"), ("--target", SAMPLERS)),
+    **_each(
+        ("--log-disable", "--log-file", "--log-verbose", "--verbose-prompt"),
+        ("--target", "has no equivalent: llama.cpp's log is shown with SPECCHAT_DEBUG=1 (environment)"),
+    ),
+    "--no-warmup": [("--target", "has no equivalent: specchat has no warm-up option")],
+    "--keep": [("--ctx", "has no equivalent: with the context full, the chat's oldest turns give way")],
+    **_each(
+        ("--lora", "--lora-scaled", "--control-vector"),
+        ("--target", "has no equivalent: no LoRA adapters or control vectors (merge an adapter into the GGUF)"),
+    ),
+    "--numa": [("--threads", "has no equivalent: llama.cpp places the threads as it does by default")],
+    **_each(("--served-model-name", "-a", "--alias"), ("serve", SERVED_NAME)),
+    **_each(("-tp", "--tensor-parallel-size"), ("--gpu-layers", SPLIT)),
+    **_each(("--dtype", "--quantization"), ("--target", FILE_TYPE)),
+    "--gpu-memory-utilization": [("--gpu-layers", "has no equivalent: GPU memory is what --gpu-layers and --ctx take")],
+    "--max-num-seqs": [("--queue", ONE_AT_A_TIME)],
 }
 # The rest of llama.cpp's short flags of more than one letter (its common/arg.cpp, llama-bench's): Click split
 # them into letters (`-kvu`: "-k: 'vu' is not a whole number", `-to`: "No such option: -t"); named whole.
