@@ -256,8 +256,8 @@ def print_tune(
     console.print(tune_table(title, estimates))
     console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)
     if previous is not None:
-        state = "stale" if previous.stale else previous.source  # a busy one: cost_summary says so already
-        console.print(f"saved: {cost_summary(previous.costs)} ({state})", highlight=False)
+        state = "stale" if previous.stale else previous.source  # a busy one: cost_summary says so too
+        console.print(f"saved: {cost_summary(previous.costs, state)}", highlight=False)
     ceilings = ", ".join(f"{drafter} {ceiling(*best)}" for drafter, best in tuning.costs.ceilings().items())
     console.print(f"if every guess were right: {ceilings}", highlight=False)
     best = max(estimates, key=lambda e: e.predicted_speedup)
@@ -279,12 +279,16 @@ def print_tune(
     console.print(line, markup=False, highlight=False)
 
 
-def cost_summary(costs) -> str:
-    """One line of a calibration: the target step, c and a few v(n), as tune shows saved vs now."""
+def cost_summary(costs, origin: str = "") -> str:
+    """One line of a calibration: the target step, c and a few v(n), as tune shows saved vs now; origin (where a
+    saved one came from) and a busy machine in one bracket (two in a row read as a stutter)."""
     c_text = f", c = {costs.c:.2f}" if costs.c is not None else ""
     ratios = ", ".join(f"v({n}) = {costs.v(n):.2f}" for n in (2, 5, 9, 16, 64))
-    busy = " (other programs were using the CPUs)" if costs.busy else ""
-    return f"target step {costs.calibrated_step_s * 1000:.1f} ms{c_text}, {ratios} target steps{busy}"
+    busy = "other programs were using the CPUs" if costs.busy else ""
+    notes = "; ".join(note for note in (origin, busy) if note)
+    return f"target step {costs.calibrated_step_s * 1000:.1f} ms{c_text}, {ratios} target steps" + (
+        f" ({notes})" if notes else ""
+    )
 
 
 def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, kept: bool = False) -> str:

@@ -99,7 +99,8 @@ def test_tune_shows_saved_vs_now(fake_models, isolated, seed_tuning):
 
 
 def test_a_saved_tuning_measured_under_load_is_said_so_once(fake_models, isolated, seed_tuning):
-    """The saved line read '... target steps (other programs were using the CPUs) (measured under load)'."""
+    """The saved line read '... target steps (other programs were using the CPUs) (measured under load)', then
+    '... (other programs were using the CPUs) (calibration)': one bracket."""
     from specchat.costmodel import Costs
 
     target, draft = fake_models
@@ -108,7 +109,7 @@ def test_a_saved_tuning_measured_under_load_is_said_so_once(fake_models, isolate
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 0, result.output
     saved = next(line for line in result.stdout.splitlines() if line.startswith("saved:"))
-    assert saved.endswith("target steps (other programs were using the CPUs) (calibration)"), saved
+    assert saved.endswith("target steps (calibration; other programs were using the CPUs)"), saved
 
 
 def test_a_config_dir_that_cannot_hold_the_tuning_is_one_line_before_measuring(fake_models, isolated, monkeypatch):
