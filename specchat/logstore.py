@@ -113,6 +113,10 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
         item["interrupted"] = bool(item["interrupted"])
         for key in ("settings", "stats"):
             item[key] = _json_object(item[key])
+        if item["settings"] is not None and "system" in item["settings"]:
+            system = item["settings"].pop("system")
+            if system is None or isinstance(system, str):  # a garbled one: the conversation's stands
+                item["system"] = system
         out.append(item)
     return out
 
@@ -258,8 +262,11 @@ class Recorder:
             else:  # /system may have changed it since
                 conn.execute("UPDATE conversations SET system = ? WHERE id = ?", (conversation.system, cid))
             new = conversation.messages[self.logged :]
+            # The reply's own system prompt, with its settings: the conversation's row keeps only the latest (`-c
+            # --system`, the chat's /system), which `logs` showed for every earlier reply too
+            answered = json.dumps({**reply["settings"], "system": conversation.system})
             for index, message in enumerate(new):
-                meta = (reply["label"], settings, json.dumps(reply["stats"])) if index == len(new) - 1 else (None,) * 3
+                meta = (reply["label"], answered, json.dumps(reply["stats"])) if index == len(new) - 1 else (None,) * 3
                 conn.execute(
                     "INSERT INTO messages (conversation_id, role, content, created, interrupted, label, settings,"
                     " stats) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -86,6 +86,16 @@ def test_piped_stdin_and_system_prompt_are_logged(files):
     assert "Be brief." in ok(invoke("run", *files, "-c", "again"))  # the logged system prompt is kept
 
 
+def test_each_reply_is_logged_with_the_system_prompt_it_was_answered_under(files):
+    """`run -c --system NEW` replaced the conversation's system prompt, and `logs --json` showed NEW for the
+    replies answered before it too."""
+    ok(invoke("run", *files, "--system", "Be brief.", "Hi"))
+    ok(invoke("run", *files, "-c", "--system", "Be verbose.", "Again"))
+    ok(invoke("run", *files, "-c", "And again"))
+    assert [row["system"] for row in logged()] == ["Be brief.", "Be verbose.", "Be verbose."]
+    assert all("system" not in row["settings"] for row in logged())
+
+
 def test_system_dash_reads_the_system_prompt_from_stdin(files):
     """`--system -` was the system prompt "-": a dash is stdin, as the prompt's is; the prompt is the argument."""
     ok(invoke("run", *files, "--system", "-", "Summarise", input="Be brief.\n"))
