@@ -184,6 +184,17 @@ def examine(key: str) -> tuple[Tuning | None, str | None]:
         return None, f"{tuning_path(key)} cannot be used: {_reason(exc)}"
 
 
+def written_by_newer(key: str) -> bool:
+    """The file at the tuning's path is a newer specchat's tuning: an older one running beside it (two versions
+    sharing a config folder) must not replace it with its own format on every start."""
+    try:
+        data = json.loads(tuning_path(key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    version = data.get("version") if isinstance(data, dict) else None
+    return isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
         return "not JSON"
@@ -294,6 +305,8 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
         notify(f"{partial}: used for this run only, measured again next time")
     elif tuning.costs.busy:
         notify("other programs were using the CPUs while measuring: used for this run only, measured again next time")
+    elif use_saved and saved is None and problem is not None and written_by_newer(key):
+        notify("used for this run only: the newer specchat's tuning is kept (upgrade specchat to start from it)")
     elif use_saved:
         try:
             save(tuning)

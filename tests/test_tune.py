@@ -544,3 +544,21 @@ def test_a_tuning_file_that_cannot_be_written_is_one_line_before_loading(
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot save the tuning as {path}: it is {what}"), lines
     assert f"hint: remove that {kind} (tune saves its file there); nothing was measured" in lines[0]
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing written beside it, no probe left
+
+
+def test_a_newer_specchats_tuning_is_kept_by_run_and_named_by_tune(fake_models, isolated, seed_tuning, monkeypatch):
+    """Two versions sharing a config folder: an older specchat's run said the newer one's tuning could not be used,
+    then saved its own over it, on every start; the newer one then measured again, and so on."""
+    from specchat import costmodel
+
+    monkeypatch.setattr(costmodel, "_busy", lambda *_: False)  # a quiet measurement, the one that was saved
+    target, draft = fake_models
+    path = seed_tuning(target, draft)
+    path.write_text('{"version": 99, "v": {"1": 1.0}}', encoding="utf-8")
+    files = ["--target", str(target), "--draft", str(draft)]
+    result = CliRunner().invoke(app, ["run", *files, "-n", "8", "Hi"])
+    assert result.exit_code == 0, result.output
+    assert "the newer specchat's tuning is kept (upgrade specchat to start from it)" in result.stderr
+    assert json.loads(path.read_text(encoding="utf-8"))["version"] == 99
+    result = CliRunner().invoke(app, ["tune", *files, "-n", "8"])  # asked for: replaced, and said whose it was
+    assert "this measurement replaces it (upgrade specchat to keep using it)" in result.stderr, result.output

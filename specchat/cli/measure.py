@@ -227,7 +227,16 @@ def tune(
     from ..errors import SpecchatError
     from ..paths import config_dir, folder_hint
     from ..tableview import print_tune, tune_json
-    from ..tuning import check_replaceable, check_writable, examine, key_for, save, tuning_path, worth_saving
+    from ..tuning import (
+        check_replaceable,
+        check_writable,
+        examine,
+        key_for,
+        save,
+        tuning_path,
+        worth_saving,
+        written_by_newer,
+    )
     from ..tuning import tune as run_tune
     from ..view import bench_progress, note, require_stdout, stdout_console, write_stdout
 
@@ -271,7 +280,8 @@ def tune(
         key = key_for(pipeline.resolved, pipeline.options)
         previous, problem = examine(key)
         if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
-            note(err, f"the saved tuning {problem}; this measurement replaces it")
+            newer = " (upgrade specchat to keep using it)" if written_by_newer(key) else ""
+            note(err, f"the saved tuning {problem}; this measurement replaces it{newer}")
         with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
             tuning, estimates = run_tune(
                 pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
