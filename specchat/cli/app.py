@@ -213,12 +213,6 @@ def one_pair(argument: str | None, option: str | None) -> str | None:
     return argument if argument is not None else option
 
 
-def model_path(value: Path | None) -> Path | None:
-    """--target, --draft: a ~ the shell left alone (`--target=~/m.gguf`, a quoted path) is the home directory,
-    as in SPECCHAT_DATA_DIR: the file "did not exist"."""
-    return None if value is None else expand_home(str(value))
-
-
 def a_path(option: str, what: str) -> Callable[[str], Path]:
     """A path option's text as a Path. Click made "" (`--target "$MODEL"` with MODEL unset) the path ".", and
     the error said ". is a directory"; an empty path is named as such. A ~ the shell left alone (quoted, or
@@ -243,7 +237,7 @@ def model_file_option(role: str):
     option = f"--{role}"
     parser = a_path(option, "a .gguf file's path")
     help_text = f"Local {role} GGUF (overrides the pair's)."
-    return typer.Option(option, parser=parser, metavar="<path>", callback=model_path, help=help_text)
+    return typer.Option(option, parser=parser, metavar="<path>", help=help_text)
 
 
 Target = Annotated[Path | None, model_file_option("target")]

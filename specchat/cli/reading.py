@@ -68,7 +68,10 @@ def _takes(param, value: str) -> bool:
     except Exception:  # Click's BadParameter, or a parser's UsageError (`-o=x`)
         return False
     words = _words(param.opts[0])
-    return words is None or value.lower() in words  # as the option's callback (app.lower_case) takes it
+    if words is None:
+        return True
+    # --mode and --format in any case, as their callback (app.lower_case) takes them; a pair's name as it is
+    return (value if param.opts[0] == "--pair" else value.lower()) in words
 
 
 def _words(option: str) -> set[str] | None:
