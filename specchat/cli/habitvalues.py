@@ -93,7 +93,8 @@ def _hub_repo(command: str, word: str) -> str | None:
     if pair is not None:
         give = {"run": f"--pair {pair} (the prompt goes after it)", "serve": f"--pair {pair} (serve takes no argument)"}
         return f"{word} is pair {pair}'s Hugging Face repository: give it as {give.get(command, pair)}"
-    if match["host"] or match["repo"].lower().endswith("gguf"):  # the Hub's GGUF repositories: NAME-GGUF
+    # the Hub's GGUF repositories are NAME-GGUF (a folder of a prompt, `src/gguf`, `my-notes/GGUF`, is none)
+    if match["host"] or re.search(r"\w[-_]gguf$", match["repo"], re.IGNORECASE):
         also = f"; {AS_PROMPT}" if command == "run" else ""
         pairs = "models come as pairs (--pair NAME, `specchat models`)"
         return f"{word} reads as a Hugging Face repository: {pairs}{also}"
