@@ -140,12 +140,12 @@ def cursor_kept_hidden(console: Console) -> Iterator[None]:
         fd = console.file.fileno() if console.is_terminal else None
     except (OSError, ValueError, AttributeError):
         fd = None
-    if fd is not None:
-        _HIDDEN_CURSORS.append(fd)
     try:
+        if fd is not None:  # inside the try: a Ctrl-C right after it would leave the fd for every later `fg`
+            _HIDDEN_CURSORS.append(fd)
         yield
     finally:
-        if fd is not None:
+        if fd in _HIDDEN_CURSORS:
             _HIDDEN_CURSORS.remove(fd)
 
 
@@ -186,7 +186,7 @@ def restore_terminal_when_killed() -> None:
         signal.signal(signum, restore_and_stop)
         with suppress(Exception):
             _put_back(during)
-            for fd in _HIDDEN_CURSORS:
+            for fd in tuple(_HIDDEN_CURSORS):  # a copy: the list may change while the handler runs
                 os.write(fd, b"\x1b[?25l")
 
     handlers = {"SIGTERM": restore_and_die, "SIGHUP": restore_and_die, "SIGQUIT": restore_and_die}
