@@ -134,7 +134,7 @@ def test_the_top_level_help_points_users_of_other_tools_to_the_table():
     """Someone coming from llama.cpp, Ollama, vLLM or simonw/llm found nothing in `specchat --help` about their
     flags; only an error (after a wrong guess) named docs/usage.md's table."""
     result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"}, terminal_width=200)
-    assert "Coming from llama.cpp, Ollama, vLLM or simonw/llm" in result.stdout
+    assert "Coming from llama.cpp, Ollama, LM Studio, vLLM or simonw/llm" in result.stdout
     assert "docs/usage.md" in result.stdout.split("Coming from")[1]
 
 

@@ -170,7 +170,7 @@ app = typer.Typer(
         "# does drafting pay on this machine? (5-10 minutes on a 2-core CPU)\n"
         "specchat bench --suite quick -r 1 -n 64\n\n"
         "specchat COMMAND --help: its options, with examples.\n\n"
-        "Coming from llama.cpp, Ollama, vLLM or simonw/llm: their flags and commands are answered with "
+        "Coming from llama.cpp, Ollama, LM Studio, vLLM or simonw/llm: their flags and commands are answered with "
         "specchat's own; the table is in docs/usage.md, 'Coming from other tools'."
     ),
     no_args_is_help=True,

@@ -1,4 +1,5 @@
-"""Flags typed from habit in llama.cpp, Ollama, LM Studio or vLLM: one line that names specchat's own, exit 2.
+"""Flags and commands typed from habit in llama.cpp, Ollama, LM Studio, vLLM or simonw/llm: one line that names
+specchat's own, exit 2.
 
 Click alone said "No such option: --ctx-size (Possible options: --continue, --ctx)", or worse took the habit
 for something else: `run -c 4096` (llama.cpp's context size; here -c is --continue) answered the prompt
