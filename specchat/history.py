@@ -11,6 +11,7 @@ Nothing leaves the machine: the index lives next to the log (SPECCHAT_DATA_DIR),
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing, suppress
@@ -196,9 +197,23 @@ class History:
         ids stopping short tell; so does another message under the index's last id, where ids alone (a new
         log that had caught up before this update) kept the old log's text and skipped the new one's."""
         meta = self.index.meta
-        if latest == 0 or meta.log_id == 0:  # no log, a locked one, or nothing taken yet: nothing to judge
+        if meta.log_id == 0:  # nothing taken yet: nothing to judge
             return False
+        if latest == 0:  # no message seen: a deleted or emptied log is forgotten, a locked one judged later
+            return self._emptied()
         return latest < meta.log_id or (bool(meta.log_mark) and mark != meta.log_mark)
+
+    def _emptied(self) -> bool:
+        """The log was deleted (a link that leads nowhere is a disk not mounted, not a deleted log) or holds no
+        message: what the index took from it must not outlive it (a user who deletes the log expects its
+        conversations gone). False where the log cannot be read: locked, or damaged."""
+        if not os.path.lexists(self.log):
+            return True
+        try:
+            with _read_only(self.log) as conn:
+                return conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+        except (sqlite3.Error, OSError):
+            return False
 
     def _rebuild(self, why: str) -> None:
         self.index.make_folder()
@@ -216,6 +231,8 @@ class History:
                 self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
 
     def _append_new(self) -> None:
+        if not self.log.is_file():  # deleted (the index was emptied), or behind a link that leads nowhere
+            return
         last, texts, log_mark = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
             return

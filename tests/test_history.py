@@ -758,3 +758,36 @@ def test_a_log_damaged_in_the_middle_is_set_aside_where_the_run_logs(tmp_path, l
     else:  # --no-log: nothing is written to the log, so it is left where it is
         assert "not used in this run" in notes[0] and log.exists()
         assert "the log is damaged: the next logged reply moves it aside" in notes[0], notes
+
+
+@pytest.mark.parametrize("forget", ["delete", "empty"])
+def test_a_log_deleted_or_emptied_is_forgotten_by_the_index(tmp_path, forget):
+    """With logs.db deleted (or every message deleted from it) and no new message logged yet, the index kept
+    drafting from conversations no longer in any log: forever with --no-log, and in the first reply of a run
+    that logs. The index is derived from the log: a log with no message leaves it empty."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    tokenize = Tokenizer().tokenize
+    assert lookup([open_history(tmp_path, notes).chains], tokenize("old pond"), 8).tokens
+    if forget == "delete":
+        (tmp_path / "logs.db").unlink()
+    else:
+        with connect(tmp_path / "logs.db") as conn, transaction(conn):
+            conn.execute("DELETE FROM messages")
+    past = open_history(tmp_path, notes)
+    assert lookup([past.chains], tokenize("old pond"), 8).tokens == [] and notes == []
+    log_messages(tmp_path / "logs.db", "write a limerick", "there once was a man from Peru")
+    past.update()
+    assert lookup([past.chains], tokenize("there once"), 8).tokens == tokenize(" was a m")
+
+
+def test_a_log_behind_a_link_that_leads_nowhere_keeps_the_index(tmp_path):
+    """A log on a disk not mounted is not a deleted one: the index keeps what it took from it."""
+    notes: list[str] = []
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "logs.db").symlink_to(tmp_path / "disk" / "logs.db")
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    (tmp_path / "disk").rename(tmp_path / "unmounted")
+    tokenize = Tokenizer().tokenize
+    assert lookup([open_history(tmp_path, notes).chains], tokenize("old pond"), 8).tokens == tokenize(", a frog")
