@@ -223,7 +223,7 @@ class History:
                 return
             except IndexDamaged:
                 pass
-            damaged = self.index.meta_path.exists()
+            damaged = self.index.meta_path.exists() or self.index.meta_path.is_symlink()  # one leading nowhere, too
             self.index.create()
             if self._log_id() > 0:
                 self._append_new()

@@ -165,8 +165,10 @@ class HistoryIndex:
             fd = os.open(self._file(name, meta.generation), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as handle:
                 handle.truncate(count * np.dtype(FILES[name]).itemsize)  # sparse: disk use grows with use
-        if is_special(self.meta_path):
-            self.meta_path.unlink()  # a FIFO: write_atomic would write into it (a reader's file), not replace it
+        if is_special(self.meta_path) or self.meta_path.is_symlink():
+            # A FIFO or a link (a loop, one that leads nowhere): write_atomic would write into it or where it
+            # leads, or fail in every run, not replace it.
+            self.meta_path.unlink()
         meta.write(self.meta_path)
         for path in old:
             path.unlink(missing_ok=True)

@@ -791,3 +791,20 @@ def test_a_log_behind_a_link_that_leads_nowhere_keeps_the_index(tmp_path):
     (tmp_path / "disk").rename(tmp_path / "unmounted")
     tokenize = Tokenizer().tokenize
     assert lookup([open_history(tmp_path, notes).chains], tokenize("old pond"), 8).tokens == tokenize(", a frog")
+
+
+@pytest.mark.parametrize("link", ["loop", "nowhere"])
+def test_a_link_for_meta_is_rebuilt_as_a_file(tmp_path, link):
+    """A symbolic link in place of meta.json (a loop, or one that leads nowhere) left the history unused in every
+    run ("Too many levels of symbolic links", with no way out), or wrote the index's meta.json where the link
+    led; a link is damage like a FIFO: replaced by a file, the index rebuilt from the log."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    meta = next((tmp_path / "history").glob("*/meta.json"))
+    meta.unlink()
+    meta.symlink_to(meta if link == "loop" else tmp_path / "elsewhere.json")
+    again = open_history(tmp_path, notes)
+    assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    assert len(notes) == 1 and "rebuilt" in notes[0], notes
+    assert meta.is_file() and not meta.is_symlink() and not (tmp_path / "elsewhere.json").exists()
