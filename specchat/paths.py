@@ -146,8 +146,9 @@ def moved_by(folder: Path) -> str | None:
 
 
 def nearest_existing(path: Path) -> Path:
-    """`path`, or the folder above it nearest to it that exists: what decides whether it can be made."""
-    return next((p for p in (path, *path.parents) if p.exists()), path)
+    """`path`, or the folder above it nearest to it that exists: what decides whether it can be made. One inside a
+    folder that cannot be searched (mode 000) is not seen, so that folder is the answer (Path.exists would raise)."""
+    return next((p for p in (path, *path.parents) if os.path.exists(p)), path)
 
 
 def writable(path: Path) -> bool:

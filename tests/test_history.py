@@ -808,3 +808,24 @@ def test_a_link_for_meta_is_rebuilt_as_a_file(tmp_path, link):
     assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
     assert len(notes) == 1 and "rebuilt" in notes[0], notes
     assert meta.is_file() and not meta.is_symlink() and not (tmp_path / "elsewhere.json").exists()
+
+
+def test_a_history_folder_that_cannot_be_searched_is_off_with_one_notice(private_log, read_only, monkeypatch):
+    """`chmod 000 <data dir>/history`: telling whether the index's folder exists raised PermissionError (Path.exists
+    on Python 3.11), and `run` ended as an internal error before the reply, which was lost. The history is off for
+    the run, with one notice; the reply is made."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    root = str(history_mod.root())
+    real = os.stat
+
+    def stat(path, *args, **kwargs):  # what the folder's mode 000 does to anyone but root
+        if str(path).startswith(f"{root}{os.sep}"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    read_only(root)
+    notes: list[str] = []
+    past = History.open(Tokenizer(), notes.append, logging=True)
+    assert past.chains is None and len(notes) == 1 and "off in this run" in notes[0] and root in notes[0], notes
