@@ -207,8 +207,12 @@ class History:
         """The log was deleted (a link that leads nowhere is a disk not mounted, not a deleted log) or holds no
         message: what the index took from it must not outlive it (a user who deletes the log expects its
         conversations gone). False where the log cannot be read: locked, or damaged."""
-        if not os.path.lexists(self.log):
+        try:
+            os.lstat(self.log)
+        except FileNotFoundError:
             return True
+        except OSError:  # in a folder that cannot be searched: not a deleted log
+            return False
         try:
             with _read_only(self.log) as conn:
                 return conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
@@ -231,7 +235,7 @@ class History:
                 self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
 
     def _append_new(self) -> None:
-        if not self.log.is_file():  # deleted (the index was emptied), or behind a link that leads nowhere
+        if not os.path.isfile(self.log):  # deleted (the index was emptied), or behind a link that leads nowhere
             return
         last, texts, log_mark = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
@@ -253,7 +257,7 @@ class History:
     def _log_state(self) -> tuple[int, str | None]:
         """The latest message id in the log (0: no log yet) and the mark of its message under the id the
         index took last (None: none there)."""
-        if not self.log.is_file():
+        if not os.path.isfile(self.log):  # none, or in a folder that cannot be searched (Path.is_file would raise)
             return 0, None
         try:
             with _read_only(self.log) as conn:

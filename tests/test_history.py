@@ -810,22 +810,45 @@ def test_a_link_for_meta_is_rebuilt_as_a_file(tmp_path, link):
     assert meta.is_file() and not meta.is_symlink() and not (tmp_path / "elsewhere.json").exists()
 
 
-def test_a_history_folder_that_cannot_be_searched_is_off_with_one_notice(private_log, read_only, monkeypatch):
+@pytest.fixture
+def unsearchable(monkeypatch, read_only):
+    """unsearchable(folder): what mode 000 does to anyone but root: nothing in it can be looked at (os.stat
+    raises PermissionError), nor written."""
+    denied: list[str] = []
+    real = os.stat
+
+    def stat(path, *args, **kwargs):
+        if any(str(path).startswith(f"{folder}{os.sep}") for folder in denied):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+
+    def deny(folder) -> None:
+        denied.append(str(folder))
+        read_only(folder)
+
+    return deny
+
+
+def test_a_history_folder_that_cannot_be_searched_is_off_with_one_notice(private_log, unsearchable):
     """`chmod 000 <data dir>/history`: telling whether the index's folder exists raised PermissionError (Path.exists
     on Python 3.11), and `run` ended as an internal error before the reply, which was lost. The history is off for
     the run, with one notice; the reply is made."""
     log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
     History.open(Tokenizer(), print)
     root = str(history_mod.root())
-    real = os.stat
-
-    def stat(path, *args, **kwargs):  # what the folder's mode 000 does to anyone but root
-        if str(path).startswith(f"{root}{os.sep}"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", stat)
-    read_only(root)
+    unsearchable(root)
     notes: list[str] = []
     past = History.open(Tokenizer(), notes.append, logging=True)
     assert past.chains is None and len(notes) == 1 and "off in this run" in notes[0] and root in notes[0], notes
+
+
+@pytest.mark.parametrize("logging", [False, True])
+def test_a_data_folder_that_cannot_be_searched_is_no_internal_error(private_log, unsearchable, logging):
+    """`chmod 000 <data dir>` and --no-log: asking whether logs.db is a file raised PermissionError (Path.is_file on
+    Python 3.11), and `run` ended as an internal error before the reply."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    History.open(Tokenizer(), print)
+    unsearchable(private_log)
+    assert History.open(Tokenizer(), print, logging=logging).chains is None  # and no error
