@@ -72,7 +72,7 @@ LEADS_BACK = "leads back to itself (a loop of links)"
 def dead_link(link: Path) -> str | None:
     """What a symbolic link that cannot be followed is ("a link to T, which does not exist", or which LEADS_BACK):
     a folder on a disk not mounted, most often. None: no link, or one that leads somewhere."""
-    if not link.is_symlink():
+    if not os.path.islink(link):  # in a folder that cannot be searched: none to tell (Path.is_symlink would raise)
         return None
     try:
         link.stat()

@@ -540,6 +540,27 @@ def test_a_log_in_a_read_only_folder_is_not_sent_aside(tmp_path, monkeypatch):
         assert f"{folder} is read-only" in told and "SPECCHAT_DATA_DIR" in told and "aside" not in told, told
 
 
+def test_a_log_in_a_folder_that_cannot_be_searched_is_a_warning_not_an_internal_error(tmp_path, monkeypatch):
+    """`chmod 000 <data dir>`: the reply was shown, then its warning asked whether logs.db is a link (Path.is_symlink
+    raises PermissionError on Python 3.11), and `run` ended as an internal error, exit 1. The warning names the
+    folder, as for a read-only one."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    real_stat, real_access = os.stat, os.access  # what mode 000 does to anyone but root
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(f"{folder}{os.sep}"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "lstat", lambda path: stat(path, follow_symlinks=False))
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(folder) else real_access(path, mode))
+    denied = sqlite3.OperationalError("unable to open database file")
+    told = logstore.not_logged_because(denied, folder / "logs.db")
+    assert f"{folder} is read-only" in told, told
+
+
 def test_a_path_that_says_locked_is_no_lock(tmp_path):
     """The lock hint was chosen by "locked" anywhere in the error's text, which holds the path: a log under
     /srv/unlocked/ was told another specchat is writing to it. Only SQLite's own "database is locked" is one."""
