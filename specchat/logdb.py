@@ -224,7 +224,12 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
 @contextmanager
 def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
     """A connection for reading (None: no log yet); failures become LogError."""
-    if not path.exists():
+    try:
+        there = path.exists()
+    except OSError as exc:  # in a folder that cannot be searched (mode 000): Path.exists raises
+        hint = f"make {path.parent} readable again, or point {moved_by(path.parent) or 'SPECCHAT_DATA_DIR'} elsewhere"
+        raise LogError(f"cannot read the conversation log {path}: {reason(exc)}", hint=hint) from None
+    if not there:
         _check_folder(path)
         if (link := broken_link(path)) is not None:
             raise LogError(f"cannot read the conversation log {path}: {link}", hint=LINK_HINT)

@@ -561,6 +561,23 @@ def test_a_log_in_a_folder_that_cannot_be_searched_is_a_warning_not_an_internal_
     assert f"{folder} is read-only" in told, told
 
 
+def test_logs_in_a_folder_that_cannot_be_searched_is_one_line(files, private_log, monkeypatch):
+    """`chmod 000 <data dir>`: `specchat logs` and `run -c` asked whether logs.db exists (Path.exists raises
+    PermissionError on Python 3.11) and ended as an internal error; it is the log that cannot be read, named."""
+    ok(invoke("run", *files, "hi"))
+    real_stat = os.stat  # what mode 000 does to anyone but root
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(f"{private_log}{os.sep}"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    for args in (["logs"], ["run", *files, "-c", "again"]):
+        needle = f"cannot read the conversation log {private_log / 'logs.db'}: Permission"
+        assert_one_line_error(invoke(*args), 1, needle)
+
+
 def test_a_path_that_says_locked_is_no_lock(tmp_path):
     """The lock hint was chosen by "locked" anywhere in the error's text, which holds the path: a log under
     /srv/unlocked/ was told another specchat is writing to it. Only SQLite's own "database is locked" is one."""
