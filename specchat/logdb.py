@@ -11,6 +11,7 @@ import contextlib
 import errno
 import glob
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -73,6 +74,7 @@ READ_ONLY_WAL_HINT = (
     " writable, or copy the log and its -wal to a writable folder and point SPECCHAT_DATA_DIR there"
 )
 LOCKED_HINT = "another specchat is writing to it; try again when that one is done"
+FULL_BYTES = 1 << 20  # less room than this beside the log: SQLite's "disk I/O error" is a full disk (no -shm made)
 LINK_HINT = "mount the disk it leads to, or fix or remove the link (`specchat logs --path` prints where it is)"
 FOREIGN_HINT = "set SPECCHAT_DATA_DIR to a folder of specchat's own"
 LEFT_HINT = "move it next to that log, named as it with -wal added (old.db: old.db-wal), or delete it"
@@ -243,7 +245,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         with _connect_to_read(path) as conn:
             yield conn
     except (sqlite3.Error, OSError) as exc:
-        hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else READ_HINT)
+        hint = _HINTS.get(type(exc)) or (LOCKED_HINT if _locked(exc) else _full_hint(path) or READ_HINT)
         if damaged(exc):
             hint = DAMAGED_READ_HINT
         if _cannot_write_beside(exc, path) and _has_wal(resolved(path)):  # see _connect_to_read: sound, unreadable
@@ -428,6 +430,17 @@ def reason(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
+def _full_hint(path: Path) -> str | None:
+    """Where the disk that holds the log is full, what to do: moving the log aside (the hint otherwise) starts a
+    new log that this disk cannot hold either. None: there is room, or no telling."""
+    folder = nearest_existing(resolved(path).parent)
+    try:
+        full = shutil.disk_usage(folder).free < FULL_BYTES
+    except OSError:
+        return None
+    return f"the disk that holds {folder} is full: free some space" if full else None
+
+
 def _locked(exc: BaseException) -> bool:
     """SQLite's "database is locked" (another writer): only its own errors, since an OSError's text holds the
     path, and a folder named /srv/unlocked is no lock."""
@@ -450,5 +463,5 @@ def not_logged_because(exc: BaseException, path: Path) -> str:
         folder = nearest_existing(path.parent)
         hint = f"{folder} is read-only: make it writable, or point {moved_by(folder) or 'SPECCHAT_DATA_DIR'} elsewhere"
     else:
-        hint = HINT
+        hint = _full_hint(path) or HINT
     return f"{reason(exc)}  hint: {hint}, or run with --no-log"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -576,6 +577,25 @@ def test_logs_in_a_folder_that_cannot_be_searched_is_one_line(files, private_log
     for args in (["logs"], ["run", *files, "-c", "again"]):
         needle = f"cannot read the conversation log {private_log / 'logs.db'}: Permission"
         assert_one_line_error(invoke(*args), 1, needle)
+
+
+def test_a_log_on_a_full_disk_is_not_sent_aside(files, private_log, monkeypatch):
+    """A full disk: SQLite cannot make the log's -shm ("disk I/O error"), and the reply's warning, `logs` and `run -c`
+    said to move the log aside so that a new one starts, which that disk cannot hold either (and which would leave
+    the user's conversations behind). They say the disk is full."""
+    ok(invoke("run", *files, "hi"))
+    full = sqlite3.OperationalError("disk I/O error")
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=0))
+    told = logstore.not_logged_because(full, private_log / "logs.db")
+    assert f"the disk that holds {private_log} is full" in told and "aside" not in told, told
+
+    def no_room(path):
+        raise full
+
+    monkeypatch.setattr(logdb, "connect", no_room)
+    for args in (["logs"], ["run", *files, "-c", "again"]):
+        assert_one_line_error(invoke(*args), 1, "disk I/O error  hint: the disk that holds")
 
 
 def test_a_path_that_says_locked_is_no_lock(tmp_path):
