@@ -1,10 +1,11 @@
 """The user's past conversations as one persistent, bounded index of token ids (drafters/suffix.py).
 
 Why memory-mapped files and not SQLite: a lookup walks up to 64 hash-chain links and gathers a few
-thousand tokens; on mapped numpy arrays that is a few dozen microseconds, and opening is three mmaps
-and a small JSON file, whatever the size. SQLite would need one row per token (20-30 bytes instead of 8)
-and a query per candidate. Layout, in `<data dir>/history/<tokenizer fingerprint>/` (a model family with
-another vocabulary gets another folder, so ids never mix):
+thousand tokens; on mapped numpy arrays that is a few dozen microseconds, and opening is two mmaps (the hash
+heads are read, not mapped: HeadFile) and a small JSON file, whatever the size. SQLite would need one row
+per token (20-30 bytes instead of 8) and a query per candidate. Layout, in
+`<data dir>/history/<tokenizer fingerprint>/` (a model family with another vocabulary gets another folder,
+so ids never mix):
 
     meta.json          what is committed: window [start, total), the last log message indexed (id, mark), generation
     <gen>.tokens       int32 ring of `capacity` slots (tokenchains.SEP between messages)
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +130,9 @@ class HistoryIndex:
             dtype = np.dtype(FILES[name])
             if not path.is_file() or path.stat().st_size != count * dtype.itemsize:
                 raise IndexDamaged(f"{path.name} is missing or has the wrong size")
+            if name == "head":  # mostly a hole, read anywhere: see HeadFile
+                arrays[name] = HeadFile(path, count)
+                continue
             # A plain ndarray view of the mapping: indexing a np.memmap itself costs microseconds a call.
             arrays[name] = np.memmap(path, dtype=dtype, mode="r", shape=(count,)).view(np.ndarray)
         chains = Chains(
@@ -216,6 +221,33 @@ class HistoryIndex:
                 return
             for bucket, value in zip(links.head_buckets.tolist(), links.head_values.tolist(), strict=True):
                 _put(head, bucket * 8, np.int64(value))
+
+
+class HeadFile:
+    """The hash heads, read from their file rather than mapped. The file is sparse and a lookup reads a bucket
+    anywhere in it, most often in a hole (never written). On tmpfs a read through a mapping allocates a page for
+    a hole, and where none is left (a full tmpfs) the process dies of SIGBUS, mid-reply; read() gives a hole's
+    zeros and allocates nothing. The tokens and links are mapped: only their written part is ever read."""
+
+    def __init__(self, path: Path, count: int) -> None:
+        self.path, self.count = path, count
+        self.fd = os.open(path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self.fd)  # a new generation's heads replace these
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index):
+        if isinstance(index, int | np.integer):  # a lookup: one bucket
+            # A file cut short behind our back (they never shrink) reads as an empty bucket, not an error.
+            return np.frombuffer(os.pread(self.fd, 8, int(index) * 8).ljust(8, b"\0"), dtype=np.int64)[0]
+        index = np.asarray(index, dtype=np.int64)
+        if len(index) > WHOLE_HEAD:  # a long append: one read of the whole file
+            return np.asarray(self)[index]
+        return np.array([self[i] for i in index.tolist()], dtype=np.int64)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return np.fromfile(self.path, dtype=np.int64, count=self.count).astype(dtype or np.int64, copy=False)
 
 
 def damage_in(chains: Chains, n_vocab: int | None) -> str | None:

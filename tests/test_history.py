@@ -852,3 +852,27 @@ def test_a_data_folder_that_cannot_be_searched_is_no_internal_error(private_log,
     History.open(Tokenizer(), print)
     unsearchable(private_log)
     assert History.open(Tokenizer(), print, logging=logging).chains is None  # and no error
+
+
+def test_the_hash_heads_are_read_not_mapped(tmp_path, monkeypatch):
+    """The head file is mostly a hole (sparse: never written), and a lookup reads a bucket anywhere in it. On tmpfs
+    a read through a mapping allocates a page for a hole, and on a full tmpfs that is SIGBUS: `run --mode suffix`
+    died mid-reply (exit 135, the reply cut off). Only the written tokens and links are mapped; the heads are read."""
+    mapped: list[str] = []
+    real = np.memmap
+
+    def memmap(path, *args, **kwargs):
+        mapped.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(np, "memmap", memmap)
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    past = open_history(tmp_path, notes)
+    tokenize = Tokenizer().tokenize
+    assert lookup([past.chains], tokenize("old pond"), 8).tokens == tokenize(", a frog")
+    assert lookup([past.chains], tokenize("never seen before"), 8).tokens == []
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")
+    past.update()
+    assert lookup([past.chains], tokenize("old pond, "), 3).support[0] == 2
+    assert mapped and not [path for path in mapped if path.endswith(".head")], mapped
