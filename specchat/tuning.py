@@ -170,9 +170,14 @@ def read(key: str) -> Tuning | None:
     path = tuning_path(key)
     if not path.exists():
         return None
+    return parse(_json_in(path), key)
+
+
+def _json_in(path: Path) -> object:
+    """The JSON a saved tuning's file holds; one of UNREADABLE where it cannot be read as such."""
     if not path.is_file():  # a FIFO in its place would block the read (a directory fails it)
         raise ValueError("not a regular file")
-    return parse(json.loads(path.read_text(encoding="utf-8")), key)
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def examine(key: str) -> tuple[Tuning | None, str | None]:
@@ -188,8 +193,8 @@ def written_by_newer(key: str) -> bool:
     """The file at the tuning's path is a newer specchat's tuning: an older one running beside it (two versions
     sharing a config folder) must not replace it with its own format on every start."""
     try:
-        data = json.loads(tuning_path(key).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = _json_in(tuning_path(key))
+    except UNREADABLE:  # a FIFO blocked here, a deep nesting raised RecursionError (a reviewer's finds)
         return False
     version = data.get("version") if isinstance(data, dict) else None
     return isinstance(version, int) and not isinstance(version, bool) and version > VERSION

@@ -562,3 +562,25 @@ def test_a_newer_specchats_tuning_is_kept_by_run_and_named_by_tune(fake_models, 
     assert json.loads(path.read_text(encoding="utf-8"))["version"] == 99
     result = CliRunner().invoke(app, ["tune", *files, "-n", "8"])  # asked for: replaced, and said whose it was
     assert "this measurement replaces it (upgrade specchat to keep using it)" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "nested"])
+def test_whether_a_newer_specchat_wrote_the_tuning_is_asked_without_blocking_or_failing(isolated, kind):
+    """A FIFO at the tuning's path blocked `run --mode auto` for good once it asked whether a newer specchat wrote
+    it (read() refuses a FIFO before reading); a deeply nested JSON raised RecursionError there."""
+    import os
+    import threading
+
+    from specchat.tuning import tuning_path, written_by_newer
+
+    path = tuning_path("k")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("[" * 100_000, encoding="utf-8")
+    answers = []
+    asking = threading.Thread(target=lambda: answers.append(written_by_newer("k")), daemon=True)
+    asking.start()
+    asking.join(timeout=10)
+    assert answers == [False]
