@@ -156,10 +156,10 @@ class History:
 
     def _set_log_aside(self, exc: BaseException, seen: tuple[int, int] | None) -> bool:
         """A damaged log in a run that logs: set aside, as its writer would (a page damaged in the middle may
-        never be written again, and the index that reads it was off in every run). The index keeps what it
-        has until the new log holds a message: the next update then finds the log replaced (_replaced) and
-        makes the index again from the new log alone, what it took from the damaged one dropped. False: left
-        as it is (--no-log, or the move failed)."""
+        never be written again, and the index that reads it was off in every run). The next update finds the log
+        replaced (_replaced), or holding no message yet (then the index is emptied), and makes the index again
+        from the new log alone, what it took from the damaged one dropped. False: left as it is (--no-log, or the
+        move failed)."""
         from .logstore import damaged_notice
 
         if not self.logging:

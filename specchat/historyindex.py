@@ -231,7 +231,7 @@ class HeadFile:
 
     def __init__(self, path: Path, count: int) -> None:
         self.path, self.count = path, count
-        self.fd = os.open(path, os.O_RDONLY)
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))  # Windows: no newline translation
         weakref.finalize(self, os.close, self.fd)  # a new generation's heads replace these
 
     def __len__(self) -> int:
@@ -240,11 +240,17 @@ class HeadFile:
     def __getitem__(self, index):
         if isinstance(index, int | np.integer):  # a lookup: one bucket
             # A file cut short behind our back (they never shrink) reads as an empty bucket, not an error.
-            return np.frombuffer(os.pread(self.fd, 8, int(index) * 8).ljust(8, b"\0"), dtype=np.int64)[0]
+            return np.frombuffer(self._read(int(index) * 8).ljust(8, b"\0"), dtype=np.int64)[0]
         index = np.asarray(index, dtype=np.int64)
         if len(index) > WHOLE_HEAD:  # a long append: one read of the whole file
             return np.asarray(self)[index]
         return np.array([self[i] for i in index.tolist()], dtype=np.int64)
+
+    def _read(self, offset: int) -> bytes:
+        if hasattr(os, "pread"):
+            return os.pread(self.fd, 8, offset)
+        os.lseek(self.fd, offset, os.SEEK_SET)  # Windows has no pread; one thread reads an index
+        return os.read(self.fd, 8)
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         return np.fromfile(self.path, dtype=np.int64, count=self.count).astype(dtype or np.int64, copy=False)

@@ -876,3 +876,20 @@ def test_the_hash_heads_are_read_not_mapped(tmp_path, monkeypatch):
     past.update()
     assert lookup([past.chains], tokenize("old pond, "), 3).support[0] == 2
     assert mapped and not [path for path in mapped if path.endswith(".head")], mapped
+
+
+def test_the_hash_heads_are_read_where_os_has_no_pread(tmp_path, monkeypatch):
+    """os.pread is Unix's: on Windows every append and every lookup of the history raised AttributeError (the
+    history 'not used in this run' in every run, `bench --history` an internal error)."""
+    import os
+
+    monkeypatch.delattr(os, "pread")
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    past = open_history(tmp_path, notes)
+    tokenize = Tokenizer().tokenize
+    assert lookup([past.chains], tokenize("old pond"), 8).tokens == tokenize(", a frog")
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")
+    past.update()
+    assert lookup([past.chains], tokenize("old pond, "), 3).support[0] == 2
+    assert not notes, notes
