@@ -232,3 +232,32 @@ def test_every_setting_a_user_may_export_is_cleared_for_the_tests():
     folders = {name for name in read if name.endswith("_DIR")}  # each test's own (private_log, isolated)
     looks = {"NO_COLOR", "TERM"}  # how output looks
     assert read - folders - looks <= set(USER_SETTINGS)
+
+
+def _code_strings() -> str:
+    """The text of specchat's string literals, an f-string's fields left out (each literal part on a line)."""
+    import ast
+
+    parts = []
+    for source in (ROOT / "specchat").rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                parts.append(node.value)
+            elif isinstance(node, ast.JoinedStr):
+                parts += [value.value for value in node.values if isinstance(value, ast.Constant)]
+    return "\n".join(parts)
+
+
+def test_troubleshooting_quotes_plain_messages_as_the_code_words_them():
+    """A reworded message leaves its row unfindable by the text a user pastes. Only rows whose message is
+    one plain quoted string are checked: no placeholder (X, N, PATH, <file>, ...) and no number (the code
+    formats those), as a message built from pieces cannot be found whole in the code."""
+    code = _code_strings()
+    text = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    plain = []
+    for line in text.splitlines():
+        quoted = re.fullmatch(r"`([^`]+)`(?: \([^`]*\))?", line.split(" | ")[0].removeprefix("| "))
+        if quoted and not re.search(r"\.\.\.|<\w+>|\d|\b[A-Z]+(?:_[A-Z]+)*\b(?!-)", quoted.group(1)):
+            plain.append(quoted.group(1))
+    assert len(plain) >= 5, plain  # the selection still finds rows: the table's layout has not changed
+    assert [message for message in plain if message not in code] == []
