@@ -422,8 +422,23 @@ def test_every_option_that_takes_one_of_a_few_words_takes_them_in_any_case():
         for param in command.params:
             if words & set(param.opts):
                 seen.add((name, param.opts[0]))
-                assert param.callback(None, param, "Word") == "word", f"{name} {param.opts[0]}"
+                word = param.default or "vllm"  # each option's own default (export's --to has none)
+                assert param.callback(None, param, word.upper()) == word, f"{name} {param.opts[0]}"
     assert {("run", "--mode"), ("serve", "--mode"), ("bench", "--modes"), ("export", "--to")} <= seen
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--mode", "Turbo", "hi"], "unknown --mode 'Turbo'"),
+        (["run", "-f", "Yaml", "hi"], "unknown --format 'Yaml'"),
+        (["export", "--to", "Ollama"], "unknown --to 'Ollama'"),
+    ],
+)
+def test_a_word_that_is_no_choice_is_named_as_typed(files, args, said):
+    """Lowered before it was checked, `--mode Turbo` was refused as "unknown --mode 'turbo'": not what was typed."""
+    command, *rest = args
+    assert_one_line_error(invoke(command, *files, *rest), 2, said)
 
 
 def test_json_has_text_settings_and_stats(files):

@@ -3,6 +3,7 @@ line and a hint, never a traceback). The commands are in run.py, measure.py and 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 import os
@@ -192,10 +193,19 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
     return fixed
 
 
-def lower_case(value: str) -> str:
-    """An option that takes one of a few lower-case words (--format, --mode, --to): `-f JSON`, as users of other
-    tools type them, was "unknown --format 'JSON'". No two of the words differ in case alone."""
-    return value.lower()
+def any_case(module: str, *names: str) -> Callable[[str], str]:
+    """The callback of an option that takes one of a few lower-case words (--format, --mode, --to; bench's --modes,
+    a list), the words being `names` in specchat's `module` (imported when the option is read: an import of
+    export or benchreport for every `run` cost 40 ms). `-f JSON`, as users of other tools type them, was "unknown
+    --format 'JSON'"; no two of the words differ in case alone. A word that is none of them stays as typed, so that
+    the error names what the user wrote ('Turbo')."""
+
+    def lower(value: str) -> str:
+        found = importlib.import_module(f"specchat.{module}")
+        known = {word for name in names for word in getattr(found, name)}
+        return ",".join(word.lower() if word.lower() in known else word for word in value.split(","))
+
+    return lower
 
 
 # Options that several commands share, declared once.

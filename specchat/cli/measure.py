@@ -27,11 +27,11 @@ from .app import (
     Target,
     Threads,
     a_path,
+    any_case,
     app,
     finite,
     given,
     load_pipeline,
-    lower_case,
     make_options,
     one_pair,
     stderr_console,
@@ -45,6 +45,9 @@ TUNE_JSON_HELP = (
     "One JSON object on stdout instead of the table: pair, target, draft, estimates, now, saved, ceilings, best, "
     "kept_saved_costs, path."
 )
+# Word options in any case (app.any_case): each reads its words from the module that checks them
+SUITE_WORDS, TURN_WORDS = any_case("benchsuite", "SUITES", "CATEGORIES"), any_case("benchsuite", "TURNS")
+REPORT_WORDS, MODE_WORDS = any_case("benchreport", "FORMATS"), any_case("modes", "MODES")
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
 
 
@@ -78,7 +81,7 @@ def bench(
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    suite: Annotated[str, typer.Option(help=SUITE_HELP, callback=lower_case)] = "default",
+    suite: Annotated[str, typer.Option(help=SUITE_HELP, callback=SUITE_WORDS)] = "default",
     prompts: Annotated[
         Path | None,
         Opt(
@@ -89,11 +92,16 @@ def bench(
         ),
     ] = None,
     turns: Annotated[
-        str, Opt("--turns", help="Measure every turn of a record (all) or only the first.", callback=lower_case)
+        str,
+        Opt(
+            "--turns",
+            help="Measure every turn of a record (all) or only the first.",
+            callback=TURN_WORDS,
+        ),
     ] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[
-        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=lower_case)
+        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=MODE_WORDS)
     ] = "spec,ngram,auto",
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
@@ -110,7 +118,8 @@ def bench(
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.", callback=lower_case)
+        str,
+        typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.", callback=REPORT_WORDS),
     ] = "table",
     output: Annotated[
         Path | None,

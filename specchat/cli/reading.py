@@ -70,7 +70,7 @@ def _takes(param, value: str) -> bool:
     words = _words(param.opts[0])
     if words is None:
         return True
-    # --mode and --format in any case, as their callback (app.lower_case) takes them; a pair's name as it is
+    # --mode and --format in any case, as their callback (app.any_case) takes them; a pair's name as it is
     return (value if param.opts[0] == "--pair" else value.lower()) in words
 
 
