@@ -427,6 +427,12 @@ def test_every_option_that_takes_one_of_a_few_words_takes_them_in_any_case():
     assert {("run", "--mode"), ("serve", "--mode"), ("bench", "--modes"), ("export", "--to")} <= seen
 
 
+def test_a_list_of_words_takes_each_in_any_case():
+    from specchat.cli.app import any_case
+
+    assert any_case("modes", "MODES")("spec, NGRAM,Auto,Turbo") == "spec, ngram,auto,Turbo"
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

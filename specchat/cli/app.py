@@ -203,7 +203,7 @@ def any_case(module: str, *names: str) -> Callable[[str], str]:
     def lower(value: str) -> str:
         found = importlib.import_module(f"specchat.{module}")
         known = {word for name in names for word in getattr(found, name)}
-        return ",".join(word.lower() if word.lower() in known else word for word in value.split(","))
+        return ",".join(word.lower() if word.strip().lower() in known else word for word in value.split(","))
 
     return lower
 
