@@ -131,6 +131,10 @@ def _batch(size: str) -> int:
     return int(size)
 
 
+class NewerTuning(ValueError):
+    """A tuning a newer specchat wrote: not read here, and not to be replaced by a run (written_by_newer)."""
+
+
 def _check_version(data: object) -> None:
     """ValueError naming what the file is: "of this version" alone did not say whether a newer specchat wrote it
     (upgrade) or an older one (tune measures it again either way)."""
@@ -139,9 +143,10 @@ def _check_version(data: object) -> None:
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ValueError(f"not a tuning (its version is {_shown(version)})" if "version" in data else "not a tuning")
+    if version > VERSION:
+        raise NewerTuning(f"written by a newer specchat (tuning version {_shown(version)}; this one reads {VERSION})")
     if version != VERSION:
-        whose = "written by a newer specchat" if version > VERSION else "an older specchat's"
-        raise ValueError(f"{whose} (tuning version {_shown(version)}; this one reads {VERSION})")
+        raise ValueError(f"an older specchat's (tuning version {_shown(version)}; this one reads {VERSION})")
 
 
 def parse(data: object, key: str) -> Tuning:
@@ -193,11 +198,12 @@ def written_by_newer(key: str) -> bool:
     """The file at the tuning's path is a newer specchat's tuning: an older one running beside it (two versions
     sharing a config folder) must not replace it with its own format on every start."""
     try:
-        data = _json_in(tuning_path(key))
+        _check_version(_json_in(tuning_path(key)))
+    except NewerTuning:
+        return True
     except UNREADABLE:  # a FIFO blocked here, a deep nesting raised RecursionError (a reviewer's finds)
         return False
-    version = data.get("version") if isinstance(data, dict) else None
-    return isinstance(version, int) and not isinstance(version, bool) and version > VERSION
+    return False
 
 
 def _reason(exc: BaseException) -> str:
