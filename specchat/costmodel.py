@@ -147,6 +147,10 @@ class Costs:
             out["draft model"] = self.ceiling(self.draft_step, SPEC_MAX_K)
         return out
 
+    def ceilings_keyed(self) -> dict[str, tuple[int, float]]:
+        """ceilings() keyed as the JSON reports key them (`draft_model`): bench's cost model and tune's --json."""
+        return {name.replace(" ", "_"): best for name, best in self.ceilings().items()}
+
     def draft_on(
         self, chances: Sequence[float], k: int, step_cost: float, fixed: float, ahead: Sequence[float]
     ) -> int | None:
@@ -227,7 +231,7 @@ class Costs:
             "v": {str(n): round(v, 4) for n, v in sorted(self.verify.items())},
             "busy": self.busy,
             # the speedup if every guess held, over the measured sizes
-            "ceiling": {name.replace(" ", "_"): round(speedup, 3) for name, (_, speedup) in self.ceilings().items()},
+            "ceiling": {key: round(speedup, 3) for key, (_, speedup) in self.ceilings_keyed().items()},
         }
 
 

@@ -303,10 +303,7 @@ def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, 
 
     best = max(estimates, key=lambda e: e.predicted_speedup)
     # keys as bench's cost_model.ceiling has them (draft_model): one name per drafter in every JSON
-    ceilings = {
-        name.replace(" ", "_"): {"batch": batch, "speedup": gain}
-        for name, (batch, gain) in tuning.costs.ceilings().items()
-    }
+    ceilings = {key: {"batch": batch, "speedup": gain} for key, (batch, gain) in tuning.costs.ceilings_keyed().items()}
     report = {
         "pair": resolved.pair,
         "target": path_text(resolved.target),
