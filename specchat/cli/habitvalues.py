@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import SpecchatError, UsageError
 
 MODEL_FILE = re.compile(r"\S+\.gguf", re.IGNORECASE)  # one word: "how do I make a .gguf" is a prompt
+NAME_WORD = re.compile(r"[\w.:-]+")  # one word that could name a model or pair (no space, no slash)
 
 
 def _model_like(value: str) -> bool:
@@ -86,8 +87,8 @@ AS_PROMPT = "a prompt of that word: specchat run -- WORD"  # after `--` a word i
 def _hub_repo(command: str, word: str) -> str | None:
     """A word that names a Hugging Face repository (a Hub host before it, GGUF in its name, or a pair's target's
     repository) where a prompt or a pair goes; a one-word prompt like `src/a.py` or `tools/gguf-split` is none."""
-    match = HUB_ID.fullmatch(word)
-    if match is None or _pair_named(word) == word:
+    match = HUB_ID.fullmatch(word)  # a repository has a slash, which no pair's name has
+    if match is None:
         return None
     pair = _pair_of_repo(match["repo"])
     if pair is not None:
@@ -118,7 +119,7 @@ OLLAMA_MODEL = re.compile(r"[a-z][a-z0-9._-]*:(latest|\d+(\.\d+)?b([-_.][\w.-]*)
 def _ollama_model(word: str) -> str | None:
     """Ollama's `run MODEL` for a model that is no pair: a NAME:TAG, or a pair's name cut short (qwen2.5-coder,
     Ollama's 7b). One word only: `qwen2.5-coder: what context do you have?` is a prompt, as `TODO:fix` or `12:30`."""
-    if not re.fullmatch(r"[\w.:-]+", word):
+    if not NAME_WORD.fullmatch(word):
         return None
     registry = _registry()
     near = registry.near(word.split(":")[0]) if registry is not None else None
@@ -218,7 +219,7 @@ FOREIGN_BY_VALUE = {"-s": _seed_or_system, **{flag: _hub_flag(flag) for flag in 
 
 def _pair_named(text: str) -> str | None:
     """The pair that a one-word text names: its name, or Ollama's NAME:TAG for it (qwen2.5-coder:1.5b)."""
-    registry = _registry() if re.fullmatch(r"[\w.:-]+", text) else None
+    registry = _registry() if NAME_WORD.fullmatch(text) else None
     for name in (text, text.replace(":", "-")) if registry else ():
         if name in registry.pairs:
             return name
