@@ -208,6 +208,9 @@ def any_case(module: str, *names: str) -> Callable[[str], str]:
     return lower
 
 
+MODES_ANY_CASE = any_case("modes", "MODES")  # --mode of run, serve and export; bench's --modes
+
+
 # Options that several commands share, declared once.
 Opt = typer.Option
 Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from .app import (
+    MODES_ANY_CASE,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -120,7 +121,7 @@ def export(
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP, callback=any_case("modes", "MODES"))] = "auto",
+    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP, callback=MODES_ANY_CASE)] = "auto",
     draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=EXPORT_K_HELP)] = None,
     n_ctx: Ctx = 4096,
     threads: Annotated[int, Opt("--threads", min=0, help="The server's -t (0 = all usable cores, more capped).")] = 0,

@@ -15,6 +15,7 @@ from ..modes import unused_draft
 from .app import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
+    MODES_ANY_CASE,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -47,7 +48,7 @@ TUNE_JSON_HELP = (
 )
 # Word options in any case (app.any_case): each reads its words from the module that checks them
 SUITE_WORDS, TURN_WORDS = any_case("benchsuite", "SUITES", "CATEGORIES"), any_case("benchsuite", "TURNS")
-REPORT_WORDS, MODE_WORDS = any_case("benchreport", "FORMATS"), any_case("modes", "MODES")
+REPORT_WORDS = any_case("benchreport", "FORMATS")
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
 
 
@@ -101,7 +102,7 @@ def bench(
     ] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[
-        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=MODE_WORDS)
+        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=MODES_ANY_CASE)
     ] = "spec,ngram,auto",
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
