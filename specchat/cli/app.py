@@ -193,22 +193,29 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
     return fixed
 
 
-def any_case(module: str, *names: str) -> Callable[[str], str]:
-    """The callback of an option that takes one of a few lower-case words (--format, --mode, --to; bench's --modes,
-    a list), the words being `names` in specchat's `module` (imported when the option is read: an import of
-    export or benchreport for every `run` cost 40 ms). `-f JSON`, as users of other tools type them, was "unknown
-    --format 'JSON'"; no two of the words differ in case alone. A word that is none of them stays as typed, so that
-    the error names what the user wrote ('Turbo')."""
+def any_case(module: str, *names: str, many: bool = False) -> Callable[[str], str]:
+    """The callback of an option that takes one of a few lower-case words (--format, --mode, --to), or with `many`
+    a comma-separated list of them (bench's --modes), the words being `names` in specchat's `module` (imported
+    when the option is read: an import of export or benchreport for every `run` cost 40 ms). `-f JSON`, as users
+    of other tools type them, was "unknown --format 'JSON'"; no two of the words differ in case alone. A word that
+    is none of them stays as typed, so that the error names what the user wrote ('Turbo', 'Vllm,x'); one padded
+    with spaces is taken (`--to "VLLM "` was refused as 'vllm ', neither typed nor a choice)."""
+
+    def known_as(word: str, known: set[str]) -> str:
+        return word.strip().lower() if word.strip().lower() in known else word
 
     def lower(value: str) -> str:
         found = importlib.import_module(f"specchat.{module}")
         known = {word for name in names for word in getattr(found, name)}
-        return ",".join(word.lower() if word.strip().lower() in known else word for word in value.split(","))
+        if many:
+            return ",".join(known_as(word, known) for word in value.split(","))
+        return known_as(value, known)
 
     return lower
 
 
-MODES_ANY_CASE = any_case("modes", "MODES")  # --mode of run, serve and export; bench's --modes
+MODES_ANY_CASE = any_case("modes", "MODES")  # --mode of run, serve and export
+MODES_LIST_ANY_CASE = any_case("modes", "MODES", many=True)  # bench's --modes
 
 
 # Options that several commands share, declared once.

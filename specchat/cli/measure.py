@@ -15,7 +15,7 @@ from ..modes import unused_draft
 from .app import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
-    MODES_ANY_CASE,
+    MODES_LIST_ANY_CASE,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -102,7 +102,7 @@ def bench(
     ] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[
-        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=MODES_ANY_CASE)
+        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=MODES_LIST_ANY_CASE)
     ] = "spec,ngram,auto",
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
