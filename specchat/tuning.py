@@ -389,8 +389,10 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
     if needed > pipeline.target.n_ctx:  # found before minutes of measuring, not after
         # 1024 holds it for the usual tokenizers; a finer one (bytes, characters) needs more: a round 256
         enough = max(1024, -(-needed // 256) * 256)
+        asked, made = pipeline.options.n_ctx, pipeline.target.n_ctx  # --ctx 64: llama.cpp makes 256
+        size = f"a context of {made} tokens" if asked in (made, 0) else f"--ctx {asked} (llama.cpp makes {made} tokens)"
         raise UsageError(
-            f"a context of {pipeline.target.n_ctx} tokens cannot hold what tune measures ({needed} tokens)",
+            f"{size} cannot hold what tune measures ({needed} tokens)",
             hint=f"use --ctx {enough} or more (the default is 4096)",
         )
     notify("timing single steps and verify batches of 1..16, 20, 24, 28, 32, 40, 48, 56 and 64 tokens")

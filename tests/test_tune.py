@@ -358,6 +358,26 @@ def test_a_context_too_small_for_what_tune_measures_is_refused_before_measuring(
     assert "use --ctx " in lines[-1] and not measured and "Traceback" not in result.output
 
 
+def test_a_context_llama_cpp_rounds_up_is_named_as_asked_and_as_made(fake_models, isolated, monkeypatch):
+    """`tune --ctx 64` on the real pair said "a context of 256 tokens": llama.cpp's rounding, not what was typed."""
+    from fake_backend import FakeEngine
+
+    from specchat import tuning
+
+    real_init = FakeEngine.__init__
+
+    def rounded(self, path, spec, n_ctx, interrupt=None):  # as llama.cpp: a multiple of 256
+        real_init(self, path, spec, -(-n_ctx // 256) * 256, interrupt)
+
+    monkeypatch.setattr(FakeEngine, "__init__", rounded)
+    monkeypatch.setattr(tuning, "calibrate", lambda *args, **kwargs: pytest.fail("measured"))
+    target, draft = fake_models
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "--ctx", "64"])
+    assert result.exit_code == 2, result.output
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert last.startswith("error: --ctx 64 (llama.cpp makes 256 tokens) cannot hold what tune measures"), last
+
+
 def test_the_context_tune_asks_for_holds_what_it_measures(fake_models, isolated):
     """The hint said `--ctx 1024` whatever the model: the fake's byte-level tokenizer needs more, so the
     context the hint gave was refused in turn, with the same hint."""
