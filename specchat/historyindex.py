@@ -29,6 +29,7 @@ import json
 import os
 import uuid
 import weakref
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,8 +176,8 @@ class HistoryIndex:
             # leads, or fail in every run, not replace it.
             self.meta_path.unlink()
         meta.write(self.meta_path)
-        for path in old:
-            path.unlink(missing_ok=True)
+        for path in old:  # leftovers now: one that cannot go (a directory in its place) must not undo the rebuild
+            _discard(path)
         self.meta = meta
         self.open()
 
@@ -300,6 +301,15 @@ def _sample(first: int, end: int) -> np.ndarray:
         return np.arange(first, max(first, end), dtype=np.int64)
     starts = np.sort(np.random.default_rng().integers(first, end - NEWEST - RUN, RUNS))
     return np.concatenate([(starts[:, None] + np.arange(RUN)).ravel(), np.arange(end - NEWEST, end)])
+
+
+def _discard(path: Path) -> None:
+    """Remove an old generation's file, or an empty directory in its place; what cannot go is left."""
+    with suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _put(handle, offset: int, values) -> None:

@@ -893,3 +893,19 @@ def test_the_hash_heads_are_read_where_os_has_no_pread(tmp_path, monkeypatch):
     past.update()
     assert lookup([past.chains], tokenize("old pond, "), 3).support[0] == 2
     assert not notes, notes
+
+
+def test_a_directory_in_place_of_a_generation_file_is_rebuilt_and_drafted_from_in_that_run(tmp_path):
+    """A directory in place of <generation>.tokens: the rebuild committed a new, empty generation, then failed
+    to remove the directory ("Is a directory"), so that run said "not used in this run" and drafted from nothing;
+    the old generation's files are leftovers, whose removal must not undo the rebuild."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    index = open_history(tmp_path, notes).index
+    tokens = index.folder / f"{index.meta.generation}.tokens"
+    tokens.unlink()
+    tokens.mkdir()
+    again = open_history(tmp_path, notes)
+    assert len(notes) == 1 and "damaged" in notes[0] and "rebuilt" in notes[0], notes
+    assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+    assert not tokens.exists()  # an empty directory in the index's own folder, with the index's own name
