@@ -167,6 +167,18 @@ class HistoryIndex:
         self.make_folder()
         old = self._generations()
         meta = Meta(self.meta.fingerprint, self.meta.capacity, self.meta.bits, uuid.uuid4().hex)
+        try:
+            self._commit(meta)
+        except BaseException:  # uncommitted: its files would pile up, a set per failed run, until one succeeded
+            for name in FILES:
+                _discard(self._file(name, meta.generation))
+            raise
+        for path in old:  # leftovers now: one that cannot go (a directory in its place) must not undo the rebuild
+            _discard(path)
+        self.meta = meta
+        self.open()
+
+    def _commit(self, meta: Meta) -> None:
         for name, count in self._sizes(meta).items():
             fd = os.open(self._file(name, meta.generation), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as handle:
@@ -176,10 +188,6 @@ class HistoryIndex:
             # leads, or fail in every run, not replace it.
             self.meta_path.unlink()
         meta.write(self.meta_path)
-        for path in old:  # leftovers now: one that cannot go (a directory in its place) must not undo the rebuild
-            _discard(path)
-        self.meta = meta
-        self.open()
 
     def make_folder(self) -> None:
         """The folder, readable by its owner only: the token ids spell out every logged conversation

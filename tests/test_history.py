@@ -909,3 +909,17 @@ def test_a_directory_in_place_of_a_generation_file_is_rebuilt_and_drafted_from_i
     assert len(notes) == 1 and "damaged" in notes[0] and "rebuilt" in notes[0], notes
     assert lookup([again.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
     assert not tokens.exists()  # an empty directory in the index's own folder, with the index's own name
+
+
+def test_a_rebuild_that_fails_leaves_no_files_behind(tmp_path):
+    """A rebuild that could not commit (a directory in place of meta.json) left its new generation's three
+    sparse files (96 MB apparent size) in the index's folder: one more set every run, until one succeeded."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    folder = open_history(tmp_path, notes).index.folder
+    before = sorted(p.name for p in folder.iterdir())
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").mkdir()
+    for _ in range(3):
+        assert open_history(tmp_path, notes).chains is None
+    assert sorted(p.name for p in folder.iterdir()) == before, notes
