@@ -205,8 +205,9 @@ class History:
 
     def _emptied(self) -> bool:
         """The log was deleted (a link that leads nowhere is a disk not mounted, not a deleted log) or holds no
-        message: what the index took from it must not outlive it (a user who deletes the log expects its
-        conversations gone). False where the log cannot be read: locked, or damaged."""
+        message (a 0-byte file, or one without the messages table, holds none either): what the index took from
+        it must not outlive it (a user who deletes the log expects its conversations gone). False where the log
+        cannot be read: locked, or damaged."""
         try:
             os.lstat(self.log)
         except FileNotFoundError:
@@ -215,7 +216,9 @@ class History:
             return False
         try:
             with _read_only(self.log) as conn:
-                return conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+                return (
+                    not _has_messages_table(conn) or conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+                )
         except (sqlite3.Error, OSError):
             return False
 
@@ -235,7 +238,7 @@ class History:
                 self.notify(f"history: the index in {self.index.folder} was damaged ({why}): rebuilt from the log")
 
     def _append_new(self) -> None:
-        if not os.path.isfile(self.log):  # deleted (the index was emptied), or behind a link that leads nowhere
+        if self._log_id() <= self.index.meta.log_id:  # nothing new; deleted or emptied (the index was emptied)
             return
         last, texts, log_mark = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
@@ -284,6 +287,11 @@ class History:
                 size += len(content)
             log_mark = mark(conn, last) or ""
         return last, texts[::-1], log_mark
+
+
+def _has_messages_table(conn: sqlite3.Connection) -> bool:
+    """Asked of the schema (a locked log raises): a query of a missing table fails as a locked log does."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages'").fetchone() is not None
 
 
 def mark(conn: sqlite3.Connection, message_id: int) -> str | None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import threading
+from contextlib import closing
 
 import numpy as np
 import pytest
@@ -923,3 +924,22 @@ def test_a_rebuild_that_fails_leaves_no_files_behind(tmp_path):
     for _ in range(3):
         assert open_history(tmp_path, notes).chains is None
     assert sorted(p.name for p in folder.iterdir()) == before, notes
+
+
+@pytest.mark.parametrize("log", ["zero bytes", "no tables", "no messages table"])
+def test_a_log_that_holds_no_messages_table_is_forgotten_as_a_deleted_one(tmp_path, log):
+    """A 0-byte logs.db (truncated, or made by `touch`), or a database without the messages table, holds no
+    message as a deleted log holds none, yet the index kept drafting from the conversations taken from the old
+    log (its query failed on the missing table, which read as a locked log)."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    tokenize = Tokenizer().tokenize
+    assert lookup([open_history(tmp_path, notes).chains], tokenize("old pond"), 8).tokens
+    (tmp_path / "logs.db").unlink()
+    (tmp_path / "logs.db").touch()
+    if log != "zero bytes":
+        with closing(sqlite3.connect(tmp_path / "logs.db")) as conn:
+            conn.execute("PRAGMA user_version = 1" if log == "no tables" else "CREATE TABLE notes (text)")
+            conn.commit()
+    past = open_history(tmp_path, notes)
+    assert past.chains is not None and lookup([past.chains], tokenize("old pond"), 8).tokens == [] and notes == []
