@@ -127,14 +127,7 @@ class History:
         if not self.usable:
             return
         if self.frozen:  # read what is committed (another user's writes, too); nothing can be written
-            try:
-                self.index.refresh()
-                self.damaged = None  # rebuilt since by whoever may write there
-            except IndexDamaged as why:
-                if self.index.meta_path.exists():  # none yet is no damage
-                    self.damaged = str(why)
-            except OSError:
-                pass
+            self._read_frozen()
             return
         seen = file_identity(self.log)
         try:
@@ -153,6 +146,29 @@ class History:
                     "move it aside (a new one starts)" if self.logging else "the next logged reply moves it aside"
                 )
             self.notify(f"history: not used in this run ({where}: {exc}){way_out}; --no-history hides this")
+
+    def _read_frozen(self) -> None:
+        try:
+            self.index.refresh()
+            self.damaged = None  # rebuilt since by whoever may write there
+        except IndexDamaged as why:
+            if self.index.meta_path.exists():  # none yet is no damage
+                self.damaged = str(why)
+            return
+        except OSError:
+            return
+        try:
+            stale = self._replaced(*self._log_state())
+        except (sqlite3.Error, OSError):  # a log that cannot be read: judged where it can be
+            return
+        if stale:  # a writable index would be emptied (or made again from the new log): this one cannot be
+            self.usable = False
+            folder = self.index.folder
+            self.notify(
+                f"history: not used in this run: {folder} holds conversations the log no longer has (it was deleted or"
+                f" replaced) and is read-only; make it writable (the next run empties it) or delete {folder} to"
+                " forget them; --no-history hides this"
+            )
 
     def _set_log_aside(self, exc: BaseException, seen: tuple[int, int] | None) -> bool:
         """A damaged log in a run that logs: set aside, as its writer would (a page damaged in the middle may

@@ -943,3 +943,18 @@ def test_a_log_that_holds_no_messages_table_is_forgotten_as_a_deleted_one(tmp_pa
             conn.commit()
     past = open_history(tmp_path, notes)
     assert past.chains is not None and lookup([past.chains], tokenize("old pond"), 8).tokens == [] and notes == []
+
+
+@pytest.mark.parametrize("logging", [True, False])
+def test_a_read_only_index_whose_log_was_deleted_is_not_drafted_from(private_log, read_only, logging):
+    """A read-only history folder kept drafting from conversations whose log was deleted (it cannot be emptied),
+    with no word of it, or only 'frozen': it is left out, with one notice that says why and how to forget them."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    folder = History.open(Tokenizer(), print).index.folder
+    (private_log / "logs.db").unlink()
+    read_only(history_mod.root())
+    notes: list[str] = []
+    past = History.open(Tokenizer(), notes.append, logging=logging)
+    past.update()
+    assert past.chains is None and len(notes) == 1, notes
+    assert "the log no longer has" in notes[0] and f"delete {folder}" in notes[0] and "--no-history" in notes[0], notes
