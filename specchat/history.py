@@ -54,14 +54,17 @@ def fingerprint(model) -> str | None:
     return digest.hexdigest()[:16]
 
 
-def _way_out(exc: BaseException) -> str:
+def _way_out(exc: BaseException, folder: Path) -> str:
     """A directory where the index keeps a file, or a file where it keeps a folder, stops every run until it
-    is moved; the index is rebuilt from the log without it."""
+    is moved; so does an index file this user may not open (another user's: a run with sudo). The index is
+    rebuilt from the log without it."""
     if isinstance(exc, NotAFolder):  # made by make_dirs: it names the file and has its hint
         return f"; {exc.hint}"
     if isinstance(exc, IsADirectoryError) and exc.filename:
         in_the_way = exc.filename2 or exc.filename  # os.replace(tmp, meta.json): the second is the directory
         return f"; move {in_the_way} aside (the history is rebuilt from the log)"
+    if isinstance(exc, PermissionError) and exc.filename and Path(exc.filename).is_relative_to(folder):
+        return f"; make {exc.filename} readable and writable by you, or delete it (the history is rebuilt from the log)"
     return ""
 
 
@@ -140,7 +143,7 @@ class History:
                 return
             self.usable = False
             where = self.log if isinstance(exc, sqlite3.Error) else self.index.folder  # only the log is SQLite
-            way_out = _way_out(exc)
+            way_out = _way_out(exc, self.index.folder)
             if damaged(exc):  # logging: the move failed (the writer's warning says why); --no-log: a writer moves it
                 way_out = "; the log is damaged: " + (
                     "move it aside (a new one starts)" if self.logging else "the next logged reply moves it aside"

@@ -958,3 +958,25 @@ def test_a_read_only_index_whose_log_was_deleted_is_not_drafted_from(private_log
     past.update()
     assert past.chains is None and len(notes) == 1, notes
     assert "the log no longer has" in notes[0] and f"delete {folder}" in notes[0] and "--no-history" in notes[0], notes
+
+
+@pytest.mark.parametrize("denied", ["tokens", "head", "lock"])
+def test_an_index_file_denied_is_one_notice_with_the_way_out(tmp_path, monkeypatch, denied):
+    """An index file this user may not open (left by a run as another user, say with sudo) left the history
+    unused in every run with "Permission denied" and no word of what to do; the notice says what to change or
+    delete. (Raised by hand: the tests run as root, whom permissions do not stop.)"""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    index = open_history(tmp_path, notes).index
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")  # so that the lock is taken
+    path = index.folder / (denied if denied == "lock" else f"{index.meta.generation}.{denied}")
+    real_open, real_os_open = open, os.open
+
+    def refuse(file):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+
+    monkeypatch.setattr("builtins.open", lambda file, *a, **k: refuse(file) or real_open(file, *a, **k))
+    monkeypatch.setattr(os, "open", lambda file, *a, **k: refuse(file) or real_os_open(file, *a, **k))
+    assert open_history(tmp_path, notes).chains is None and len(notes) == 1, notes
+    assert f"make {path} readable and writable by you" in notes[0] and "or delete it" in notes[0], notes
