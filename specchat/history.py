@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from filelock import Timeout
 
-from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged
+from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged, NewerIndex
 from .logdb import damaged, file_identity, refuse_leftover_wal, set_aside
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
@@ -63,6 +63,8 @@ def _way_out(exc: BaseException, folder: Path) -> str:
     if isinstance(exc, IsADirectoryError) and exc.filename:
         in_the_way = exc.filename2 or exc.filename  # os.replace(tmp, meta.json): the second is the directory
         return f"; move {in_the_way} aside (the history is rebuilt from the log)"
+    if isinstance(exc, NewerIndex):
+        return "; upgrade specchat to draft from it (it is kept as it is)"
     if isinstance(exc, PermissionError) and exc.filename and Path(exc.filename).is_relative_to(folder):
         return f"; make {exc.filename} readable and writable by you, or delete it (the history is rebuilt from the log)"
     return ""
@@ -159,6 +161,13 @@ class History:
                 self.damaged = str(why)
             return
         except OSError:
+            return
+        except NewerIndex as exc:
+            self.usable = False
+            self.notify(
+                f"history: not used in this run ({self.index.folder}: {exc}){_way_out(exc, self.index.folder)}"
+                "; --no-history hides this"
+            )
             return
         try:
             stale = self._replaced(*self._log_state())

@@ -54,6 +54,17 @@ class IndexDamaged(Exception):
     """The files on disk do not add up (missing, truncated, inconsistent): rebuild."""
 
 
+class NewerIndex(Exception):
+    """An index a newer specchat made: its files may be laid out otherwise, so it is neither read nor rebuilt
+    (an older specchat beside the newer one would replace its index in every run)."""
+
+
+def _refuse_newer(data) -> None:
+    version = data.get("version") if isinstance(data, dict) else None
+    if type(version) is int and version > VERSION:  # before its fields are read: a newer one may have others
+        raise NewerIndex(f"made by a newer specchat (index version {version}; this one reads {VERSION})")
+
+
 def head_bits(capacity: int) -> int:
     """About one bucket per two tokens: chains stay short, the head array stays at 4 bytes per token."""
     return max(10, int(capacity - 1).bit_length() - 1)
@@ -77,6 +88,7 @@ class Meta:
             raise IndexDamaged(f"{path.name} is not a regular file")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+            _refuse_newer(data)
             meta = cls(**data)
         except (OSError, ValueError, TypeError) as exc:
             raise IndexDamaged(f"unreadable {path.name} ({exc.__class__.__name__})") from None

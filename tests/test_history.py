@@ -980,3 +980,24 @@ def test_an_index_file_denied_is_one_notice_with_the_way_out(tmp_path, monkeypat
     monkeypatch.setattr(os, "open", lambda file, *a, **k: refuse(file) or real_os_open(file, *a, **k))
     assert open_history(tmp_path, notes).chains is None and len(notes) == 1, notes
     assert f"make {path} readable and writable by you" in notes[0] and "or delete it" in notes[0], notes
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_newer_specchats_index_is_kept_not_called_damaged(private_log, read_only, frozen):
+    """An index a newer specchat made (meta version 2) was called damaged and rebuilt: a false notice, and the
+    newer one's index replaced, by every run of an older specchat beside it. It is left as it is, not drafted
+    from (its files may be laid out otherwise), with one notice saying so."""
+    log_messages(private_log / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    folder = History.open(Tokenizer(), print).index.folder
+    meta_path = folder / "meta.json"
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "version": 2, "layout": "new"}))
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".json", ".tokens")}
+    if frozen:
+        read_only(history_mod.root())
+    notes: list[str] = []
+    past = History.open(Tokenizer(), notes.append, logging=True)
+    past.update()
+    assert past.chains is None and len(notes) == 1, notes
+    assert "a newer specchat (index version 2" in notes[0] and "damaged" not in notes[0], notes
+    assert "upgrade specchat" in notes[0] and "--no-history" in notes[0], notes
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".json", ".tokens")} == before
