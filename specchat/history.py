@@ -21,7 +21,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged, NewerIndex
-from .logdb import damaged, file_identity, refuse_leftover_wal, set_aside
+from .logdb import LEFT_HINT, LeftoverWal, damaged, file_identity, refuse_leftover_wal, set_aside
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
@@ -63,6 +63,8 @@ def _way_out(exc: BaseException, folder: Path) -> str:
     if isinstance(exc, IsADirectoryError) and exc.filename:
         in_the_way = exc.filename2 or exc.filename  # os.replace(tmp, meta.json): the second is the directory
         return f"; move {in_the_way} aside (the history is rebuilt from the log)"
+    if isinstance(exc, LeftoverWal):  # with --no-log, this notice is the only word of it
+        return f"; {LEFT_HINT}"
     if isinstance(exc, NewerIndex):
         return "; upgrade specchat to draft from it (it is kept as it is)"
     if isinstance(exc, PermissionError) and exc.filename and Path(exc.filename).is_relative_to(folder):

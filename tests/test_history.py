@@ -1001,3 +1001,17 @@ def test_a_newer_specchats_index_is_kept_not_called_damaged(private_log, read_on
     assert "a newer specchat (index version 2" in notes[0] and "damaged" not in notes[0], notes
     assert "upgrade specchat" in notes[0] and "--no-history" in notes[0], notes
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".json", ".tokens")} == before
+
+
+def test_a_leftover_wal_beside_the_log_is_named_with_the_way_out(tmp_path):
+    """An emptied logs.db beside the old log's -wal: with --no-log the history's notice is the only word of it,
+    and it said only that the -wal was left, not what to do with it (as the log's own warning does)."""
+    from specchat.logdb import LEFT_HINT
+
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    (tmp_path / "logs.db-wal").write_bytes(b"the old log's latest messages" * 100)
+    (tmp_path / "logs.db").write_bytes(b"")
+    assert open_history(tmp_path, notes).chains is None
+    assert len(notes) == 1 and f"holds its latest messages); {LEFT_HINT}; --no-history hides this" in notes[0], notes
