@@ -244,6 +244,8 @@ class History:
             return True
         except OSError:  # in a folder that cannot be searched: not a deleted log
             return False
+        if not os.path.isfile(self.log):  # a link leading nowhere, a directory; a FIFO, which SQLite would wait on
+            return False
         try:
             with _read_only(self.log) as conn:
                 return (

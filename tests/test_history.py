@@ -1015,3 +1015,24 @@ def test_a_leftover_wal_beside_the_log_is_named_with_the_way_out(tmp_path):
     (tmp_path / "logs.db").write_bytes(b"")
     assert open_history(tmp_path, notes).chains is None
     assert len(notes) == 1 and f"holds its latest messages); {LEFT_HINT}; --no-history hides this" in notes[0], notes
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_for_the_log_is_not_waited_on(tmp_path):
+    """A FIFO in place of logs.db hung `run --mode suffix` (and auto) before the reply: asking whether the log was
+    emptied opened it with SQLite, which waits for a writer. It is not a log that was deleted: the index is kept
+    (the run's log writer says what is wrong with the file)."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    open_history(tmp_path, notes)
+    (tmp_path / "logs.db").unlink()
+    os.mkfifo(tmp_path / "logs.db")
+    opened = []
+    reader = threading.Thread(target=lambda: opened.append(open_history(tmp_path, notes)), daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # a hang fails the test, not the suite: a writer that goes at once ends the wait
+        os.close(os.open(tmp_path / "logs.db", os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("the history waited on a FIFO in place of the log")
+    tokenize = Tokenizer().tokenize
+    assert lookup([opened[0].chains], tokenize("old pond"), 8).tokens == tokenize(", a frog") and notes == []
