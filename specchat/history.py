@@ -10,6 +10,7 @@ Nothing leaves the machine: the index lives next to the log (SPECCHAT_DATA_DIR),
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sqlite3
@@ -56,8 +57,8 @@ def fingerprint(model) -> str | None:
 
 def _way_out(exc: BaseException, folder: Path) -> str:
     """A directory where the index keeps a file, or a file where it keeps a folder, stops every run until it
-    is moved; so does an index file this user may not open (another user's: a run with sudo). The index is
-    rebuilt from the log without it."""
+    is moved; so does a link where it keeps a file (its lock), or an index file this user may not open (another
+    user's: a run with sudo). The index is rebuilt from the log without it."""
     if isinstance(exc, NotAFolder):  # made by make_dirs: it names the file and has its hint
         return f"; {exc.hint}"
     if isinstance(exc, IsADirectoryError) and exc.filename:
@@ -67,7 +68,10 @@ def _way_out(exc: BaseException, folder: Path) -> str:
         return f"; {LEFT_HINT}"
     if isinstance(exc, NewerIndex):
         return "; upgrade specchat to draft from it (it is kept as it is)"
-    if isinstance(exc, PermissionError) and exc.filename and Path(exc.filename).is_relative_to(folder):
+    ours = isinstance(exc, OSError) and exc.filename and Path(exc.filename).is_relative_to(folder)
+    if ours and exc.errno == errno.ELOOP:  # the lock file opens without following links (filelock's O_NOFOLLOW)
+        return f"; remove {exc.filename} (a link where the index keeps a file; the history is rebuilt from the log)"
+    if ours and isinstance(exc, PermissionError):
         return f"; make {exc.filename} readable and writable by you, or delete it (the history is rebuilt from the log)"
     return ""
 

@@ -1036,3 +1036,21 @@ def test_a_fifo_for_the_log_is_not_waited_on(tmp_path):
         pytest.fail("the history waited on a FIFO in place of the log")
     tokenize = Tokenizer().tokenize
     assert lookup([opened[0].chains], tokenize("old pond"), 8).tokens == tokenize(", a frog") and notes == []
+
+
+@pytest.mark.parametrize("link", ["nowhere", "to a file"])
+def test_a_link_for_the_lock_is_named_with_the_way_out(tmp_path, link):
+    """A symbolic link in place of the index's lock file (restored from a backup, say): the lock refuses to follow
+    it, and the history was unused in every run with a bare "Too many levels of symbolic links"."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    lock = open_history(tmp_path, notes).index.folder / "lock"
+    lock.unlink()
+    (tmp_path / "elsewhere").touch()
+    lock.symlink_to(tmp_path / ("nowhere" if link == "nowhere" else "elsewhere"))
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")  # so that the lock is taken
+    assert open_history(tmp_path, notes).chains is None and len(notes) == 1, notes
+    assert f"remove {lock} (a link where the index keeps a file" in notes[0] and "--no-history" in notes[0], notes
+    lock.unlink()
+    notes.clear()
+    assert open_history(tmp_path, notes).chains is not None and notes == []
