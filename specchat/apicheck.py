@@ -125,7 +125,7 @@ def unsupported(data: dict) -> None:
     call, a JSON schema, log-probabilities, a logit bias, repeat penalties or audio must not get plain text that
     looks like a success. The values clients send by default (no tools, "text", false, {}, 0) pass, and
     so do tools listed with tool_choice "none" (agent frameworks list them on every request; "none" asks
-    for plain text)."""
+    for plain text). llama-server's and vLLM's own fields are judged so too (SHAPING)."""
     plain_text = data.get("tool_choice") == "none" or data.get("function_call") == "none"
     logprobs, best_of = data.get("logprobs"), data.get("best_of")  # each of its type (check_types)
     refusals = (
@@ -153,6 +153,30 @@ def unsupported(data: dict) -> None:
     for refused, message in refusals:
         if refused:  # each message starts with the field's name, quoted: the error's param
             raise ApiError(400, message, code="unsupported_parameter", param=message.split("'")[1])
+    for name, (neutral, what) in SHAPING.items():
+        if data.get(name) not in (None, *neutral):
+            raise ApiError(400, f"'{name}' ({what}) is not supported", code="unsupported_parameter", param=name)
+
+
+CONSTRAINED = "constrained output; ask for JSON in the prompt"
+# llama-server's and vLLM's own fields (a client's extra_body) that shape the reply, beside top_k and min_p (which
+# are honoured): a grammar, a JSON schema, a repeat penalty, token probabilities or tokens past the end got plain
+# text that looked as asked. Each with the values that change nothing, which pass: llama.cpp's web UI sends
+# several on every request, at such a value.
+SHAPING = {
+    **dict.fromkeys(("grammar", "guided_regex", "guided_grammar"), (("",), CONSTRAINED)),
+    "json_schema": (({},), CONSTRAINED),
+    "guided_json": (({}, ""), CONSTRAINED),  # vLLM takes the schema as an object or as its JSON text
+    "guided_choice": (([],), CONSTRAINED),
+    **dict.fromkeys(("repeat_penalty", "repetition_penalty"), ((1,), "a repeat penalty; only 1")),
+    "n_probs": ((0,), "token probabilities; only 0"),
+    "ignore_eos": ((False,), "generating past the end"),
+    "min_tokens": ((0,), "generating past the end; only 0"),
+    "mirostat": ((0,), "mirostat sampling; only 0"),
+    "typical_p": ((1,), "typical sampling; only 1"),
+    "dry_multiplier": ((0,), "a DRY repeat penalty; only 0"),
+    "xtc_probability": ((0,), "XTC sampling; only 0"),
+}
 
 
 def _plain_format(response_format) -> bool:
@@ -184,6 +208,14 @@ TYPED = {
     "stream_options": OBJECT,  # only for "stream": true, which openai_api checks once its type is known
     **dict.fromkeys(("tools", "functions", "modalities"), LIST),
     **dict.fromkeys(("tool_choice", "function_call"), ((str, dict), "a string or an object")),
+    # llama-server's and vLLM's own, refused unless they change nothing (SHAPING)
+    **dict.fromkeys(("grammar", "guided_regex", "guided_grammar"), TEXT),
+    "json_schema": OBJECT,
+    "guided_json": ((str, dict), "a string or an object"),
+    "guided_choice": LIST,
+    **dict.fromkeys(("repeat_penalty", "repetition_penalty", "typical_p", "dry_multiplier", "xtc_probability"), NUMBER),
+    **dict.fromkeys(("n_probs", "min_tokens", "mirostat"), INTEGER),
+    "ignore_eos": TRUTH,
 }
 LOGPROBS = {True: TRUTH, False: INTEGER}  # chat's logprobs is true/false, a completion's a count
 
@@ -207,7 +239,8 @@ def check_types(data: dict, chat: bool) -> dict:
     return kept
 
 
-COUNTS = {"n", "best_of", "top_logprobs", "logprobs"}  # only compared with 0 or 1 (a seed must be an int)
+# only compared with 0 or 1 (a seed must be an int)
+COUNTS = {"n", "best_of", "top_logprobs", "logprobs", "n_probs", "min_tokens", "mirostat"}
 
 
 def whole(value):

@@ -892,6 +892,56 @@ def test_a_logit_bias_or_a_penalty_is_refused_not_ignored(server, extra):
     assert answered.choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
 
 
+def test_llama_servers_and_vllms_own_fields_that_shape_the_reply_are_refused_not_ignored(server):
+    """A llama-server or vLLM client's extra_body asking for a grammar, a JSON schema, a repeat penalty, token
+    probabilities or generation past the end got plain text that looked as asked (and the CLI refuses their
+    flags); each is a 400 naming it, its type checked first. At the values that change nothing, which llama.cpp's
+    web UI sends on every request, they still answer."""
+    from specchat.openai_api import ApiError, parse_chat, parse_completion
+
+    chat = {"messages": [{"role": "user", "content": "a"}]}
+    for extra in (
+        {"grammar": 'root ::= "yes"'},
+        {"json_schema": {"type": "object"}},
+        {"guided_json": {"type": "object"}},
+        {"guided_json": '{"type": "object"}'},
+        {"guided_regex": "[0-9]+"},
+        {"guided_choice": ["yes", "no"]},
+        {"guided_grammar": 'root ::= "yes"'},
+        {"repeat_penalty": 1.1},
+        {"repetition_penalty": 1.2},
+        {"n_probs": 3},
+        {"ignore_eos": True},
+        {"min_tokens": 10},
+        {"mirostat": 2},
+        {"typical_p": 0.5},
+        {"dry_multiplier": 0.8},
+        {"xtc_probability": 0.5},
+    ):
+        name = next(iter(extra))
+        for parse, body in ((parse_chat, chat), (parse_completion, {"prompt": "a"})):
+            with pytest.raises(ApiError) as refused:
+                parse(body | extra, 2048)
+            assert (refused.value.status, refused.value.code, refused.value.param) == (
+                400, "unsupported_parameter", name
+            ), extra  # fmt: skip
+            assert refused.value.message.startswith(f"'{name}'"), refused.value.message
+    for name, wrong, words in (("repeat_penalty", "1.1", "a number"), ("ignore_eos", 1, "true or false"),
+                               ("n_probs", True, "an integer"), ("grammar", 5, "a string")):  # fmt: skip
+        with pytest.raises(ApiError) as refused:
+            parse_chat(chat | {name: wrong}, 2048)
+        assert refused.value.message == f"'{name}' must be {words}"
+    neutral = {"grammar": "", "json_schema": {}, "guided_json": None, "guided_choice": [], "repeat_penalty": 1.0,
+               "repetition_penalty": 1, "n_probs": 0, "ignore_eos": False, "min_tokens": 0, "mirostat": 0,
+               "typical_p": 1.0, "dry_multiplier": 0.0, "xtc_probability": 0, "repeat_last_n": 64, "samplers": "kpt",
+               "cache_prompt": True}  # fmt: skip
+    assert parse_chat(chat | neutral, 2048).max_tokens == 2048
+    answered = httpx.post(f"{server.url}/v1/completions", json={"prompt": "a", "max_tokens": 3} | neutral, timeout=60)
+    assert answered.status_code == 200, answered.text
+    response = httpx.post(f"{server.url}/v1/chat/completions", json=chat | {"grammar": "root ::= [a]"}, timeout=30)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "grammar"
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_prompt_longer_than_the_context_is_a_400_streamed_or_not(server, stream):
     """The official client gets BadRequestError context_length_exceeded, also when it asked for a stream
