@@ -87,12 +87,7 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     temperature = _number(data, "temperature", 1.0, 0.0, 2.0)  # the API's documented default
     top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
     seed = data.get("seed")  # an integer or null (apicheck.TYPED)
-    # max_completion_tokens is the newer name of the same limit; larger asks are held to the server's cap.
-    # A null one is not given (clients that serialise every field send it beside max_tokens).
-    name = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
-    asked = whole(data.get(name))
-    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
-        raise ApiError(400, f"'{name}' must be a positive integer", code="invalid_max_tokens", param=name)
+    asked = _asked_tokens(data)
     stop = data.get("stop")
     stops = [stop] if isinstance(stop, str) else [] if stop is None else stop  # false, 0 or {}: no list of strings
     if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(s, str) for s in stops):
@@ -134,6 +129,21 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     return ApiRequest(
         model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
     )
+
+
+def _asked_tokens(data: dict) -> int | None:
+    """The most tokens the request asks for (None: no limit of its own); larger asks are held to the server's cap.
+    max_completion_tokens is the newer name of the same limit, n_predict llama-server's (its clients send it; -1
+    is its no limit). A null one is not given (clients that serialise every field send it beside max_tokens)."""
+    names = ("max_completion_tokens", "max_tokens", "n_predict")
+    name = next((name for name in names if data.get(name) is not None), "max_tokens")
+    asked = whole(data.get(name))
+    if name == "n_predict" and asked == -1:
+        return None
+    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
+        message = f"'{name}' must be a positive integer" + (", or -1 for no limit" if name == "n_predict" else "")
+        raise ApiError(400, message, code="invalid_max_tokens", param=name)
+    return asked
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:

@@ -567,6 +567,27 @@ def test_nulls_inside_stream_options_and_response_format_are_not_given():
         assert error.value.code == "unsupported_parameter" and error.value.param == "response_format"
 
 
+def test_llama_servers_n_predict_limits_the_reply_as_max_tokens_does(server):
+    """n_predict, llama-server's name for max_tokens (its own clients and scripts send it), was ignored in silence:
+    a request for 3 tokens ran on to the server's whole --max-tokens. It limits the reply where neither OpenAI name
+    is given; -1 is llama-server's no limit (the server's cap); anything else but a positive count is a 400."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    reply = httpx.post(f"{server.url}/v1/completions", json={"prompt": "Hello", "n_predict": 3}, timeout=30)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 3
+    messages = [{"role": "user", "content": "a"}]
+    assert parse_chat({"messages": messages, "n_predict": 7}, 2048).max_tokens == 7
+    assert parse_chat({"messages": messages, "n_predict": 7.0, "max_tokens": None}, 2048).max_tokens == 7
+    assert parse_chat({"messages": messages, "n_predict": 7, "max_tokens": 5}, 2048).max_tokens == 5
+    assert parse_chat({"messages": messages, "n_predict": -1}, 2048).max_tokens == 2048
+    assert parse_chat({"messages": messages, "n_predict": 9999}, 2048).max_tokens == 2048
+    for bad in (0, -2, 1.5, "3", True):
+        with pytest.raises(ApiError) as refused:
+            parse_chat({"messages": messages, "n_predict": bad}, 2048)
+        assert (refused.value.param, refused.value.code) == ("n_predict", "invalid_max_tokens"), bad
+        assert refused.value.message == "'n_predict' must be a positive integer, or -1 for no limit"
+
+
 def test_a_bad_max_completion_tokens_is_named_as_sent():
     """A max_completion_tokens of 0 was refused as "'max_tokens' must be...", a field the client never sent."""
     from specchat.openai_api import ApiError, parse_chat
