@@ -588,6 +588,26 @@ def test_llama_servers_n_predict_limits_the_reply_as_max_tokens_does(server):
         assert refused.value.message == "'n_predict' must be a positive integer, or -1 for no limit"
 
 
+def test_a_max_tokens_of_minus_one_is_no_limit_as_llama_server_and_lm_studio_read_it(server):
+    """LM Studio's documented request and llama.cpp's web UI send "max_tokens": -1 for no limit, which llama-server
+    and LM Studio answer; here it was a 400. It is the server's cap now, under either OpenAI name; another
+    negative count or 0 is still a 400."""
+    from specchat.openai_api import ApiError, parse_chat
+
+    body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": -1, "temperature": 0}
+    reply = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["content"] == fake_backend.REPLY.format(prompt=PROMPT)
+    messages = [{"role": "user", "content": "a"}]
+    for name in ("max_tokens", "max_completion_tokens"):
+        assert parse_chat({"messages": messages, name: -1}, 2048).max_tokens == 2048
+        assert parse_chat({"messages": messages, name: -1.0}, 2048).max_tokens == 2048
+        for bad in (0, -2):
+            with pytest.raises(ApiError) as refused:
+                parse_chat({"messages": messages, name: bad}, 2048)
+            assert refused.value.message == f"'{name}' must be a positive integer, or -1 for no limit"
+
+
 def test_a_bad_max_completion_tokens_is_named_as_sent():
     """A max_completion_tokens of 0 was refused as "'max_tokens' must be...", a field the client never sent."""
     from specchat.openai_api import ApiError, parse_chat
