@@ -97,6 +97,9 @@ class _Server(uvicorn.Server):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.stopping_now = False
         self.stopped_by = 0  # the first signal that asked the server to stop
+        # A job started with `&` in a script gets SIGINT ignored, so that Ctrl-C for the script's foreground command
+        # (sent to the whole process group) leaves it running: uvicorn took it all the same, and exited 0.
+        self.ignored = {sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is signal.SIG_IGN}
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self.loop = asyncio.get_running_loop()
@@ -105,7 +108,9 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame) -> None:
         """A second Ctrl-C stops the running requests now, each with its 503, and the server leaves; uvicorn's
         own force quit cancelled them mid-response instead (a traceback each, a plain-text 500). A third one
-        is uvicorn's force quit, should the requests not end."""
+        is uvicorn's force quit, should the requests not end. A signal the server was started to ignore is."""
+        if sig in self.ignored:
+            return
         if self.should_exit and not self.stopping_now and self.loop is not None:
             self.stopping_now = True
             self.loop.call_soon_threadsafe(self.api.stop_all)

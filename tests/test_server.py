@@ -1413,6 +1413,32 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
         running.process.wait(timeout=30)
 
 
+def test_a_ctrl_c_that_the_server_was_started_to_ignore_is_ignored(tmp_path, monkeypatch):
+    """A job started with `&` in a script gets SIGINT ignored, so that Ctrl-C for the script's foreground command
+    (sent to the whole process group) leaves it running; `run` leaves it so. uvicorn took it all the same: the
+    server shut down mid-reply, and exited 0 as if it had ended by itself. It is ignored now; SIGTERM still stops it."""
+
+    def sigint_ignored(reset=default_signals) -> None:
+        reset()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    monkeypatch.setattr(sys.modules[__name__], "default_signals", sigint_ignored)
+    running = Server(tmp_path, "--no-log", eval_sleep=0.01)
+    try:
+        body = {"prompt": "Go on", "max_tokens": 60, "stream": True}
+        with httpx.stream("POST", f"{running.url}/v1/completions", json=body, timeout=60) as response:
+            lines = response.iter_lines()
+            next(line for line in lines if '"text": "' in line)  # generating
+            running.process.send_signal(signal.SIGINT)
+            last = [line for line in lines if line][-1]
+        assert last == "data: [DONE]", last
+        assert httpx.get(f"{running.url}/health", timeout=10).json()["status"] == "ok"
+        assert running.process.poll() is None and "interrupted" not in running.console(), running.console()
+    finally:
+        running.stop()
+    assert running.process.returncode == -signal.SIGTERM, running.console()
+
+
 def _asgi_stream_whose_client_leaves_at(app, body: dict, leave_at: bytes) -> list[bytes]:
     """POST body to the app as uvicorn does (ASGI 2.3: Starlette listens for the disconnect beside the
     stream), with a client that leaves as soon as a sent chunk holds leave_at: what it was sent by then."""
