@@ -15,13 +15,13 @@ import hashlib
 import os
 import sqlite3
 from collections.abc import Callable
-from contextlib import closing, suppress
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 from filelock import Timeout
 
-from .historyindex import DEFAULT_CAPACITY, HistoryIndex, IndexDamaged, NewerIndex
+from .historyindex import DEFAULT_CAPACITY, LOCK_NAME, HistoryIndex, IndexDamaged, NewerIndex
 from .logdb import LEFT_HINT, LeftoverWal, damaged, file_identity, refuse_leftover_wal, set_aside
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
@@ -69,10 +69,13 @@ def _way_out(exc: BaseException, folder: Path) -> str:
     if isinstance(exc, NewerIndex):
         return "; upgrade specchat to draft from it (it is kept as it is)"
     ours = isinstance(exc, OSError) and exc.filename and Path(exc.filename).is_relative_to(folder)
+    # the lock holds nothing: removed, it is made again and the index is used as it is; any other file is data
+    lock = ours and Path(exc.filename).name == LOCK_NAME
+    again = "it is made again" if lock else "the history is rebuilt from the log"
     if ours and exc.errno == errno.ELOOP:  # the lock file opens without following links (filelock's O_NOFOLLOW)
-        return f"; remove {exc.filename} (a link where the index keeps a file; the history is rebuilt from the log)"
+        return f"; remove {exc.filename} (a link where the index keeps a file; {again})"
     if ours and isinstance(exc, PermissionError):
-        return f"; make {exc.filename} readable and writable by you, or delete it (the history is rebuilt from the log)"
+        return f"; make {exc.filename} readable and writable by you, or delete it ({again})"
     return ""
 
 
@@ -133,6 +136,12 @@ class History:
     def chains(self) -> Chains | None:
         return self.index.chains if self.usable else None
 
+    def _unused(self, where: Path, exc: BaseException, way_out: str | None = None) -> None:
+        """Off for this run, with the one notice that says why and the way out."""
+        self.usable = False
+        way_out = _way_out(exc, self.index.folder) if way_out is None else way_out
+        self.notify(f"history: not used in this run ({where}: {exc}){way_out}; --no-history hides this")
+
     def update(self) -> None:
         """Append what the log gained since the last update (a no-op when nothing did). Never raises."""
         if not self.usable:
@@ -144,19 +153,22 @@ class History:
         try:
             self._update()
         except Timeout:
-            with suppress(IndexDamaged, OSError):  # another process is writing: use what is committed
+            try:  # another process is writing: use what is committed
                 self.index.refresh()
+            except (IndexDamaged, OSError):
+                pass
+            except NewerIndex as exc:  # a newer specchat committed its index while we waited for the lock
+                self._unused(self.index.folder, exc)
         except Exception as exc:  # a full disk, a locked log, a tokenizer error: never a reason to stop a reply
             if damaged(exc) and self._set_log_aside(exc, seen):
                 return
-            self.usable = False
             where = self.log if isinstance(exc, sqlite3.Error) else self.index.folder  # only the log is SQLite
-            way_out = _way_out(exc, self.index.folder)
+            way_out = None
             if damaged(exc):  # logging: the move failed (the writer's warning says why); --no-log: a writer moves it
                 way_out = "; the log is damaged: " + (
                     "move it aside (a new one starts)" if self.logging else "the next logged reply moves it aside"
                 )
-            self.notify(f"history: not used in this run ({where}: {exc}){way_out}; --no-history hides this")
+            self._unused(where, exc, way_out)
 
     def _read_frozen(self) -> None:
         try:
@@ -169,11 +181,7 @@ class History:
         except OSError:
             return
         except NewerIndex as exc:
-            self.usable = False
-            self.notify(
-                f"history: not used in this run ({self.index.folder}: {exc}){_way_out(exc, self.index.folder)}"
-                "; --no-history hides this"
-            )
+            self._unused(self.index.folder, exc)
             return
         try:
             stale = self._replaced(*self._log_state())
@@ -184,8 +192,8 @@ class History:
             folder = self.index.folder
             self.notify(
                 f"history: not used in this run: {folder} holds conversations the log no longer has (it was deleted or"
-                f" replaced) and is read-only; make it writable (the next run empties it) or delete {folder} to"
-                " forget them; --no-history hides this"
+                f" replaced) and is read-only; make it writable (the next run makes it again from the log) to forget"
+                " them; --no-history hides this"
             )
 
     def _set_log_aside(self, exc: BaseException, seen: tuple[int, int] | None) -> bool:

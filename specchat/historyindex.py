@@ -41,6 +41,7 @@ from .tokenchains import ORDER, SEP, Chains, Links, buckets, slot_ranges
 
 VERSION = 1
 DEFAULT_CAPACITY = 8_000_000  # tokens kept (the oldest go first): at most ~96 MB on disk
+LOCK_NAME = "lock"  # writers take it; it holds nothing, so removing it loses nothing
 FILES = {"tokens": np.int32, "prev": np.uint32, "head": np.int64}
 WHOLE_HEAD = 4096  # more touched buckets than this: rewrite the head array in one write
 # Positions checked at open: RUNS runs of RUN neighbours each (a few pages of each file, not thousands of random
@@ -120,7 +121,7 @@ class HistoryIndex:
         self.n_vocab = n_vocab  # token ids at or beyond it are damage (None: only negative ones are)
         self.meta = Meta(fingerprint, capacity, head_bits(capacity), "")
         self.chains: Chains | None = None
-        self.lock = FileLock(folder / "lock")
+        self.lock = FileLock(folder / LOCK_NAME)
 
     @property
     def meta_path(self) -> Path:

@@ -957,7 +957,9 @@ def test_a_read_only_index_whose_log_was_deleted_is_not_drafted_from(private_log
     past = History.open(Tokenizer(), notes.append, logging=logging)
     past.update()
     assert past.chains is None and len(notes) == 1, notes
-    assert "the log no longer has" in notes[0] and f"delete {folder}" in notes[0] and "--no-history" in notes[0], notes
+    assert f"{folder} holds conversations the log no longer has" in notes[0] and "--no-history" in notes[0], notes
+    # deleting a read-only folder fails as writing it does: the way out is to make it writable
+    assert "make it writable (the next run makes it again from the log)" in notes[0] and "or delete" not in notes[0]
 
 
 @pytest.mark.parametrize("denied", ["tokens", "head", "lock"])
@@ -980,6 +982,9 @@ def test_an_index_file_denied_is_one_notice_with_the_way_out(tmp_path, monkeypat
     monkeypatch.setattr(os, "open", lambda file, *a, **k: refuse(file) or real_os_open(file, *a, **k))
     assert open_history(tmp_path, notes).chains is None and len(notes) == 1, notes
     assert f"make {path} readable and writable by you" in notes[0] and "or delete it" in notes[0], notes
+    # the lock holds nothing, so deleting it rebuilds nothing: the notice promised a rebuild for it too
+    again = "it is made again" if denied == "lock" else "the history is rebuilt from the log"
+    assert f"or delete it ({again})" in notes[0], notes
 
 
 @pytest.mark.parametrize("frozen", [False, True])
@@ -1050,7 +1055,30 @@ def test_a_link_for_the_lock_is_named_with_the_way_out(tmp_path, link):
     lock.symlink_to(tmp_path / ("nowhere" if link == "nowhere" else "elsewhere"))
     log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")  # so that the lock is taken
     assert open_history(tmp_path, notes).chains is None and len(notes) == 1, notes
-    assert f"remove {lock} (a link where the index keeps a file" in notes[0] and "--no-history" in notes[0], notes
+    assert f"remove {lock} (a link where the index keeps a file; it is made again)" in notes[0], notes
+    assert "--no-history" in notes[0], notes
     lock.unlink()
     notes.clear()
     assert open_history(tmp_path, notes).chains is not None and notes == []
+
+
+def test_a_newer_index_committed_while_waiting_for_the_lock_is_one_notice(tmp_path, monkeypatch):
+    """An older specchat waiting for the lock while a newer one committed its index (meta version 2) read it on the
+    way out of the wait: NewerIndex escaped update(), which never raises, and `run` showed a traceback."""
+    from filelock import Timeout
+
+    from specchat.historyindex import HistoryIndex, NewerIndex
+
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    past = open_history(tmp_path, notes)
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")
+
+    def newer_committed(self):
+        raise NewerIndex("made by a newer specchat (index version 2; this one reads 1)")
+
+    monkeypatch.setattr(History, "_update", lambda self: (_ for _ in ()).throw(Timeout(str(tmp_path / "lock"))))
+    monkeypatch.setattr(HistoryIndex, "refresh", newer_committed)
+    past.update()
+    assert past.chains is None and len(notes) == 1, notes
+    assert "a newer specchat (index version 2" in notes[0] and "upgrade specchat" in notes[0], notes
