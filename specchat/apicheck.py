@@ -153,29 +153,38 @@ def unsupported(data: dict) -> None:
     for refused, message in refusals:
         if refused:  # each message starts with the field's name, quoted: the error's param
             raise ApiError(400, message, code="unsupported_parameter", param=message.split("'")[1])
-    for name, (neutral, what) in SHAPING.items():
+    for name, (_, neutral, what) in SHAPING.items():
         if data.get(name) not in (None, *neutral):
             raise ApiError(400, f"'{name}' ({what}) is not supported", code="unsupported_parameter", param=name)
 
 
+TRUTH, INTEGER, NUMBER = ((bool,), "true or false"), ((int,), "an integer"), ((int, float), "a number")
+TEXT, OBJECT, LIST = ((str,), "a string"), ((dict,), "an object"), ((list,), "a list")
+
 CONSTRAINED = "constrained output; ask for JSON in the prompt"
 # llama-server's and vLLM's own fields (a client's extra_body) that shape the reply, beside top_k and min_p (which
 # are honoured): a grammar, a JSON schema, a repeat penalty, token probabilities or tokens past the end got plain
-# text that looked as asked. Each with the values that change nothing, which pass: llama.cpp's web UI sends
-# several on every request, at such a value.
+# text that looked as asked. Each with its JSON type (checked first, as TYPED's) and the values that change nothing,
+# which pass: llama.cpp's web UI sends several on every request, at such a value. A schema of {} is no such value
+# (llama-server makes it "any JSON object"), nor is vLLM's "" regex (an empty reply).
 SHAPING = {
-    **dict.fromkeys(("grammar", "guided_regex", "guided_grammar"), (("",), CONSTRAINED)),
-    "json_schema": (({},), CONSTRAINED),
-    "guided_json": (({}, ""), CONSTRAINED),  # vLLM takes the schema as an object or as its JSON text
-    "guided_choice": (([],), CONSTRAINED),
-    **dict.fromkeys(("repeat_penalty", "repetition_penalty"), ((1,), "a repeat penalty; only 1")),
-    "n_probs": ((0,), "token probabilities; only 0"),
-    "ignore_eos": ((False,), "generating past the end"),
-    "min_tokens": ((0,), "generating past the end; only 0"),
-    "mirostat": ((0,), "mirostat sampling; only 0"),
-    "typical_p": ((1,), "typical sampling; only 1"),
-    "dry_multiplier": ((0,), "a DRY repeat penalty; only 0"),
-    "xtc_probability": ((0,), "XTC sampling; only 0"),
+    "grammar": (TEXT, ("",), CONSTRAINED),
+    **dict.fromkeys(("guided_regex", "guided_grammar"), (TEXT, (), CONSTRAINED)),
+    "json_schema": (OBJECT, (), CONSTRAINED),
+    "guided_json": (((str, dict), "a string or an object"), (), CONSTRAINED),  # vLLM: the schema or its JSON text
+    "guided_choice": (LIST, (), CONSTRAINED),
+    "structured_outputs": (OBJECT, (), CONSTRAINED),  # vLLM 0.12's name for all the guided_* above
+    # SillyTavern's text completion sends its repetition penalty (1.2 unless set) under both names
+    **dict.fromkeys(
+        ("repeat_penalty", "repetition_penalty"), (NUMBER, (1,), "a repeat penalty; only 1 (set the client's to 1)")
+    ),
+    "n_probs": (INTEGER, (0,), "token probabilities; only 0"),
+    "ignore_eos": (TRUTH, (False,), "generating past the end"),
+    "min_tokens": (INTEGER, (0,), "generating past the end; only 0"),
+    "mirostat": (INTEGER, (0,), "mirostat sampling; only 0"),
+    "typical_p": (NUMBER, (1,), "typical sampling; only 1"),
+    "dry_multiplier": (NUMBER, (0,), "a DRY repeat penalty; only 0"),
+    "xtc_probability": (NUMBER, (0,), "XTC sampling; only 0"),
 }
 
 
@@ -191,9 +200,6 @@ def _plain_format(response_format) -> bool:
     )
 
 
-TRUTH, INTEGER, NUMBER = ((bool,), "true or false"), ((int,), "an integer"), ((int, float), "a number")
-TEXT, OBJECT, LIST = ((str,), "a string"), ((dict,), "an object"), ((list,), "a list")
-
 # Every field whose value is judged (refused as unsupported, read for its truth) or accepted and ignored
 # (docs/serve.md), with the JSON type the API gives it: a wrong one is the client's mistake, a 400 naming the
 # field and the type, before any other judgement ("echo": "false" was truthy and refused as asking for echo,
@@ -208,14 +214,8 @@ TYPED = {
     "stream_options": OBJECT,  # only for "stream": true, which openai_api checks once its type is known
     **dict.fromkeys(("tools", "functions", "modalities"), LIST),
     **dict.fromkeys(("tool_choice", "function_call"), ((str, dict), "a string or an object")),
-    # llama-server's and vLLM's own, refused unless they change nothing (SHAPING)
-    **dict.fromkeys(("grammar", "guided_regex", "guided_grammar"), TEXT),
-    "json_schema": OBJECT,
-    "guided_json": ((str, dict), "a string or an object"),
-    "guided_choice": LIST,
-    **dict.fromkeys(("repeat_penalty", "repetition_penalty", "typical_p", "dry_multiplier", "xtc_probability"), NUMBER),
-    **dict.fromkeys(("n_probs", "min_tokens", "mirostat"), INTEGER),
-    "ignore_eos": TRUTH,
+    # llama-server's and vLLM's own, refused unless they change nothing
+    **{name: kinds for name, (kinds, _, _) in SHAPING.items()},
 }
 LOGPROBS = {True: TRUTH, False: INTEGER}  # chat's logprobs is true/false, a completion's a count
 

@@ -135,16 +135,17 @@ def _asked_tokens(data: dict) -> int | None:
     """The most tokens the request asks for (None: no limit of its own); larger asks are held to the server's cap.
     max_completion_tokens is the newer name of the same limit, n_predict llama-server's (its clients send it). -1 is
     no limit, as llama-server and LM Studio read it (LM Studio's documented request and llama.cpp's web UI send it).
-    A null one is not given (clients that serialise every field send it beside max_tokens)."""
-    names = ("max_completion_tokens", "max_tokens", "n_predict")
-    name = next((name for name in names if data.get(name) is not None), "max_tokens")
-    asked = whole(data.get(name))
-    if asked == -1:
-        return None
-    if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool) or asked < 1):  # named as sent
-        raise ApiError(400, f"'{name}' must be a positive integer, or -1 for no limit", code="invalid_max_tokens",
-                       param=name)  # fmt: skip
-    return asked
+    A null one is not given (clients that serialise every field send it beside max_tokens), and -1 beside a limit under
+    another name is that limit ({"max_tokens": -1, "n_predict": 5} is 5, as llama-server reads it)."""
+    for name in ("max_completion_tokens", "max_tokens", "n_predict"):  # the first limit given is the one
+        asked = whole(data.get(name))
+        if asked is None or asked == -1:  # -1 yields to a limit under another name
+            continue
+        if not isinstance(asked, int) or isinstance(asked, bool) or asked < 1:  # named as sent
+            raise ApiError(400, f"'{name}' must be a positive integer, or -1 for no limit", code="invalid_max_tokens",
+                           param=name)  # fmt: skip
+        return asked
+    return None
 
 
 def _number(data: dict, name: str, default: float, low: float, high: float) -> float:

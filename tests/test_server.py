@@ -581,6 +581,9 @@ def test_llama_servers_n_predict_limits_the_reply_as_max_tokens_does(server):
     assert parse_chat({"messages": messages, "n_predict": 7, "max_tokens": 5}, 2048).max_tokens == 5
     assert parse_chat({"messages": messages, "n_predict": -1}, 2048).max_tokens == 2048
     assert parse_chat({"messages": messages, "n_predict": 9999}, 2048).max_tokens == 2048
+    # -1 (no limit) yields to a limit under another name, as llama-server reads them (it was 2048 here)
+    assert parse_chat({"messages": messages, "max_tokens": -1, "n_predict": 5}, 2048).max_tokens == 5
+    assert parse_chat({"messages": messages, "max_completion_tokens": -1, "max_tokens": 6}, 2048).max_tokens == 6
     for bad in (0, -2, 1.5, "3", True):
         with pytest.raises(ApiError) as refused:
             parse_chat({"messages": messages, "n_predict": bad}, 2048)
@@ -944,6 +947,9 @@ def test_llama_servers_and_vllms_own_fields_that_shape_the_reply_are_refused_not
     for extra in (
         {"grammar": 'root ::= "yes"'},
         {"json_schema": {"type": "object"}},
+        {"json_schema": {}},  # llama-server: any JSON object (SillyTavern's json_schema_allow_empty sends it)
+        {"structured_outputs": {"json": {"type": "object"}}},  # vLLM 0.12's name for guided_*
+        {"guided_regex": ""},  # vLLM: an empty reply
         {"guided_json": {"type": "object"}},
         {"guided_json": '{"type": "object"}'},
         {"guided_regex": "[0-9]+"},
@@ -972,7 +978,7 @@ def test_llama_servers_and_vllms_own_fields_that_shape_the_reply_are_refused_not
         with pytest.raises(ApiError) as refused:
             parse_chat(chat | {name: wrong}, 2048)
         assert refused.value.message == f"'{name}' must be {words}"
-    neutral = {"grammar": "", "json_schema": {}, "guided_json": None, "guided_choice": [], "repeat_penalty": 1.0,
+    neutral = {"grammar": "", "json_schema": None, "guided_json": None, "guided_choice": None, "repeat_penalty": 1.0,
                "repetition_penalty": 1, "n_probs": 0, "ignore_eos": False, "min_tokens": 0, "mirostat": 0,
                "typical_p": 1.0, "dry_multiplier": 0.0, "xtc_probability": 0, "repeat_last_n": 64, "samplers": "kpt",
                "cache_prompt": True}  # fmt: skip
