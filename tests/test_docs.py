@@ -111,7 +111,12 @@ def test_usage_md_names_every_key_of_run_json_and_no_other():
     generation = SimpleNamespace(text="", set_aside={}, threads=(1, 2), stats=Stats())
     row = next(line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--json`"))
     documented = _keys_in_braces(row[: row.index("}")])
-    assert documented == set(summary(pipeline, request, generation))
+    keys = summary(pipeline, request, generation)
+    assert documented == set(keys)
+    # each explained after the list, not only listed: text, mode_note, settings and stats were not (settings held what?)
+    explained = row[row.index("}") :]
+    assert {key for key in keys if f"`{key}`" not in explained} == set()
+    assert {key for key in keys["settings"] if f"`{key}`" not in explained} == set()
 
 
 def test_pairs_md_names_every_key_of_models_json(isolated):
