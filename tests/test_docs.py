@@ -266,3 +266,17 @@ def test_troubleshooting_quotes_plain_messages_as_the_code_words_them():
             plain.append(quoted.group(1))
     assert len(plain) >= 5, plain  # the selection still finds rows: the table's layout has not changed
     assert [message for message in plain if message not in code] == []
+
+
+def test_every_pair_and_system_option_says_its_default():
+    """`run --help` said "Pair from `specchat models`." and "System prompt (- : read from stdin; ...)": which pair
+    and which system prompt a run used without them was in docs/usage.md only."""
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    unsaid = []
+    for name in group.list_commands(ctx):
+        for param in group.get_command(ctx, name).params:
+            help_text = getattr(param, "help", None) or ""
+            if param.name in ("pair", "system") and "default" not in help_text and "PAIR argument" not in help_text:
+                unsaid.append(f"{name} {param.name}")
+    assert unsaid == []

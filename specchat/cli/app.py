@@ -220,8 +220,9 @@ MODES_LIST_ANY_CASE = any_case("modes", "MODES", many=True)  # bench's --modes
 
 # Options that several commands share, declared once.
 Opt = typer.Option
-Pair = Annotated[str | None, typer.Option("--pair", "-p", help="Pair from `specchat models`.")]
-PairArgument = Annotated[str | None, typer.Argument(help="Pair (default: the default pair).")]
+PAIR_HELP = "Pair from `specchat models`, which marks the default one."
+Pair = Annotated[str | None, typer.Option("--pair", "-p", help=PAIR_HELP)]
+PairArgument = Annotated[str | None, typer.Argument(help=PAIR_HELP)]
 # tune and pull take the pair as an argument; run, serve, bench and export as --pair/-p, which people type here too
 PairAlso = Annotated[str | None, typer.Option("--pair", "-p", help="The same as the PAIR argument.")]
 

@@ -35,7 +35,10 @@ from .app import (
     utf8_text,
 )
 
-SYSTEM_HELP = "System prompt (- : read from stdin; the prompt is then the argument alone)."
+SYSTEM_HELP = (
+    "System prompt (default: the template's; with -c or --cid the conversation's. - : read from stdin; the prompt "
+    "is then the argument alone)."
+)
 
 
 @app.command(
