@@ -280,3 +280,14 @@ def test_every_pair_and_system_option_says_its_default():
             if param.name in ("pair", "system") and "default" not in help_text and "PAIR argument" not in help_text:
                 unsaid.append(f"{name} {param.name}")
     assert unsaid == []
+
+
+def test_usage_md_options_table_has_a_row_for_every_option_of_run_and_no_other():
+    """The table is where a reader looks an option up: one that run gained without a row was in --help only."""
+    group = typer.main.get_command(app)
+    run = group.get_command(click.Context(group), "run")
+    options = {opt for p in run.params for opt in (*p.opts, *getattr(p, "secondary_opts", [])) if opt.startswith("-")}
+    table = _section("usage.md", "Options that matter")
+    rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| `")]
+    listed = {flag for row in rows for flag in FLAG.findall(row)}
+    assert options - {"--help", "-h"} == listed
