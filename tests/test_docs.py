@@ -291,3 +291,13 @@ def test_usage_md_options_table_has_a_row_for_every_option_of_run_and_no_other()
     rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| `")]
     listed = {flag for row in rows for flag in FLAG.findall(row)}
     assert options - {"--help", "-h"} == listed
+
+
+def test_threads_help_says_a_count_is_capped_at_the_usable_cores():
+    """--threads' help said "a number is kept to", yet `--threads 99` on 2 CPUs runs 2 threads (with a note)."""
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        for param in group.get_command(ctx, name).params:
+            if param.name == "threads":
+                assert "at most the usable cores" in param.help or "more capped" in param.help, name

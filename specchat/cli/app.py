@@ -264,7 +264,10 @@ def model_file_option(role: str):
 Target = Annotated[Path | None, model_file_option("target")]
 Draft = Annotated[Path | None, model_file_option("draft")]
 Ctx = Annotated[int, typer.Option("--ctx", min=64, help="Context size in tokens (both models).")]
-THREADS_HELP = "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number is kept to)."
+THREADS_HELP = (
+    "CPU threads (0 = all usable cores, fewer while other programs keep them busy; a number, at most the usable "
+    "cores, is kept to)."
+)
 Threads = Annotated[int, typer.Option("--threads", min=0, help=THREADS_HELP)]
 
 
