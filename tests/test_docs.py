@@ -301,3 +301,11 @@ def test_threads_help_says_a_count_is_capped_at_the_usable_cores():
         for param in group.get_command(ctx, name).params:
             if param.name == "threads":
                 assert "at most the usable cores" in param.help or "more capped" in param.help, name
+
+
+def test_options_of_the_live_view_alone_say_so():
+    """`run -v` and `--no-rejected` piped (or with --json) change nothing, without a note; their help did not
+    say they are the live view's (usage.md did: "terminal only")."""
+    params = _run_params()
+    for name in ("--verbose", "--rejected"):
+        assert "live view" in params[name].help, name

@@ -84,8 +84,12 @@ def run(
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     force_pair: Annotated[bool, Opt("--force-pair", help="Use a pair that fails the vocabulary check.")] = False,
-    rejected: Annotated[bool, Opt("--rejected/--no-rejected", help="Show rejected guesses as ghost text.")] = True,
-    verbose: Annotated[bool, Opt("--verbose", "-v", help="Per-position acceptance after replies.")] = False,
+    rejected: Annotated[
+        bool, Opt("--rejected/--no-rejected", help="Show rejected guesses as ghost text (live view).")
+    ] = True,
+    verbose: Annotated[
+        bool, Opt("--verbose", "-v", help="Per-position acceptance bars after each reply (live view).")
+    ] = False,
     no_color: Annotated[bool, Opt("--no-color", help="No colours (NO_COLOR is honoured too).")] = False,
     stats: Annotated[bool, Opt("--stats", help="Print a speed and acceptance summary to stderr.")] = False,
     fmt: Annotated[str, Opt("--format", "-f", help=FORMAT_HELP, callback=any_case("outputs", "FORMATS"))] = "auto",
