@@ -504,6 +504,17 @@ def test_an_option_the_reply_cannot_use_is_noted(files, args, note):
     assert (note in result.stderr) if note else not others, result.stderr
 
 
+def test_p_min_with_a_lone_target_in_auto_is_noted(fake_models):
+    """`run --target T --p-min 0.3` (auto, no --draft) loads no draft model, so --p-min changed nothing, in
+    silence, where --mode ngram noted it."""
+    target, draft = fake_models
+    result = invoke("run", "--target", str(target), "--p-min", "0.3", "-n", "8", "Say hello.")
+    assert result.exit_code == 0, result.output
+    assert "--p-min 0.3 is not used: --target without --draft loads no draft model" in result.stderr, result.stderr
+    result = invoke("run", "--target", str(target), "--draft", str(draft), "--p-min", "0.3", "-n", "8", "Say hello.")
+    assert result.exit_code == 0 and "--p-min" not in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("mode", [["--no-spec"], ["--mode", "target"], ["--mode", "ngram"], ["--mode", "suffix"]])
 def test_a_draft_model_the_reply_cannot_use_is_not_loaded(fake_models, tmp_path, mode):
     """`run --no-spec --target T --draft D` loaded D for nothing: a D of another vocabulary was 'incompatible

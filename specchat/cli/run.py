@@ -146,7 +146,8 @@ def run(
         kept = "the conversation's" if latest or cid is not None else "the template's"
         note(stderr_console(), f"--system - read nothing but blanks from stdin: {kept} system prompt is used")
     mode = "target" if no_spec else mode
-    unused = _unused(draft_tokens, p_min, mode, given_mode) + _unused_when_greedy(ctx, temperature)
+    lone_target = target is not None and draft is None
+    unused = _unused(draft_tokens, p_min, mode, given_mode, lone_target) + _unused_when_greedy(ctx, temperature)
     if text is not None and (draft_note := unused_draft(draft, [mode], given_mode)):
         unused.append(draft_note)
         draft = None  # not loaded for a reply that cannot use it (nor held to the pair check, nor to memory)
@@ -210,9 +211,10 @@ def _prompt(pipeline, conversation, settings, log) -> list[int]:
     return ids
 
 
-def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) -> list[str]:
+def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str, lone_target: bool = False) -> list[str]:
     """Notes for options that this one reply (serve: any request) cannot use, as export notes an unused -k: ignored
-    in silence, they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none."""
+    in silence, they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none.
+    `lone_target`: --target without --draft, where auto loads no draft model (Options.wants_draft)."""
     from ..modes import MODES
 
     if mode not in MODES:  # an unknown mode is a usage error a moment later
@@ -224,6 +226,8 @@ def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str) 
         notes.append(f"-k {draft_tokens} is more than {given_mode} drafts: it uses {MODES[mode].max_k}")
     if p_min > 0 and not MODES[mode].needs_draft_model:
         notes.append(f"--p-min {p_min:g} is not used: {given_mode} does not draft with the draft model")
+    elif p_min > 0 and mode == "auto" and lone_target:
+        notes.append(f"--p-min {p_min:g} is not used: --target without --draft loads no draft model")
     return notes
 
 
