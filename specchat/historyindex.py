@@ -183,8 +183,9 @@ class HistoryIndex:
         try:
             self._commit(meta)
         except BaseException:  # uncommitted: its files would pile up, a set per failed run, until one succeeded
-            for name in FILES:
-                _discard(self._file(name, meta.generation))
+            if not self._names(meta.generation):  # a Ctrl-C just after meta.json was replaced: it is committed
+                for name in FILES:
+                    _discard(self._file(name, meta.generation))
             raise
         for path in old:  # leftovers now: one that cannot go (a directory in its place) must not undo the rebuild
             _discard(path)
@@ -201,6 +202,13 @@ class HistoryIndex:
             # leads, or fail in every run, not replace it.
             self.meta_path.unlink()
         meta.write(self.meta_path)
+
+    def _names(self, generation: str) -> bool:
+        """Whether meta.json, as it is on disk now, names this generation."""
+        try:
+            return Meta.read(self.meta_path).generation == generation
+        except Exception:  # no meta.json, or one that does not read: nothing is committed
+            return False
 
     def make_folder(self) -> None:
         """The folder, readable by its owner only: the token ids spell out every logged conversation

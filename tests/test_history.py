@@ -926,6 +926,29 @@ def test_a_rebuild_that_fails_leaves_no_files_behind(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == before, notes
 
 
+def test_a_ctrl_c_just_after_a_rebuild_committed_keeps_its_files(tmp_path, monkeypatch):
+    """A failed rebuild's files are removed (above); a Ctrl-C that landed after meta.json had been replaced removed
+    the files of the generation it names, and the next run found the index damaged and built it again."""
+    from specchat.historyindex import Meta
+
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    index = open_history(tmp_path, notes).index
+    real_write = Meta.write
+
+    def committed_then_interrupted(self, path):
+        real_write(self, path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Meta, "write", committed_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        index.create()
+    monkeypatch.setattr(Meta, "write", real_write)
+    generation = Meta.read(index.meta_path).generation
+    assert {p.name for p in index.folder.iterdir() if p.name.startswith(generation)}, "the committed files went"
+    index.open()  # a committed index, whole: no IndexDamaged
+
+
 @pytest.mark.parametrize("log", ["zero bytes", "no tables", "no messages table"])
 def test_a_log_that_holds_no_messages_table_is_forgotten_as_a_deleted_one(tmp_path, log):
     """A 0-byte logs.db (truncated, or made by `touch`), or a database without the messages table, holds no
