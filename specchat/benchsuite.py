@@ -185,9 +185,24 @@ def json_line(lines: list[str], index: int, where: str, hint: str) -> object:
                 f"{where}: a JSON object spread over lines {index + 1}-{last + 1}",
                 hint="JSONL holds each object on one line: jq -c . FILE writes them so",
             ) from None
+        if exc.msg == "Extra data":  # json's words for "more after the value": they named neither what nor where
+            _more_after(lines[index], exc, where, hint)
         raise UsageError(f"{where}: not valid JSON ({exc.msg})", hint=hint) from None
     except RecursionError:  # [[[...]]] thousands deep: json's own limit, which was an "internal error"
         raise UsageError(f"{where}: nested too deeply to read", hint=hint) from None
+
+
+def _more_after(line: str, exc: json.JSONDecodeError, where: str, hint: str) -> None:
+    """The usage error for a line with more after its JSON value: a comma (a JSON array's lines without its
+    brackets), a comment, a second object."""
+    rest = line[exc.pos :].strip()
+    if rest == ",":
+        raise UsageError(
+            f"{where}: a comma after the JSON object",
+            hint="JSONL separates its objects by line breaks alone: delete the comma at the end of each line",
+        )
+    more = f"more after the object, at column {exc.colno}: {rest[:30]!r}"
+    raise UsageError(f"{where}: not valid JSON ({more})", hint=hint)
 
 
 def _spread(lines: list[str], index: int) -> int | None:

@@ -1092,3 +1092,19 @@ def test_a_pairs_draft_is_loaded_only_where_a_mode_measured_drafts_with_it(fake_
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert ("draft" in json.loads(result.stdout)["meta"]["files"]) == loaded and "--draft" not in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--prompts", "--history"])
+def test_a_comma_after_each_object_is_named_as_such(tmp_path, option):
+    """A JSON array's lines without its brackets (each object followed by a comma) were "not valid JSON (Extra
+    data)", and so was a comment after an object: neither said what was in the way, nor where."""
+    path = tmp_path / "commas.jsonl"
+    path.write_text('{"category": "chat", "turns": ["hi"]},\r\n{"category": "chat", "turns": ["ho"]}\n')
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path), "--target", str(tmp_path / "x.gguf")])
+    assert result.exit_code == 2, result.output
+    assert f"{path}, line 1: a comma after the JSON object" in result.stderr
+    assert "delete the comma at the end of each line" in result.stderr and "Extra data" not in result.stderr
+    path.write_text('{"category": "chat", "turns": ["hi"]}  // the first one\n')
+    result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path)])
+    assert result.exit_code == 2, result.output
+    assert "line 1: not valid JSON (more after the object, at column 40: '// the first one')" in result.stderr
