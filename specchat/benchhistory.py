@@ -135,7 +135,8 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
         n_tokens = len(tokens) - len(past.texts)  # the separators between messages are not text
         kept = f", the newest {DEFAULT_CAPACITY} kept, as run's index would" if len(tokens) > DEFAULT_CAPACITY else ""
         messages = f"{len(past.texts)} message" + ("" if len(past.texts) == 1 else "s")
-        notify(f"suffix drafts from {shown(past.path)} too: {messages}, {n_tokens} tokens{kept}")
+        counted = f"{n_tokens} token" + ("" if n_tokens == 1 else "s")
+        notify(f"suffix drafts from {shown(past.path)} too: {messages}, {counted}{kept}")
         pipeline.add_suffix(Frozen(index.chains))
         try:
             yield {"path": str(past.path), "messages": len(past.texts), "tokens": n_tokens}

@@ -188,6 +188,10 @@ def test_the_history_notice_counts_one_message_as_one(fake_models, seed_tuning, 
     result = runner.invoke(app, ["bench", *files, "-n", "8", "--modes", "suffix", "-f", "json"])
     assert result.exit_code == 0, result.output
     assert f"suffix drafts from {past} too: 1 message, " in result.stderr
+    past = past_file(tmp_path, {"messages": [{"role": "user", "content": "a"}]})  # one byte: one token here
+    result = runner.invoke(app, ["bench", *files[:-1], past, "-n", "8", "--modes", "suffix", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert f"suffix drafts from {past} too: 1 message, 1 token\n" in result.stderr  # was "1 tokens"
 
 
 @pytest.mark.parametrize("option", ["--history", "--prompts"])
