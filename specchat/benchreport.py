@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -167,8 +168,7 @@ def context_note(result: BenchResult) -> str | None:
 
 
 def to_markdown(result: BenchResult) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(map(_md_cell, row_cells(row))) + " |" for row in result.rows()]
+    lines = _md_table([list(map(_md_cell, row_cells(row))) for row in result.rows()])
     if result.interrupted:  # a partial file must not pass for a whole one (json and jsonl say "interrupted")
         lines += ["", f"*{INTERRUPTED}*"]
     if result.skipped:  # json and jsonl have "skipped"
@@ -178,6 +178,25 @@ def to_markdown(result: BenchResult) -> str:
         lines += ["", f"*{cut}*"]
     lines += ["", f"*{LEGEND}*"]
     return "\n".join(lines) + "\n"
+
+
+def _md_table(rows: list[list[str]]) -> list[str]:
+    """The table's lines, padded so that its columns line up read as text, the numbers right-aligned (`---:`) as
+    the terminal's table and llama-bench's Markdown have them: `|---|` everywhere rendered them left-aligned."""
+    widths = [max(cell_len(cells[i]) for cells in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
+    right = [column not in ("category", "variant") for column in COLUMNS]
+
+    def line(cells: list[str]) -> str:
+        padded = [_pad(cell, width, r) for cell, width, r in zip(cells, widths, right, strict=True)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" if r else "-" * (w + 2) for w, r in zip(widths, right, strict=True))
+    return [line(COLUMNS), rule + "|", *map(line, rows)]
+
+
+def _pad(cell: str, width: int, right: bool) -> str:
+    fill = " " * (width - cell_len(cell))  # cells, not characters: a category may be written in CJK
+    return fill + cell if right else cell + fill
 
 
 def _md_cell(text: str) -> str:

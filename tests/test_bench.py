@@ -22,6 +22,11 @@ from specchat.tableview import speedup_style
 runner = CliRunner()
 
 
+def squeezed(markdown: str) -> str:
+    """Markdown with its columns' padding squeezed to one blank: a row as a test writes it."""
+    return re.sub(" {2,}", " ", markdown)
+
+
 @pytest.fixture(scope="module")
 def fake_pair(tmp_path_factory):
     """Fake files and private directories for the whole module (auto starts from a saved tuning)."""
@@ -476,7 +481,7 @@ def test_position_acceptance_ends_at_the_last_position_drafted():
     csv_rows = render(result, "csv").splitlines()
     assert csv_rows[0].split(",").count("position_acceptance") == 1
     assert '"[0.5, null, 0.5, 0.0]"' in render(result, "csv")
-    assert "| code | auto |" in render(result, "md")
+    assert "| code | auto |" in squeezed(render(result, "md"))
     summary = json.loads(render(result, "json"))["summary"]
     assert [0.5, None, 0.5, 0.0] in [row["position_acceptance"] for row in summary]
 
@@ -487,7 +492,7 @@ def test_text_formats_from_samples():
         result.samples.append(
             Sample("p1", "code", variant, k, 0, tps, 10, 0.5, 0.1, 4, 2 * k, k, 0.1, 0.2, [k and 2] * k, [k and 1] * k)
         )
-    md = render(result, "md")
+    md = squeezed(render(result, "md"))
     assert "| code | k=2 | 1 | 30.0 | 1.50x |" in md
     csv_text = render(result, "csv")
     assert csv_text.splitlines()[0].startswith("category,variant,k,n,tokens_per_s,speedup")
@@ -520,6 +525,7 @@ def test_text_reports_to_files(fake_pair, tmp_path, fmt):
     text = out.read_text()
     first = text.splitlines()[0]
     if fmt == "md":
+        text, first = squeezed(text), squeezed(first)
         assert first.startswith("| category | variant |") and "| k=2 |" in text and "ngram k=8" in text
     elif fmt == "csv":
         assert first.startswith("category,variant,k,n,tokens_per_s,speedup")
@@ -579,7 +585,7 @@ def test_sampled_bench_says_the_lossless_check_was_not_made(fake_pair):
 def test_text_format_to_stdout(fake_pair):
     result = bench(fake_pair, "--ks", "1", "--modes", "ngram", "-f", "md")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("| category | variant |") and "ngram k=8" in result.stdout
+    assert squeezed(result.stdout).startswith("| category | variant |") and "ngram k=8" in result.stdout
 
 
 def test_interrupted_bench_keeps_what_was_measured(fake_pair, tmp_path, monkeypatch):
@@ -794,7 +800,7 @@ def test_a_category_with_a_pipe_stays_in_its_markdown_column(fake_pair, tmp_path
     prompts.write_text('{"category": "a|b", "turns": ["hi"]}\n{"category": "x\\ny", "turns": ["yo"]}\n')
     result = bench(fake_pair, "--prompts", str(prompts), "--ks", "1", "--modes", "spec", "-f", "md")
     assert result.exit_code == 0, result.output
-    rows = [line for line in result.stdout.splitlines() if line.startswith("|")]  # the table, not the legend
+    rows = [line for line in squeezed(result.stdout).splitlines() if line.startswith("|")]  # the table, not the legend
     assert all(len(re.split(r"(?<!\\)\|", row)) == len(re.split(r"(?<!\\)\|", rows[0])) for row in rows), rows
     assert any(row.startswith("| a\\|b | k=1 |") for row in rows) and any(row.startswith("| x y |") for row in rows)
 
@@ -1108,3 +1114,22 @@ def test_a_comma_after_each_object_is_named_as_such(tmp_path, option):
     result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path)])
     assert result.exit_code == 2, result.output
     assert "line 1: not valid JSON (more after the object, at column 40: '// the first one')" in result.stderr
+
+
+def test_markdown_columns_are_aligned_and_numbers_right_aligned():
+    """-f md wrote `|---|` under every column and no padding: rendered, the numbers were left-aligned (the table on
+    the terminal right-aligns them, as llama-bench's Markdown does), and read as text the columns zigzagged."""
+    result = BenchResult()
+    for category, variant, k, tps in (("code", "target", 0, 20.0), ("code", "k=2", 2, 30.0), ("café", "k=2", 2, 7.5)):
+        result.samples.append(
+            Sample(
+                "p1", category, variant, k, 0, tps, 10, 0.5, 0.1, 4, 2 * k, k, 0.1, 0.2, [k and 2] * k, [k and 1] * k
+            )
+        )
+    table = [line for line in render(result, "md").splitlines() if line.startswith("|")]
+    assert len({len(line) for line in table}) == 1, table  # every row as wide: the column bars line up
+    assert [len(line.split("|")) for line in table] == [len(table[0].split("|"))] * len(table)
+    rule = table[1].strip("|").split("|")
+    assert set(rule[0]) == set(rule[1]) == {"-"}  # category, variant: left
+    assert all(cell.endswith("-:") for cell in rule[2:]), rule  # n, tok/s, speedup, ...: right
+    assert "| café     | k=2     | 1 |   7.5 |       - |" in "\n".join(table)  # "café" is 4 cells wide, as "code"
