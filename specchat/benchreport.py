@@ -257,7 +257,9 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         except SpecchatError:  # after minutes of measuring the report is not lost: it goes to stdout
             write_stdout(body, "the report")
             raise
-        note(err, f"wrote {output}")
+        # CSV has no place for INTERRUPTED: the file passed for a whole report, and "wrote" did not say otherwise
+        partial = ", interrupted (Ctrl-C): it holds only what was measured before it" if result.interrupted else ""
+        note(err, f"wrote {output}{partial}")
     if plot is not None:
         save_speedup_plot(result, plot)
         note(err, f"wrote {plot}")

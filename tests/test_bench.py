@@ -1133,3 +1133,25 @@ def test_markdown_columns_are_aligned_and_numbers_right_aligned():
     assert set(rule[0]) == set(rule[1]) == {"-"}  # category, variant: left
     assert all(cell.endswith("-:") for cell in rule[2:]), rule  # n, tok/s, speedup, ...: right
     assert "| café     | k=2     | 1 |   7.5 |       - |" in "\n".join(table)  # "café" is 4 cells wide, as "code"
+
+
+def test_an_interrupted_report_to_a_file_is_said_to_be_partial(fake_pair, tmp_path, monkeypatch):
+    """Ctrl-C with -f csv -o FILE said "wrote FILE", then "interrupted": CSV has no place for the mark JSON and
+    Markdown carry, so the file passed for a whole report, and nothing said it was not."""
+    from specchat import bench as bench_module
+
+    real = bench_module._generate
+    calls = []
+
+    def generate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 7:  # after the warm-up (3 variants) and one block of 3
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench_module, "_generate", generate)
+    out = tmp_path / "partial.csv"
+    result = bench(fake_pair, "--ks", "1", "--modes", "spec,ngram", "-f", "csv", "-o", str(out))
+    assert result.exit_code == 130
+    assert f"wrote {out}, interrupted (Ctrl-C): it holds only what was measured before it" in result.stderr
+    assert out.read_text().startswith("category,")
