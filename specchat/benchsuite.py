@@ -300,6 +300,22 @@ def _other_format(record: dict, where: str, source: str) -> UsageError | None:
     )
 
 
+def _wrapped(record: dict, where: str, source: str) -> UsageError | None:
+    """One object holding the records in a list (`{"questions": [...]}`, as JSON exports write them): its missing
+    "turns" were refused as '"turns" must be a list ...', of a file whose records have good turns."""
+    if "turns" in record:
+        return None
+    key = next((k for k, v in record.items() if isinstance(v, list) and v and isinstance(v[0], dict)), None)
+    if key is None or "turns" not in record[key][0]:
+        return None
+    path = f".{key}" if key.isascii() and key.isidentifier() else f".{json.dumps(key)}"  # jq's own spellings
+    command = _conversion(_unshown(source), f"jq -c {shlex.quote(path + '[]')}", "prompts")
+    return UsageError(
+        f"{where}: one object holding the records in {json.dumps(key)}, not one record a line",
+        hint=f"JSONL has one record a line: {command}",
+    )
+
+
 def _key_form(key: str) -> str:
     return key.lower().replace("_", "").replace("-", "").replace(" ", "").removesuffix("s")
 
@@ -366,7 +382,7 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     where = f"{source}, line {number}"
     if not isinstance(record, dict):
         raise UsageError(f"{where}: expected a JSON object", hint='{"category": "chat", "turns": ["..."]}')
-    other = _other_format(record, where, source)
+    other = _other_format(record, where, source) or _wrapped(record, where, source)
     if other is not None:  # "turns" must be a list... led nowhere: a user has the file another benchmark wrote
         raise other
     _check_spelling(record, where)

@@ -241,3 +241,21 @@ def test_a_file_called_stdin_is_named_as_a_file_not_as_the_pipe(tmp_path, monkey
     line = " ".join(result.stderr.split())
     assert result.exit_code == 2 and "./stdin, line 1" in line, result.output
     assert "jq -c '{turns: [.question]}' stdin > stdin.jsonl" in line
+
+
+def test_a_file_of_one_object_holding_the_records_says_where_they_are(tmp_path):
+    """`{"questions": [{"category": ..., "turns": [...]}, ...]}` (records wrapped in one object, as JSON exports
+    write them) was '"turns" must be a list starting with a non-empty string': of a file with good turns."""
+    path = tmp_path / "wrapped.json"
+    records = [{"category": "chat", "turns": ["Hi"]}, {"category": "code", "turns": ["def f"]}]
+    path.write_text(json.dumps({"version": 2, "questions": records}) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    line = " ".join(result.stderr.split())
+    assert f'{path}, line 1: one object holding the records in "questions", not one record a line' in line
+    assert f"jq -c '.questions[]' {path} > {tmp_path / 'wrapped.jsonl'}" in line
+    if shutil.which("jq") is not None:
+        command, out = re.search(r"(jq -c '.*' \S+) > (\S+)$", line).groups()
+        converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
+        (tmp_path / out).write_text(converted, encoding="utf-8")
+        assert [p.turns for p in load_prompts_file(tmp_path / out)] == [("Hi",), ("def f",)]
