@@ -38,6 +38,8 @@ LOG_TO_JSONL = {
     "prompts": """{category: "chat", turns: [.prompt]}""",
 }
 TEXT_TO_JSONL = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
+STRINGS_TO_JSONL = """jq -c '{category: "chat", turns: [.]}'"""  # JSON strings, one a line: each is a prompt
+ARRAY_TO_JSONL = """jq -c '.[] | {category: "chat", turns: [.]}'"""  # a JSON array of such strings
 KEYS = ("question_id", "category", "turns")  # what a record's keys are read as
 DEFAULT_CATEGORY = "prompts"  # a record's without one: the category only names the report's rows
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
@@ -121,7 +123,7 @@ def read_jsonl(path: Path, kind: str, shape: str) -> str:
             )
         text = data.decode("utf-8-sig")  # a BOM: Windows editors write one
         if text.lstrip().startswith("["):  # no line of either file is an array: the whole file is one
-            raise UsageError(f"{what} is a JSON array, not JSONL", hint=f"{again}, e.g. {_jq(path, kind)}")
+            raise UsageError(f"{what} is a JSON array, not JSONL", hint=f"{again}, e.g. {_jq(path, kind, text)}")
         return text
     except FileNotFoundError:
         raise UsageError(f"{kind} file not found: {path}", hint=again) from None
@@ -153,9 +155,11 @@ def _converted(source: str) -> str:
     return _conversion(_unshown(source), TEXT_TO_JSONL, "prompts")
 
 
-def _jq(path: Path, kind: str) -> str:
-    """How to turn a JSON array into JSONL."""
-    return _conversion(path, "jq -c '.[]'", kind)
+def _jq(path: Path, kind: str, text: str) -> str:
+    """How to turn a JSON array into JSONL: an array of prompts (strings) into records, as `jq -c '.[]'` alone
+    made a line of each string, refused in turn as "expected a JSON object"."""
+    strings = kind == "prompts" and text.lstrip()[1:].lstrip().startswith('"')
+    return _conversion(path, ARRAY_TO_JSONL if strings else "jq -c '.[]'", kind)
 
 
 def _conversion(path: Path, command: str, kind: str) -> str:
@@ -380,6 +384,9 @@ def _is_text_part(part: object) -> bool:
 
 def _prompt(record: object, source: str, number: int) -> Prompt:
     where = f"{source}, line {number}"
+    if isinstance(record, str):  # a prompt a line, as JSON strings: say how to make records of them
+        command = _conversion(_unshown(source), STRINGS_TO_JSONL, "prompts")
+        raise UsageError(f"{where}: a JSON string, not a record", hint=f"make a record of each prompt: {command}")
     if not isinstance(record, dict):
         raise UsageError(f"{where}: expected a JSON object", hint='{"category": "chat", "turns": ["..."]}')
     other = _other_format(record, where, source) or _wrapped(record, where, source)

@@ -259,3 +259,17 @@ def test_a_file_of_one_object_holding_the_records_says_where_they_are(tmp_path):
         converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
         (tmp_path / out).write_text(converted, encoding="utf-8")
         assert [p.turns for p in load_prompts_file(tmp_path / out)] == [("Hi",), ("def f",)]
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+@pytest.mark.parametrize("text", ['["Write a haiku.", "Name colours."]', '"Write a haiku."\n"Name colours."'])
+def test_a_list_of_prompt_strings_is_led_to_a_file_the_bench_reads(tmp_path, text):
+    """A JSON array of prompts was told `jq -c '.[]'`, which makes a line of each string, refused in turn as
+    "expected a JSON object" with no way on: each way out now makes {"turns": [...]} records."""
+    path = tmp_path / "mine.json"
+    path.write_text(text, encoding="utf-8")
+    line = " ".join(runner.invoke(app, ["bench", "--prompts", str(path)]).stderr.split())
+    command, out = re.search(r"(jq -c '.*' \S+) > (\S+)$", line).groups()
+    converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
+    (tmp_path / out).write_text(converted, encoding="utf-8")
+    assert [p.turns for p in load_prompts_file(tmp_path / out)] == [("Write a haiku.",), ("Name colours.",)]
