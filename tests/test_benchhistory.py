@@ -135,6 +135,15 @@ def test_none_is_no_file_and_a_file_needs_the_suffix_or_auto_variant(tmp_path):
     assert benchhistory.load(past_file(tmp_path, {"turns": ["hello"]}), ["auto"]).texts == ["hello"]
 
 
+def test_none_in_capitals_is_none_unless_a_file_has_that_name(tmp_path, monkeypatch):
+    """`--history NONE` was "history file not found: NONE", where --suite TINY and -f CSV are taken in any case;
+    a file of that name is still read."""
+    monkeypatch.chdir(tmp_path)
+    assert benchhistory.load("NONE", ["auto"]) is None and benchhistory.load("None", ["suffix"]) is None
+    (tmp_path / "None").write_text('{"turns": ["hello"]}\n', encoding="utf-8")
+    assert benchhistory.load("None", ["auto"]).texts == ["hello"]
+
+
 def test_auto_drafts_from_the_history_only_when_given_one(bench, tmp_path):
     """auto gets the suffix arm over --history FILE (as run over the log), none with --history none."""
     asked_before = {"messages": [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": ANSWER}]}
