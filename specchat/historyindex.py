@@ -183,9 +183,9 @@ class HistoryIndex:
         try:
             self._commit(meta)
         except BaseException:  # uncommitted: its files would pile up, a set per failed run, until one succeeded
-            if not self._names(meta.generation):  # a Ctrl-C just after meta.json was replaced: it is committed
-                for name in FILES:
-                    _discard(self._file(name, meta.generation))
+            committed = self._names(meta.generation)  # a Ctrl-C just after meta.json was replaced
+            for path in old if committed else [self._file(name, meta.generation) for name in FILES]:
+                _discard(path)
             raise
         for path in old:  # leftovers now: one that cannot go (a directory in its place) must not undo the rebuild
             _discard(path)

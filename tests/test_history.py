@@ -941,11 +941,13 @@ def test_a_ctrl_c_just_after_a_rebuild_committed_keeps_its_files(tmp_path, monke
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Meta, "write", committed_then_interrupted)
+    old = index.meta.generation
     with pytest.raises(KeyboardInterrupt):
         index.create()
     monkeypatch.setattr(Meta, "write", real_write)
     generation = Meta.read(index.meta_path).generation
     assert {p.name for p in index.folder.iterdir() if p.name.startswith(generation)}, "the committed files went"
+    assert not [p.name for p in index.folder.iterdir() if p.name.startswith(old)], "the old generation stayed"
     index.open()  # a committed index, whole: no IndexDamaged
 
 
