@@ -202,10 +202,10 @@ def _more_after(line: str, exc: json.JSONDecodeError, where: str, hint: str) -> 
     rest = line[exc.pos :].strip()
     if rest == ",":
         raise UsageError(
-            f"{where}: a comma after the JSON object",
+            f"{where}: a comma after the JSON value",
             hint="JSONL separates its objects by line breaks alone: delete the comma at the end of each line",
         )
-    more = f"more after the object, at column {exc.colno}: {rest[:30]!r}"
+    more = f"more after the JSON value, at column {exc.colno}: {rest[:30]!r}"
     raise UsageError(f"{where}: not valid JSON ({more})", hint=hint)
 
 

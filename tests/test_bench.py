@@ -1108,12 +1108,12 @@ def test_a_comma_after_each_object_is_named_as_such(tmp_path, option):
     path.write_text('{"category": "chat", "turns": ["hi"]},\r\n{"category": "chat", "turns": ["ho"]}\n')
     result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path), "--target", str(tmp_path / "x.gguf")])
     assert result.exit_code == 2, result.output
-    assert f"{path}, line 1: a comma after the JSON object" in result.stderr
+    assert f"{path}, line 1: a comma after the JSON value" in result.stderr
     assert "delete the comma at the end of each line" in result.stderr and "Extra data" not in result.stderr
     path.write_text('{"category": "chat", "turns": ["hi"]}  // the first one\n')
     result = runner.invoke(app, ["bench", "--modes", "suffix", option, str(path)])
     assert result.exit_code == 2, result.output
-    assert "line 1: not valid JSON (more after the object, at column 40: '// the first one')" in result.stderr
+    assert "line 1: not valid JSON (more after the JSON value, at column 40: '// the first one')" in result.stderr
 
 
 def test_markdown_columns_are_aligned_and_numbers_right_aligned():
