@@ -37,7 +37,7 @@ class Past:
 
 def load(value: str, modes: list[str]) -> Past | None:
     """--history, checked before any model is loaded (None: `none`). A bad file is a usage error."""
-    if value == NONE or (value.lower() == NONE and not expand_home(value).exists()):  # None, as other words, any case
+    if value.strip().lower() == NONE:  # in any case, as the other word options; a file of that name: ./none
         return None
     if not value:  # `--history "$FILE"` with FILE unset: Path("") is ".", "a directory"
         raise UsageError("--history is empty", hint="give none or a JSONL FILE (- : stdin), or leave --history out")

@@ -135,13 +135,13 @@ def test_none_is_no_file_and_a_file_needs_the_suffix_or_auto_variant(tmp_path):
     assert benchhistory.load(past_file(tmp_path, {"turns": ["hello"]}), ["auto"]).texts == ["hello"]
 
 
-def test_none_in_capitals_is_none_unless_a_file_has_that_name(tmp_path, monkeypatch):
+def test_none_in_capitals_is_none_and_a_file_of_that_name_is_dot_slash(tmp_path, monkeypatch):
     """`--history NONE` was "history file not found: NONE", where --suite TINY and -f CSV are taken in any case;
-    a file of that name is still read."""
+    whether a file of that name is there does not change what the word means (./None reads it)."""
     monkeypatch.chdir(tmp_path)
-    assert benchhistory.load("NONE", ["auto"]) is None and benchhistory.load("None", ["suffix"]) is None
     (tmp_path / "None").write_text('{"turns": ["hello"]}\n', encoding="utf-8")
-    assert benchhistory.load("None", ["auto"]).texts == ["hello"]
+    assert benchhistory.load("NONE", ["auto"]) is None and benchhistory.load(" None", ["suffix"]) is None
+    assert benchhistory.load("./None", ["auto"]).texts == ["hello"]
 
 
 def test_auto_drafts_from_the_history_only_when_given_one(bench, tmp_path):
