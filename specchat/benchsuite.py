@@ -39,7 +39,9 @@ LOG_TO_JSONL = {
 }
 TEXT_TO_JSONL = """jq -R -c 'select(length > 0) | {category: "chat", turns: [.]}'"""
 STRINGS_TO_JSONL = """jq -c '{category: "chat", turns: [.]}'"""  # JSON strings, one a line: each is a prompt
-ARRAY_TO_JSONL = """jq -c '.[] | {category: "chat", turns: [.]}'"""  # a JSON array of such strings
+# A JSON array of such strings (records among them kept as they are); a history takes a string as a user's turn
+ARRAY_TO_JSONL = """jq -c '.[] | if type == "string" then {category: "chat", turns: [.]} else . end'"""
+HISTORY_ARRAY_TO_JSONL = """jq -c '.[] | if type == "string" then {turns: [.]} else . end'"""
 KEYS = ("question_id", "category", "turns")  # what a record's keys are read as
 DEFAULT_CATEGORY = "prompts"  # a record's without one: the category only names the report's rows
 TURNS = ("all", "first")  # --turns: replay every turn, or only the first (the bench before multi-turn)
@@ -158,8 +160,9 @@ def _converted(source: str) -> str:
 def _jq(path: Path, kind: str, text: str) -> str:
     """How to turn a JSON array into JSONL: an array of prompts (strings) into records, as `jq -c '.[]'` alone
     made a line of each string, refused in turn as "expected a JSON object"."""
-    strings = kind == "prompts" and text.lstrip()[1:].lstrip().startswith('"')
-    return _conversion(path, ARRAY_TO_JSONL if strings else "jq -c '.[]'", kind)
+    if not text.lstrip()[1:].lstrip().startswith('"'):
+        return _conversion(path, "jq -c '.[]'", kind)
+    return _conversion(path, ARRAY_TO_JSONL if kind == "prompts" else HISTORY_ARRAY_TO_JSONL, kind)
 
 
 def _conversion(path: Path, command: str, kind: str) -> str:

@@ -262,7 +262,14 @@ def test_a_file_of_one_object_holding_the_records_says_where_they_are(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
-@pytest.mark.parametrize("text", ['["Write a haiku.", "Name colours."]', '"Write a haiku."\n"Name colours."'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '["Write a haiku.", "Name colours."]',
+        '"Write a haiku."\n"Name colours."',
+        '["Write a haiku.", {"category": "chat", "turns": ["Name colours."]}]',  # a record among them: kept
+    ],
+)
 def test_a_list_of_prompt_strings_is_led_to_a_file_the_bench_reads(tmp_path, text):
     """A JSON array of prompts was told `jq -c '.[]'`, which makes a line of each string, refused in turn as
     "expected a JSON object" with no way on: each way out now makes {"turns": [...]} records."""
@@ -273,3 +280,19 @@ def test_a_list_of_prompt_strings_is_led_to_a_file_the_bench_reads(tmp_path, tex
     converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
     (tmp_path / out).write_text(converted, encoding="utf-8")
     assert [p.turns for p in load_prompts_file(tmp_path / out)] == [("Write a haiku.",), ("Name colours.",)]
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_a_history_array_of_strings_is_led_to_a_file_the_bench_reads(tmp_path):
+    """--history with a JSON array of strings was told `jq -c '.[]'`, whose lines of strings were refused in turn
+    (expected an object with "messages"): the way out makes {"turns": [...]} lines, which a history reads."""
+    from specchat import benchhistory
+
+    path = tmp_path / "past.json"
+    path.write_text('["Write a haiku.", "Name colours."]', encoding="utf-8")
+    result = runner.invoke(app, ["bench", "--modes", "auto", "--history", str(path)])
+    line = " ".join(result.stderr.split())
+    command, out = re.search(r"(jq -c '.*' \S+) > (\S+)$", line).groups()
+    converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
+    (tmp_path / out).write_text(converted, encoding="utf-8")
+    assert benchhistory.load(str(tmp_path / out), ["auto"]).texts == ["Write a haiku.", "Name colours."]
