@@ -970,6 +970,17 @@ def test_interrupted_generation_keeps_the_text_and_exits_130(fake_models, tmp_pa
     assert "interrupted" in result.stderr and "Traceback" not in result.output
 
 
+def test_stats_say_nothing_of_a_one_shot_reply_stopped_before_its_first_token(fake_models, tmp_path):
+    """`run --stats "PROMPT"` stopped by Ctrl-C in the prefill printed '0 tokens in 0.00s, 0.0 tok/s (decode), no
+    token, stop: interrupted' over `interrupted`: there was no reply to give stats of (the chat prints none)."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "stop", interrupt_at=1)  # the prompt's own eval
+    result = invoke("run", "--target", str(target), "--mode", "target", "--stats", "Tell me a story.")
+    assert result.exit_code == 130 and result.stdout.strip() == ""
+    assert result.stderr.strip() == "interrupted"
+
+
 def test_debug_shows_the_traceback_of_an_error(files):
     plain = invoke("run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
     debug = invoke("--debug", "run", *files, "--ctx", "64", "--mode", "target", input="word " * 100)
