@@ -314,8 +314,7 @@ def after_reply(
     err, stats = stderr_console(), generation.stats
     if stats.stop_reason == "context":
         note(err, f"stopped: the context of {pipeline.target.n_ctx} tokens is full (raise --ctx for longer replies)")
-    unanswered = stats.stop_reason == "interrupted" and not generation.tokens
-    if show_stats and not unanswered:  # as in the chat: '0 tokens, no token' of a reply that never began said nothing
+    if show_stats and not generation.unanswered:  # as in the chat: '0 tokens, no token' said nothing
         print_reply_stats(pipeline, request, generation)
     if reader_gone:
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))

@@ -125,7 +125,7 @@ class ChatSession(SlashCommands):
         self.shown_legend = self.shown_legend or (legend_shown and bool(generation.tokens))
         if self.plain:  # the live view's summary line, as text
             self.console.print(summary_line(generation.stats, request.label))
-        unanswered = generation.stats.stop_reason == "interrupted" and not generation.tokens
+        unanswered = generation.unanswered
         if self.settings.stats and not unanswered:  # '0 tokens, no token' said nothing the next line does not
             first_auto = request.mode == "auto" and not self.said_mode_note
             print_reply_stats(self.pipeline, request, generation, mode_note=first_auto)

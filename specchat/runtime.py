@@ -94,6 +94,11 @@ class Generation:
     set_aside: dict[str, int] = field(default_factory=dict)  # auto: drafters its guard set aside in this reply
     threads: tuple[int, int] | None = None  # (fewest, most) llama.cpp threads in this reply (cpuload.py)
 
+    @property
+    def unanswered(self) -> bool:
+        """Stopped (Ctrl-C) before its first token: no reply to show stats of, nor to keep in a conversation."""
+        return self.stats.stop_reason == "interrupted" and not self.tokens
+
 
 OVERHEAD_BYTES = 300_000_000  # per model: compute buffers, context, output logits (measured ~200 MB here)
 

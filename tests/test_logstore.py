@@ -810,6 +810,15 @@ def test_an_interrupted_reply_is_logged_as_such(isolated):
     assert row["interrupted"] and row["prompt"] == "Tell me a story." and row["stats"]["stop_reason"] == "interrupted"
 
 
+def test_a_one_shot_reply_stopped_before_its_first_token_is_not_logged(files, isolated):
+    """`run -c "PROMPT"` stopped by Ctrl-C in the prefill logged the prompt with an empty reply, so the next `-c`
+    sent that unanswered message with every later turn (the chat leaves such a message out)."""
+    ok(invoke("run", *files, "First."))
+    target, _ = fake_backend.write_pair(isolated / "stop", interrupt_at=1)  # the prompt's own eval
+    assert invoke("run", "--target", str(target), "--mode", "target", "-c", "A wrong paste.").exit_code == 130
+    assert [row["prompt"] for row in logged()] == ["First."]
+
+
 def test_logs_search_filter_and_text_view(files):
     ok(invoke("run", *files, "about mutexes"))
     ok(invoke("run", *files, "about 100% of it"))

@@ -192,7 +192,8 @@ def run(
         request = settings.request()
         sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
         generation = outputs.reply(pipeline, ids, request, sink)
-        log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
+        if not generation.unanswered:  # as in the chat: logged, -c sent it again with every later turn
+            log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
         outputs.after_reply(pipeline, request, generation, show_stats=stats, reader_gone=sink.reader_gone)
 
