@@ -26,12 +26,18 @@ if TYPE_CHECKING:
 
 
 def run(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
-    """Read messages and commands until /bye or Ctrl-D; returns the exit code."""
+    """Read messages and commands until /bye or Ctrl-D; returns the exit code. With the line editor, keys typed
+    between two prompts (a live reply, a command, the note after Ctrl-C) wait unechoed for the next prompt: an
+    echoed Enter spoilt the live view, and a Ctrl-D pressed as the line editor ended or started (cooked mode, its
+    end-of-file) became a NUL byte that the prompt swallowed, so the chat stayed. Plain reading needs cooked mode."""
+    with keys_unechoed() if isinstance(reader, TerminalInput) else nullcontext():
+        return _turns(session, reader, ctrl_c)
+
+
+def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
     console = session.console
     # The line editor reads Ctrl-C as a key (raw mode); plain line reading knows it only as a signal
     reading = nullcontext if isinstance(reader, TerminalInput) else ctrl_c.stops
-    # Keys typed during a live reply wait unechoed for the next prompt; a plain reply has no live region to spoil
-    typing_ahead = keys_unechoed if isinstance(reader, TerminalInput) else nullcontext
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
     if session.log.cid is not None:
         count = len(session.conversation.messages)
@@ -72,7 +78,7 @@ def run(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
                 console.print(Text(f"\n{stripped.split()[0]} stopped", style="dim"))
             continue
         try:
-            with typing_ahead(), ctrl_c.stops():
+            with ctrl_c.stops():
                 session.ask(text)
         except KeyboardInterrupt:  # before the loop's own stop (a slow template, the view opening): it stops this
             restore_terminal()  # reply, as one inside it does, not the chat (after it, Ctrl-C waits: Interrupt.settle)

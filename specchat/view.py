@@ -199,9 +199,9 @@ def restore_terminal_when_killed() -> None:
 
 @contextmanager
 def keys_unechoed(*, dropped_on_error: bool = False) -> Iterator[None]:
-    """stdin's terminal does not echo what is typed in here (a reply in the live view): an echoed Enter moved
-    the cursor under Rich's live region, which then left a stale copy of its lines on the screen. What is
-    typed stays in the terminal's queue for the next prompt, which shows it (TCSANOW: nothing is flushed).
+    """stdin's terminal does not echo what is typed in here (the chat between two prompts, the models' load): an
+    echoed Enter moved the cursor under Rich's live region, which then left a stale copy of its lines on the screen.
+    What is typed stays in the terminal's queue for the next prompt, which shows it (TCSANOW: nothing is flushed).
     Ctrl-D is no end-of-file key in here: the terminal made it a NUL byte, which the next prompt swallowed;
     kept as the key itself, it leaves there (on an empty line), as a shell does with one typed during a command.
     dropped_on_error: what was typed is discarded if the block fails, where no prompt of ours comes next (the

@@ -560,6 +560,41 @@ def test_fake_chat_survives_ctrl_c_pressed_again_and_again_at_the_prompt(tmp_pat
     assert "Traceback" not in log and "Exception ignored" not in log
 
 
+def test_fake_chat_ctrl_d_typed_during_a_command_leaves_at_the_next_prompt(tmp_path):
+    """Ctrl-D pressed during a slash command (a /load waiting on a locked log; or as the line editor ended after
+    Ctrl-C at the prompt) met the terminal in cooked mode, where it is the end-of-file: a NUL byte that the next
+    prompt swallowed, and the chat stayed. Typed during a reply it left at the next prompt; now here too."""
+    import sqlite3
+    import termios
+    import time
+
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data")}
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, env)
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Hi.")  # conversation 1 in the log
+        child.expect_exact("── ")
+        child.expect_exact(PROMPT)
+        with contextlib.closing(sqlite3.connect(tmp_path / "data" / "logs.db", isolation_level=None)) as lock:
+            lock.execute("PRAGMA locking_mode=EXCLUSIVE")
+            lock.execute("BEGIN EXCLUSIVE")  # /load waits on it (the busy timeout)
+            child.sendline("/load 1")
+            deadline = time.monotonic() + 10
+            while not termios.tcgetattr(child.child_fd)[3] & termios.ICANON:  # the line editor has ended
+                assert time.monotonic() < deadline, "the line editor never ended"
+            time.sleep(0.3)  # /load is waiting
+            os.write(child.child_fd, b"\x04")
+            lock.execute("COMMIT")
+        child.expect_exact("loaded conversation 1")
+        expect_exit(child, "0", timeout=10)
+    finally:
+        child.close(force=True)
+    assert "^D" not in (tmp_path / "session.log").read_text(encoding="utf-8").split("EXIT=")[0], "echoed"
+
+
 def test_fake_chat_keys_typed_during_a_reply_wait_for_the_prompt(tmp_path):
     """A message typed while a reply streams is not echoed into the live view (an echoed Enter moved the
     cursor, and a stale copy of the line being written stayed on the screen): it appears at the next
