@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RegistryError, UnknownPairError
-from .paths import LINK_LOOP, dead_link, file_problem, overlay_file
+from .paths import LINK_LOOP, NotAFolder, blocking_file, dead_link, file_problem, overlay_file
 from .registrychecks import (
     check_keys,
     optional,
@@ -144,6 +144,10 @@ def _check_overlay_missing(path: Path, problem: str) -> None:
         raise RegistryError(f"{path} {problem}", hint="check the config folder's permissions, or SPECCHAT_CONFIG_DIR")
     if problem in ("does not exist", LINK_LOOP) and path.is_symlink():
         raise RegistryError(f"{path} is {dead_link(path)}", hint="fix the link, or remove it (no overlay)")
+    if problem == "does not exist" and (blocker := blocking_file(path.parent)) is not None:
+        # SPECCHAT_CONFIG_DIR naming the overlay itself, or a config folder linked to a folder that moved
+        exc = NotAFolder(blocker, path.parent)
+        raise RegistryError(f"cannot look for the overlay {path}: {exc}", hint=exc.hint)
     if problem != "does not exist":  # a directory or a FIFO
         raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
 

@@ -325,3 +325,19 @@ def test_an_unknown_pair_that_is_near_one_or_a_models_name_says_which_pair(name,
     with pytest.raises(RegistryError) as err:
         load_registry().pair(name)
     assert err.value.message == message and err.value.hint.startswith(hint), err.value.hint
+
+
+@pytest.mark.parametrize("blocker", ["file", "dead link"])
+def test_a_config_folder_that_is_a_file_or_a_dead_link_is_named_not_read_as_no_overlay(tmp_path, monkeypatch, blocker):
+    """SPECCHAT_CONFIG_DIR naming the overlay file itself (or a config folder linked to a dotfiles folder that
+    moved): the user's pairs vanished in silence, and `run --pair mine` said only "unknown pair"."""
+    own = tmp_path / "models.toml"
+    if blocker == "file":
+        own.write_text(GOOD_MODEL)
+    else:
+        own.symlink_to(tmp_path / "dotfiles" / "specchat")
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(own))
+    with pytest.raises(RegistryError) as err:
+        load_registry()
+    assert str(own) in err.value.message
+    assert "SPECCHAT_CONFIG_DIR" in err.value.hint
