@@ -230,10 +230,12 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
         raise RegistryError(f"{path}: [{where}] a mirror needs size and sha256", hint="they verify the chunks")
     revision = body.get("revision")
     source = body.get("source_repo")
+    # The file before the repo: an entry for a file on disk has no repo, and the file's refusal says how to run it
+    file = safe_file_name(require(body, "file", str, path, where), path, where)
     return ModelSpec(
         name=name,
         repo=repo_id(require(body, "repo", str, path, where), path, where, "repo"),
-        file=safe_file_name(require(body, "file", str, path, where), path, where),
+        file=file,
         revision=None if revision is None else valid_revision(revision, path, where),
         size=size,
         sha256=sha.lower() if sha else None,

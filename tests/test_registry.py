@@ -341,3 +341,14 @@ def test_a_config_folder_that_is_a_file_or_a_dead_link_is_named_not_read_as_no_o
         load_registry()
     assert str(own) in err.value.message
     assert "SPECCHAT_CONFIG_DIR" in err.value.hint
+
+
+def test_a_local_path_as_file_without_a_repo_says_how_to_run_a_file_one_has(tmp_path):
+    """An LM Studio or Ollama user's entry for a file on disk has no Hub repo: "lacks 'repo', add repo = ..." sent
+    them to invent one, only to be refused for the path next."""
+    text = GOOD_MODEL.replace('repo = "me/mine-GGUF"\nfile = "mine-q4.gguf"', 'file = "/home/me/models/mine-q4.gguf"')
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(text)
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert "--target/--draft PATH" in err.value.hint and "repo" not in err.value.message
