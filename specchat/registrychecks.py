@@ -149,16 +149,25 @@ def safe_file_name(file: str, path: Path, where: str) -> str:
         not base
         or "\\" in file
         or file.startswith("/")
+        or (len(parts) > 1 and _home_or_drive(parts[0]))
         or any(part in ("", ".", "..") for part in parts)
         or not base.endswith(".gguf")
         or base == ".gguf"
     ):
         raise RegistryError(
             f"{path}: [{where}] file '{file}' is not a safe GGUF file name",
-            hint="give the file's name in the Hub repo, ending in .gguf, without '..', '\\' or a leading '/' (a file "
-            "you already have: put it into the models directory under that name, or run it with --target/--draft PATH)",
+            hint="give the file's name in the Hub repo, ending in .gguf, without '..', '\\', a leading '/' or '~' "
+            "(a file you already have: put it into the models directory under that name, or run it with "
+            "--target/--draft PATH)",
         )
     return file
+
+
+def _home_or_drive(folder: str) -> bool:
+    """A path on this machine's disk ('~/models', '~me', 'C:'), not a Hub repo's folder: pull asked the Hub for it."""
+    return folder.startswith("~") or (
+        len(folder) == 2 and folder[0].isascii() and folder[0].isalpha() and folder[1] == ":"
+    )
 
 
 def repo_id(value: Any, path: Path, where: str, what: str) -> str:

@@ -262,7 +262,17 @@ def test_default_pair_written_under_a_table_says_where_it_belongs(tmp_path):
     assert "before any [table]" in err.value.hint
 
 
-@pytest.mark.parametrize("file", ["/home/me/models/mine-q4.gguf", "C:\\\\models\\\\mine-q4.gguf"])
+@pytest.mark.parametrize(
+    "file",
+    [
+        "/home/me/models/mine-q4.gguf",
+        "C:\\\\models\\\\mine-q4.gguf",
+        # were taken for a Hub repo's folders "~" and "C:": pull asked the Hub for them
+        "~/models/mine-q4.gguf",
+        "~me/models/mine-q4.gguf",
+        "C:/models/mine-q4.gguf",
+    ],
+)
 def test_a_local_path_as_file_says_how_to_run_a_file_one_has(tmp_path, file):
     """`file` is the name in the Hub repo: a user pointing it at a file on disk was told only which characters
     a name may not hold, not how to use that file."""
