@@ -185,7 +185,8 @@ def load_registry(extra: Path | None = None) -> Registry:
     origin = {name: path for name, (path, _) in raw_models.items()}
     _check_local_names(registry.models, origin, paths[0])
     registry.pairs = {
-        name: _pair(name, body, path, registry.models, origin, paths[0]) for name, (path, body) in raw_pairs.items()
+        name: _pair(name, body, path, registry.models, origin, paths[0], raw_pairs)
+        for name, (path, body) in raw_pairs.items()
     }
     if registry.default_pair not in registry.pairs:
         raise RegistryError(
@@ -247,6 +248,19 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
     )
 
 
+def _model_meant(ref: str, role: str, models: dict[str, ModelSpec], pairs: dict[str, tuple[Path, dict]]) -> str:
+    """The hint for a pair's model that is no [models.*] entry: it was "define it" for a typo as for a pair's name."""
+    import difflib
+
+    if ref in pairs:
+        theirs = pairs[ref][1].get(role)  # checked a table as it was read
+        return f"'{ref}' is a pair; give a model's name" + (f", e.g. its {role} '{theirs}'" if theirs else "")
+    near = difflib.get_close_matches(ref, list(models), n=1, cutoff=0.8)
+    if near:
+        return f"did you mean '{near[0]}'?"
+    return "define it as [models.NAME], or give the name of a [models.*] entry"
+
+
 def _same_file(a: ModelSpec, b: ModelSpec) -> bool:
     """Whether two entries name one file: the same sha256 where both pin one, else the same Hub file and revision."""
     if a.sha256 and b.sha256:
@@ -279,14 +293,17 @@ def _is_hex(text: str) -> bool:
 
 
 def _pair(name: str, body: dict[str, Any], path: Path, models: dict[str, ModelSpec], origin: dict[str, Path],
-          packaged: Path) -> PairSpec:  # fmt: skip
+          packaged: Path, pairs: dict[str, tuple[Path, dict[str, Any]]]) -> PairSpec:  # fmt: skip
     where = f"pairs.{name}"
     check_keys(body, PAIR_KEYS, path, f"[{where}]")
     roles = {}
     for role in ("target", "draft"):
         ref = require(body, role, str, path, where)
         if ref not in models:
-            raise RegistryError(f"{path}: [{where}] {role} '{ref}' is not a [models.*] entry", hint="define it")
+            raise RegistryError(
+                f"{path}: [{where}] {role} '{ref}' is not a [models.*] entry",
+                hint=_model_meant(ref, role, models, pairs),
+            )
         roles[role] = models[ref]
     if _same_file(roles["target"], roles["draft"]):  # it would run every token twice: never faster
         blamed, by = path, ""

@@ -362,3 +362,19 @@ def test_a_local_path_as_file_without_a_repo_says_how_to_run_a_file_one_has(tmp_
     with pytest.raises(RegistryError) as err:
         load_registry(overlay)
     assert "--target/--draft PATH" in err.value.hint and "repo" not in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("draft", "needle"),
+    [
+        ("mypair", "'mypair' is a pair"),  # the pair's name where a model's goes
+        ("smal", "did you mean 'small'?"),  # a typo
+    ],
+)
+def test_a_pair_naming_no_model_says_which_model_was_meant(tmp_path, draft, needle):
+    """The hint was "define it" alone, for a typo in a model's name as for a pair's name given as a model's."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace('draft = "small"', f'draft = "{draft}"'))
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert needle in err.value.hint, err.value.hint
