@@ -122,11 +122,28 @@ class Registry:
     def unknown(self, name: str) -> UnknownPairError:
         """A model's name given as a pair's, or a pair's name with a typo: the pair meant, before the whole list."""
         known = ", ".join(sorted(self.pairs)) or "none"
+        if name.lower().endswith(".gguf"):  # `pull ./x.gguf`, `--pair x.gguf` (llama.cpp's -m): a file, not a name
+            return self._a_file(name)
         if holding := self.holding(name):
             which = "its pair" if len(holding) == 1 else "one of its pairs"
             return UnknownPairError(f"'{name}' is a model, not a pair", hint=f"give {which}: {', '.join(holding)}")
         guess = f"did you mean {near}? " if (near := self.near(name)) else ""
         return UnknownPairError(f"unknown pair '{name}'", hint=f"{guess}known pairs: {known} (see `specchat models`)")
+
+    def _a_file(self, name: str) -> UnknownPairError:
+        """A model file where a pair's name goes: the pairs that have a file of its name, and how to run a file."""
+        base = name.replace("\\", "/").rsplit("/", 1)[-1].casefold()
+        pairs = sorted(
+            p.name
+            for p in self.pairs.values()
+            if base in (p.target.local_name.casefold(), p.draft.local_name.casefold())
+        )
+        which = "its pair" if len(pairs) == 1 else "one of its pairs:"
+        give = f"{which} {', '.join(pairs)}, or " if pairs else ""
+        return UnknownPairError(
+            f"'{name}' is a model file, not a pair",
+            hint=f"give {give}the file as --target FILE (a draft as --draft FILE): a file on disk needs no pull",
+        )
 
 
 def packaged_registry_path() -> Path:

@@ -327,6 +327,13 @@ def test_an_overlay_that_cannot_be_looked_at_is_named(tmp_path):
             "'qwen2.5-coder-0.5b-instruct-q4_k_m' is a model, not a pair",
             "give one of its pairs: qwen2.5-coder-1.5b, qwen2.5-coder-14b, qwen2.5-coder-32b, qwen2.5-coder-7b",
         ),
+        # a file on disk (`pull ./x.gguf`, `run --pair x.gguf`, as llama.cpp's -m takes it): 'unknown pair' and the list
+        ("./mine-q4.gguf", "'./mine-q4.gguf' is a model file, not a pair", "give the file as --target FILE"),
+        (
+            "/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            "'/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf' is a model file, not a pair",
+            "give its pair qwen2.5-coder-1.5b, or the file as --target FILE",
+        ),
     ],
 )
 def test_an_unknown_pair_that_is_near_one_or_a_models_name_says_which_pair(name, message, hint):
