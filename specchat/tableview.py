@@ -53,10 +53,10 @@ def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError
             elif to_check is not None and to_check.is_file():
                 try:
                     modelfiles.verify(spec, to_check, modelfiles.hashing_bar(start, spec, to_check))
-                    if spec.size is None and spec.sha256 is None:  # nothing to compare with: at least a GGUF
-                        from .gguf import check
-
-                        check(to_check)
+                    # no sha256 to vouch for the bytes (a size alone passes any file of that size): at least a
+                    # GGUF, as pull and run check it
+                    if (foreign := modelfiles.not_gguf(spec, to_check)) is not None:
+                        raise foreign
                     row["checksum_ok"] = True
                 except SpecchatError as exc:
                     row["checksum_ok"] = False
@@ -100,7 +100,7 @@ def models_table(rows: list[dict]) -> Table:
     first line, the draft's on the second, so that the table fits in 80 columns without cutting names."""
     caption = "* = file name not verified on the Hub"
     if any(row["checksum_ok"] is not None for row in rows):
-        caption += "\nchecked = as models.toml lists it (size, sha256; where it lists neither, a well-formed GGUF)"
+        caption += "\nchecked = as models.toml lists it (size, sha256; without a sha256, also a well-formed GGUF)"
     if any(row["gated"] for row in rows):
         caption += "\n(gated) = accept its licence on the Hub and set HF_TOKEN to pull it"
     table = Table(

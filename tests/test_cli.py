@@ -1151,16 +1151,16 @@ def test_an_odd_saved_tuning_never_stops_a_run(files, fake_models, content):
     assert "internal error" not in result.output
 
 
-def a_file_here_and_a_missing_draft(isolated, *, pair: str, draft: str, size: bool) -> Path:
-    """An overlay pair whose target "here" is a 5-byte file in the models folder (its size declared, or not) and
-    whose draft is missing; the models folder."""
+def a_file_here_and_a_missing_draft(isolated, *, pair: str, draft: str, size: bool, data=b"hello") -> Path:
+    """An overlay pair whose target "here" is a file of `data` (5 bytes, no GGUF) in the models folder (its size
+    declared, or not) and whose draft is missing; the models folder."""
     models = isolated / "models"
     models.mkdir()
-    (models / "here.gguf").write_bytes(b"hello")
+    (models / "here.gguf").write_bytes(data)
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
         '[models.here]\nrepo = "nobody/here"\nfile = "here.gguf"\n'
-        + ("size = 5\n" if size else "")
+        + (f"size = {len(data)}\n" if size else "")
         + f'[models.{draft}]\nrepo = "nobody/{draft}"\nfile = "{draft}.gguf"\n'
         f'[pairs.{pair}]\ntarget = "here"\ndraft = "{draft}"\n'
     )
@@ -1170,7 +1170,9 @@ def a_file_here_and_a_missing_draft(isolated, *, pair: str, draft: str, size: bo
 def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
     """checksum_ok was in a row only when --verify checked a file: a script reading it got a KeyError on
     every other row (and on every row without --verify). It is null where nothing was checked."""
-    a_file_here_and_a_missing_draft(isolated, pair="mixed", draft="gone", size=True)
+    from test_gguf import tiny_gguf
+
+    a_file_here_and_a_missing_draft(isolated, pair="mixed", draft="gone", size=True, data=tiny_gguf())
     for args in (["models", "--json"], ["models", "--json", "--verify"]):
         result = invoke(*args)
         assert result.exit_code == 0, result.output
@@ -1184,13 +1186,15 @@ def test_models_json_rows_have_the_same_keys_with_and_without_verify(isolated):
 def test_models_verify_shows_its_verdict_in_the_table(isolated):
     """`models --verify` printed the same table as `models` ("yes" for a file it had just hashed): the
     table said nothing of what was checked. A checked file now reads "checked", a bad one "BAD"."""
+    from test_gguf import tiny_gguf
+
     models = isolated / "models"
     models.mkdir()
-    for name in ("good.gguf", "bad.gguf"):
-        (models / name).write_bytes(b"hello")
+    (models / "good.gguf").write_bytes(tiny_gguf())
+    (models / "bad.gguf").write_bytes(b"hello")
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
-        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\nsize = 5\n'
+        f'[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\nsize = {len(tiny_gguf())}\n'
         f'[models.bad]\nrepo = "nobody/bad"\nfile = "bad.gguf"\nsha256 = "{"0" * 64}"\n'
         '[pairs.mine]\ntarget = "good"\ndraft = "bad"\n'
     )
@@ -1397,19 +1401,44 @@ def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     assert problems["target"] is None and "cut.gguf is not a valid GGUF file" in problems["draft"]  # was only on stderr
 
 
+def test_models_verify_checks_a_file_with_a_size_but_no_sha256_is_a_gguf(isolated):
+    """An overlay model with `size` alone: `models` warned that a file of that size is no GGUF and `pull` refused
+    it, yet `models --verify`, the thorough check, called it `checked` (exit 0): it compared the size only."""
+    from test_gguf import tiny_gguf
+
+    models = isolated / "models"
+    models.mkdir()
+    (models / "good.gguf").write_bytes(tiny_gguf())
+    (models / "other.gguf").write_bytes(b"\0" * 300)  # another file under the name, of the listed size
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\n'
+        '[models.other]\nrepo = "nobody/other"\nfile = "other.gguf"\nsize = 300\n'
+        '[pairs.mine]\ntarget = "good"\ndraft = "other"\n'
+    )
+    result = invoke("models", "--verify", "--json")
+    assert result.exit_code == 1 and "other.gguf is not a valid GGUF file" in result.stderr, result.output
+    rows = {row["role"]: row["checksum_ok"] for row in json.loads(result.stdout)["pairs"] if row["pair"] == "mine"}
+    assert rows == {"target": True, "draft": False}
+
+
 def test_models_verify_checks_a_draft_shared_by_pairs_once(isolated, monkeypatch):
     """The packaged Coder 0.5B drafts for four pairs: --verify hashed its file once per pair and printed a
     bad one four times. It is read once, and a bad one is one error line."""
+    from test_gguf import tiny_gguf
+
     from specchat import modelfiles
 
     models = isolated / "models"
     models.mkdir()
-    for name in ("a.gguf", "b.gguf", "small.gguf"):
-        (models / name).write_bytes(b"hello")
+    for name in ("a.gguf", "b.gguf"):
+        (models / name).write_bytes(tiny_gguf())
+    (models / "small.gguf").write_bytes(b"hello")
+    size = len(tiny_gguf())
     (isolated / "config").mkdir()
     (isolated / "config" / "models.toml").write_text(
-        '[models.a]\nrepo = "nobody/a"\nfile = "a.gguf"\nsize = 5\n'
-        '[models.b]\nrepo = "nobody/b"\nfile = "b.gguf"\nsize = 5\n'
+        f'[models.a]\nrepo = "nobody/a"\nfile = "a.gguf"\nsize = {size}\n'
+        f'[models.b]\nrepo = "nobody/b"\nfile = "b.gguf"\nsize = {size}\n'
         f'[models.small]\nrepo = "nobody/small"\nfile = "small.gguf"\nsha256 = "{"0" * 64}"\n'
         '[pairs.pa]\ntarget = "a"\ndraft = "small"\n[pairs.pb]\ntarget = "b"\ndraft = "small"\n'
     )

@@ -25,7 +25,7 @@ from .app import (
     utf8_text,
 )
 
-VERIFY_HELP = "Read every present file: size and sha256 as models.toml lists them (neither: a well-formed GGUF)."
+VERIFY_HELP = "Read every present file: size and sha256 as models.toml lists them (no sha256: also a well-formed GGUF)."
 
 
 @app.command(epilog="Examples:\n\n  specchat models\n\n  specchat models --json\n\n  specchat models --verify")
