@@ -5,6 +5,7 @@ Models are declared once and pairs refer to them by name, because one small draf
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -122,12 +123,13 @@ class Registry:
     def unknown(self, name: str) -> UnknownPairError:
         """A model's name given as a pair's, or a pair's name with a typo: the pair meant, before the whole list."""
         known = ", ".join(sorted(self.pairs)) or "none"
-        if name.lower().endswith(".gguf"):  # `pull ./x.gguf`, `--pair x.gguf` (llama.cpp's -m): a file, not a name
+        near = self.near(name)  # first: an overlay pair named mine.gguf, typed mine.GGUF
+        if near is None and _a_file_name(name):  # `pull ./x.gguf`, `--pair x.gguf` (llama.cpp's -m): no pair's name
             return self._a_file(name)
         if holding := self.holding(name):
             which = "its pair" if len(holding) == 1 else "one of its pairs"
             return UnknownPairError(f"'{name}' is a model, not a pair", hint=f"give {which}: {', '.join(holding)}")
-        guess = f"did you mean {near}? " if (near := self.near(name)) else ""
+        guess = f"did you mean {near}? " if near else ""
         return UnknownPairError(f"unknown pair '{name}'", hint=f"{guess}known pairs: {known} (see `specchat models`)")
 
     def _a_file(self, name: str) -> UnknownPairError:
@@ -139,11 +141,16 @@ class Registry:
             if base in (p.target.local_name.casefold(), p.draft.local_name.casefold())
         )
         which = "its pair" if len(pairs) == 1 else "one of its pairs:"
-        give = f"{which} {', '.join(pairs)}, or " if pairs else ""
+        give = f"give {which} {', '.join(pairs)}; or " if pairs else ""
         return UnknownPairError(
             f"'{name}' is a model file, not a pair",
-            hint=f"give {give}the file as --target FILE (a draft as --draft FILE): a file on disk needs no pull",
+            hint=f"{give}run the file: specchat run --target FILE (a draft: --draft FILE), which needs no pull",
         )
+
+
+def _a_file_name(name: str) -> bool:
+    """A model file's name or path: one word ending in .gguf ("how do I make a .gguf" is no file, as in habits)."""
+    return name.lower().endswith(".gguf") and not any(c.isspace() for c in name) and len(name) > len(".gguf")
 
 
 def packaged_registry_path() -> Path:
@@ -161,12 +168,18 @@ def _check_overlay_missing(path: Path, problem: str) -> None:
         raise RegistryError(f"{path} {problem}", hint="check the config folder's permissions, or SPECCHAT_CONFIG_DIR")
     if problem in ("does not exist", LINK_LOOP) and path.is_symlink():
         raise RegistryError(f"{path} is {dead_link(path)}", hint="fix the link, or remove it (no overlay)")
-    if problem == "does not exist" and (blocker := blocking_file(path.parent)) is not None:
-        # SPECCHAT_CONFIG_DIR naming the overlay itself, or a config folder linked to a folder that moved
+    blocker = blocking_file(path.parent) if problem == "does not exist" else None
+    if blocker is not None and (_config_set() or blocker.is_symlink() or blocker.is_file()):
+        # SPECCHAT_CONFIG_DIR naming the overlay itself, or a config folder linked to a folder that moved; a device
+        # in the way that no variable named (HOME=/dev/null in a sandbox) holds no overlay: the packaged pairs serve
         exc = NotAFolder(blocker, path.parent)
         raise RegistryError(f"cannot look for the overlay {path}: {exc}", hint=exc.hint)
     if problem != "does not exist":  # a directory or a FIFO
         raise RegistryError(f"{path} is not a file", hint="the overlay is a TOML file; move this aside")
+
+
+def _config_set() -> bool:
+    return bool(os.environ.get("SPECCHAT_CONFIG_DIR"))
 
 
 def load_registry(extra: Path | None = None) -> Registry:
@@ -270,9 +283,11 @@ def _model_meant(ref: str, role: str, models: dict[str, ModelSpec], pairs: dict[
     import difflib
 
     if ref in pairs:
-        theirs = pairs[ref][1].get(role)  # checked a table as it was read
-        return f"'{ref}' is a pair; give a model's name" + (f", e.g. its {role} '{theirs}'" if theirs else "")
-    near = difflib.get_close_matches(ref, list(models), n=1, cutoff=0.8)
+        theirs = pairs[ref][1].get(role)  # checked a table as it was read; a pair that names itself, or a pair: no
+        example = f", e.g. its {role} '{theirs}'" if theirs in models and theirs != ref else ""
+        return f"'{ref}' is a pair; give a model's name{example}"
+    near = [name for name in models if name.lower() == ref.lower()]  # another case, as Registry.near
+    near = near or difflib.get_close_matches(ref, list(models), n=1, cutoff=0.8)
     if near:
         return f"did you mean '{near[0]}'?"
     return "define it as [models.NAME], or give the name of a [models.*] entry"

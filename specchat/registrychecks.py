@@ -156,7 +156,8 @@ def safe_file_name(file: str, path: Path, where: str) -> str:
     ):
         raise RegistryError(
             f"{path}: [{where}] file '{file}' is not a safe GGUF file name",
-            hint="give the file's name in the Hub repo, ending in .gguf, without '..', '\\', a leading '/' or '~' "
+            hint="give the file's name in the Hub repo, ending in .gguf, without '..', '\\', a leading '/', '~' or "
+            "drive ('C:') "
             "(a file you already have: put it into the models directory under that name, or run it with "
             "--target/--draft PATH)",
         )

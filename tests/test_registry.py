@@ -328,12 +328,14 @@ def test_an_overlay_that_cannot_be_looked_at_is_named(tmp_path):
             "give one of its pairs: qwen2.5-coder-1.5b, qwen2.5-coder-14b, qwen2.5-coder-32b, qwen2.5-coder-7b",
         ),
         # a file on disk (`pull ./x.gguf`, `run --pair x.gguf`, as llama.cpp's -m takes it): 'unknown pair' and the list
-        ("./mine-q4.gguf", "'./mine-q4.gguf' is a model file, not a pair", "give the file as --target FILE"),
+        ("./mine-q4.gguf", "'./mine-q4.gguf' is a model file, not a pair", "run the file: specchat run --target FILE"),
         (
             "/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
             "'/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf' is a model file, not a pair",
-            "give its pair qwen2.5-coder-1.5b, or the file as --target FILE",
+            "give its pair qwen2.5-coder-1.5b; or run the file: specchat run --target FILE",
         ),
+        # words of a prompt are no file ('run --pair' took the next word); a pair misspelt keeps its did-you-mean
+        ("how do I make a .gguf", "unknown pair 'how do I make a .gguf'", "known pairs: "),
     ],
 )
 def test_an_unknown_pair_that_is_near_one_or_a_models_name_says_which_pair(name, message, hint):
@@ -374,8 +376,9 @@ def test_a_local_path_as_file_without_a_repo_says_how_to_run_a_file_one_has(tmp_
 @pytest.mark.parametrize(
     ("draft", "needle"),
     [
-        ("mypair", "'mypair' is a pair"),  # the pair's name where a model's goes
+        ("mypair", "'mypair' is a pair; give a model's name"),  # the pair's name where a model's goes
         ("smal", "did you mean 'small'?"),  # a typo
+        ("SMALL", "did you mean 'small'?"),  # another case (difflib's ratio alone is under its cutoff)
     ],
 )
 def test_a_pair_naming_no_model_says_which_model_was_meant(tmp_path, draft, needle):
@@ -385,3 +388,27 @@ def test_a_pair_naming_no_model_says_which_model_was_meant(tmp_path, draft, need
     with pytest.raises(RegistryError) as err:
         load_registry(overlay)
     assert needle in err.value.hint, err.value.hint
+    assert "e.g. its draft 'mypair'" not in err.value.hint  # a pair naming itself: the value that failed
+
+
+def test_a_pair_named_as_a_file_keeps_its_did_you_mean(tmp_path):
+    """An overlay pair named mine.gguf, typed in capitals, was called a model file, not the pair it misspells."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text(GOOD_MODEL.replace("[pairs.mypair]", '[pairs."mine.gguf"]'))
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay).pair("MINE.GGUF")
+    assert "did you mean mine.gguf?" in err.value.hint, err.value.hint
+
+
+def test_a_home_that_is_a_device_is_no_overlay_not_an_error(tmp_path, monkeypatch):
+    """HOME=/dev/null (a sandbox, a service account) made every pair command fail with "cannot look for the
+    overlay", where no overlay can be: the packaged pairs serve; SPECCHAT_CONFIG_DIR=/dev/null is still named."""
+    from specchat import paths
+
+    monkeypatch.delenv("SPECCHAT_CONFIG_DIR", raising=False)
+    monkeypatch.setattr(paths, "user_config_dir", lambda app: "/dev/null/.config/specchat")
+    assert load_registry().default_pair
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", "/dev/null")
+    with pytest.raises(RegistryError) as err:
+        load_registry()
+    assert "/dev/null" in err.value.message
