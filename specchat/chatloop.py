@@ -29,8 +29,10 @@ def run(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
     """Read messages and commands until /bye or Ctrl-D; returns the exit code. With the line editor, keys typed
     between two prompts (a live reply, a command, the note after Ctrl-C) wait unechoed for the next prompt: an
     echoed Enter spoilt the live view, and a Ctrl-D pressed as the line editor ended or started (cooked mode, its
-    end-of-file) became a NUL byte that the prompt swallowed, so the chat stayed. Plain reading needs cooked mode."""
-    with keys_unechoed() if isinstance(reader, TerminalInput) else nullcontext():
+    end-of-file) became a NUL byte that the prompt swallowed, so the chat stayed. Plain reading needs cooked mode.
+    If the chat fails, what was typed is dropped: the shell would read it next (a Ctrl-D closed an interactive bash).
+    A command that reads a line of its own would need echo put back for it (none does)."""
+    with keys_unechoed(dropped_on_error=True) if isinstance(reader, TerminalInput) else nullcontext():
         return _turns(session, reader, ctrl_c)
 
 

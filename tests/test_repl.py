@@ -827,3 +827,31 @@ def test_the_legend_comes_again_above_the_first_reply_after_one_stopped_before_i
         chat.ask("And another.")
     after_the_stop = console.file.getvalue().split("left out of the conversation")[1]
     assert after_the_stop.count("legend:") == 1
+
+
+def test_keys_typed_before_the_chat_fails_are_dropped_not_left_to_the_shell(monkeypatch):
+    """A chat that failed (an internal error) with a Ctrl-D typed during a command left that key to the shell,
+    which read it as end-of-file: an interactive bash closed. The loop's unechoed keys are dropped on failure."""
+    from contextlib import contextmanager
+
+    from specchat import chatloop
+    from specchat.lineinput import TerminalInput
+
+    dropped = []
+
+    @contextmanager
+    def unechoed(*, dropped_on_error=False):
+        try:
+            yield
+        except Exception:
+            dropped.append(dropped_on_error)
+            raise
+
+    def fail(*_args):
+        raise RuntimeError("a command's bug")
+
+    monkeypatch.setattr(chatloop, "keys_unechoed", unechoed)
+    monkeypatch.setattr(chatloop, "_turns", fail)
+    with pytest.raises(RuntimeError):
+        chatloop.run(None, TerminalInput.__new__(TerminalInput), None)
+    assert dropped == [True]

@@ -585,6 +585,7 @@ def test_fake_chat_ctrl_d_typed_during_a_command_leaves_at_the_next_prompt(tmp_p
             deadline = time.monotonic() + 10
             while not termios.tcgetattr(child.child_fd)[3] & termios.ICANON:  # the line editor has ended
                 assert time.monotonic() < deadline, "the line editor never ended"
+                time.sleep(0.01)  # a spin would take a core from the child on a 2-core box
             time.sleep(0.3)  # /load is waiting
             os.write(child.child_fd, b"\x04")
             lock.execute("COMMIT")
