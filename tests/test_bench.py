@@ -588,8 +588,9 @@ def test_text_format_to_stdout(fake_pair):
     assert squeezed(result.stdout).startswith("| category | variant |") and "ngram k=8" in result.stdout
 
 
-def test_interrupted_bench_keeps_what_was_measured(fake_pair, tmp_path, monkeypatch):
-    """Ctrl-C during the runs: the report of what was measured is written, marked interrupted; exit 130."""
+def ctrl_c_at_the_seventh_reply(monkeypatch) -> list:
+    """Ctrl-C as the bench asks for its 7th reply: after the warm-up (3 variants) and one block of 3. Returns the
+    list of calls so far (clear it to count again)."""
     from specchat import bench as bench_module
 
     real = bench_module._generate
@@ -597,11 +598,17 @@ def test_interrupted_bench_keeps_what_was_measured(fake_pair, tmp_path, monkeypa
 
     def generate(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 7:  # after the warm-up (3 variants) and one block of 3
+        if len(calls) == 7:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bench_module, "_generate", generate)
+    return calls
+
+
+def test_interrupted_bench_keeps_what_was_measured(fake_pair, tmp_path, monkeypatch):
+    """Ctrl-C during the runs: the report of what was measured is written, marked interrupted; exit 130."""
+    calls = ctrl_c_at_the_seventh_reply(monkeypatch)
     out = tmp_path / "partial.json"
     result = bench(fake_pair, "--ks", "1", "--modes", "spec,ngram", "-f", "json", "-o", str(out))
     assert result.exit_code == 130
@@ -1138,18 +1145,7 @@ def test_markdown_columns_are_aligned_and_numbers_right_aligned():
 def test_an_interrupted_report_to_a_file_is_said_to_be_partial(fake_pair, tmp_path, monkeypatch):
     """Ctrl-C with -f csv -o FILE said "wrote FILE", then "interrupted": CSV has no place for the mark JSON and
     Markdown carry, so the file passed for a whole report, and nothing said it was not."""
-    from specchat import bench as bench_module
-
-    real = bench_module._generate
-    calls = []
-
-    def generate(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 7:  # after the warm-up (3 variants) and one block of 3
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(bench_module, "_generate", generate)
+    ctrl_c_at_the_seventh_reply(monkeypatch)
     out = tmp_path / "partial.csv"
     result = bench(fake_pair, "--ks", "1", "--modes", "spec,ngram", "-f", "csv", "-o", str(out))
     assert result.exit_code == 130

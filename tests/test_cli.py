@@ -1376,22 +1376,30 @@ def test_models_verify_shows_its_progress_while_it_reads_a_file(isolated):
     assert len(bad) == 1 and "d.gguf has 20 bytes" in bad[0].message
 
 
+def pair_with_draft(isolated, name: str, data: bytes, extra: str = "") -> None:
+    """An overlay pair `mine` of a good tiny GGUF target and a draft `name` of these bytes (`extra`: its entry's
+    further keys), both in the models folder."""
+    from test_gguf import tiny_gguf
+
+    models = isolated / "models"
+    models.mkdir()
+    (models / "good.gguf").write_bytes(tiny_gguf())
+    (models / f"{name}.gguf").write_bytes(data)
+    (isolated / "config").mkdir()
+    (isolated / "config" / "models.toml").write_text(
+        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\n'
+        f'[models.{name}]\nrepo = "nobody/{name}"\nfile = "{name}.gguf"\n{extra}'
+        f'[pairs.mine]\ntarget = "good"\ndraft = "{name}"\n'
+    )
+
+
 def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
     """An overlay model may leave out size and sha256: `models --verify` then checked nothing and called a
     truncated copy or any bytes checksum_ok true (exit 0), though troubleshooting.md sends a user with a
     damaged GGUF there. Such a file's GGUF structure is checked, as `run` checks it before loading."""
     from test_gguf import tiny_gguf
 
-    models = isolated / "models"
-    models.mkdir()
-    (models / "good.gguf").write_bytes(tiny_gguf())
-    (models / "cut.gguf").write_bytes(tiny_gguf()[:-64])  # a download cut short: its tensors run past the end
-    (isolated / "config").mkdir()
-    (isolated / "config" / "models.toml").write_text(
-        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\n'
-        '[models.cut]\nrepo = "nobody/cut"\nfile = "cut.gguf"\n'
-        '[pairs.mine]\ntarget = "good"\ndraft = "cut"\n'
-    )
+    pair_with_draft(isolated, "cut", tiny_gguf()[:-64])  # a download cut short: its tensors run past the end
     result = invoke("models", "--verify", "--json")
     assert result.exit_code == 1 and "cut.gguf is not a valid GGUF file" in result.stderr, result.output
     assert "Traceback" not in result.output and "good.gguf" not in result.stderr
@@ -1404,18 +1412,7 @@ def test_models_verify_checks_a_file_with_no_size_or_sha256_is_a_gguf(isolated):
 def test_models_verify_checks_a_file_with_a_size_but_no_sha256_is_a_gguf(isolated):
     """An overlay model with `size` alone: `models` warned that a file of that size is no GGUF and `pull` refused
     it, yet `models --verify`, the thorough check, called it `checked` (exit 0): it compared the size only."""
-    from test_gguf import tiny_gguf
-
-    models = isolated / "models"
-    models.mkdir()
-    (models / "good.gguf").write_bytes(tiny_gguf())
-    (models / "other.gguf").write_bytes(b"\0" * 300)  # another file under the name, of the listed size
-    (isolated / "config").mkdir()
-    (isolated / "config" / "models.toml").write_text(
-        '[models.good]\nrepo = "nobody/good"\nfile = "good.gguf"\n'
-        '[models.other]\nrepo = "nobody/other"\nfile = "other.gguf"\nsize = 300\n'
-        '[pairs.mine]\ntarget = "good"\ndraft = "other"\n'
-    )
+    pair_with_draft(isolated, "other", b"\0" * 300, "size = 300\n")  # another file under the name, of that size
     result = invoke("models", "--verify", "--json")
     assert result.exit_code == 1 and "other.gguf is not a valid GGUF file" in result.stderr, result.output
     rows = {row["role"]: row["checksum_ok"] for row in json.loads(result.stdout)["pairs"] if row["pair"] == "mine"}
