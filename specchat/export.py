@@ -263,9 +263,12 @@ def _check_pair(target: Path, draft: Path) -> None:
 def _hub_or_file(path: Path | None, spec: ModelSpec | None, role: str, notes: list[str]) -> str:
     if spec is not None and spec.source_repo:
         return spec.source_repo
+    # vLLM gives a draft model the target's tokenizer: --tokenizer is the target's, nothing to add for a draft
+    tokenizer = (" and wants the original model's tokenizer: add --tokenizer HUB_REPO" if role == "target"
+                 else "; vLLM gives a draft model the target's tokenizer")  # fmt: skip
     notes.append(
         f"the {role} is a local GGUF ({path.name}): vLLM's GGUF support is experimental (single files, "
-        "a plugin in recent versions) and wants the original model's tokenizer: add --tokenizer HUB_REPO"
+        f"a plugin in recent versions){tokenizer}"
     )
     return str(path)
 

@@ -581,3 +581,17 @@ def test_a_ctx_longer_than_the_model_was_trained_for_is_noted(fake_models, isola
     assert not any("was trained for" in note for note in within["notes"]), within
     default = json.loads(run_export("--to", to, *files).stdout)  # no --ctx given: its 4096 is the command's own
     assert any(note.startswith("the default context (4096) is more than") for note in default["notes"]), default
+
+
+def test_a_local_draft_for_vllm_is_not_told_to_take_a_tokenizer_flag(fake_models, overlay):
+    """vLLM gives the draft model the target's tokenizer (SpeculativeConfig builds the draft's ModelConfig with
+    tokenizer=target_model_config.tokenizer): `--tokenizer` is the target's. A GGUF draft beside the pair's Hub
+    target was told to add `--tokenizer HUB_REPO`, which would change the target's tokenizer, not the draft's."""
+    _target, draft = fake_models
+    overlay(MINE.format(draft="other-draft.fake.gguf"))
+    result = run_export("--to", "vllm", "--pair", "mine", "--draft", str(draft), "--mode", "spec", "--json")
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    (drafts,) = [note for note in notes if note.startswith("the draft is a local GGUF")]
+    assert "--tokenizer" not in drafts and "the target's tokenizer" in drafts, notes
+    assert not any("add --tokenizer" in note for note in notes), notes
