@@ -207,7 +207,10 @@ def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str
     argv = ["vllm", "serve", target, "--max-model-len", str(ctx), "--speculative-config", json.dumps(config)]
     if files.pair:
         argv += ["--served-model-name", files.pair]
-    notes.append("not run here (no GPU on this machine): the keys follow vLLM's SpeculativeConfig documentation")
+    # Said of specchat's own checks (docs/serve.md), not of the machine that runs export: it may have a GPU.
+    notes.append(
+        "not run by specchat's tests (they had no GPU): the keys follow vLLM's SpeculativeConfig documentation"
+    )
     return [*argv, "--host", "127.0.0.1", "--port", "8000"], notes
 
 

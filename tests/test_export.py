@@ -595,3 +595,14 @@ def test_a_local_draft_for_vllm_is_not_told_to_take_a_tokenizer_flag(fake_models
     (drafts,) = [note for note in notes if note.startswith("the draft is a local GGUF")]
     assert "--tokenizer" not in drafts and "the target's tokenizer" in drafts, notes
     assert not any("add --tokenizer" in note for note in notes), notes
+
+
+def test_the_vllm_note_does_not_say_the_users_machine_has_no_gpu(fake_models):
+    """The note was 'not run here (no GPU on this machine)' on every machine, GPU boxes included: it meant the
+    machine specchat was developed on, and read as a finding about the user's."""
+    target, draft = fake_models
+    result = run_export("--to", "vllm", "--target", str(target), "--draft", str(draft), "--json")
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert not any("this machine" in note and "GPU" in note for note in notes), notes
+    assert any("SpeculativeConfig" in note and "not run" in note for note in notes), notes
