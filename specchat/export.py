@@ -313,8 +313,10 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
                             draft_gpu_layers=draft_gpu_layers)  # fmt: skip
         notes = [capped] if capped else []
         if choice.method == "draft":  # the draftless command has no draft-length flag to rename
+            # Those builds know no draft-simple type either (-md alone drafts): renaming one flag still failed.
             notes.append(
-                "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds call them --draft-max"
+                "flags as in the llama.cpp of llama-cpp-python 0.3.36; older llama-server builds (with --draft-max) "
+                f"take --draft-max {choice.k} in place of --spec-type draft-simple --spec-draft-n-max {choice.k}"
             )
         if choice.method == "ngram":  # its lengths are a range, not a k: saying k = 8 would be untrue
             if k is not None:

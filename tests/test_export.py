@@ -168,7 +168,7 @@ def test_no_tuning_is_a_default_with_a_hint(fake_models):
     assert result.exit_code == 0, result.output
     argv = shlex.split(result.stdout)
     assert value(argv, "--spec-draft-n-max") == "4" and "run `specchat tune` first" in result.stderr
-    assert "older llama-server builds call them --draft-max" in result.stderr
+    assert "older llama-server builds (with --draft-max) take --draft-max 4" in result.stderr
 
 
 def test_spec_with_a_target_and_no_draft_names_the_missing_flag(fake_models):
@@ -606,3 +606,14 @@ def test_the_vllm_note_does_not_say_the_users_machine_has_no_gpu(fake_models):
     notes = json.loads(result.stdout)["notes"]
     assert not any("this machine" in note and "GPU" in note for note in notes), notes
     assert any("SpeculativeConfig" in note and "not run" in note for note in notes), notes
+
+
+def test_the_note_for_older_llama_servers_names_every_flag_they_lack(fake_models):
+    """'older llama-server builds call them --draft-max' named one rename; those builds also have no
+    `draft-simple` type (-md alone drafts there), so the command, with --draft-max put in, still failed on
+    `--spec-type draft-simple`."""
+    target, draft = fake_models
+    result = run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "-k", "5", "--json")
+    assert result.exit_code == 0, result.output
+    (older,) = [note for note in json.loads(result.stdout)["notes"] if "older llama-server" in note]
+    assert "--draft-max 5" in older and "--spec-type draft-simple --spec-draft-n-max 5" in older, older
