@@ -109,8 +109,10 @@ def logs(
 EXPORT_MODE_HELP = (
     "auto: what this machine's saved tuning says pays; spec: the draft model; ngram: prompt lookup (no draft model)."
 )
+EXPORT_THREADS_HELP = "llama-server's -t (0 = all usable cores, more capped); for vllm, which saved tuning is read."
 EXPORT_K_HELP = (
-    "Draft length (default: the saved tuning's best; else spec 4, ngram 8; llama-server's ngram modes size their own)."
+    "Draft length (default: the draft model's, from the saved tuning's best, else 4; ngram 8; llama-server's ngram "
+    "modes size their own)."
 )
 
 
@@ -124,7 +126,7 @@ def export(
     mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP, callback=MODES_ANY_CASE)] = "auto",
     draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=EXPORT_K_HELP)] = None,
     n_ctx: Ctx = 4096,
-    threads: Annotated[int, Opt("--threads", min=0, help="The server's -t (0 = all usable cores, more capped).")] = 0,
+    threads: Annotated[int, Opt("--threads", min=0, help=EXPORT_THREADS_HELP)] = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     as_json: Annotated[bool, Opt("--json", help="One object: to, command, argv, speculation, notes.")] = False,
