@@ -98,10 +98,10 @@ SEARCH = " AND (m.content LIKE :like ESCAPE '\\' OR prompt LIKE :like ESCAPE '\\
 
 
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
-    """The most recent replies (oldest first), each with its prompt; query: a substring of either. A cid
-    that names no conversation is a LogError (one without replies gives none)."""
+    """The most recent replies (oldest first), each with its prompt; limit 0: all of them; query: a substring
+    of either. A cid that names no conversation is a LogError (one without replies gives none)."""
     sql = REPLIES + (SEARCH if query else "") + " ORDER BY m.id DESC LIMIT :limit"
-    limit = min(limit, SQLITE_MAX)
+    limit = min(limit, SQLITE_MAX) or -1  # SQLite's LIMIT -1: none
     like = "%" + (query or "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     with reading(path) as conn:
         if cid is not None:

@@ -1546,7 +1546,7 @@ def test_a_lone_target_that_is_the_pairs_draft_is_a_usage_error(fake_models, iso
     [
         (["run", "-k", "0", "x"], "'--draft-tokens' / '-k': 0 is not in the range 1 to 64"),
         (["serve", "--port", "70000"], "'--port': 70000 is not in the range 0 to 65535"),
-        (["logs", "-n", "0"], "'--count' / '-n': 0 is less than 1: give 1 or more"),
+        (["logs", "-n", "-1"], "'--count' / '-n': -1 is less than 0: give 0 or more"),
         (["tune", "-n", "2"], "'--max-tokens' / '-n': 2 is less than 8: give 8 or more"),
         (["logs", "--cid", "abc"], "'--cid': 'abc' is not a whole number"),
     ],

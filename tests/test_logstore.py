@@ -204,6 +204,16 @@ def test_an_id_or_count_too_large_for_sqlite_is_not_an_internal_error(files):
     assert len(json.loads(ok(invoke("logs", "--json", "-n", huge)))) == 1
 
 
+def test_count_zero_lists_every_reply(files):
+    """simonw/llm's `llm logs -n 0` lists every entry; here it was "0 is less than 1", and no count meant all:
+    a user who wanted the whole log had to guess a number larger than it. As run's `-n 0`, 0 is no limit."""
+    for prompt in ("one", "two", "three"):
+        ok(invoke("run", *files, prompt))
+    assert [row["prompt"] for row in json.loads(ok(invoke("logs", "--json", "-n", "0")))] == ["one", "two", "three"]
+    assert "you › one" in ok(invoke("logs", "-n", "0"))
+    assert_one_line_error(invoke("logs", "-n", "-1"), 2, "'--count' / '-n': -1 is less than 0: give 0 or more")
+
+
 def test_no_log_flag_and_environment_write_nothing(files, monkeypatch):
     ok(invoke("run", *files, "--no-log", "hi"))
     monkeypatch.setenv("SPECCHAT_NO_LOG", "1")

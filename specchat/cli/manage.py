@@ -78,7 +78,7 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     "  specchat logs --cid 12 --json\n\n  specchat logs --path"
 )
 def logs(
-    count: Annotated[int, Opt("--count", "-n", min=1, help="How many replies (the most recent).")] = 10,
+    count: Annotated[int, Opt("--count", "-n", min=0, help="How many replies (the most recent; 0: all).")] = 10,
     query: Annotated[
         str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.", callback=utf8_text)
     ] = None,
