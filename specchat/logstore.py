@@ -94,7 +94,8 @@ SELECT m.id, m.conversation_id,
 FROM messages m JOIN conversations c ON c.id = m.conversation_id
 WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
 """  # columns in the order docs/usage.md lists the keys of `logs --json`
-SEARCH = " AND (m.content LIKE :like ESCAPE '\\' OR prompt LIKE :like ESCAPE '\\')"
+# holds(text, query): SQLite's LIKE folds the case of ASCII letters only (`-q école` missed "École")
+SEARCH = " AND (holds(m.content, :query) OR holds(prompt, :query))"
 
 
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
@@ -102,11 +103,13 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
     of either. A cid that names no conversation is a LogError (one without replies gives none)."""
     sql = REPLIES + (SEARCH if query else "") + " ORDER BY m.id DESC LIMIT :limit"
     limit = min(limit, SQLITE_MAX) or -1  # SQLite's LIMIT -1: none
-    like = "%" + (query or "").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     with reading(path) as conn:
         if cid is not None:
             _conversation_head(conn, cid)
-        rows = conn.execute(sql, {"cid": cid, "like": like, "limit": limit}).fetchall() if conn else []
+        if conn is None:
+            return []
+        conn.create_function("holds", 2, _holds, deterministic=True)
+        rows = conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit}).fetchall()
     out = []
     for row in reversed(rows):
         item = dict(row)
@@ -119,6 +122,11 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
                 item["system"] = system
         out.append(item)
     return out
+
+
+def _holds(text: object, folded_query: str) -> bool:
+    """Whether a prompt or reply contains the query, whatever the case of either (str.casefold: ß is ss)."""
+    return isinstance(text, str) and folded_query in text.casefold()
 
 
 def _json_object(text: str | None) -> dict | None:

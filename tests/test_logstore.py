@@ -852,6 +852,15 @@ def test_logs_search_filter_and_text_view(files):
         assert_one_line_error(invoke("logs", "--cid", "9", *as_json), 1, "no conversation 9 in the log")
 
 
+def test_search_ignores_case_beyond_ascii(files):
+    """SQLite's LIKE folds ASCII only: `-q école` missed "École", `-q STRASSE` "Straße" (simonw/llm's full-text
+    search finds both). The search folds case as Python's str.casefold does."""
+    ok(invoke("run", *files, "École et Straße"))
+    ok(invoke("run", *files, "ΣΊΣΥΦΟΣ"))
+    for query, found in (("école", 1), ("ÉCOLE", 1), ("STRASSE", 1), ("σίσυφος", 1), ("ecole", 0), ("t_x", 0)):
+        assert len(json.loads(ok(invoke("logs", "--json", "-q", query)))) == found, query
+
+
 def test_a_reply_with_garbled_settings_or_stats_is_shown_without_them(files):
     """A stats or settings column that is not a JSON object (a hand edit, a disk error) was an internal
     error in `logs`, which then showed no reply at all."""
