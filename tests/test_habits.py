@@ -712,6 +712,22 @@ def test_simonw_llms_subcommands_of_logs_and_models(isolated, command, needle):
 @pytest.mark.parametrize(
     ("command", "needle"),
     [
+        (["logs", "-c"], "-c is not an option of logs: a conversation's replies are --cid ID (the latest one's ID: `"),
+        (["logs", "--current"], "--current is not an option of logs: a conversation's replies are --cid ID"),
+        (["logs", "--conversation", "3"], "--conversation is --cid here"),
+        (["logs", "-t"], "-t has no equivalent: logs shows the first lines already (--full: whole)"),
+        (["logs", "--truncate"], "--truncate has no equivalent: logs shows the first lines already"),
+    ],
+)
+def test_simonw_llms_options_of_logs(isolated, command, needle):
+    """`llm logs -c` (the current conversation), `--conversation ID`, `-t` were Click's "No such option: -c"
+    with `see specchat logs --help`, though `run -c` is there and `logs --cid` does what they do."""
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
         (["run", "-o", "temperature", "0.5", "hi"], "-o has no equivalent: each setting is an option of its own here"),
         (["run", "--option", "top_k", "5", "hi"], "(--temperature T, --top-k K, --top-p P, --min-p P, --seed N"),
         (["serve", "-o", "temperature", "0.5"], "-o has no equivalent in serve: each request sets its sampling"),

@@ -36,6 +36,11 @@ HUB = "has no equivalent: models come as pairs here (--pair NAME, see `specchat 
 SAMPLERS = "has no equivalent: sampling is temperature, top-k, top-p and min-p here"
 SERVED_NAME = "has no equivalent: the model is served under its pair's name (GET /v1/models)"
 FILE_TYPE = "has no equivalent: weights keep the GGUF file's own type (a pair's quantization: models.toml)"
+# simonw/llm's `llm logs -c/--current` (the current conversation) and `-t/--truncate`
+LOGS_CURRENT = (
+    "is not an option of logs: a conversation's replies are --cid ID (the latest one's ID: `specchat logs -n 1`)"
+)
+LOGS_TRUNCATE = "has no equivalent: logs shows the first lines already (--full: whole)"
 GLUED_NUMBER = re.compile(r"-?\d+(\.\d+)?")  # `-t4`, `-c4096`: a short flag with its number glued on
 
 
@@ -66,7 +71,8 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     **_each(
         ("-hft", "--hf-token"), ("--pair", "has no equivalent: a gated model's token is HF_TOKEN=... (environment)")
     ),
-    "-c": [_is("--ctx")],
+    "-c": [_is("--ctx"), ("logs", LOGS_CURRENT)],
+    "--current": [("logs", LOGS_CURRENT)],
     "--ctx-size": [_is("--ctx")],
     "--context-length": [_is("--ctx")],
     "--max-model-len": [_is("--ctx")],
@@ -74,7 +80,8 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--ctx-size-draft": [_is("--ctx", "one size for both models")],
     "--n-predict": [_is("-n/--max-tokens")],
     "--predict": [_is("-n/--max-tokens")],
-    "-t": [_is("--threads")],
+    "-t": [_is("--threads"), ("logs", LOGS_TRUNCATE)],
+    "--truncate": [("logs", LOGS_TRUNCATE)],
     "-tb": [_is("--threads")],
     "--threads-batch": [_is("--threads")],
     **_each(("-td", "--threads-draft", "-tbd", "--threads-batch-draft"), _is("--threads", "one count for both models")),
@@ -105,7 +112,7 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     **_each(("-r", "--reverse-prompt"), ("run", f"has no equivalent: {REPLY_END}"), ("serve", STOP_IN_REQUEST)),
     **_each(("-e", "--escape"), ("run", f"has no equivalent: {AS_TYPED}")),
     "-cnv": [("run", f"has no equivalent: {CHAT}")],
-    "--conversation": [("run", f"has no equivalent: {CHAT}")],
+    "--conversation": [("run", f"has no equivalent: {CHAT}"), _is("--cid")],
     "-i": [("run", f"has no equivalent: {CHAT}")],
     "--interactive": [("run", f"has no equivalent: {CHAT}")],
     "-if": [("run", f"has no equivalent: {CHAT}")],
