@@ -124,12 +124,19 @@ def _open(path: Path) -> sqlite3.Connection:
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)  # None: we issue BEGIN ourselves
         try:
-            conn.row_factory = sqlite3.Row
+            _for_reading(conn)
             _setup(conn)
         except BaseException:
             conn.close()
             raise
     return conn
+
+
+def _for_reading(conn: sqlite3.Connection) -> None:
+    """Rows by column name; text that is not UTF-8 (another program's, a disk error) read with U+FFFD for its
+    bad bytes: it made every read of the log fail ("Could not decode to UTF-8 column 'reply'")."""
+    conn.row_factory = sqlite3.Row
+    conn.text_factory = lambda data: data.decode("utf-8", errors="replace")
 
 
 def _hold_off_set_aside(real: Path, stack: ExitStack) -> bool:
@@ -266,7 +273,7 @@ def _connect_to_read(path: Path) -> Iterator[sqlite3.Connection]:
             if not _cannot_write_beside(exc, path) or _has_wal(resolved(path)):
                 raise
             conn = stack.enter_context(closing(sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)))
-            conn.row_factory = sqlite3.Row
+            _for_reading(conn)
             _refuse_foreign(conn)
         yield conn
 

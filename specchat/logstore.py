@@ -95,7 +95,8 @@ FROM messages m JOIN conversations c ON c.id = m.conversation_id
 WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
 """  # columns in the order docs/usage.md lists the keys of `logs --json`
 # holds(text, query): SQLite's LIKE folds the case of ASCII letters only (`-q école` missed "École")
-SEARCH = " AND (holds(m.content, :query) OR holds(prompt, :query))"
+# (as bytes: SQLite hands a function text as it is, and a message that is not UTF-8 failed the whole search)
+SEARCH = " AND (holds(CAST(m.content AS BLOB), :query) OR holds(CAST(prompt AS BLOB), :query))"
 
 
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
@@ -124,9 +125,9 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
     return out
 
 
-def _holds(text: object, folded_query: str) -> bool:
+def _holds(text: bytes | None, folded_query: str) -> bool:
     """Whether a prompt or reply contains the query, whatever the case of either (str.casefold: ß is ss)."""
-    return isinstance(text, str) and folded_query in text.casefold()
+    return text is not None and folded_query in text.decode("utf-8", errors="replace").casefold()
 
 
 def _json_object(text: str | None) -> dict | None:

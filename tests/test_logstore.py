@@ -881,6 +881,22 @@ def test_a_reply_with_garbled_settings_or_stats_is_shown_without_them(files):
     assert "5 tokens, 0.0 tok/s" in ok(invoke("logs"))
 
 
+def test_a_message_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(files):
+    """Text that is not UTF-8 (written by another program, a disk error) made every read of the log fail:
+    `logs`, `-q`, `run -c` and `--cid` said "Could not decode to UTF-8 column 'reply'" with a hint to move the
+    whole log aside. The bad bytes read as U+FFFD, as in a file name, and every other message as logged."""
+    ok(invoke("run", *files, "first"))
+    ok(invoke("run", *files, "second"))
+    with sqlite3.connect(log_file()) as conn:
+        conn.execute("UPDATE messages SET content = CAST(x'48c3ff' AS TEXT) WHERE id = 2")  # conversation 1's reply
+    rows = logged()
+    assert [row["prompt"] for row in rows] == ["first", "second"] and rows[0]["reply"] == "H\ufffd\ufffd"
+    assert "you › first" in ok(invoke("logs"))
+    assert [row["prompt"] for row in json.loads(ok(invoke("logs", "--json", "-q", "SECOND")))] == ["second"]
+    assert [row["prompt"] for row in json.loads(ok(invoke("logs", "--json", "-q", "h\ufffd")))] == ["first"]
+    assert "Seen: " in ok(invoke("run", *files, "--cid", "1", "third"))
+
+
 def test_logs_preview_clips_long_replies(files):
     ok(invoke("run", *files, "\n".join(f"line {i}" for i in range(20))))
     assert "more lines (--full)" in ok(invoke("logs")) and "line 19" not in ok(invoke("logs"))
