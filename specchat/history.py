@@ -22,7 +22,7 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, LOCK_NAME, HistoryIndex, IndexDamaged, NewerIndex
-from .logdb import LEFT_HINT, LeftoverWal, damaged, file_identity, refuse_leftover_wal, set_aside
+from .logdb import LEFT_HINT, LeftoverWal, damaged, file_identity, lenient_text, refuse_leftover_wal, set_aside
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
@@ -361,4 +361,6 @@ def _read_only(path: Path) -> closing[sqlite3.Connection]:
     """A read-only connection to the log: the history never writes it, never creates it. Not to an empty log
     beside a -wal: even a read-only connection would delete that (logdb.LeftoverWal)."""
     refuse_leftover_wal(path)
-    return closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0))
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    conn.text_factory = lenient_text  # one message that is not UTF-8 turned the whole history off
+    return closing(conn)

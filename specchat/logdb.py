@@ -133,10 +133,14 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 def _for_reading(conn: sqlite3.Connection) -> None:
-    """Rows by column name; text that is not UTF-8 (another program's, a disk error) read with U+FFFD for its
-    bad bytes: it made every read of the log fail ("Could not decode to UTF-8 column 'reply'")."""
     conn.row_factory = sqlite3.Row
-    conn.text_factory = lambda data: data.decode("utf-8", errors="replace")
+    conn.text_factory = lenient_text
+
+
+def lenient_text(data: bytes) -> str:
+    """A connection's text_factory: text that is not UTF-8 (another program's, a disk error) read with U+FFFD
+    for its bad bytes. It made every read of the log fail ("Could not decode to UTF-8 column 'reply'")."""
+    return data.decode("utf-8", errors="replace")
 
 
 def _hold_off_set_aside(real: Path, stack: ExitStack) -> bool:

@@ -251,6 +251,18 @@ def test_history_follows_the_log_and_notices_damage(tmp_path):
     assert lookup([again.chains], Tokenizer().tokenize("old pond, "), 3).support[0] == 2  # rebuilt from the log
 
 
+def test_a_message_that_is_not_utf8_is_indexed_with_its_bad_bytes_replaced(tmp_path):
+    """One message that is not UTF-8 (another program's, a disk error) turned the whole history off:
+    "history: not used in this run (... Could not decode to UTF-8 column 'content')"."""
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in", "bad", "bytes")
+    with closing(sqlite3.connect(tmp_path / "logs.db")) as conn, conn:
+        conn.execute("UPDATE messages SET content = CAST(x'48c3ff' AS TEXT) WHERE content = 'bad'")
+    past = open_history(tmp_path, notes)
+    assert notes == [] and past.chains is not None
+    assert lookup([past.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")
+
+
 def test_an_unusable_history_is_one_notice_and_no_error(tmp_path, monkeypatch):
     notes: list[str] = []
     log_messages(tmp_path / "logs.db", "hello there", "general kenobi")
