@@ -320,7 +320,8 @@ class History:
         texts, size, last = [], 0, after
         with _read_only(self.log) as conn:
             rows = conn.execute(
-                "SELECT id, content FROM messages WHERE id > ? AND role IN ('user', 'assistant') ORDER BY id DESC",
+                "SELECT id, CAST(content AS TEXT) FROM messages WHERE id > ? AND role IN ('user', 'assistant')"
+                " ORDER BY id DESC",
                 (after,),
             )
             for message_id, content in rows:
@@ -341,7 +342,7 @@ def _has_messages_table(conn: sqlite3.Connection) -> bool:
 def mark(conn: sqlite3.Connection, message_id: int) -> str | None:
     """A short hash of a logged message (its time and text), None where the log has none with this id:
     which log the index was built from, where ids alone cannot tell a new log from the old one."""
-    row = conn.execute("SELECT created, content FROM messages WHERE id = ?", (message_id,)).fetchone()
+    row = conn.execute("SELECT created, CAST(content AS TEXT) FROM messages WHERE id = ?", (message_id,)).fetchone()
     if row is None:
         return None
     return hashlib.sha256(f"{row[0]}\0{row[1]}".encode(errors="replace")).hexdigest()[:16]

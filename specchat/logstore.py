@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,7 +67,8 @@ def _storable(cid: int) -> bool:
 
 def _conversation_head(conn: sqlite3.Connection | None, cid: int) -> sqlite3.Row:
     """The conversation's row, or LogError when the log has none with this id (or SQLite could not hold it)."""
-    head = conn and _storable(cid) and conn.execute("SELECT system FROM conversations WHERE id = ?", (cid,)).fetchone()
+    sql = "SELECT CAST(system AS TEXT) AS system FROM conversations WHERE id = ?"
+    head = conn and _storable(cid) and conn.execute(sql, (cid,)).fetchone()
     if not head:
         raise LogError(f"no conversation {cid} in the log", hint="`specchat logs` lists the conversations")
     return head
@@ -77,7 +79,9 @@ def load(path: Path, cid: int) -> Conversation:
     with reading(path) as conn:
         head = _conversation_head(conn, cid)
         rows = conn.execute(
-            "SELECT role, content, interrupted FROM messages WHERE conversation_id = ? ORDER BY id", (cid,)
+            "SELECT role, CAST(content AS TEXT) AS content, interrupted FROM messages WHERE conversation_id = ?"
+            " ORDER BY id",
+            (cid,),
         ).fetchall()
     messages = [Message(row["role"], row["content"], bool(row["interrupted"])) for row in rows]
     return Conversation(head["system"], messages)
@@ -88,12 +92,14 @@ SELECT m.id, m.conversation_id,
        (SELECT COUNT(*) FROM messages a WHERE a.conversation_id = m.conversation_id AND a.role = 'assistant'
         AND a.id <= m.id) AS turn,
        m.created,
-       (SELECT u.content FROM messages u WHERE u.conversation_id = m.conversation_id AND u.role = 'user'
-        AND u.id < m.id ORDER BY u.id DESC LIMIT 1) AS prompt,
-       c.system, m.content AS reply, m.interrupted, c.pair, c.target, c.draft, m.label, m.settings, m.stats
+       (SELECT CAST(u.content AS TEXT) FROM messages u WHERE u.conversation_id = m.conversation_id
+        AND u.role = 'user' AND u.id < m.id ORDER BY u.id DESC LIMIT 1) AS prompt,
+       CAST(c.system AS TEXT) AS system, CAST(m.content AS TEXT) AS reply, m.interrupted,
+       c.pair, c.target, c.draft, m.label, m.settings, m.stats
 FROM messages m JOIN conversations c ON c.id = m.conversation_id
 WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
-"""  # columns in the order docs/usage.md lists the keys of `logs --json`
+"""  # columns in the order docs/usage.md lists the keys of `logs --json`; text CAST AS TEXT: a BLOB another program
+# stored was bytes in the rows (`logs --json`: "bytes is not JSON serializable"), as text it reads as any other
 # holds(text, query): SQLite's LIKE folds the case of ASCII letters only (`-q école` missed "École")
 # (as bytes: SQLite hands a function text as it is, and a message that is not UTF-8 failed the whole search)
 SEARCH = " AND (holds(CAST(m.content AS BLOB), :query) OR holds(CAST(prompt AS BLOB), :query))"
@@ -109,7 +115,7 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
             _conversation_head(conn, cid)
         if conn is None:
             return []
-        conn.create_function("holds", 2, _holds, deterministic=True)
+        conn.create_function("holds", 2, _holds_in(_encoding(conn)), deterministic=True)
         rows = conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit}).fetchall()
     out = []
     for row in reversed(rows):
@@ -125,9 +131,20 @@ def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None
     return out
 
 
-def _holds(text: bytes | None, folded_query: str) -> bool:
-    """Whether a prompt or reply contains the query, whatever the case of either (str.casefold: ß is ss)."""
-    return text is not None and folded_query in text.decode("utf-8", errors="replace").casefold()
+def _encoding(conn: sqlite3.Connection) -> str:
+    """The codec of the log's text as stored (CAST AS BLOB gives those bytes): UTF-8 unless another program
+    made the file as UTF-16, where -q found nothing."""
+    stored = conn.execute("PRAGMA encoding").fetchone()[0]
+    return {"UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}.get(stored, "utf-8")
+
+
+def _holds_in(codec: str) -> Callable[[bytes | None, str], bool]:
+    def holds(text: bytes | None, folded_query: str) -> bool:
+        """Whether a prompt or reply contains the query, whatever the case of either (str.casefold: ß is ss);
+        bad bytes read as the log's connections read them (logdb.lenient_text)."""
+        return text is not None and folded_query in text.decode(codec, errors="replace").casefold()
+
+    return holds
 
 
 def _json_object(text: str | None) -> dict | None:

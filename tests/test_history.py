@@ -258,6 +258,7 @@ def test_a_message_that_is_not_utf8_is_indexed_with_its_bad_bytes_replaced(tmp_p
     log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in", "bad", "bytes")
     with closing(sqlite3.connect(tmp_path / "logs.db")) as conn, conn:
         conn.execute("UPDATE messages SET content = CAST(x'48c3ff' AS TEXT) WHERE content = 'bad'")
+        conn.execute("UPDATE messages SET content = x'48c3ff' WHERE content = 'bytes'")  # a BLOB: bytes in the rows
     past = open_history(tmp_path, notes)
     assert notes == [] and past.chains is not None
     assert lookup([past.chains], Tokenizer().tokenize("old pond"), 8).tokens == Tokenizer().tokenize(", a frog")

@@ -897,6 +897,37 @@ def test_a_message_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(files):
     assert "Seen: " in ok(invoke("run", *files, "--cid", "1", "third"))
 
 
+def test_a_message_stored_as_a_blob_reads_as_text(files):
+    """Another program's message stored as a BLOB reached the views as bytes: `logs --json` was "internal error:
+    TypeError: Object of type bytes is not JSON serializable", `logs` another TypeError."""
+    ok(invoke("run", *files, "first"))
+    with sqlite3.connect(log_file()) as conn:
+        conn.execute("UPDATE messages SET content = x'48c3ff' WHERE id = 2")  # conversation 1's reply, a BLOB
+        conn.execute("UPDATE messages SET content = CAST('first' AS BLOB) WHERE id = 1")
+    assert [(row["prompt"], row["reply"]) for row in json.loads(ok(invoke("logs", "--json")))] == [
+        ("first", "H\ufffd\ufffd")
+    ]
+    assert "you › first" in ok(invoke("logs"))
+    assert "Seen: " in ok(invoke("run", *files, "-c", "second"))
+
+
+def test_search_finds_text_in_a_log_stored_as_utf16(isolated):
+    """A log made as UTF-16 (by another program, or copied in): the search read its stored bytes as UTF-8 and
+    found nothing, where LIKE had found it."""
+    path = log_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA encoding = 'UTF-16le'")
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("DROP TABLE t")
+    conversation = Conversation(None, [Message("user", "a mutex here"), Message("assistant", "Ünïcode reply")])
+    logstore.Recorder(True, path).write(conversation, REPLY)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-16le"
+    assert [row["reply"] for row in logstore.replies(path, limit=0, query="MUTEX")] == ["Ünïcode reply"]
+    assert [row["prompt"] for row in logstore.replies(path, limit=0, query="ünï")] == ["a mutex here"]
+
+
 def test_logs_preview_clips_long_replies(files):
     ok(invoke("run", *files, "\n".join(f"line {i}" for i in range(20))))
     assert "more lines (--full)" in ok(invoke("logs")) and "line 19" not in ok(invoke("logs"))
