@@ -51,6 +51,13 @@ def test_every_module_specchat_imports_is_a_dependency_or_the_plot_extra():
     assert not _undeclared("specchat", project["dependencies"] + project["optional-dependencies"]["plot"])
 
 
+def test_every_module_the_tests_import_is_in_the_test_extra():
+    """`pip install -e '.[test]'` is the README's (and .ci/run's) whole setup for the tests: test_docs imports
+    click, which came only as uvicorn's requirement (Typer keeps a copy of its own)."""
+    project = PROJECT["project"]
+    assert not _undeclared("tests", project["dependencies"] + project["optional-dependencies"]["test"])
+
+
 def test_the_sdist_holds_every_folder_the_tests_read():
     """The sdist ships tests/, but not benchmarks/, which test_simulate and test_benchtools load: 19 of them
     failed with FileNotFoundError in an unpacked sdist."""
