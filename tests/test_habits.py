@@ -512,7 +512,7 @@ def test_no_other_tools_short_flag_shadows_what_click_reads_it_as(isolated):
 
 
 def test_a_glued_value_is_judged_on_clicks_own_options_too():
-    """reading._takes asked only Typer 0.29's get_runtime_param(), which older Typers (pyproject allows 0.12) lack:
+    """reading._takes asked only Typer 0.29's get_runtime_param(), which older Typers lack:
     there every glued value was refused, and bench -ot went back to being named as llama.cpp's flag."""
     import click
 
