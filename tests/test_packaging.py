@@ -67,3 +67,10 @@ def test_the_sdist_holds_every_folder_the_tests_read():
     for path in (ROOT / "tests").glob("*.py"):
         read |= set(re.findall(r'(?:parent\.parent|ROOT) / "([^"]+)"', path.read_text(encoding="utf-8")))
     assert read and not read - include, read - include
+
+
+def test_the_version_is_written_in_one_place():
+    """pyproject.toml and specchat/__init__.py each said 0.1.0: a release that bumped one would install as one
+    version and call itself another (--version, the bench report). The package's version is read from the code."""
+    assert "version" not in PROJECT["project"] and "version" in PROJECT["project"]["dynamic"]
+    assert PROJECT["tool"]["hatch"]["version"]["path"] == "specchat/__init__.py"
