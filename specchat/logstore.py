@@ -95,7 +95,8 @@ SELECT m.id, m.conversation_id,
        (SELECT CAST(u.content AS TEXT) FROM messages u WHERE u.conversation_id = m.conversation_id
         AND u.role = 'user' AND u.id < m.id ORDER BY u.id DESC LIMIT 1) AS prompt,
        CAST(c.system AS TEXT) AS system, CAST(m.content AS TEXT) AS reply, m.interrupted,
-       c.pair, c.target, c.draft, m.label, m.settings, m.stats
+       CAST(c.pair AS TEXT) AS pair, CAST(c.target AS TEXT) AS target, CAST(c.draft AS TEXT) AS draft,
+       CAST(m.label AS TEXT) AS label, m.settings, m.stats
 FROM messages m JOIN conversations c ON c.id = m.conversation_id
 WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
 """  # columns in the order docs/usage.md lists the keys of `logs --json`; text CAST AS TEXT: a BLOB another program

@@ -904,6 +904,8 @@ def test_a_message_stored_as_a_blob_reads_as_text(files):
     with sqlite3.connect(log_file()) as conn:
         conn.execute("UPDATE messages SET content = x'48c3ff' WHERE id = 2")  # conversation 1's reply, a BLOB
         conn.execute("UPDATE messages SET content = CAST('first' AS BLOB) WHERE id = 1")
+        conn.execute("UPDATE messages SET label = CAST('spec k=4' AS BLOB) WHERE id = 2")
+        conn.execute("UPDATE conversations SET pair = x'70c3', target = CAST('t.gguf' AS BLOB)")
     assert [(row["prompt"], row["reply"]) for row in json.loads(ok(invoke("logs", "--json")))] == [
         ("first", "H\ufffd\ufffd")
     ]

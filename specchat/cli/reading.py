@@ -59,7 +59,7 @@ class Reading:
 def _takes(param, value: str) -> bool:
     """The option takes the value: its type converts it and, where the command checks it against a few words
     after parsing (--mode, --format, --pair), it is one of them."""
-    runtime = getattr(param, "get_runtime_param", None)  # Typer's own options (0.29); Click's on older Typers
+    runtime = getattr(param, "get_runtime_param", None)  # Typer's own options; Click's own (--help, --version)
     try:
         if runtime is not None:
             runtime().coerce(value, param=param, ctx=None)
