@@ -56,8 +56,9 @@ class ReplyView:
         self._drawn: tuple[int, list[int]] = (0, [])  # the width it was drawn at, and its lines' lengths
 
     def __enter__(self) -> ReplyView:
-        self.live.start()
-        self._started.callback(self.live.stop)
+        if self.drawn:  # a Live that drew nothing still wrote a line break as it stopped on TERM=dumb (Rich < 14.3)
+            self.live.start()
+            self._started.callback(self.live.stop)
         self._started.enter_context(cursor_kept_hidden(self.console))  # again on `fg` after Ctrl-Z
         try:
             self._refresh()

@@ -317,7 +317,8 @@ def bench_progress(console: Console, total: int) -> Iterator[Callable[[str, int]
         *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=not shown
     )
     task = progress.add_task("warming up", total=total)
-    with progress, cursor_kept_hidden(console) if shown else nullcontext():
+    # Not started where not shown: a disabled Progress still printed a blank line as it stopped (Rich < 14.3)
+    with progress if shown else nullcontext(), cursor_kept_hidden(console) if shown else nullcontext():
         yield lambda description, done, total=None: progress.update(
             task, description=one_line(description), completed=done, total=total
         )
