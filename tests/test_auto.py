@@ -557,3 +557,43 @@ def test_measuring_a_draft_that_lacks_some_target_tokens():
     draft = FakeModel(HashLM(n_vocab=32), n_vocab=32, n_ctx=512)
     costs = measure(target, draft, context, (1, 2, 8), clock=Clock(), load=QuietLoad())
     assert costs.draft_step is not None and draft.calls and all(max(call.tokens) < 32 for call in draft.calls)
+
+
+def test_a_run_whose_step_time_drifted_marks_the_saved_calibration_stale(fake_models, seed_tuning):
+    """The saved calibration says a target step takes 1,000 s; the fake's steps take microseconds. A short
+    reply (under DRIFT_ROUNDS rounds) is no evidence yet; once enough rounds ran at another speed, the
+    pipeline marks the saved calibration stale, so the next start measures again (runtime._check_drift:
+    removing it failed no test)."""
+    from specchat.chat import Message
+    from specchat.runtime import Options, open_pipeline
+
+    target, draft = fake_models
+    seed_tuning(target, draft, Costs({1: 1.0}, 5.0, 1e3, 1e3))  # only single steps: the target alone every round
+    options = Options(target_path=target, draft_path=draft, mode="auto")
+    with open_pipeline(options, lambda _message: None) as pipeline:
+        prompt = pipeline.prompt([Message("user", "copy this line of text back to me, please, word for word")])
+        assert pipeline.tuning.source == "calibration" and not pipeline.tuning.stale
+
+        def reply(n: int):
+            return pipeline.generate(prompt, SamplingParams(), mode="auto", k=64, max_tokens=n)
+
+        assert reply(16).stats.rounds < 32
+        assert not tuning.load(pipeline.tuning.key).stale
+        reply(48)
+        assert tuning.load(pipeline.tuning.key).stale
+
+
+def test_the_draft_models_acceptance_is_judged_cautiously():
+    """Before any evidence the draft model's acceptance is its prior, 0.6, on a weight of 4 rounds. Where
+    drafting pays at 0.6 but not a little below it, auto runs the target alone: it decides on the cautious
+    estimate, below the mean, and only the mean ranks (setting CAUTION to 0 failed no test)."""
+    spec = DraftModelDrafter(FakeModel(DraftLM(HashLM(n_vocab=V)), n_vocab=V, n_ctx=64))
+    offer = spec.offer([5], 64)
+    assert offer.rates[0] < offer.mean[0] < offer.upper[0] and offer.mean[0] == pytest.approx(0.6)
+    costs = Costs({1: 1.0, 2: 1.45}, 0.1, 1.0, 1.0)  # one guess: 1.6 tokens for 1.55 steps at the mean
+    assert costs.speedup(offer.mean, 0.1)[1] > 1.0 > costs.speedup(offer.rates, 0.1)[1]
+    auto = AutoDrafter(costs, [spec])
+    auto.budget.spent = 1e9  # no trials: the choice on the estimates alone
+    assert auto.choose([5], 64).source == "target"
+    sure = AutoDrafter(Costs({1: 1.0, 2: 1.3}, 0.1, 1.0, 1.0), [spec])  # where even the cautious one pays
+    assert sure.choose([5], 64).source == "spec"
