@@ -88,8 +88,9 @@ class TimedModel:
         return [2 + b % (V - 2) for b in text.encode()]
 
 
-def decode_seconds(machine: Machine, agree, *, auto: bool, costs: Costs | None = None, n=128, prompt=None):
-    """Virtual decode time of n tokens (prefill excluded), target alone or auto with a draft model."""
+def decode_seconds(machine: Machine, agree, *, auto: bool, costs: Costs | None = None, n=128, prompt=None, params=None):
+    """Virtual decode time of n tokens (prefill excluded), target alone or auto with a draft model; greedy
+    unless `params` say otherwise."""
     clock = Clock()
     target_fn = HashLM(n_vocab=V)
     target = TimedModel(FakeModel(target_fn, n_vocab=V, n_ctx=2048), clock, machine.batch)
@@ -102,7 +103,7 @@ def decode_seconds(machine: Machine, agree, *, auto: bool, costs: Costs | None =
         drafter = AutoDrafter(costs or machine.costs(), arms, clock=clock)
     prompt = prompt or [5, 6, 7, 8, 9, 10, 11, 12]
     _, stats = speculative_decode(
-        CachedModel(target), drafter, prompt, Sampler(SamplingParams()), k=64, max_tokens=n, clock=clock
+        CachedModel(target), drafter, prompt, Sampler(params or SamplingParams()), k=64, max_tokens=n, clock=clock
     )
     assert stats.generated == n
     return stats.decode_s, stats
@@ -171,6 +172,17 @@ def test_the_guard_sets_aside_a_drafter_whose_real_cost_is_higher_than_calibrate
     alone, _ = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=False, n=400)
     mine, stats = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=True, costs=GPU.costs(), n=400)
     assert mine <= 1.25 * alone  # calibration wrong 4-7x; set aside for 16, 32, 64... rounds at a time
+    assert stats.rounds_by_source.get("spec", 0) <= 8
+
+
+def test_the_guard_sets_aside_a_losing_draft_model_with_sampling_too():
+    """The same wrong calibration with a sampled reply: guesses are accepted by chance, not by equality,
+    and the guard, which reads only the clock, still switches the draft model off within a few rounds."""
+    sampled = SamplingParams(temperature=0.8, seed=3)
+    alone, _ = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=False, n=400, params=sampled)
+    mine, stats = decode_seconds(CPU_BOUND, agree_hashed(0.7), auto=True, costs=GPU.costs(), n=400, params=sampled)
+    assert stats.rounds_by_source.get("spec", 0) >= 1  # it was used
+    assert mine <= 1.25 * alone
     assert stats.rounds_by_source.get("spec", 0) <= 8
 
 
