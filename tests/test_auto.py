@@ -390,6 +390,20 @@ def test_one_hiccup_in_a_timing_does_not_move_a_batch_cost(hiccup):
     assert seen.count(64) == 3 and seen.count(16) == 2  # only the size that disagreed was timed again
 
 
+def test_a_load_that_grows_while_measuring_leaves_the_ratios_alone():
+    """The machine slows down steadily while it measures (a neighbour's build ramping up), to 5x by the end:
+    each batch is divided by the single step timed just before it, not by singles from other moments, so
+    every v(n) holds (dividing by the measurement's first single step passed every test before this one)."""
+    clock = Clock()
+    target = TimedModel(
+        FakeModel(HashLM(n_vocab=V), n_vocab=V, n_ctx=512), clock, lambda n: XEON.batch(n) * (1 + clock.t / 50)
+    )
+    costs = measure(target, None, list(range(2, 40)), SIZES, clock=clock, load=QuietLoad())
+    assert clock.t > 200 and costs.busy  # the single steps disagree: not saved
+    for n in SIZES:
+        assert costs.v(n) == pytest.approx(XEON.v[n], rel=0.05), n
+
+
 def test_a_calibration_under_load_is_not_timed_again_to_settle():
     """On a busy machine timings rarely agree, and retiming every size until two do doubled a first run's
     calibration beside other work (87 s; 42 s without the retiming) for a result that is never saved."""
