@@ -13,6 +13,7 @@ scale, seconds per target step, and never divide a fresh single step into stale 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import time
 from collections import deque
@@ -182,7 +183,7 @@ class Costs:
     def observe_verify(self, n: int, seconds: float, context: int = 0) -> None:
         """A verify batch of n tokens after `context` tokens took `seconds`: one sample of seconds per
         target step."""
-        if n not in self.verify or seconds <= 0:
+        if n not in self.verify or not _timing(seconds):
             return
         sample = seconds / self.verify[n]
         self.step_s = _ema(self.step_s, sample)
@@ -192,7 +193,7 @@ class Costs:
 
     def observe_draft(self, steps: int, seconds: float) -> None:
         """Draft steps are timed in the same rounds as verifies, so their ratio is like for like."""
-        if steps <= 0 or self.step_s <= 0:
+        if steps <= 0 or self.step_s <= 0 or not _timing(seconds):
             return
         self.draft_step = _ema(self.draft_step, seconds / steps / self.step_s)
 
@@ -233,6 +234,12 @@ class Costs:
             # the speedup if every guess held, over the measured sizes
             "ceiling": {key: round(speedup, 3) for key, (_, speedup) in self.ceilings_keyed().items()},
         }
+
+
+def _timing(seconds: float) -> bool:
+    """A duration a clock could have measured, above 0 and finite: a NaN (an injected clock's glitch) would stay in
+    the running estimates for good, and a draft step of 0 s or less would make the draft model look free."""
+    return 0 < seconds < math.inf
 
 
 def _ema(current: float | None, sample: float) -> float:

@@ -720,3 +720,16 @@ def test_prompt_lookup_copies_from_the_text_a_client_expects_until_it_is_forgott
     ngram.expect(())
     ngram.prefill(context[:-1])
     assert ngram.propose(context, 4, GREEDY).tokens == []
+
+
+@pytest.mark.parametrize("seconds", [0.0, -0.01, float("nan"), float("inf")])
+def test_a_timing_the_clock_got_wrong_leaves_the_costs_alone(seconds):
+    """A round timed as 0, negative, NaN or infinite seconds (no monotonic clock gives one; an injected one
+    can) is no sample: a NaN made the step time NaN for good (every later round's timing was then lost, and
+    drift went unseen), and a negative draft step drove c toward 0, as if the draft model were free."""
+    costs = Costs({1: 1.0, 4: 2.0}, 0.5, 0.04, 0.04)
+    costs.observe_verify(4, seconds)
+    costs.observe_draft(2, seconds)
+    assert (costs.step_s, costs.draft_step, costs.rounds_seen, costs.near_rounds) == (0.04, 0.5, 0, 0)
+    costs.observe_verify(4, 0.16)  # then a real timing counts as ever
+    assert costs.step_s == pytest.approx(0.9 * 0.04 + 0.1 * 0.08)
