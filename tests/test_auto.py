@@ -623,3 +623,37 @@ def test_the_draft_models_acceptance_is_judged_cautiously():
     assert auto.choose([5], 64).source == "target"
     sure = AutoDrafter(Costs({1: 1.0, 2: 1.3}, 0.1, 1.0, 1.0), [spec])  # where even the cautious one pays
     assert sure.choose([5], 64).source == "spec"
+
+
+class ModelOffer(FixedOffer):
+    """A draft model that offers the same estimates every round, as long as it is asked for."""
+
+    name, uses_model = "spec", True
+
+    def offer(self, context, k_max: int) -> Offer:
+        self.asked = k_max
+        n = min(k_max, len(self.fixed.rates))
+        return Offer(self.fixed.rates[:n], self.fixed.upper[:n], mean=self.fixed.rates[:n])
+
+    def prefill(self, context) -> None:
+        pass
+
+
+def test_auto_asks_the_draft_model_for_16_guesses_at_most():
+    """On a GPU, with guesses that nearly always hold, 63 would pay most; the draft model stays at 16 or less
+    (its steps cost each, and docs/modes.md promises it). Passing auto's k = 64 on failed no test."""
+    sure = ModelOffer(Offer([0.99] * 64, [0.99] * 64))
+    choice = AutoDrafter(Machine({n: 1.0 for n in range(1, 66)}, 0.01).costs(), [sure]).choose([1, 2, 3], 64)
+    assert sure.asked == 16 and (choice.source, choice.k) == ("spec", 16)
+
+
+def test_each_reply_has_its_own_exploration_budget():
+    """Trials are paid from a share of THIS reply's time: a reply that spent its budget does not leave the next
+    one without (keeping the budget across replies failed no test)."""
+    maybe = ModelOffer(Offer([0.0] * 4, [0.9] * 4))  # pays only optimistically: a trial
+    auto = AutoDrafter(GPU.costs(), [maybe])
+    assert auto.choose([1, 2, 3], 64).explore
+    auto.budget.spent = 1e9  # this reply's trials cost all it could afford
+    assert auto.choose([1, 2, 3], 64).source == "target"
+    auto.prefill([1, 2, 3])  # the next reply
+    assert auto.choose([1, 2, 3], 64).explore
