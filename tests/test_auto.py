@@ -657,3 +657,15 @@ def test_each_reply_has_its_own_exploration_budget():
     assert auto.choose([1, 2, 3], 64).source == "target"
     auto.prefill([1, 2, 3])  # the next reply
     assert auto.choose([1, 2, 3], 64).explore
+
+
+def test_a_round_timed_as_no_time_at_all_does_not_stop_the_guard():
+    """A drafter back from being set aside whose round the clock saw as taking 0 s (an injected clock's glitch):
+    judging whether it is trusted again divided by its seconds per token and raised ZeroDivisionError."""
+    guard = Guard()
+    guard.record("target", 1, 1.0, 1.0)
+    for _ in range(3):
+        guard.record("ngram", 1, 2.0, 1.0)
+    guard.round += 16
+    guard.record("ngram", 1, 0.0, 1.0)
+    assert guard.trusted("ngram")

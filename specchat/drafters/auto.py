@@ -99,7 +99,7 @@ class Guard:
             return self.allowed(name)
         mine = self.realized.get(name, Realized()).step_s(evidence=1.0)
         reference = self.realized.get("target", Realized()).step_s(evidence=1.0)
-        return self.allowed(name) and mine is not None and reference is not None and reference / mine >= 1.0
+        return self.allowed(name) and mine is not None and reference is not None and mine <= reference
 
     def needs_reference(self) -> bool:
         """Time to run the target alone once: without it the guard would judge against a stale number."""
@@ -122,7 +122,7 @@ class Guard:
             # that is winning again (a copy that broke twice, then holds for 16 tokens).
             return
         mine = self.realized[source].step_s()
-        if mine is not None and reference > 0 and reference / mine < GUARD_MARGIN:
+        if mine is not None and reference > 0 and reference < GUARD_MARGIN * mine:
             count = self.times_aside.get(source, 0)
             held = lookup and self.realized[source].as_predicted()
             self.aside_until[source] = self.round + (LOOKUP_ASIDE_ROUNDS if held else SET_ASIDE_ROUNDS * 2**count)
