@@ -669,3 +669,18 @@ def test_a_round_timed_as_no_time_at_all_does_not_stop_the_guard():
     guard.round += 16
     guard.record("ngram", 1, 0.0, 1.0)
     assert guard.trusted("ngram")
+
+
+def test_the_draft_model_starts_from_the_acceptance_tune_measured(fake_models, isolated):
+    """Before any round the draft model's acceptance is the one `tune` saved for this machine and pair, not the
+    fixed 0.6 (replacing the prior with 0.6 failed no test)."""
+    from specchat import tuning as tuning_module
+    from specchat.runtime import Options, Resolved, open_pipeline
+
+    target, draft = fake_models
+    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tuning_module.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
+    options = Options(target_path=target, draft_path=draft, mode="auto")
+    key = tuning_module.key_for(Resolved(None, target, draft), options)
+    tuning_module.save(tuning_module.Tuning(key, costs, priors={"spec": 0.9}, source="tune"))
+    with open_pipeline(options, lambda _message: None) as pipeline:
+        assert pipeline.drafters["spec"].offer([5], 16).mean[0] == pytest.approx(0.9)
