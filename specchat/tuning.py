@@ -156,6 +156,8 @@ def parse(data: object, key: str) -> Tuning:
     if not isinstance(ratios, dict) or "1" not in ratios:
         raise ValueError("no verify costs")
     verify = {_batch(n): _number(v) for n, v in ratios.items() if str(n).isdigit() and int(n) >= 1}
+    # ratios to one step, as measured; a hand-edited v(1) of 3 made the target alone count 1/3 of itself
+    verify = {n: v / verify[1] for n, v in verify.items()}
     c = data.get("c")
     step = _number(data.get("step_s"))
     costs = Costs(verify, None if c is None else _number(c), step, step, busy=data.get("busy") is True)

@@ -6,6 +6,7 @@ clock by what that batch costs on the machine being imitated, so "faster" and "s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -482,6 +483,17 @@ def test_an_odd_saved_tuning_is_ignored(tmp_path, monkeypatch, content):
     path.parent.mkdir(parents=True)
     path.write_text(content)
     assert tuning.load("odd") is None
+
+
+def test_a_saved_tuning_whose_single_step_is_not_one_is_read_as_ratios(tmp_path, monkeypatch):
+    """Costs are in target steps, so v(1) is 1; a hand-edited file with v(1) = 3 was taken as it was, and the
+    target alone counted as a third of itself (drafting undervalued) until the next start found it stale."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    path = tuning.tuning_path("edited")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": tuning.VERSION, "v": {"1": 3, "2": 4.5, "16": 24}, "step_s": 0.03}))
+    costs = tuning.load("edited").costs
+    assert costs.v(1) == 1.0 and costs.v(2) == pytest.approx(1.5) and costs.v(16) == pytest.approx(8.0)
 
 
 def test_cpu_load_sees_another_process_using_the_cpus():
