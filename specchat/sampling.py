@@ -54,7 +54,7 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     kept = logits[keep].astype(np.float64)
     top = kept.max()  # NaN if any is NaN; -inf logits are fine (probability 0), +inf or NaN are not
     if not np.isfinite(top):
-        raise EngineError("the model's output has no finite probabilities", hint="check the model file")
+        raise _no_finite_probabilities()
     # The best logit subtracted before the temperature divides: a tiny temperature (a request's 1e-320) made
     # logit / T overflow to inf, a failed request; now the best is 0 and the others at worst -inf (probability 0).
     with np.errstate(over="ignore"):
@@ -108,6 +108,20 @@ def top_k_indices(logits: np.ndarray, k: int) -> np.ndarray:
     return np.argpartition(logits, -k)[-k:]
 
 
+def best_token(logits: np.ndarray) -> int:
+    """The greedy token: the arg-max, checked as probabilities() checks a row. np.argmax returns a NaN's
+    index (or an infinite logit's, or 0 where every token is masked): a broken row that greedy emitted
+    in silence, where sampling names it."""
+    best = int(np.argmax(logits))
+    if not np.isfinite(logits[best]):
+        raise _no_finite_probabilities()
+    return best
+
+
+def _no_finite_probabilities() -> EngineError:
+    return EngineError("the model's output has no finite probabilities", hint="check the model file")
+
+
 def draw(probs: np.ndarray, rng: np.random.Generator) -> int:
     """One draw from a (not necessarily normalised) non-negative vector. Only its non-zero entries are
     summed (a zero never changes a running sum, so the draw is the same as over the whole vector)."""
@@ -135,7 +149,7 @@ class Sampler:
     def pick(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
         """A token from one row of logits, and the distribution it was drawn from (None when greedy)."""
         if self.greedy:
-            return int(np.argmax(logits)), None
+            return best_token(logits), None
         probs = probabilities(logits, self.params)
         return draw(probs, self.rng), probs
 
@@ -161,10 +175,10 @@ class Sampler:
 
 def verify_greedy(draft: Sequence[int], target_logits: np.ndarray) -> tuple[int, int]:
     for i, token in enumerate(draft):
-        best = int(np.argmax(target_logits[i]))
+        best = best_token(target_logits[i])
         if best != token:
             return i, best
-    return len(draft), int(np.argmax(target_logits[len(draft)]))
+    return len(draft), best_token(target_logits[len(draft)])
 
 
 def verify_sampled(

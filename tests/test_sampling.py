@@ -261,6 +261,23 @@ def test_a_row_with_no_finite_probability_is_an_engine_error_not_an_index_error(
     assert probabilities(masked, params())[1] == 0.0
 
 
+@pytest.mark.parametrize(
+    "row", [[0.0, np.nan, 5.0], [0.0, np.inf, 1.0], [-np.inf] * 3], ids=["nan", "inf", "all-masked"]
+)
+def test_greedy_on_a_row_with_no_finite_best_is_the_same_engine_error_as_sampling(row):
+    """Greedy took np.argmax of a broken row (a NaN, which arg-max returns first; an infinite logit; every
+    token masked) and emitted that token in silence, where sampling names the broken output."""
+    greedy = Sampler(SamplingParams(temperature=0.0))
+    with pytest.raises(EngineError, match="no finite probabilities"):
+        greedy.pick(np.array(row))
+    rows = np.array([[0.0, 1.0, 0.0], row])  # the draft's token accepted, then the broken row
+    for verify in (greedy.verify, lambda draft, q, rows: verify_greedy(draft, rows)):
+        with pytest.raises(EngineError, match="no finite probabilities"):
+            verify([1], None, rows)
+        with pytest.raises(EngineError, match="no finite probabilities"):
+            verify([], None, rows[1:])
+
+
 def test_draw_follows_an_unnormalised_vector_and_skips_zero_mass():
     """draw() samples proportionally to a non-negative vector and never returns a zero-mass index."""
     weights = np.array([0.0, 2.0, 0.0, 1.0, 0.0, 1.0, 0.0])
