@@ -733,3 +733,19 @@ def test_a_timing_the_clock_got_wrong_leaves_the_costs_alone(seconds):
     assert (costs.step_s, costs.draft_step, costs.rounds_seen, costs.near_rounds) == (0.04, 0.5, 0, 0)
     costs.observe_verify(4, 0.16)  # then a real timing counts as ever
     assert costs.step_s == pytest.approx(0.9 * 0.04 + 0.1 * 0.08)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_a_broken_row_of_the_draft_model_ends_the_draft_not_the_reply(temperature):
+    """A NaN row from the draft model raised 'no finite probabilities' and failed the whole reply (a 500 in
+    serve), though the target, which checks every guess, answers as always: the draft ends there."""
+    from fakes import FakeModel
+
+    def broken(context):
+        row = np.zeros(16)
+        row[3] = np.nan if len(context) > 4 else 1.0
+        return row
+
+    drafter = model_drafters.DraftModelDrafter(FakeModel(broken, n_vocab=16))
+    draft = drafter.propose([1, 1, 1, 1], 6, Sampler(SamplingParams(temperature=temperature, seed=1)))
+    assert len(draft.tokens) == 1  # the first guess, from a good row; the next row is NaN

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import EngineError
 from ..models_api import CachedModel, LanguageModel, common_prefix, readable_by
 from ..sampling import Sampler
 from .base import Draft, Offer, Outcome
@@ -181,7 +182,10 @@ class DraftModelDrafter:
         logits = self.cache.feed(context, 1)[0]
         chances: list[float] = []
         for _ in range(k):
-            token, q = sampler.pick(logits)
+            try:
+                token, q = sampler.pick(logits)
+            except EngineError:  # a NaN or infinite row of the draft model: the draft ends, the target goes on
+                break  # (failing the reply for it, which the target would answer as always, helps nobody)
             self.steps += 1
             sure = confidence(logits, token, q) if self.p_min > 0.0 or stop is not None else 1.0
             if sure < self.p_min:
