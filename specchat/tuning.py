@@ -157,7 +157,7 @@ def parse(data: object, key: str) -> Tuning:
         raise ValueError("no verify costs")
     verify = {_batch(n): _number(v) for n, v in ratios.items() if str(n).isdigit() and int(n) >= 1}
     # ratios to one step, as measured; a hand-edited v(1) of 3 made the target alone count 1/3 of itself
-    verify = {n: v / verify[1] for n, v in verify.items()}
+    verify = {n: _number(v / verify[1]) for n, v in verify.items()}  # finite still (1e10 over 1e-300 is not)
     c = data.get("c")
     step = _number(data.get("step_s"))
     costs = Costs(verify, None if c is None else _number(c), step, step, busy=data.get("busy") is True)

@@ -494,6 +494,8 @@ def test_a_saved_tuning_whose_single_step_is_not_one_is_read_as_ratios(tmp_path,
     path.write_text(json.dumps({"version": tuning.VERSION, "v": {"1": 3, "2": 4.5, "16": 24}, "step_s": 0.03}))
     costs = tuning.load("edited").costs
     assert costs.v(1) == 1.0 and costs.v(2) == pytest.approx(1.5) and costs.v(16) == pytest.approx(8.0)
+    path.write_text(json.dumps({"version": tuning.VERSION, "v": {"1": 1e-300, "2": 1e10}, "step_s": 0.03}))
+    assert tuning.load("edited") is None  # a ratio past any float: odd, measured again
 
 
 def test_cpu_load_sees_another_process_using_the_cpus():
