@@ -321,3 +321,22 @@ def test_modes_md_gives_the_caution_the_draft_models_acceptance_is_judged_by():
     section = _section("modes.md", "How auto chooses")
     model = section[section.index("* **Acceptance of the draft model**") : section.index("* **A guard")]
     assert f"{words} below the mean" in model and f"optimistic one ({words} above)" in model
+
+
+def _history_paragraph() -> str:
+    section = _section("modes.md", "Where drafts come from")
+    return section[section.index("The past conversations live in a **history index**") :]
+
+
+def test_modes_md_gives_the_history_index_s_size_as_its_files_take_it():
+    """modes.md said "at most about 96 MB, 12 bytes per token", yet the heads (one int64 per two tokens, rounded
+    up to a power of two) make a full default index 97.6 MB: the "at most" was below what the files take."""
+    from specchat.historyindex import DEFAULT_CAPACITY, FILES, head_bits
+
+    slots = sum(FILES[name]().itemsize for name in ("tokens", "prev")) * DEFAULT_CAPACITY
+    size = slots + FILES["head"]().itemsize * (1 << head_bits(DEFAULT_CAPACITY))
+    text = " ".join(_history_paragraph().split())
+    assert f"a ring of at most {DEFAULT_CAPACITY // 1_000_000} million tokens" in text
+    assert f"about {round(size / 1e6)} MB ({round(size / 2**20)} MiB)" in text
+    assert f"{size / DEFAULT_CAPACITY:.1f} bytes per token" in text
+
