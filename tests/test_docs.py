@@ -340,3 +340,11 @@ def test_modes_md_gives_the_history_index_s_size_as_its_files_take_it():
     assert f"about {round(size / 1e6)} MB ({round(size / 2**20)} MiB)" in text
     assert f"{size / DEFAULT_CAPACITY:.1f} bytes per token" in text
 
+
+def test_modes_md_says_how_long_a_writer_waits_for_the_history_s_lock():
+    """modes.md said a writer that finds the lock taken "skips its update rather than wait"; it waits up to
+    history.LOCK_WAIT_S first (filelock's timeout), then skips."""
+    from specchat.history import LOCK_WAIT_S
+
+    text = " ".join(_history_paragraph().split())
+    assert f"waits at most {LOCK_WAIT_S:g} s for it, then skips its update" in text
