@@ -348,3 +348,55 @@ def test_modes_md_says_how_long_a_writer_waits_for_the_history_s_lock():
 
     text = " ".join(_history_paragraph().split())
     assert f"waits at most {LOCK_WAIT_S:g} s for it, then skips its update" in text
+
+
+def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
+    """The code changes fast and modes.md quotes its numbers in prose: each phrase below is built from the
+    constant it states, so a changed constant fails here rather than leaving the doc stale."""
+    from specchat import costmodel, tuning
+    from specchat.drafters import auto, copyodds, model, ngram, rewrite, suffix
+    from specchat.modes import AUTO, NGRAM, SPEC
+    from specchat.tokenchains import LONGEST, ORDER, WALK
+
+    def listed(sizes) -> str:
+        return ", ".join(map(str, sizes[:-1])) + f" and {sizes[-1]}"
+
+    full = [n for n in tuning.FULL_BATCHES if n > 16]
+    quick = [n for n in tuning.QUICK_BATCHES if n > 6]
+    assert tuning.FULL_BATCHES[:16] == tuple(range(1, 17)) and tuning.QUICK_BATCHES[:6] == tuple(range(1, 7))
+    phrases = [
+        f"of 1..16, {listed(full)} tokens",
+        f"times 1-6, {listed(quick)} twice",
+        f"A drafter that ran slower is set aside for {auto.SET_ASIDE_ROUNDS} rounds",
+        f"is set aside for {auto.LOOKUP_ASIDE_ROUNDS} rounds only",
+        f"(within {round((auto.COST_SLACK - 1) * 100)}%)",
+        f"at least once every {auto.REFERENCE_EVERY} rounds",
+        f"less than {auto.EXPLORE_SHARE:.0%} of its time",
+        f"(else {model.PRIOR})",
+        f"even {tuning.BEST_ACCEPTANCE:.0%} acceptance",
+        f"more than\n  {round((costmodel.DRIFT - 1) * 100)}% from the saved calibration",
+        f"latest {costmodel.DRIFT_WINDOW} rounds (at least {costmodel.DRIFT_ROUNDS})",
+        f"first {costmodel.DRIFT_CONTEXT:,} tokens",
+        f"agree within {costmodel.AGREE:.0%}",
+        f"(among the latest {ngram.CANDIDATES})",
+        f"copy may be up to {ngram.MAX_COPY} tokens (`-k`, default {AUTO.default_k} for auto",
+        f"stays at {SPEC.max_k} or less",
+        f"at most {ngram.FIRST_COPY_CAP} tokens (a batch of {ngram.FIRST_COPY_CAP + 1})",
+        f"held for {ngram.REJOIN_RUN} tokens or more",
+        f"(up to {ngram.REJOIN_WINDOW}, for {ngram.REJOIN_FOR} tokens of the reply)",
+        f"priors of {copyodds.REJOIN_COPY_PRIORS[1]} for one matched token and {copyodds.REJOIN_COPY_PRIORS[2]}",
+        f"({copyodds.ALIGNED_REJOIN_PRIORS[2]} for two where",
+        f"at least {rewrite.MIN_LIKENESS:.0%} of the words",
+        f"at most {rewrite.MAX_WORDS} words",
+        f"(at most {rewrite.MAX_RULES})",
+        f"up to {LONGEST} tokens",
+        f"copy\n  of at most {suffix.PAST_MATCH} matched tokens",
+        f"latest occurrences of the last {ORDER} tokens",
+        f"at most the {WALK}",
+        f"fixed *k* (`-k`, default {SPEC.default_k})",
+        f"fixed *k* (default {NGRAM.default_k})",
+    ]
+    caution = {1.0: "one", 0.5: "half a"}[copyodds.COPY_CAUTION]
+    phrases.append(f"({caution} standard error below the mean), since a wrong")
+    text = " ".join((ROOT / "docs" / "modes.md").read_text(encoding="utf-8").split())  # lines folded anywhere
+    assert [phrase for phrase in (" ".join(p.split()) for p in phrases) if phrase not in text] == []
