@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .drafters import Drafter, DraftModelDrafter, NgramDrafter
 from .drafters.auto import AutoDrafter
+from .drafters.model import PRIOR
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     priors = saved.priors if saved is not None else {}
     drafters: dict[str, Drafter] = {}
     if pipeline.draft is not None:
-        drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", 0.6))
+        drafters["spec"] = DraftModelDrafter(pipeline.draft, options.p_min, prior=priors.get("spec", PRIOR))
     target = pipeline.target
     drafters["ngram"] = NgramDrafter(
         ends_copy=getattr(target, "is_control", None),

@@ -378,6 +378,13 @@ def estimate(mode: str, stats, costs: Costs) -> ModeEstimate:
     return ModeEstimate(mode, k, stats.acceptance_rate, speedup, forced[0], forced[1])
 
 
+def batch_sizes(sizes: tuple[int, ...]) -> str:
+    """(1, 2, ..., 16, 20, 24) as "1..16, 20 and 24": a run of consecutive sizes from 1 written as a range."""
+    run = next((i for i, n in enumerate(sizes, start=1) if n != i), len(sizes) + 1) - 1
+    words = ([f"1..{sizes[run - 1]}"] if run > 2 else [str(n) for n in sizes[:run]]) + [str(n) for n in sizes[run:]]
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else words[0]
+
+
 def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> tuple[Tuning, list[ModeEstimate]]:
     """Full calibration plus measured acceptance of each strategy; predicted speedup per mode."""
     from .chat import Message
@@ -397,7 +404,7 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
             f"{size} cannot hold what tune measures ({needed} tokens)",
             hint=f"use --ctx {enough} or more (the default is 4096)",
         )
-    notify("timing single steps and verify batches of 1..16, 20, 24, 28, 32, 40, 48, 56 and 64 tokens")
+    notify(f"timing single steps and verify batches of {batch_sizes(FULL_BATCHES)} tokens")
     result = calibrate(pipeline.target, pipeline.draft, key_for(pipeline.resolved, pipeline.options), full=True)
     if result.costs.busy:
         notify("other programs were using the CPUs while measuring: the numbers may be off; run tune again when idle")

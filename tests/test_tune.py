@@ -604,3 +604,16 @@ def test_whether_a_newer_specchat_wrote_the_tuning_is_asked_without_blocking_or_
     asking.start()
     asking.join(timeout=10)
     assert answers == [False]
+
+
+def test_tune_names_the_batch_sizes_it_times_as_the_code_lists_them():
+    """Its notice wrote the sizes out by hand beside FULL_BATCHES, a second list to keep in step; modes.md says
+    the same words."""
+    from pathlib import Path
+
+    from specchat.tuning import FULL_BATCHES, batch_sizes
+
+    assert batch_sizes(FULL_BATCHES) == "1..16, 20, 24, 28, 32, 40, 48, 56 and 64"
+    assert batch_sizes((1, 2, 4)) == "1, 2 and 4" and batch_sizes((1,)) == "1"
+    modes_md = (Path(__file__).parent.parent / "docs" / "modes.md").read_text(encoding="utf-8")
+    assert f"verify batches of {batch_sizes(FULL_BATCHES)} tokens" in " ".join(modes_md.split())
