@@ -1,8 +1,9 @@
 """The one table of decoding modes: what each is called, shows as, drafts with, and may draft.
 
 The CLI, the bench, tune, the chat and the views all read this table; a new drafter is one file in
-drafters/ plus one row here. A mode's name is also the `source` of the rounds its drafter drafts, so
-stats, the view and JSON output use one name for one thing ("target" rounds drafted nothing).
+drafters/, one row here and one line in drafterset.add_drafters. A mode's name is also the `source` of the
+rounds its drafter drafts, so stats, the view and JSON output use one name for one thing ("target" rounds
+drafted nothing).
 """
 
 from __future__ import annotations

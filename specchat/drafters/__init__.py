@@ -1,6 +1,7 @@
 """Drafters: small strategy objects that propose tokens and learn from what the target produced.
 
-A new drafter is one module here (implementing drafters.base.Drafter) plus one row in modes.py.
+A new drafter is one module here (implementing drafters.base.Drafter), one row in modes.py and one line in
+drafterset.add_drafters (docs/how-it-works.md).
 """
 
 from .base import NO_OFFER, Draft, Drafter, Offer, Outcome
