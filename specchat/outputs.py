@@ -133,13 +133,16 @@ class JsonlOutput(JsonOutput):
         if event is None:
             return
         kept = [self._kept(t, i < len(event.emitted)) for i, t in enumerate([*event.accepted_tokens, event.token])]
+        # An accepted end of turn ended the reply inside the draft: the target's token after it is no part of the
+        # reply (named, its text joined the reply's and a stray character)
+        ended_in_draft = len(event.emitted) < len(event.accepted_tokens)
         record = {
             "type": "round",
             "round": event.index,
             "source": event.source,
             "accepted": kept[:-1],
             "rejected": [self._token(t) for t in event.rejected_tokens],
-            "target": kept[-1],
+            "target": None if ended_in_draft else kept[-1],
             "emitted": len(event.emitted),
             "draft_s": round(event.draft_s, 6),
             "verify_s": round(event.verify_s, 6),

@@ -595,6 +595,22 @@ def test_jsonl_token_texts_join_to_the_reply_where_a_character_spans_tokens(file
     assert text == records[-1]["text"] == reply_to("h\u00e9llo \U0001f600")
 
 
+def test_jsonl_after_an_accepted_end_of_turn_has_no_target_token(isolated):
+    """A draft whose end-of-turn token the target accepted ended the reply inside the round, yet the event named the
+    target's token after it (never part of the reply) as its `target`: the texts joined to the reply and a stray
+    character ("That is all.n")."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(isolated / "files", agree=1.0)
+    result = invoke("run", "--target", str(target), "--draft", str(draft), "--mode", "spec", "-k", "2", "--jsonl", "hi")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    last = records[-2]  # with -k 2 the end of turn is drafted, not the target's token after a full acceptance
+    assert last["accepted"][-1]["id"] == fake_backend.IM_END and last["target"] is None, last
+    text = "".join(t["text"] for r in records[:-1] for t in [*r["accepted"], r["target"]] if t)
+    assert text == records[-1]["text"] == reply_to("hi")
+
+
 @pytest.mark.parametrize(
     ("args", "kind"),
     [
