@@ -761,3 +761,13 @@ def test_llama_cpps_hf_with_a_pairs_repository_names_the_pair(isolated, flag):
 def test_more_of_llama_cpps_and_vllms_flags_are_named(isolated, command, needle):
     """A QA helper's list: these were Click's 'No such option', some with a wrong guess (--ignore-eos: --no-log)."""
     assert_one_line_error(invoke(*command), 2, needle)
+
+
+@pytest.mark.parametrize("prompt", ["- item one\n- item two", "-5 degrees: is that cold?", "--what does this do"])
+def test_a_prompt_that_starts_with_a_dash_says_to_put_it_after_double_dash(isolated, prompt):
+    """`specchat run "$(cat notes.md)"` with a list for notes was Click's "No such option: - " (Click names the
+    first letter of the words), its hint `--help`: no option has a space in its name, so the words are a prompt,
+    which goes after `--`."""
+    result = invoke("run", prompt)
+    assert_one_line_error(result, 2, "starts with '-', so it reads as an option")
+    assert "specchat run -- " in result.stderr and "No such option" not in result.stderr, result.stderr

@@ -116,6 +116,8 @@ def _option(command_name: str, reading: Reading, token: str, following: str | No
     """An option token: another tool's flag, or one of the command's whose value means something else there."""
     name = token.split("=", 1)[0]
     value = token.split("=", 1)[1] if "=" in token else following  # `--draft=8` as `--draft 8`
+    if command_name == "run" and any(char.isspace() for char in name):
+        _dashed_prompt(token)
     if name not in reading.names:
         here = reading.means_here(token)  # bench's `-ot`: --output t, not llama.cpp's --override-tensor
         if not here and name in FOREIGN_BY_VALUE and value is not None:
@@ -127,6 +129,17 @@ def _option(command_name: str, reading: Reading, token: str, following: str | No
         return
     if name in FOLLOWED_BY and value is not None:
         _say(FOLLOWED_BY[name](command_name, value))
+
+
+def _dashed_prompt(token: str) -> None:
+    """`run "$(cat notes.md)"` of a list ("- item"), `run "-5 degrees?"`: Click said "No such option: - ", a letter of
+    the words; no option has a space in its name, so they are a prompt, which `--` lets through."""
+    first = token.splitlines()[0] if token.strip() else token
+    shown = first if len(first) <= 40 and first == token else f"{first[:39].rstrip()}…"
+    raise UsageError(
+        f"the prompt '{shown}' starts with '-', so it reads as an option",
+        hint="put it after --: specchat run -- PROMPT (in a script, before any prompt it passes)",
+    )
 
 
 def _say(message: str | None) -> None:
