@@ -1029,3 +1029,15 @@ def test_ctrl_c_stops_a_generation_once(settle):
             signal.raise_signal(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_reply_stdout_cannot_encode_is_written_with_replacements(fake_models, tmp_path):
+    """A stdout whose encoding cannot hold the reply (LC_ALL=C with PYTHONIOENCODING=ascii; a redirected stdout
+    in cp1252 on Windows, with an emoji) was an "internal error", the reply cut where the character came."""
+    target, _draft = fake_models
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data"), "PYTHONIOENCODING": "ascii"}
+    env["LC_ALL"] = "C"
+    done = subprocess.run([sys.executable, "-m", "specchat", "run", "--target", str(target), "--mode", "target",
+                           "-n", "60", "héllo ✓"], env=env, capture_output=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b"internal error" not in done.stderr and b"h?llo ?" in done.stdout, done.stdout

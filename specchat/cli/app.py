@@ -401,6 +401,7 @@ def wrap_help(typer_app: typer.Typer) -> None:
 
 def main() -> None:
     """Console-script entry point; the error boundary lives in SpecchatGroup.invoke."""
+    _replace_what_cannot_be_written()
     try:
         app(prog_name="specchat")
     except KeyboardInterrupt:  # while Typer builds the command from the app, before any boundary
@@ -415,6 +416,14 @@ def main() -> None:
             # that went away is exit 0 everywhere else (docs/usage.md).
             raise SystemExit(0) from None
         raise
+
+
+def _replace_what_cannot_be_written() -> None:
+    """A character stdout's or stderr's encoding cannot hold (LANG=C with PYTHONIOENCODING=ascii; a redirected
+    stdout in cp1252 on Windows, and an emoji) is written as '?': it was an internal error that cut the reply."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
 
 
 def say_interrupted() -> None:
