@@ -763,7 +763,9 @@ def test_more_of_llama_cpps_and_vllms_flags_are_named(isolated, command, needle)
     assert_one_line_error(invoke(*command), 2, needle)
 
 
-@pytest.mark.parametrize("prompt", ["- item one\n- item two", "-5 degrees: is that cold?", "--what does this do"])
+@pytest.mark.parametrize(
+    "prompt", ["- item one\n- item two", "-5 degrees: is that cold?", "--what does this do", "-a=b is c"]
+)
 def test_a_prompt_that_starts_with_a_dash_says_to_put_it_after_double_dash(isolated, prompt):
     """`specchat run "$(cat notes.md)"` with a list for notes was Click's "No such option: - " (Click names the
     first letter of the words), its hint `--help`: no option has a space in its name, so the words are a prompt,
@@ -771,3 +773,12 @@ def test_a_prompt_that_starts_with_a_dash_says_to_put_it_after_double_dash(isola
     result = invoke("run", prompt)
     assert_one_line_error(result, 2, "starts with '-', so it reads as an option")
     assert "specchat run -- " in result.stderr and "No such option" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("options", [["-n 4"], ["-k 4", "-n 4"]])
+def test_options_with_a_value_after_a_space_are_still_options(fake_models, options):
+    """`run "-n 100" hi` (a script's quoted "$OPTS") is Click's -n with the value " 100", as before the prompt rule
+    above: it was refused as "the prompt '-n 100' starts with '-'" (a reviewer's catch)."""
+    target, draft = fake_models
+    result = invoke("run", "--target", str(target), "--draft", str(draft), *options, "hi")
+    assert result.exit_code == 0 and "starts with '-'" not in result.stderr, result.output

@@ -116,7 +116,10 @@ def _option(command_name: str, reading: Reading, token: str, following: str | No
     """An option token: another tool's flag, or one of the command's whose value means something else there."""
     name = token.split("=", 1)[0]
     value = token.split("=", 1)[1] if "=" in token else following  # `--draft=8` as `--draft 8`
-    if command_name == "run" and any(char.isspace() for char in name):
+    # a space in an option's name: a prompt (none has one), unless Click reads the token as options with a value
+    # (`run "-n 100" hi`: -n " 100", as a script's "$OPTS" gives it); after one dash `=` splits nothing
+    spaced = any(char.isspace() for char in (name if token.startswith("--") else token))
+    if command_name == "run" and spaced and not reading.means_here(token):
         _dashed_prompt(token)
     if name not in reading.names:
         here = reading.means_here(token)  # bench's `-ot`: --output t, not llama.cpp's --override-tensor
