@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from rich.console import Console
@@ -10,7 +9,7 @@ from rich.text import Text
 
 from . import logstore
 from .paths import log_file
-from .view import n_tokens, note, one_line, stderr_console, stdout_console, visible, write_stdout
+from .view import n_tokens, note, one_line, stderr_console, stdout_console, stdout_json, visible, write_stdout
 
 PREVIEW_LINES = 6  # per prompt and reply, unless --full
 PREVIEW_CHARS = 1000  # the same: one pasted line of a megabyte (minified JSON, a log) is one line
@@ -20,7 +19,7 @@ def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full:
     path = log_file()
     rows = logstore.replies(path, limit=limit, query=query, cid=cid)  # an unknown cid: an error, as for run --cid
     if as_json:
-        write_stdout(json.dumps(rows, ensure_ascii=False, indent=2) + "\n", what="the log")
+        write_stdout(stdout_json(rows, indent=2) + "\n", what="the log")
         return
     if not rows:
         what = "no logged reply matches" if query or cid is not None else "no replies logged yet"

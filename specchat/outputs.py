@@ -8,7 +8,6 @@ reports; none counts rounds or tokens itself. A new format is one class here plu
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from .errors import UsageError
 from .paths import path_text
 from .sampling import SamplingParams
 from .textstream import TextStream
-from .view import note, position_bars, print_stats, stderr_console, summary_line, write_stdout
+from .view import note, position_bars, print_stats, stderr_console, stdout_json, summary_line, write_stdout
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -116,7 +115,7 @@ class JsonOutput(Output):
         payload = summary(self.pipeline, self.request, generation)
         if self.kind:
             payload = {"type": self.kind, **payload}
-        write_stdout(json.dumps(payload, ensure_ascii=False) + "\n")
+        write_stdout(stdout_json(payload) + "\n")
 
 
 class JsonlOutput(JsonOutput):
@@ -147,7 +146,7 @@ class JsonlOutput(JsonOutput):
             "draft_s": round(event.draft_s, 6),
             "verify_s": round(event.verify_s, 6),
         }
-        write_stdout(json.dumps(record, ensure_ascii=False) + "\n")
+        write_stdout(stdout_json(record) + "\n")
 
     def _token(self, token: int) -> dict:
         return {"id": token, "text": self.pipeline.target.piece(token).decode("utf-8", errors="replace")}

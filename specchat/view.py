@@ -4,6 +4,7 @@ bench and tune are in tableview.py."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sys
@@ -111,6 +112,14 @@ def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
     return _StdoutConsole(
         file=_Stdout(what), no_color=_no_color(no_color), highlight=False, soft_wrap=True, emoji=False
     )
+
+
+def stdout_json(value, indent: int | None = None) -> str:
+    """JSON for stdout: characters as they are where stdout writes UTF-8; escaped (\u00e9) where its encoding
+    may not hold them (LANG=C with PYTHONIOENCODING=ascii, cp1252 on Windows), which a JSON reader reads back
+    the same, where stdout's '?' for them (cli.app) would change the data."""
+    utf8 = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") in ("utf8", "utf_8")
+    return json.dumps(value, ensure_ascii=not utf8, indent=indent)
 
 
 def write_stdout(text: str, what: str = "the reply") -> None:

@@ -1041,3 +1041,7 @@ def test_a_reply_stdout_cannot_encode_is_written_with_replacements(fake_models, 
                            "-n", "60", "héllo ✓"], env=env, capture_output=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert b"internal error" not in done.stderr and b"h?llo ?" in done.stdout, done.stdout
+    # JSON escapes what the encoding lacks instead (a reader gets the text back whole, not '?')
+    args = ["run", "--target", str(target), "--mode", "target", "-n", "60", "--json", "héllo ✓"]
+    done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and "héllo ✓" in json.loads(done.stdout)["text"], done.stdout

@@ -93,14 +93,13 @@ def logs(
     directory (SPECCHAT_DATA_DIR overrides it); --no-log or SPECCHAT_NO_LOG=1 turns that off.
     `specchat run -c` continues the latest conversation, `specchat run --cid ID` a given one.
     """
-    import json
 
     from .. import logview
     from ..paths import log_file
-    from ..view import write_stdout
+    from ..view import stdout_json, write_stdout
 
     if path:
-        text = json.dumps({"path": str(log_file())}, ensure_ascii=False, indent=2) if as_json else str(log_file())
+        text = stdout_json({"path": str(log_file())}, indent=2) if as_json else str(log_file())
         write_stdout(f"{text}\n", what="the path")
         return
     logview.show(limit=count, query=query, cid=cid, as_json=as_json, full=full)
