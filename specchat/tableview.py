@@ -293,9 +293,8 @@ def cost_summary(costs, origin: str = "") -> str:
 
 def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, kept: bool = False) -> str:
     """`tune --json`: what the table and the lines under it say, as one object (docs/modes.md names its keys)."""
-    import json
-
     from .paths import path_text
+    from .view import stdout_json
 
     def costs(measured) -> dict:
         data = measured.as_dict()
@@ -316,4 +315,4 @@ def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, 
         "kept_saved_costs": kept,
         "path": None if path is None else path_text(path),
     }
-    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
+    return stdout_json(report, indent=2) + "\n"
