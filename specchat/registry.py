@@ -114,11 +114,7 @@ class Registry:
 
     def near(self, name: str) -> str | None:
         """The pair `name` misspells (another case, a character or two), if one."""
-        import difflib
-
-        same = [pair for pair in self.pairs if pair.lower() == name.lower()]
-        close = same or difflib.get_close_matches(name, list(self.pairs), n=1, cutoff=0.8)
-        return close[0] if close else None
+        return _nearest(name, self.pairs)
 
     def unknown(self, name: str) -> UnknownPairError:
         """A model's name given as a pair's, or a pair's name with a typo: the pair meant, before the whole list."""
@@ -280,17 +276,22 @@ def _model(name: str, body: dict[str, Any], path: Path) -> ModelSpec:
 
 def _model_meant(ref: str, role: str, models: dict[str, ModelSpec], pairs: dict[str, tuple[Path, dict]]) -> str:
     """The hint for a pair's model that is no [models.*] entry: it was "define it" for a typo as for a pair's name."""
-    import difflib
-
     if ref in pairs:
         theirs = pairs[ref][1].get(role)  # checked a table as it was read; a pair that names itself, or a pair: no
         example = f", e.g. its {role} '{theirs}'" if theirs in models and theirs != ref else ""
         return f"'{ref}' is a pair; give a model's name{example}"
-    near = [name for name in models if name.lower() == ref.lower()]  # another case, as Registry.near
-    near = near or difflib.get_close_matches(ref, list(models), n=1, cutoff=0.8)
-    if near:
-        return f"did you mean '{near[0]}'?"
+    if (near := _nearest(ref, models)) is not None:
+        return f"did you mean '{near}'?"
     return "define it as [models.NAME], or give the name of a [models.*] entry"
+
+
+def _nearest(name: str, names) -> str | None:
+    """The one of `names` that `name` misspells: the same in another case, else a character or two off."""
+    import difflib
+
+    same = [known for known in names if known.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, list(names), n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def _same_file(a: ModelSpec, b: ModelSpec) -> bool:
