@@ -3,6 +3,7 @@ bench and tune are in tableview.py."""
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -118,7 +119,10 @@ def stdout_json(value, indent: int | None = None) -> str:
     """JSON for stdout: characters as they are where stdout writes UTF-8; escaped (\u00e9) where its encoding
     may not hold them (LANG=C with PYTHONIOENCODING=ascii, cp1252 on Windows), which a JSON reader reads back
     the same, where stdout's '?' for them (cli.app) would change the data."""
-    utf8 = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") in ("utf8", "utf_8")
+    try:
+        utf8 = codecs.lookup(getattr(sys.stdout, "encoding", None) or "ascii").name == "utf-8"  # utf8, UTF-8, U8
+    except LookupError:
+        utf8 = False
     return json.dumps(value, ensure_ascii=not utf8, indent=indent)
 
 
