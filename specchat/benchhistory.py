@@ -39,7 +39,7 @@ def load(value: str, modes: list[str]) -> Past | None:
     """--history, checked before any model is loaded (None: `none`). A bad file is a usage error."""
     if value.strip().lower() == NONE:  # in any case, as the other word options; a file of that name: ./none
         return None
-    if not value:  # `--history "$FILE"` with FILE unset: Path("") is ".", "a directory"
+    if not value.strip():  # `--history "$FILE"` with FILE unset: Path("") is ".", "a directory"; blanks, unseen
         raise UsageError("--history is empty", hint="give none or a JSONL FILE (- : stdin), or leave --history out")
     path = expand_home(value)  # as --prompts: a ~ the shell left alone is the home directory
     if "suffix" not in modes and "auto" not in modes:

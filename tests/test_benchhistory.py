@@ -220,7 +220,9 @@ def test_the_conversation_log_given_as_a_file_says_how_to_make_one_of_it(private
     assert "specchat logs --json -n 1000 | jq -c" in result.stderr and "UTF-8" not in result.stderr
 
 
-def test_an_empty_history_is_named_not_the_current_directory():
-    """`--history "$FILE"` with FILE unset: 'history file . is a directory'."""
-    result = runner.invoke(app, ["bench", "--modes", "suffix", "--history", ""])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_history_is_named_not_the_current_directory(value):
+    """`--history "$FILE"` with FILE unset: 'history file . is a directory'; blanks were 'history file not found:'
+    and a run of spaces no one could see."""
+    result = runner.invoke(app, ["bench", "--modes", "suffix", "--history", value])
     assert result.exit_code == 2 and "--history is empty" in result.stderr and "directory" not in result.stderr
