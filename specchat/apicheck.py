@@ -40,8 +40,10 @@ def prompt(prompt) -> str:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]  # a string only: [5] unwrapped read as a bad string, [["a"]] as a batch of 1
     if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
-        raise ApiError(400, f"'prompt': one prompt per request is served, not a batch of {len(prompt)}",
-                       code="unsupported_parameter", param="prompt")  # fmt: skip
+        # LangChain's OpenAI LLM sends its batch() and generate() prompts 20 to a request unless told otherwise
+        message = f"'prompt': one prompt per request is served, not a batch of {len(prompt)}; send each in a request"
+        raise ApiError(400, f"{message} of its own (LangChain's OpenAI: batch_size=1)", code="unsupported_parameter",
+                       param="prompt")  # fmt: skip
     if isinstance(prompt, list) and prompt and (_ids(prompt) or all(isinstance(p, list) and _ids(p) for p in prompt)):
         raise ApiError(
             400, "'prompt': token ids are not supported, send the text", code="unsupported_parameter", param="prompt"

@@ -669,6 +669,10 @@ def test_a_batch_or_token_ids_as_a_completion_prompt_is_named_as_such(server):
         with pytest.raises(openai.BadRequestError) as refused:
             client.completions.create(model="target.fake.gguf", prompt=prompt, max_tokens=4)
         assert refused.value.code == "unsupported_parameter" and said in refused.value.message
+    # the way out: LangChain's OpenAI LLM batches 20 prompts a request (its batch(), generate()) unless told not to
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model="target.fake.gguf", prompt=["a", "b"], max_tokens=4)
+    assert "send each in a request of its own (LangChain's OpenAI: batch_size=1)" in refused.value.message
     assert client.completions.create(model="target.fake.gguf", prompt=["a"], max_tokens=4).choices[0].text
 
 
