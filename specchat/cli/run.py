@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -28,12 +27,12 @@ from .app import (
     app,
     finite,
     from_env,
-    given,
     load_pipeline,
     make_options,
     stderr_console,
     utf8_text,
 )
+from .runsteps import check_agreeing, choose_view, load_models, note_unused, read_input, reply_once, unused_notes
 
 SYSTEM_HELP = (
     "System prompt (default: the template's; with -c or --cid the conversation's. - : read from stdin; the prompt "
@@ -107,54 +106,21 @@ def run(
     piped or redirected, stdout carries only the reply text. Models are pulled on first use. Every
     prompt and reply is logged (`specchat logs`); -c or --cid continues a logged conversation.
     """
-    from .. import outputs
     from ..chat import Message
-    from ..errors import UsageError
-    from ..logstore import Recorder
-    from ..repl import ChatSession, ChatSettings, chat_loop, check_system, read_prompt, read_system
+    from ..repl import ChatSession, ChatSettings, chat_loop
     from ..sampling import SamplingParams
-    from ..view import keys_unechoed, note, stdout_console
+    from ..view import stdout_console
 
-    if no_spec and mode != "target" and given(ctx, "mode"):
-        raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
-    if latest and cid is not None:  # --cid won in silence: -c read as if it had continued the latest
-        raise UsageError("-c and --cid both choose the conversation to continue", hint="give one of them")
-    terminal = outputs.fancy_terminal()
-    fmt = outputs.choose(fmt, as_json=as_json, jsonl=jsonl, terminal=terminal)
-    why_no_chat = f"the chat needs the live view, not --format {fmt}: give a prompt, or drop the format"
-    dumb = outputs.dumb_terminal()  # a terminal all the same: "use a terminal" would send the user in circles
-    plain_chat = dumb and fmt == "text"  # TERM=dumb (Emacs shell, some IDEs): the chat in plain text
-    if dumb:
-        why_no_chat = f"on TERM=dumb the chat is plain text, not --format {fmt}: give a prompt, or drop the format"
-    typing = not terminal and not dumb and outputs.stdin_terminal()
-    if typing:  # `specchat run > file`, `specchat run | less`: "use a terminal" would say what the user does
-        why_no_chat = 'stdout is not a terminal, so no chat: give a prompt (specchat run "your prompt" > file)'
-    chat = (fmt == "live" and terminal) or plain_chat
-    # The conversation to continue before the prompt: -c on an empty log with nothing piped said "the prompt is
-    # empty", as if a prompt were all it lacked, and `-c -` on a terminal read one first. An unknown --cid fails
-    # before loading too.
-    check_system(system, prompt)  # a usage error before the log's state errors
-    log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)
-    from_stdin, system = system == "-", read_system(system)  # stdin, before the prompt reads what is left
-    text = read_prompt(
-        prompt, chat=chat, why_no_chat=why_no_chat if terminal or dumb or typing else None, raw=no_template
-    )
+    check_agreeing(ctx, no_spec, mode, latest, cid)
+    view = choose_view(fmt, as_json=as_json, jsonl=jsonl)
+    log, system, text = read_input(prompt, system, view, raw=no_template, no_log=no_log, latest=latest, cid=cid)
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
-    system = system if system and system.strip() else None  # blank, as /system: the template's own
-    if from_stdin and system is None:  # a pipe forgotten (cron, a script): not in silence
-        kept = "the conversation's" if latest or cid is not None else "the template's"
-        note(stderr_console(), f"--system - read nothing but blanks from stdin: {kept} system prompt is used")
     mode = "target" if no_spec else mode
-    lone_target = target is not None and draft is None
-    unused = _unused(draft_tokens, p_min, mode, given_mode, lone_target) + _unused_when_greedy(ctx, temperature)
-    if text is not None and (draft_note := unused_draft(draft, [mode], given_mode)):
-        unused.append(draft_note)
-        draft = None  # not loaded for a reply that cannot use it (nor held to the pair check, nor to memory)
-    if text is not None and unused:  # the chat keeps them for a later /mode
-        err = stderr_console()
-        for line in unused:
-            note(err, line)
+    draft = note_unused(
+        ctx, text, draft, target, mode=mode, given_mode=given_mode, draft_tokens=draft_tokens, p_min=p_min,
+        temperature=temperature,
+    )  # fmt: skip
     settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template, stats)
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
@@ -165,84 +131,13 @@ def run(
     if text is not None:
         conversation = log.conversation(system)
         conversation.messages.append(Message("user", text))
-
-    def tokenized(pipeline) -> None:
-        # Before auto measures the machine (~15 s the first time on 2 cores): a prompt too long for the context is
-        # refused at once, not after the wait.
-        from ..ctxsize import past_training
-        from ..errors import ContextFullError
-        from ..speculative import check_fits
-
-        ids.extend(_prompt(pipeline, conversation, settings, log))
-        try:
-            check_fits(len(ids), pipeline.target.n_ctx)
-        except ContextFullError as exc:
-            raise past_training(exc, len(ids), pipeline.resolved.target) from None
-
-    # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
-    # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed);
-    # if the load fails they are dropped, or the shell would read them
-    with keys_unechoed(dropped_on_error=True) if conversation is None and not plain_chat else nullcontext():
-        pipeline = load_pipeline(options, tokenized if conversation is not None else None)
-    with pipeline:
+    with load_models(options, conversation, settings, log, view.plain_chat, ids) as pipeline:
         console = stdout_console(no_color)
         if conversation is None:
-            session = ChatSession(pipeline, settings, console, system, log, plain=plain_chat)
+            session = ChatSession(pipeline, settings, console, system, log, plain=view.plain_chat)
             raise typer.Exit(chat_loop(session, history=True))
-        request = settings.request()
-        sink = outputs.make(fmt, pipeline, request, console, show_rejected=rejected, verbose=verbose)
-        generation = outputs.reply(pipeline, ids, request, sink)
-        if not generation.unanswered:  # as in the chat: logged, -c sent it again with every later turn
-            log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
-        outputs.after_reply(pipeline, request, generation, show_stats=stats, reader_gone=sink.reader_gone)
-
-
-def _prompt(pipeline, conversation, settings, log) -> list[int]:
-    """The prompt ids. Continuing a conversation (-c, --cid), its oldest turns give way when it has outgrown
-    the context, as in the chat (a one-line note says so); a new one is sent whole."""
-    from ..repl import fit_turns
-    from ..view import note
-
-    if len(conversation.messages) == 1:
-        return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
-    ids, gave_way = fit_turns(pipeline, conversation, settings, log)
-    if gave_way:
-        note(stderr_console(), gave_way)
-    return ids
-
-
-def _unused(draft_tokens: int | None, p_min: float, mode: str, given_mode: str, lone_target: bool = False) -> list[str]:
-    """Notes for options that this one reply (serve: any request) cannot use, as export notes an unused -k: ignored
-    in silence, they read as if they had taken effect. The chat keeps them for a later /mode, so it gets none.
-    `lone_target`: --target without --draft, where auto loads no draft model (Options.wants_draft)."""
-    from ..modes import MODES
-
-    if mode not in MODES:  # an unknown mode is a usage error a moment later
-        return []
-    notes = []
-    if draft_tokens is not None and mode == "target":
-        notes.append(f"-k {draft_tokens} is not used: {given_mode} drafts nothing")
-    elif draft_tokens is not None and draft_tokens > MODES[mode].max_k:
-        notes.append(f"-k {draft_tokens} is more than {given_mode} drafts: it uses {MODES[mode].max_k}")
-    if p_min > 0 and not MODES[mode].needs_draft_model:
-        notes.append(f"--p-min {p_min:g} is not used: {given_mode} does not draft with the draft model")
-    elif p_min > 0 and mode == "auto" and lone_target:
-        notes.append(f"--p-min {p_min:g} is not used: --target without --draft loads no draft model")
-    return notes
-
-
-def _unused_when_greedy(ctx: typer.Context, temperature: float) -> list[str]:
-    """At temperature 0 the seed and the sampling filters change nothing: a note, as for an unused -k."""
-    if temperature > 0:
-        return []
-    names = ("seed", "top_k", "top_p", "min_p")
-    set_here = [name for name in names if given(ctx, name)]
-    if not set_here:
-        return []
-    options = ", ".join("--" + name.replace("_", "-") for name in set_here)
-    verb = "is" if len(set_here) == 1 else "are"
-    return [f"{options} {verb} not used: temperature 0 is greedy (the target's likeliest token); --temperature samples"]
+        reply_once(pipeline, conversation, ids, settings, log, console, view.fmt)
 
 
 ALLOW_ORIGIN_HELP = (
@@ -290,7 +185,7 @@ def serve(
 
     check_host(host, api_key)  # all three before minutes of loading
     origins = parse_origins(allow_origin or [], from_env(ctx, "allow_origin"))
-    for line in _unused(draft_tokens, 0.0, mode, f"--mode {mode}"):  # serve's mode is the same for every request
+    for line in unused_notes(draft_tokens, 0.0, mode, f"--mode {mode}"):  # serve's mode is the same for every request
         note(stderr_console(), line)
     if draft_note := unused_draft(draft, [mode], f"--mode {mode}"):
         note(stderr_console(), draft_note)
