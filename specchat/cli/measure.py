@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..benchsuite import CATEGORIES
-from ..modes import unused_draft
 from .app import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
@@ -31,12 +30,12 @@ from .app import (
     any_case,
     app,
     finite,
-    given,
     load_pipeline,
     make_options,
     one_pair,
     stderr_console,
 )
+from .benchsteps import check_bench_options, model_options, read_inputs
 
 if TYPE_CHECKING:
     from ..errors import SpecchatError
@@ -152,35 +151,15 @@ def bench(
     """
     from .. import bench as measure
     from .. import benchhistory, benchreport
-    from ..benchsuite import is_stdin, load_prompts_file, load_suite, select_turns
-    from ..errors import UsageError
     from ..sampling import SamplingParams
-    from ..view import bench_progress, note, require_stdout
+    from ..view import bench_progress, note
 
-    if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
-        note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
-    k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
-    if output is None or fmt == "table":  # the table goes to stdout even with --output: said before measuring
-        require_stdout("the report")
-    if prompts is not None and is_stdin(prompts) and is_stdin(history):  # one stdin: the first would read it all
-        raise UsageError("--prompts - and --history - both read stdin", hint="give one of them as a file")
-    if "spec" not in mode_list:  # the report recorded lengths nothing was measured at
-        if given(ctx, "ks"):
-            note(stderr_console(), f"--ks {ks} is not used: it sets the draft model's lengths; spec is not in --modes")
-        k_list = []
-    prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
-    past = benchhistory.load(history, mode_list)
-    benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path})
-    # A draft model is loaded where a mode measured can draft with it: spec, and auto unless --target is given
-    # alone (compared as `run` uses it: auto drafts without one). --modes ngram loaded a --draft, or the pair's
-    # draft, for nothing (and a lone --target's auto took the pair's, failing for a target of another family).
-    if draft_note := unused_draft(draft, mode_list, f"--modes {','.join(mode_list)}"):
-        note(stderr_console(), draft_note)
-        draft = None
-    keep_draft = "spec" in mode_list or ("auto" in mode_list and (target is None or draft is not None))
-    mode = "auto" if "auto" in mode_list else "spec" if keep_draft else "ngram"
-    options = make_options(
-        ctx, target, draft, gpu_layers, pair=pair, mode=mode, keep_draft=keep_draft, n_ctx=n_ctx, threads=threads,
+    k_list, mode_list = check_bench_options(
+        ctx, suite=suite, prompts=prompts, history=history, ks=ks, modes=modes, fmt=fmt, output=output, plot=plot
+    )
+    prompt_list, past = read_inputs(prompts, suite, turns, history, mode_list, output, plot)
+    options = model_options(
+        ctx, mode_list, target, draft, gpu_layers, pair=pair, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
     settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
