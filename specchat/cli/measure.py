@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -36,9 +35,8 @@ from .app import (
     stderr_console,
 )
 from .benchsteps import check_bench_options, model_options, read_inputs
-
-if TYPE_CHECKING:
-    from ..errors import SpecchatError
+from .tunesteps import check_saveable, measure_tuning, refuse_unreplaceable, save_if_worth_it
+from .tunesteps import unreplaceable as _unreplaceable  # noqa: F401  (tests/test_tune.py imports it from here)
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
 TUNE_JSON_HELP = (
@@ -213,33 +211,11 @@ def tune(
     when the machine is idle.
     """
     from ..benchsuite import load_suite, single_turn
-    from ..errors import SpecchatError
-    from ..paths import config_dir, folder_hint
     from ..tableview import print_tune, tune_json
-    from ..tuning import (
-        check_replaceable,
-        check_writable,
-        examine,
-        key_for,
-        save,
-        tuning_path,
-        worth_saving,
-        written_by_newer,
-    )
-    from ..tuning import tune as run_tune
-    from ..view import bench_progress, note, require_stdout, stdout_console, write_stdout
-
-    def unsaved(exc: OSError, what: str) -> SpecchatError:
-        hint = folder_hint(exc, "give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it)")
-        return SpecchatError(
-            f"cannot save the tuning in {config_dir() / 'tuning'}: {exc.strerror or exc}", hint=f"{hint}; {what}"
-        )
+    from ..view import require_stdout, stdout_console, write_stdout
 
     pair = one_pair(pair, pair_option)
-    try:
-        check_writable()  # before the measuring: a result that cannot be kept is not worth minutes
-    except OSError as exc:
-        raise unsaved(exc, "nothing was measured") from None
+    check_saveable()  # before the measuring: a result that cannot be kept is not worth minutes
     require_stdout("the report")
     err = stderr_console()
     # A lone --target is tuned as `run --target` uses it in auto: without a draft model. With the pair's draft
@@ -249,64 +225,12 @@ def tune(
         ctx, target, draft, gpu_layers, pair=pair, mode="ngram" if lone else "spec", keep_draft=not lone,
         n_ctx=n_ctx, threads=threads, draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
-
-    def replaceable(resolved, usable) -> None:  # before the models load: a file that cannot be saved is not worth it
-        try:
-            check_replaceable(key_for(resolved, usable))
-        except IsADirectoryError as exc:  # the file's own path: the folder was checked above
-            raise SpecchatError(
-                f"cannot save the tuning as {exc.filename}: it is a directory",
-                hint="remove or rename that directory (tune saves its file there); nothing was measured",
-            ) from None
-        except OSError as exc:
-            found = _unreplaceable(tuning_path(key_for(resolved, usable)), exc)
-            raise found or unsaved(exc, "nothing was measured") from None
-
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
-    with _templated("tune"), load_pipeline(options, before_load=replaceable) as pipeline:
+    with _templated("tune"), load_pipeline(options, before_load=refuse_unreplaceable) as pipeline:
         title = pipeline.resolved.name
-        # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
-        key = key_for(pipeline.resolved, pipeline.options)
-        previous, problem = examine(key)
-        if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
-            newer = " (upgrade specchat to keep using it)" if written_by_newer(key) else ""
-            note(err, f"the saved tuning {problem}; this measurement replaces it{newer}")
-        with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
-            tuning, estimates = run_tune(
-                pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
-            )
-    saving, kept = worth_saving(tuning, previous)
-    path = None
-    if saving is not None:
-        try:
-            path = save(saving)
-        except OSError as exc:
-            raise unsaved(exc, "nothing was saved") from None
+        tuning, estimates, previous = measure_tuning(pipeline, prompts, max_tokens, err)
+    path, kept = save_if_worth_it(tuning, previous)
     if as_json:
         write_stdout(tune_json(pipeline.resolved, tuning, estimates, path, previous, kept=kept), what="the report")
     else:
         print_tune(stdout_console(what="the report"), title, tuning, estimates, path, previous, kept=kept)
-
-
-def _unreplaceable(path: Path, exc: OSError) -> SpecchatError | None:
-    """What stands at the tuning's path and cannot be replaced (its folder was checked before): a link into a
-    missing, read-only or unsearchable folder or a loop, a FIFO nobody reads, a read-only file. Each is named:
-    "give specchat a writable config directory" sent the user to a folder that was fine."""
-    from ..errors import SpecchatError
-    from ..paths import is_special
-
-    if path.is_symlink():  # first: a probe refused in the link's folder is a PermissionError too
-        what, kind = f"a link to {os.readlink(path)}", "link"
-    elif isinstance(exc, PermissionError) and path.is_file():
-        return SpecchatError(
-            f"cannot save the tuning as {path}: the file is read-only",
-            hint="make it writable (chmod u+w) or remove it, for tune to replace it; nothing was measured",
-        )
-    elif is_special(path):
-        what, kind = "a FIFO or device nobody reads", "FIFO or device"
-    else:  # nothing of the above (an unsearchable folder): the save's own reason, in its words
-        return None
-    return SpecchatError(
-        f"cannot save the tuning as {path}: it is {what} ({exc.strerror or exc})",
-        hint=f"remove that {kind} (tune saves its file there); nothing was measured",
-    )
