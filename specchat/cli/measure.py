@@ -36,7 +36,6 @@ from .app import (
 )
 from .benchsteps import check_bench_options, model_options, read_inputs
 from .tunesteps import check_saveable, measure_tuning, refuse_unreplaceable, save_if_worth_it
-from .tunesteps import unreplaceable as _unreplaceable  # noqa: F401  (tests/test_tune.py imports it from here)
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
 TUNE_JSON_HELP = (
