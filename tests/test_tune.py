@@ -520,7 +520,7 @@ def test_a_link_into_a_folder_tune_may_not_write_is_named_as_the_link(tmp_path):
     """For a user who may not write the link's folder the probe there fails with PermissionError, which went to
     'cannot save the tuning in CONFIG: Permission denied', hint 'give specchat a writable config directory'
     (root, as the tests run, may write anywhere: the error is given directly)."""
-    from specchat.cli.tunesteps import unreplaceable as _unreplaceable
+    from specchat.cli.tunesteps import unreplaceable_error as _unreplaceable
 
     path = tmp_path / "key.json"
     path.symlink_to(tmp_path / "ro" / "key.json")

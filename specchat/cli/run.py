@@ -32,7 +32,15 @@ from .app import (
     stderr_console,
     utf8_text,
 )
-from .runsteps import check_agreeing, choose_view, load_models, note_unused, read_input, reply_once, unused_notes
+from .runsteps import (
+    check_conflicts,
+    choose_view,
+    draft_after_unused_notes,
+    load_models,
+    open_log_and_read_input,
+    reply_once,
+    unused_notes,
+)
 
 SYSTEM_HELP = (
     "System prompt (default: the template's; with -c or --cid the conversation's. - : read from stdin; the prompt "
@@ -111,13 +119,15 @@ def run(
     from ..sampling import SamplingParams
     from ..view import stdout_console
 
-    check_agreeing(ctx, no_spec, mode, latest, cid)
+    check_conflicts(ctx, no_spec, mode, latest, cid)
     view = choose_view(fmt, as_json=as_json, jsonl=jsonl)
-    log, system, text = read_input(prompt, system, view, raw=no_template, no_log=no_log, latest=latest, cid=cid)
+    log, system, text = open_log_and_read_input(
+        prompt, system, view, raw=no_template, no_log=no_log, latest=latest, cid=cid
+    )
     params = SamplingParams(temperature, top_k, top_p, min_p, seed)
     given_mode = "--no-spec" if no_spec else f"--mode {mode}"
     mode = "target" if no_spec else mode
-    draft = note_unused(
+    draft = draft_after_unused_notes(
         ctx, text, draft, target, mode=mode, given_mode=given_mode, draft_tokens=draft_tokens, p_min=p_min,
         temperature=temperature,
     )  # fmt: skip

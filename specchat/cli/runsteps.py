@@ -19,10 +19,12 @@ class View(NamedTuple):
     fmt: str
     chat: bool  # no prompt: the interactive chat
     plain_chat: bool  # the chat in plain text (TERM=dumb)
-    why_no_chat: str | None  # the hint when no prompt is given and the chat is not allowed; None: not a terminal
+    # the hint when no prompt is given and the chat is not allowed; None: neither stdout nor stdin is a terminal
+    # (nor TERM=dumb), so read_prompt gives its own "use a terminal" hint
+    why_no_chat: str | None
 
 
-def check_agreeing(ctx: typer.Context, no_spec: bool, mode: str, latest: bool, cid: int | None) -> None:
+def check_conflicts(ctx: typer.Context, no_spec: bool, mode: str, latest: bool, cid: int | None) -> None:
     """Usage errors for options that contradict each other."""
     from ..errors import UsageError
 
@@ -50,8 +52,9 @@ def choose_view(fmt: str, *, as_json: bool, jsonl: bool) -> View:
     return View(fmt, chat, plain_chat, why_no_chat if terminal or dumb or typing else None)
 
 
-def read_input(prompt, system, view: View, *, raw: bool, no_log: bool, latest: bool, cid: int | None):
-    """The log, the system prompt (None: the template's or the conversation's) and the prompt (None: the chat).
+def open_log_and_read_input(prompt, system, view: View, *, raw: bool, no_log: bool, latest: bool, cid: int | None):
+    """Start the log (which may create its database, or fail on an unknown --cid); read the system prompt (None:
+    the template's or the conversation's) and the prompt (None: the chat). Returns all three.
 
     The conversation to continue is found before the prompt is read: -c on an empty log with nothing piped said
     "the prompt is empty", as if a prompt were all it lacked, and `-c -` on a terminal read one first. An unknown
@@ -71,7 +74,7 @@ def read_input(prompt, system, view: View, *, raw: bool, no_log: bool, latest: b
     return log, system, text
 
 
-def note_unused(
+def draft_after_unused_notes(
     ctx: typer.Context,
     text: str | None,
     draft,

@@ -29,13 +29,13 @@ def refuse_unreplaceable(resolved, usable) -> None:
 
     try:
         check_replaceable(key_for(resolved, usable))
-    except IsADirectoryError as exc:  # the file's own path: the folder was checked above
+    except IsADirectoryError as exc:  # the file's own path: the folder was checked by check_saveable
         raise SpecchatError(
             f"cannot save the tuning as {exc.filename}: it is a directory",
             hint="remove or rename that directory (tune saves its file there); nothing was measured",
         ) from None
     except OSError as exc:
-        found = unreplaceable(tuning_path(key_for(resolved, usable)), exc)
+        found = unreplaceable_error(tuning_path(key_for(resolved, usable)), exc)
         raise found or _unsaved(exc, "nothing was measured") from None
 
 
@@ -82,7 +82,7 @@ def _unsaved(exc: OSError, what: str) -> SpecchatError:
     )
 
 
-def unreplaceable(path: Path, exc: OSError) -> SpecchatError | None:
+def unreplaceable_error(path: Path, exc: OSError) -> SpecchatError | None:
     """What stands at the tuning's path and cannot be replaced (its folder was checked before): a link into a
     missing, read-only or unsearchable folder or a loop, a FIFO nobody reads, a read-only file. Each is named:
     "give specchat a writable config directory" sent the user to a folder that was fine."""
