@@ -34,16 +34,26 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
-def prompt(prompt) -> str:
-    """The one prompt: a string, or a list of one (the API allows a batch). The API's other shapes are named
-    as such ("must be a non-empty string" read as a malformed body), and what is none of them as what it is."""
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]  # a string only: [5] unwrapped read as a bad string, [["a"]] as a batch of 1
-    if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
-        # LangChain's OpenAI LLM sends its batch() and generate() prompts 20 to a request unless told otherwise
-        message = f"'prompt': one prompt per request is served, not a batch of {len(prompt)}; send each in a request"
-        raise ApiError(400, f"{message} of its own (LangChain's OpenAI: batch_size=1)", code="unsupported_parameter",
-                       param="prompt")  # fmt: skip
+MAX_PROMPTS = 64  # a batch's prompts, each answered in turn: LangChain's OpenAI LLM sends 20 unless told otherwise
+
+
+def prompts(prompt) -> list[str]:
+    """The prompts: a string, or a list of strings (a batch, answered one choice each). The API's other shapes
+    are named as such ("must be a non-empty string" read as a malformed body), and what is none of them as what
+    it is. Every prompt of a batch is checked here, before any runs."""
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        if len(prompt) > MAX_PROMPTS:
+            message = f"'prompt': a batch of at most {MAX_PROMPTS} prompts is served, not {len(prompt)}; send the rest"
+            raise ApiError(400, f"{message} in another request", code="invalid_prompt", param="prompt")
+        for i, text in enumerate(prompt if len(prompt) > 1 else ()):  # a list of one is named as the prompt
+            if text == "":
+                raise ApiError(400, f"prompt[{i}] must be a non-empty string", code="missing_prompt",
+                               param=f"prompt[{i}]")  # fmt: skip
+        return [_one(p) for p in prompt]
+    return [_one(prompt)]
+
+
+def _one(prompt) -> str:
     if isinstance(prompt, list) and prompt and (_ids(prompt) or all(isinstance(p, list) and _ids(p) for p in prompt)):
         raise ApiError(
             400, "'prompt': token ids are not supported, send the text", code="unsupported_parameter", param="prompt"
@@ -51,7 +61,7 @@ def prompt(prompt) -> str:
     if prompt is None or prompt == "":
         raise ApiError(400, "'prompt' must be a non-empty string", code="missing_prompt", param="prompt")
     if not isinstance(prompt, str):
-        message = f"'prompt' must be a string (or a list of one string), not {_shape(prompt)}"
+        message = f"'prompt' must be a string or a list of strings, not {_shape(prompt)}"
         raise ApiError(400, message, code="invalid_prompt", param="prompt")
     return prompt
 

@@ -37,6 +37,7 @@ class ApiRequest:
     stream: bool = False
     include_usage: bool = False  # stream_options.include_usage: a last chunk with no choices and the usage
     prediction: str | None = None  # the text the reply is expected to hold (Predicted Outputs), for drafting
+    prompts: list[str] = field(default_factory=list)  # a completion's: `prompt`, or a batch's (it is the first)
 
 
 def _integer(text: str) -> int:
@@ -75,7 +76,14 @@ def parse_chat(data: dict, max_tokens_cap: int) -> ApiRequest:
 
 
 def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
-    return _common(data, max_tokens_cap, messages=None, prompt=apicheck.prompt(data.get("prompt")))
+    prompts = apicheck.prompts(data.get("prompt"))
+    parsed = _common(data, max_tokens_cap, messages=None, prompt=prompts[0])
+    if len(prompts) > 1 and parsed.stream:  # each prompt's events would need a choice index of their own
+        message = f"'prompt': a batch of {len(prompts)} prompts is not streamed; send it with \"stream\": false"
+        raise ApiError(400, f"{message}, or each prompt in a streamed request of its own",
+                       code="unsupported_parameter", param="prompt")  # fmt: skip
+    parsed.prompts = prompts
+    return parsed
 
 
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
@@ -224,9 +232,11 @@ def chat_response(rid: str, model: str, text: str, reason: str, extra: dict) -> 
     return {**_head(rid, "chat.completion", model), "choices": [choice], **extra}
 
 
-def completion_response(rid: str, model: str, text: str, reason: str, extra: dict) -> dict:
-    choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
-    return {**_head(rid, "text_completion", model), "choices": [choice], **extra}
+def completion_response(rid: str, model: str, replies: list[tuple[str, str]], extra: dict) -> dict:
+    """A choice for each (text, finish reason): one per prompt, in the order of the prompts (the choice's index)."""
+    choices = [{"index": i, "text": text, "finish_reason": reason, "logprobs": None} for i, (text, reason) in
+               enumerate(replies)]  # fmt: skip
+    return {**_head(rid, "text_completion", model), "choices": choices, **extra}
 
 
 def usage_chunk(rid: str, model: str, chat: bool, extra: dict, *, created: int | None = None) -> dict:

@@ -32,7 +32,7 @@ from .outputs import Request as Ask
 from .paths import path_text
 from .runtime import Pipeline
 from .servelog import ServerLog
-from .servequeue import Engine, Job, Outcome, QueueFull
+from .servequeue import Engine, Job, Outcome, QueueFull, batch_outcome
 from .servestream import CLIENT_CLOSED
 from .view import n_tokens, one_line
 
@@ -211,36 +211,64 @@ class Api:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
         ask = Ask(self.mode, self.k, parsed.params, parsed.max_tokens)
-        job = Job(parsed.messages, parsed.prompt, ask, parsed.stop, parsed.prediction)
+        jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction) for text in parsed.prompts or [""]]
+        for job in jobs[:-1]:  # a batch holds one queue place: its last job's, given back once that one is done
+            job.holds_place = False
         try:  # before any status line: a prompt longer than the context is a 400, streamed or not
-            await self._measure(job)
+            await self._measure_all(jobs)
         except BaseException:
-            self.engine.release(job)
+            self.engine.release(jobs[-1])
             raise
-        if parsed.stream:
-            return servestream.stream_response(self, request, job, chat, parsed.include_usage)
-        task = self.start(job)
-        watcher = asyncio.ensure_future(servestream.cancel_on_disconnect(request, job, self.engine))
+        if parsed.stream:  # never a batch (parse_completion)
+            return servestream.stream_response(self, request, jobs[0], chat, parsed.include_usage)
+        outcomes = await self._run_all(request, jobs)
+        if outcomes is None:
+            # Its client left while it was queued: it never runs, and its line is due now, not once the
+            # reply running before it has ended. No one reads this response.
+            self.log(request, CLIENT_CLOSED, note=servestream.LEFT_QUEUED)
+            return Response(status_code=CLIENT_CLOSED)
+        return self._respond(request, outcomes, chat)
+
+    def _respond(self, request: Request, outcomes: list[Outcome], chat: bool) -> Response:
+        """A choice per outcome; a batch's statistics (and its console line) are those of its prompts together."""
+        for outcome in outcomes:
+            self.check_shutdown(outcome)  # past it, a cancelled job is one whose client left
+        left = any(outcome.stop_reason == "cancelled" for outcome in outcomes)
+        summed = outcomes[0] if len(outcomes) == 1 else batch_outcome(outcomes)
+        self.log(request, CLIENT_CLOSED if left else 200, outcome=summed)
+        extra = openai_api.extras(summed.stats, self.mode, self.label, summed.cached)
+        replies = [(outcome.text, openai_api.finish_reason(outcome.stop_reason)) for outcome in outcomes]
+        if chat:
+            return JSONResponse(openai_api.chat_response(openai_api.new_id("chatcmpl"), self.model, *replies[0], extra))
+        return JSONResponse(openai_api.completion_response(openai_api.new_id("cmpl"), self.model, replies, extra))
+
+    async def _run_all(self, request: Request, jobs: list[Job]) -> list[Outcome] | None:
+        """The jobs' outcomes, in order; None where the client left before any of them ran. They go to the one
+        worker together, so that no other request's job comes between a batch's prompts."""
+        tasks = [self.start(job) for job in jobs]
+        batch = asyncio.gather(*tasks)  # the first failure at once, not after the prompts behind it ran
+        watcher = asyncio.ensure_future(servestream.cancel_on_disconnect(request, jobs, self.engine))
         try:
-            await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)  # cancels neither
-            if not task.done() and watcher.done() and watcher.exception() is None and watcher.result():
-                # Its client left while it was queued: it never runs, and its line is due now, not once the
-                # reply running before it has ended. No one reads this response.
-                self.log(request, CLIENT_CLOSED, note=servestream.LEFT_QUEUED)
-                return Response(status_code=CLIENT_CLOSED)
-            outcome = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self.engine.leave(job)
+            await asyncio.wait((batch, watcher), return_when=asyncio.FIRST_COMPLETED)  # cancels neither
+            if not batch.done() and watcher.done() and watcher.exception() is None and watcher.result():
+                return None
+            return await asyncio.shield(batch)
+        except BaseException:  # cancelled (a shutdown), or a prompt failed: the ones behind it run for nobody
+            for job in jobs:
+                self.engine.leave(job)
             raise
         finally:
             watcher.cancel()
-        self.check_shutdown(outcome)  # past it, a cancelled job is one whose client left
-        self.log(request, CLIENT_CLOSED if outcome.stop_reason == "cancelled" else 200, outcome=outcome)
-        build = openai_api.chat_response if chat else openai_api.completion_response
-        reason = openai_api.finish_reason(outcome.stop_reason)
-        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
-        return JSONResponse(build(openai_api.new_id("chatcmpl" if chat else "cmpl"), self.model, outcome.text,
-                                  reason, extra))  # fmt: skip
+
+    async def _measure_all(self, jobs: list[Job]) -> None:
+        """Every prompt is measured before any runs; a batch's refusal names the prompt's place in it."""
+        for i, job in enumerate(jobs):
+            try:
+                await self._measure(job)
+            except ApiError as exc:
+                if len(jobs) > 1:
+                    exc.message, exc.param = f"prompt[{i}]: {exc.message}", f"prompt[{i}]"
+                raise
 
     async def _measure(self, job: Job) -> None:
         """The prompt's tokens, checked against the context before the request waits for the engine or

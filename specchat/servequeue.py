@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,17 @@ class Outcome:
     stats: Stats
     stop_reason: str  # eog | max_tokens | context | stop | cancelled
     cached: int = 0  # prompt tokens the KV cache already held from the request before (not evaluated again)
+
+
+def batch_outcome(outcomes: list[Outcome]) -> Outcome:
+    """A batch's prompts as one request: their statistics summed (the usage, the timings), their stop reasons
+    counted (the console line's)."""
+    stats = Stats(prompt_tokens=sum(outcome.stats.prompt_tokens for outcome in outcomes))
+    for outcome in outcomes:
+        stats.merge(outcome.stats)
+    counted = Counter(outcome.stop_reason for outcome in outcomes)
+    reasons = ", ".join(reason if n == 1 else f"{reason} x{n}" for reason, n in counted.items())
+    return Outcome("", stats, f"{len(outcomes)} prompts: {reasons}", sum(outcome.cached for outcome in outcomes))
 
 
 class StopScanner:
@@ -110,7 +122,7 @@ class Job:
         self.abort: Callable[[], None] | None = None  # set by the engine while this job runs
         self.lock = threading.Lock()  # abort and started are set on the worker, read on the event loop
         self.started = False  # the worker took it up: it runs, or ran
-        self.holds_place = True  # created once Engine.admit counted it; until Engine.release
+        self.holds_place = True  # created once Engine.admit counted it (a batch's: its last); until Engine.release
 
     def cancel(self) -> None:
         self.cancelled.set()

@@ -90,13 +90,14 @@ def _log_left(line: _Once, task: asyncio.Task) -> None:
         line(CLIENT_CLOSED, outcome=task.result())
 
 
-async def cancel_on_disconnect(request: Request, job: Job, engine: Engine) -> bool:
-    """Cancel a non-streamed request's job when its client leaves (a timeout, a retry): uvicorn does not
-    cancel the handler, so the generation would run on to max_tokens, holding the queue for nobody. True where
-    the job was still queued (Engine.leave): it never runs."""
+async def cancel_on_disconnect(request: Request, jobs: list[Job], engine: Engine) -> bool:
+    """Cancel a non-streamed request's jobs (a batch's prompts) when its client leaves (a timeout, a retry):
+    uvicorn does not cancel the handler, so the generation would run on to max_tokens, holding the queue for
+    nobody. True where the first job was still queued (Engine.leave): none of them runs."""
     while (await request.receive())["type"] != "http.disconnect":
         pass  # the body was read already: the next message is the disconnect
-    return engine.leave(job)
+    queued = [engine.leave(job) for job in jobs]  # every one: the running one and those queued behind it
+    return queued[0]
 
 
 class _Once:

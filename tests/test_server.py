@@ -403,7 +403,8 @@ def test_text_content_parts_reach_the_model_one_per_line(server):
             "max_completion_tokens",
         ),
         ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "' + b"a" * 9000 + b'"}]}', "messages"),
-        ("/v1/completions", b'{"prompt": ["a", "b"]}', "prompt"),
+        ("/v1/completions", b'{"prompt": ["a", "b"], "stream": true}', "prompt"),
+        ("/v1/completions", b'{"prompt": ["a", ""]}', "prompt[1]"),
         ("/v1/completions", b'{"prompt": "' + b"a" * 9000 + b'"}', "prompt"),
     ],
 )
@@ -663,17 +664,75 @@ def test_top_k_and_min_p_are_honoured_as_llama_server_reads_them():
 
 def test_a_batch_or_token_ids_as_a_completion_prompt_is_named_as_such(server):
     """The API's other prompt shapes were refused as "'prompt' must be a non-empty string", which reads as a
-    malformed request: a batch or token ids are now unsupported_parameter, saying which."""
+    malformed request: token ids, and a batch asked for as a stream, are now unsupported_parameter, saying which."""
     client = server.client()
-    for prompt, said in ((["a", "b"], "batch of 2"), ([1, 2, 3], "token ids"), ([[1, 2]], "token ids")):
+    for prompt, said in (([1, 2, 3], "token ids"), ([[1, 2]], "token ids")):
         with pytest.raises(openai.BadRequestError) as refused:
             client.completions.create(model="target.fake.gguf", prompt=prompt, max_tokens=4)
         assert refused.value.code == "unsupported_parameter" and said in refused.value.message
-    # the way out: LangChain's OpenAI LLM batches 20 prompts a request (its batch(), generate()) unless told not to
     with pytest.raises(openai.BadRequestError) as refused:
-        client.completions.create(model="target.fake.gguf", prompt=["a", "b"], max_tokens=4)
-    assert "send each in a request of its own (LangChain's OpenAI: batch_size=1)" in refused.value.message
+        client.completions.create(model="target.fake.gguf", prompt=["a", "b"], max_tokens=4, stream=True)
+    assert refused.value.code == "unsupported_parameter" and refused.value.body["param"] == "prompt"
+    assert 'a batch of 2 prompts is not streamed; send it with "stream": false' in refused.value.message
     assert client.completions.create(model="target.fake.gguf", prompt=["a"], max_tokens=4).choices[0].text
+
+
+def test_a_batch_of_prompts_gets_one_choice_each_in_order_and_each_is_logged(server):
+    """A list of prompts (LangChain's OpenAI batch() and generate() send 20 a request, litellm's text_completion a
+    list) was a 400: now each is answered in turn, as the API, llama-server and vLLM answer it, the usage summed."""
+    client, prompts = server.client(), ["Batch one", "Batch number two", "Batch three, last"]
+    alone = [client.completions.create(model="", prompt=p, max_tokens=6, temperature=0) for p in prompts]
+    before = len(server.console())
+    batch = client.completions.create(model="", prompt=prompts, max_tokens=6, temperature=0)
+    assert [c.index for c in batch.choices] == [0, 1, 2]
+    assert [c.text for c in batch.choices] == [reply.choices[0].text for reply in alone]
+    assert [c.finish_reason for c in batch.choices] == ["length"] * 3
+    assert batch.usage.prompt_tokens == sum(reply.usage.prompt_tokens for reply in alone)
+    assert batch.usage.completion_tokens == 18 == batch.model_extra["timings"]["predicted_n"]
+    assert batch.usage.total_tokens == batch.usage.prompt_tokens + 18
+    assert batch.model_extra["speculative"]["rounds"] == sum(r.model_extra["speculative"]["rounds"] for r in alone)
+    line = server.wait_for(r"POST /v1/completions 200  18 tokens, .*, 3 prompts: max_tokens x3\n")
+    assert server.console()[before:].count("POST /v1/completions") == 1, line
+    path = server.folder / "data" / "logs.db"
+    deadline, found = time.monotonic() + 30, []
+    while len(found) < 6 and time.monotonic() < deadline:  # each prompt alone and in the batch
+        found = [r for r in logstore.replies(path, limit=50) if r["prompt"] in prompts]
+        time.sleep(0.05)
+    assert sorted(r["prompt"] for r in found) == sorted(prompts * 2)
+    assert httpx.get(f"{server.url}/health").json()["busy"] == 0
+
+
+def test_every_prompt_of_a_batch_is_checked_before_any_runs(server):
+    """An empty prompt, or one longer than the context, is a 400 that names its place, before the others run."""
+    before = len(server.console())
+    for prompts, code, param in (
+        (["a", "b", "c", ""], "missing_prompt", "prompt[3]"),
+        (["a", "b", "x" * 200_000], "context_length_exceeded", "prompt[2]"),
+        (["a"] * 65, "invalid_prompt", "prompt"),
+    ):
+        response = httpx.post(f"{server.url}/v1/completions", json={"prompt": prompts, "max_tokens": 4}, timeout=60)
+        error = response.json()["error"]
+        assert response.status_code == 400 and (error["code"], error["param"]) == (code, param), error
+        assert error["message"].startswith(f"'{param}'" if param == "prompt" else param), error
+    assert "at most 64 prompts" in error["message"]
+    assert " 200 " not in server.console()[before:]  # nothing generated
+    assert httpx.get(f"{server.url}/health").json()["busy"] == 0
+
+
+def test_a_batch_whose_client_leaves_stops_the_prompts_left(tmp_path):
+    """A client that times out mid-batch must not leave the rest of its prompts running for nobody."""
+    running = Server(tmp_path, "--no-log", eval_sleep=0.03)
+    try:
+        body = {"prompt": ["Go on and on", "And on", "And on again"], "max_tokens": 2000}
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{running.url}/v1/completions", json=body, timeout=1)
+        line = running.wait_for(r"POST /v1/completions 499\s+(\d+) tokens?.*, 3 prompts: cancelled x3\n")
+        assert int(line.group(1)) < 2000
+        assert httpx.get(f"{running.url}/health").json()["busy"] == 0
+        assert ask(running.client()).choices[0].message.content == fake_backend.REPLY.format(prompt=PROMPT)
+        assert running.console().count(" 499 ") == 1
+    finally:
+        running.stop()
 
 
 def test_a_prompt_of_one_token_id_or_a_list_in_a_list_is_named_for_what_it_is(server):
@@ -681,7 +740,7 @@ def test_a_prompt_of_one_token_id_or_a_list_in_a_list_is_named_for_what_it_is(se
     (it is token ids, which are unsupported), and [["a"]] as "not a batch of 1" (it is no prompt shape at all)."""
     for prompt, code, said in (
         ([5], "unsupported_parameter", "token ids are not supported"),
-        ([["a"]], "invalid_prompt", "must be a string (or a list of one string), not a list holding a list"),
+        ([["a"]], "invalid_prompt", "must be a string or a list of strings, not a list holding a list"),
         (5, "invalid_prompt", "not a number"),
     ):
         response = httpx.post(f"{server.url}/v1/completions", json={"prompt": prompt, "max_tokens": 4}, timeout=30)
