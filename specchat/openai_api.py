@@ -11,7 +11,7 @@ import json
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import apicheck
 from .apicheck import ApiError, whole
@@ -38,6 +38,14 @@ class ApiRequest:
     include_usage: bool = False  # stream_options.include_usage: a last chunk with no choices and the usage
     prediction: str | None = None  # the text the reply is expected to hold (Predicted Outputs), for drafting
     prompts: list[str] = field(default_factory=list)  # a completion's: `prompt`, or a batch's (it is the first)
+    seed_drawn: bool = False  # no seed (or a negative one) was given: params.seed was drawn, one per prompt
+
+    def prompt_params(self) -> list[SamplingParams]:
+        """Each prompt's settings: a batch of one prompt sent three times (LangChain's generate([p, p, p])) asks for
+        three samples, which one drawn seed would make the same text; a given seed is every prompt's, so that a
+        prompt of the batch sent alone with it repeats its text."""
+        again = replace(self.params, seed=None)
+        return [self.params] + [again.seeded() if self.seed_drawn else self.params for _ in self.prompts[1:]]
 
 
 def _integer(text: str) -> int:
@@ -114,7 +122,8 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     min_p = _number(data, "min_p", 0.05, 0.0, 1.0)
     params = SamplingParams(
         temperature=temperature, top_k=40 if top_k is None else max(top_k, 0), top_p=top_p, min_p=min_p, seed=seed
-    ).seeded()  # without one (or a negative one): one drawn, which the log records
+    )
+    seeded = params.seeded()  # without one (or a negative one): one drawn, which the log records
     stream = data.get("stream") or False  # true, false or null (apicheck.TYPED: "false" is a string, and truthy)
     options = data.get("stream_options")
     if options is not None and (not stream or not isinstance(options, dict)):
@@ -134,9 +143,11 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
         )
     prediction = apicheck.prediction(data.get("prediction"))
     apicheck.unsupported(data)
-    return ApiRequest(
-        model, messages, prompt, params, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
+    request = ApiRequest(
+        model, messages, prompt, seeded, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
     )
+    request.seed_drawn = seeded is not params
+    return request
 
 
 def _asked_tokens(data: dict) -> int | None:

@@ -210,8 +210,10 @@ class Api:
         except QueueFull:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
-        ask = Ask(self.mode, self.k, parsed.params, parsed.max_tokens)
-        jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction) for text in parsed.prompts or [""]]
+        prompts = parsed.prompts or [parsed.prompt]  # a chat's prompt is its messages
+        asks = [Ask(self.mode, self.k, params, parsed.max_tokens) for params in parsed.prompt_params()]
+        pairs = zip(prompts, asks, strict=True)
+        jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction) for text, ask in pairs]
         for job in jobs[:-1]:  # a batch holds one queue place: its last job's, given back once that one is done
             job.holds_place = False
         try:  # before any status line: a prompt longer than the context is a 400, streamed or not
@@ -253,9 +255,12 @@ class Api:
             if not batch.done() and watcher.done() and watcher.exception() is None and watcher.result():
                 return None
             return await asyncio.shield(batch)
-        except BaseException:  # cancelled (a shutdown), or a prompt failed: the ones behind it run for nobody
+        except BaseException as exc:  # cancelled (a shutdown), or a prompt failed: the ones behind it run for nobody
             for job in jobs:
                 self.engine.leave(job)
+            failed = [i for i, task in enumerate(tasks) if task.done() and not task.cancelled() and task.exception()]
+            if isinstance(exc, ApiError) and len(jobs) > 1 and failed:
+                _name_prompt(exc, failed[0])  # which of the batch failed; those before it are answered (and logged)
             raise
         finally:
             watcher.cancel()
@@ -267,7 +272,7 @@ class Api:
                 await self._measure(job)
             except ApiError as exc:
                 if len(jobs) > 1:
-                    exc.message, exc.param = f"prompt[{i}]: {exc.message}", f"prompt[{i}]"
+                    _name_prompt(exc, i)
                 raise
 
     async def _measure(self, job: Job) -> None:
@@ -368,6 +373,11 @@ def _as_api_errors(field: str) -> Iterator[None]:
         raise
     except Exception as exc:  # a bug, or the binding's own error: a stream's last event too, not a cut stream
         raise _internal(exc) from None
+
+
+def _name_prompt(error: ApiError, i: int) -> None:
+    """A batch's error names the prompt's place in it."""
+    error.message, error.param = f"prompt[{i}]: {error.message}", f"prompt[{i}]"
 
 
 def _internal(exc: Exception) -> ApiError:

@@ -155,7 +155,7 @@ class Engine:
             job.holds_place = False
             self.waiting -= 1
 
-    def leave(self, job: Job) -> bool:
+    def leave(self, job: Job, *, give_back: bool = True) -> bool:
         """The job's client left (or the response ended): stop the job. One still queued gives its place back now,
         as it will never run (the worker passes over it at once): held until the worker got to it, the place stood
         for nobody, and the next request got a 503 'one request running, 1 waiting' with none waiting. True for
@@ -165,7 +165,8 @@ class Engine:
             queued = not job.started
         if queued:
             job.ids, job.expected = [], []  # all a passed-over job keeps: its prompt may be 1 MB of tokens
-            self.release(job)
+            if give_back:
+                self.release(job)
         return queued
 
     async def measure(self, job: Job) -> None:

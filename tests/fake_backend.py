@@ -13,7 +13,8 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     a reply mid-way), "prefill_sleep" (seconds per prompt token of a prefill, which the interrupt stops),
     "announce_template" (a line on stderr as the chat template is fetched for rendering), "load_sleep" (seconds
     the file takes to load, after a line on stderr that says it is loading), "token_text"
-    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"add_eos"/"vocab_type".
+    ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"add_eos"/"vocab_type",
+    "fail_on" (a text: an eval of tokens that hold it raises RuntimeError, an engine's failure).
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
 whole context, like tests/fakes.py: after the chat template's assistant header the target's greedy
@@ -121,6 +122,8 @@ class FakeEngine:
             time.sleep(float(self.spec["eval_sleep"]))
         if self.evals == self.spec.get("interrupt_at"):
             raise KeyboardInterrupt
+        if self.spec.get("fail_on") and self.spec["fail_on"].encode() in bytes(t - 5 for t in tokens if 5 <= t < 261):
+            raise RuntimeError("the fake engine failed, as asked (fail_on)")
         if n_logits == 0 and self.spec.get("prefill_sleep"):
             self._slow_prefill(len(tokens) * float(self.spec["prefill_sleep"]))
         start = len(self.kv)

@@ -1889,3 +1889,63 @@ def test_a_client_that_leaves_while_queued_gives_its_place_back_at_once(tmp_path
         assert running.console().count(" 499 ") == 3, running.console()  # the two that left, once each; the stream
     finally:
         running.stop()
+
+
+def test_each_prompt_of_a_sampled_batch_draws_its_own_seed_and_a_given_one_is_each_prompts():
+    """One seed drawn for the request was every prompt's: LangChain's generate([p, p, p]), asking for three samples,
+    got one text three times. A given seed stays every prompt's (each then repeats as if sent alone with it)."""
+    from specchat.openai_api import parse_chat, parse_completion
+
+    drawn = [p.seed for p in parse_completion({"prompt": ["p"] * 3, "temperature": 1}, 64).prompt_params()]
+    assert len(set(drawn)) == 3 and all(isinstance(seed, int) and seed >= 0 for seed in drawn)
+    assert len({p.seed for p in parse_completion({"prompt": ["p"] * 3, "seed": -1}, 64).prompt_params()}) == 3
+    given = parse_completion({"prompt": ["p"] * 3, "temperature": 1, "seed": 7}, 64).prompt_params()
+    assert [p.seed for p in given] == [7, 7, 7]
+    greedy = parse_completion({"prompt": ["p"] * 2, "temperature": 0}, 64).prompt_params()
+    assert [p.seed for p in greedy] == [None, None]  # greedy draws nothing
+    assert len(parse_chat({"messages": [{"role": "user", "content": "a"}]}, 64).prompt_params()) == 1
+
+
+def test_a_sampled_batch_of_one_prompt_three_times_gives_three_samples(server):
+    body = {"prompt": ["Sample me"] * 3, "temperature": 1.5, "min_p": 0, "top_k": 0, "max_tokens": 24}
+    texts = [
+        choice["text"] for choice in httpx.post(f"{server.url}/v1/completions", json=body, timeout=60).json()["choices"]
+    ]
+    assert len(texts) == 3 and len(set(texts)) > 1, texts
+    body["seed"] = 7
+    texts = [
+        choice["text"] for choice in httpx.post(f"{server.url}/v1/completions", json=body, timeout=60).json()["choices"]
+    ]
+    assert len(set(texts)) == 1, texts
+
+
+def test_a_batch_left_mid_way_holds_its_place_until_its_running_prompt_stops(tmp_path):
+    """The batch's place is its last job's; a client that left while the first prompt ran gave it back at once (the
+    last job was still queued), so with --queue 0 the next request was let in beside the prompt still running."""
+    running = Server(tmp_path, "--queue", "0", "--no-log", eval_sleep=1.0)  # the first prompt stops at its next eval
+    try:
+        body = {"prompt": ["Go on a", "Go on b"], "max_tokens": 2000}
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{running.url}/v1/completions", json=body, timeout=1.5)  # mid-way through the second eval
+        time.sleep(0.1)
+        assert httpx.get(f"{running.url}/health").json()["busy"] == 1
+        assert httpx.post(f"{running.url}/v1/completions", json={"prompt": "x"}).status_code == 503
+        line = running.wait_for(r"POST /v1/completions 499\s+.*2 prompts: cancelled x2\n")
+        assert line
+        assert httpx.get(f"{running.url}/health").json()["busy"] == 0
+    finally:
+        running.stop()
+
+
+def test_a_batch_whose_prompt_fails_names_it(tmp_path):
+    """An engine error mid-batch was a 500 with no word of which prompt failed."""
+    running = Server(tmp_path, "--no-log", fail_on="BOOM")
+    try:
+        body = {"prompt": ["Fine first", "BOOM here", "Never run"], "max_tokens": 4}
+        response = httpx.post(f"{running.url}/v1/completions", json=body, timeout=60)
+        error = response.json()["error"]
+        assert response.status_code == 500 and error["param"] == "prompt[1]", error
+        assert error["message"].startswith("prompt[1]: "), error
+        assert httpx.get(f"{running.url}/health").json()["busy"] == 0
+    finally:
+        running.stop()
