@@ -21,6 +21,7 @@ from fakes import (
 )
 
 from specchat.drafters import DraftModelDrafter
+from specchat.drafters.ngram import NgramDrafter
 from specchat.errors import ContextFullError
 from specchat.models_api import CachedModel, common_prefix
 from specchat.sampling import Sampler, SamplingParams, probabilities
@@ -485,6 +486,31 @@ def test_stats_merge_adds_every_count_and_per_position_and_per_source_totals():
     assert first.draft_s == pytest.approx(0.5) and first.verify_s == pytest.approx(0.8)
     assert first.drafted_at == [3, 2, 1, 1] and first.accepted_at == [2, 1, 1, 1]
     assert first.rounds_by_source == {"spec": 2, "target": 1, "ngram": 1}
+
+
+def test_stats_merge_adds_the_prefill_and_total_times():
+    first, second = Stats(prefill_s=0.5, total_s=2.0), Stats(prefill_s=0.25, total_s=1.0)
+    first.merge(second)
+    assert (first.prefill_s, first.total_s) == (0.75, 3.0)
+
+
+def test_the_drafter_is_prefilled_with_what_the_target_was_all_but_the_last_prompt_token():
+    """The last prompt token opens the first verify batch; prompt lookup counts the reply from after it."""
+
+    class Recording(NgramDrafter):
+        def prefill(self, context):
+            self.prefilled = list(context)
+            super().prefill(context)
+
+    drafter = Recording()
+    speculative_decode(FakeModel(TARGET, n_vocab=V), drafter, PROMPTS[0], Sampler(GREEDY), k=3, max_tokens=4)
+    assert drafter.prefilled == PROMPTS[0][:-1]
+
+
+def test_target_alone_with_a_k_measures_no_draft_position():
+    """No drafter: k is moot, and no position is reported as drafted (not even as None)."""
+    _, stats = speculative_decode(FakeModel(TARGET, n_vocab=V), None, PROMPTS[0], Sampler(GREEDY), k=4, max_tokens=5)
+    assert stats.drafted_at == [] and stats.as_dict()["position_acceptance"] == []
 
 
 # -- interruption -----------------------------------------------------------------------------------
