@@ -116,6 +116,12 @@ def test_min_p_drops_tokens_below_a_fraction_of_the_best(min_p, expected):
     assert probabilities(HAND, params(min_p=min_p)) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("min_p", [1.0, 1.5])
+def test_a_min_p_of_one_or_more_keeps_the_best_token_only(min_p):
+    """The cut is at most the best token's probability: the best itself is kept, never an empty set."""
+    assert probabilities(HAND, params(min_p=min_p)) == pytest.approx([1.0, 0.0, 0.0, 0.0])
+
+
 @pytest.mark.parametrize("temperature", [0.1, 0.5, 1.0, 2.0, 10.0])
 def test_temperature_divides_the_logits(temperature):
     """With every filter off, probabilities = softmax(logits / temperature)."""
@@ -246,6 +252,11 @@ def test_a_seed_of_zero_or_more_repeats_the_draws_and_a_negative_one_is_random(s
     assert len({tuple(draws(Sampler(at_random))) for _ in range(3)}) > 1
 
 
+def test_a_seed_of_zero_is_kept_as_given_not_replaced_by_a_random_one():
+    assert SamplingParams(temperature=1.0, seed=0).seeded().seed == 0
+    assert SamplingParams(temperature=1.0, seed=-1).seeded().seed >= 0
+
+
 def test_top_k_indices_outside_one_to_the_vocabulary_keeps_every_index():
     logits = np.array([0.5, 2.0, -1.0])
     for k in (0, 3, 7):
@@ -276,6 +287,22 @@ def test_greedy_on_a_row_with_no_finite_best_is_the_same_engine_error_as_samplin
             verify([1], None, rows)
         with pytest.raises(EngineError, match="no finite probabilities"):
             verify([], None, rows[1:])
+
+
+def test_a_rejection_with_no_residual_mass_draws_from_the_target():
+    """q at least p everywhere (here: q not normalised) leaves max(0, p - q) all zero: p itself is drawn from."""
+    p, q = np.array([0.5, 0.5]), np.array([1.0, 1.0])
+    rng = np.random.default_rng(0)
+    results = {verify_sampled([0], [q], [p, p], rng) for _ in range(200)}
+    assert {n for n, _ in results} == {0, 1}  # rejected half the time, accepted otherwise
+    assert {token for n, token in results if n == 0} == {0, 1}
+
+
+def test_a_shorter_draft_vocabulary_leaves_the_targets_extra_ids_in_the_residual():
+    """The draft's q is 0 beyond its vocabulary, so the target may draw those ids after a rejection."""
+    p, q = np.array([0.0, 0.5, 0.5]), np.array([1.0, 0.0])
+    rng = np.random.default_rng(0)
+    assert {verify_sampled([0], [q], [p, p], rng) for _ in range(200)} == {(0, 1), (0, 2)}
 
 
 def test_draw_follows_an_unnormalised_vector_and_skips_zero_mass():
