@@ -11,7 +11,7 @@ from specchat.drafters import model as model_drafters
 from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.copyodds import CopyOdds
 from specchat.drafters.model import Acceptance
-from specchat.drafters.ngram import REJOIN_FOR, CopyRuns, NgramDrafter
+from specchat.drafters.ngram import FIRST_COPY_CAP, MAX_COPY, REJOIN_FOR, CopyRuns, NgramDrafter, NgramIndex
 from specchat.sampling import Sampler, SamplingParams
 
 GREEDY = Sampler(SamplingParams())
@@ -749,3 +749,61 @@ def test_a_broken_row_of_the_draft_model_ends_the_draft_not_the_reply(temperatur
     drafter = model_drafters.DraftModelDrafter(FakeModel(broken, n_vocab=16))
     draft = drafter.propose([1, 1, 1, 1], 6, Sampler(SamplingParams(temperature=temperature, seed=1)))
     assert len(draft.tokens) == 1  # the first guess, from a good row; the next row is NaN
+
+
+# -- mutants that survived the fast suite (hand-made mutation testing, session 32) -----------------
+
+
+def test_the_index_starts_over_for_a_longer_text_that_does_not_extend_it():
+    index = NgramIndex(2)
+    index.sync([1, 2, 3])
+    index.sync([4, 5, 6, 7])  # longer, but another conversation
+    assert index.tokens == [4, 5, 6, 7] and index.lookup(1) is None
+
+
+def test_the_first_max_n_gram_of_the_text_is_a_candidate_too():
+    # [1, 2, 3, 4] occurs only at the very start: its follower (index 4 = max_n) is found at full length.
+    assert NgramDrafter(max_n=4).match([1, 2, 3, 4, 9, 8, 1, 2, 3, 4]) == (4, 4)
+
+
+def test_copy_cap_never_exceeds_the_longest_copy():
+    assert CopyRuns(longest=40).cap == MAX_COPY and CopyRuns(longest=5).cap == 10
+
+
+def test_a_copy_that_missed_only_its_last_token_ends_the_run():
+    runs = CopyRuns(run=5, longest=5)
+    runs.learn("ngram", Outcome(0, Draft([1, 2, 3], [None] * 3, source="ngram"), 2, [1, 2, 9], 0.0))
+    assert (runs.run, runs.longest) == (0, 7)
+
+
+def test_the_expected_text_wins_a_tie_with_the_text_itself():
+    """Where the client's prediction matches as far back as the input does, its continuation is copied."""
+    ngram = NgramDrafter()
+    ngram.expect([1, 2, 3, 4, 50])
+    assert ngram.propose([10, 1, 2, 3, 4, 20, 30, 1, 2, 3, 4], 1, GREEDY).tokens == [50]
+
+
+def test_offered_rates_grow_along_the_copy_with_the_match_length_by_then():
+    rates = NgramDrafter().offer([7, 8, 9, 1, 2, 7], 3).rates  # matched 1, then 2, then 3 tokens
+    assert rates[0] < rates[1] < rates[2]
+
+
+def test_a_fresh_drafter_vouches_for_a_first_copy_cap_only():
+    assert NgramDrafter().offer([7, 8, 9, 1, 2, 7], 3).proven == FIRST_COPY_CAP
+
+
+def test_an_outcome_at_another_place_books_nothing():
+    ngram = NgramDrafter()
+    context = [7, 8, 9, 1, 2, 7]
+    draft = ngram.propose(context, 3, GREEDY)
+    ngram.learn(Outcome(len(context) + 1, draft, 3, [8, 9, 1, 2], 0.0))
+    assert ngram.odds.tried == {}
+
+
+def test_the_reply_begins_after_the_last_prompt_token():
+    """prefill gets the prompt but its last token: a copy from that token copies the input, one from the
+    token after it copies the reply."""
+    ngram = NgramDrafter()
+    ngram.prefill([1, 2, 3, 4])  # the prompt is [1, 2, 3, 4, 5]
+    assert not ngram._copy_at([1, 2, 3, 4, 5, 9, 4]).from_reply  # copies from 5, the prompt's last token
+    assert ngram._copy_at([1, 2, 3, 4, 5, 9, 8, 5]).from_reply  # copies from 9, the reply's first
