@@ -9,7 +9,8 @@ from specchat.costmodel import Costs, expected_tokens
 from specchat.drafters import Draft, Outcome
 from specchat.drafters import model as model_drafters
 from specchat.drafters.auto import AutoDrafter
-from specchat.drafters.copyodds import CopyOdds
+from specchat.drafters.copyodds import CopyOdds, book
+from specchat.drafters.haystack import Haystack, matched_back
 from specchat.drafters.model import Acceptance
 from specchat.drafters.ngram import FIRST_COPY_CAP, MAX_COPY, REJOIN_FOR, CopyRuns, NgramDrafter, NgramIndex
 from specchat.sampling import Sampler, SamplingParams
@@ -807,3 +808,29 @@ def test_the_reply_begins_after_the_last_prompt_token():
     ngram.prefill([1, 2, 3, 4])  # the prompt is [1, 2, 3, 4, 5]
     assert not ngram._copy_at([1, 2, 3, 4, 5, 9, 4]).from_reply  # copies from 5, the prompt's last token
     assert ngram._copy_at([1, 2, 3, 4, 5, 9, 8, 5]).from_reply  # copies from 9, the reply's first
+
+
+def test_matched_back_stops_at_the_start_of_a_shorter_text():
+    assert matched_back([1, 2, 3, 4], 4, 1, 10, text=[3, 4]) == 2
+
+
+@pytest.mark.parametrize(
+    ("haystack", "context", "candidates", "expected"),
+    [
+        ([1, 2, 9], [1, 2], 16, (2, 2)),  # a text of exactly n tokens is looked up
+        ([1, 2, 3, 4, 5], [7, 3, 4], 16, (2, 4)),  # the haystack's last n-gram has its follower indexed
+        ([1, 2, 10, 1, 2, 20, 1, 2, 30], [5, 1, 2], 1, (2, 8)),  # the latest `candidates` places are compared
+    ],
+)
+def test_haystack_match(haystack, context, candidates, expected):
+    assert Haystack(haystack, 2).match(context, 10, candidates) == expected
+
+
+def test_copy_odds_treat_a_zero_length_match_as_one_token():
+    assert CopyOdds().rate(0) == CopyOdds().rate(1)
+
+
+def test_book_judges_the_guess_only_not_the_tokens_produced_past_it():
+    odds = CopyOdds()
+    assert book(lambda _i: odds, [1, 2], 3, [1, 2, 7]) == 2
+    assert (odds.tried, odds.held) == ({3: 2}, {3: 2})  # matched 3, then 4: both in bucket 3, both held
