@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from specchat.cli import app
 from specchat.drafters import Draft, Outcome
-from specchat.drafters.suffix import SuffixDrafter, lookup
+from specchat.drafters.suffix import SuffixDrafter, _majority, lookup
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
 from specchat.tokenchains import LONGEST, SEP, GrowingChains
@@ -226,3 +226,28 @@ def test_appending_one_token_at_a_time_links_as_appending_all_at_once(bits):
     assert one_by_one.prev[: len(text)].tolist() == whole.prev[: len(text)].tolist()
     assert one_by_one.head.tolist() == whole.head.tolist()
     assert whole.prev[: len(text)].any()  # the text repeats n-grams: there are links to compare
+
+
+# -- mutants that survived the fast suite (hand-made mutation testing, session 32) -----------------
+
+
+def test_after_a_vote_only_the_matches_that_agreed_go_on_voting():
+    rows = np.array([[5, 6]] * 3 + [[7, 9]] * 2 + [[8, 9]] * 2)
+    guess = _majority(rows, 2, 4)
+    assert (guess.tokens, guess.support, guess.agree) == ([5, 6], [7, 3], [3, 3])
+
+
+def test_a_context_that_differs_inside_the_indexed_part_is_another_conversation():
+    drafter = SuffixDrafter()
+    drafter.prefill([1, 2, 3, 4])
+    drafter.prefill([1, 9, 3, 4, 5])
+    assert drafter.conversation.tokens[: drafter.conversation.total].tolist() == [1, 9, 3, 4, 5]
+
+
+def test_an_outcome_at_another_place_books_nothing():
+    drafter = SuffixDrafter()
+    context = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6]
+    draft = drafter.propose(context, 3, GREEDY)
+    assert draft.tokens
+    drafter.learn(Outcome(len(context) + 1, draft, 3, [*draft.tokens, 9], 0.0))
+    assert drafter.odds.tried == {}
