@@ -98,9 +98,12 @@ SELECT m.id, m.conversation_id,
        CAST(c.pair AS TEXT) AS pair, CAST(c.target AS TEXT) AS target, CAST(c.draft AS TEXT) AS draft,
        CAST(m.label AS TEXT) AS label, m.settings, m.stats
 FROM messages m JOIN conversations c ON c.id = m.conversation_id
-WHERE m.role = 'assistant' AND (:cid IS NULL OR m.conversation_id = :cid)
+WHERE m.role = 'assistant'
 """  # columns in the order docs/usage.md lists the keys of `logs --json`; text CAST AS TEXT: a BLOB another program
 # stored was bytes in the rows (`logs --json`: "bytes is not JSON serializable"), as text it reads as any other
+# Added only with --cid: `:cid IS NULL OR m.conversation_id = :cid` kept SQLite from the index, so `logs --cid N`
+# read the whole log, newest message first, down to conversation N
+ONE_CONVERSATION = " AND m.conversation_id = :cid"
 # holds(text, query): SQLite's LIKE folds the case of ASCII letters only (`-q école` missed "École")
 # (as bytes: SQLite hands a function text as it is, and a message that is not UTF-8 failed the whole search)
 SEARCH = " AND (holds(CAST(m.content AS BLOB), :query) OR holds(CAST(prompt AS BLOB), :query))"
@@ -109,7 +112,8 @@ SEARCH = " AND (holds(CAST(m.content AS BLOB), :query) OR holds(CAST(prompt AS B
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
     """The most recent replies (oldest first), each with its prompt; limit 0: all of them; query: a substring
     of either. A cid that names no conversation is a LogError (one without replies gives none)."""
-    sql = REPLIES + (SEARCH if query else "") + " ORDER BY m.id DESC LIMIT :limit"
+    sql = REPLIES + (ONE_CONVERSATION if cid is not None else "") + (SEARCH if query else "")
+    sql += " ORDER BY m.id DESC LIMIT :limit"
     limit = min(limit, SQLITE_MAX) or -1  # SQLite's LIMIT -1: none
     with reading(path) as conn:
         if cid is not None:

@@ -1211,3 +1211,32 @@ def test_a_hand_made_damaged_log_name_does_not_stop_the_listing(tmp_path):
     odd = tmp_path / "logs-damaged-20261201-101010-\u00b2.db"  # a digit int() cannot read
     odd.write_bytes(b"x")
     assert set_aside_logs(tmp_path / "logs.db") == [odd]
+
+
+def test_logs_cid_reads_that_conversation_through_the_index(isolated, monkeypatch):
+    """`logs --cid N` found N's replies by reading the whole log from its newest message down (the filter was
+    `:cid IS NULL OR ...`, which SQLite cannot look up in an index): on a log of months, one old conversation
+    cost a read of every message. The plan of each query it runs must use the index for its messages."""
+    path = log_file()
+    with logdb.connect(path) as conn, logdb.transaction(conn):
+        for cid in (1, 2):
+            conn.execute("INSERT INTO conversations (id, created) VALUES (?, 'now')", (cid,))
+            conn.executemany(
+                "INSERT INTO messages (conversation_id, role, content, created) VALUES (?, ?, 'x', 'now')",
+                [(cid, role) for _ in range(3) for role in ("user", "assistant")],
+            )
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args, **kwargs):
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    assert [row["turn"] for row in logstore.replies(path, limit=2, cid=1)] == [2, 3]
+    monkeypatch.undo()
+    [listing] = [sql for sql in statements if "FROM messages m" in sql]
+    with closing(sqlite3.connect(path)) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + listing)]
+    assert "SCAN m" not in plan and any(step.startswith("SEARCH m USING") for step in plan), plan
