@@ -116,6 +116,11 @@ def fit_conversation(
         return prompt, 0
     goal, messages = min(n_ctx // 2, n_ctx - room), conversation.messages
     sizes = [len(engine.tokenize(m.content)) for m in messages]
+    # The template's tokens around each message, spread evenly: counting the texts alone, the cut of a conversation
+    # of many short turns never reached the excess before the newest turn, and every earlier turn gave way.
+    system = len(engine.tokenize(conversation.system)) if conversation.system else 0
+    around = max(0, len(prompt) - system - sum(sizes)) / len(messages)
+    sizes = [size + around for size in sizes]
     start = 0
     while len(prompt) > goal and (cut := _next_cut(messages, sizes, start, len(prompt) - goal)) is not None:
         start = cut
@@ -133,7 +138,7 @@ def fit_conversation(
     return prompt, dropped
 
 
-def _next_cut(messages: list[Message], sizes: list[int], start: int, excess: int) -> int | None:
+def _next_cut(messages: list[Message], sizes: list[float], start: int, excess: int) -> int | None:
     """Where the kept messages begin after dropping whole turns from `start` whose texts cover `excess`
     tokens (all but the newest turn, if they do not); None when only the newest turn is left."""
     cut, total = None, 0

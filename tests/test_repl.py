@@ -855,3 +855,22 @@ def test_keys_typed_before_the_chat_fails_are_dropped_not_left_to_the_shell(monk
     with pytest.raises(RuntimeError):
         chatloop.run(None, TerminalInput.__new__(TerminalInput), None)
     assert dropped == [True]
+
+
+def test_many_short_turns_keep_the_newest_that_fit(tmp_path):
+    """A conversation of many short turns (`run -c` on one of 2,000) lost every earlier turn: the cut counted the
+    texts' tokens only, not the template's around each message, so it never reached the excess before the newest
+    turn. The oldest turns give way down to half the context, and the newer ones stay."""
+    import fake_backend
+
+    from specchat.chat import Conversation, Message, fit_conversation
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply="Noted.")
+    messages = [Message(role, f"{role} {turn}") for turn in range(300) for role in ("user", "assistant")]
+    conversation = Conversation(None, [*messages, Message("user", "next question")])
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=1024), lambda _m: None) as pipeline:
+        prompt, dropped = fit_conversation(pipeline.target, conversation)
+    assert 0 < dropped < 300 and len(prompt) <= 1024
+    assert len(prompt) > 1024 // 4, "turns that fit in half the context are kept"
+    assert conversation.messages[-3].content == "user 299" and conversation.messages[-1].content == "next question"
