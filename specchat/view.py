@@ -369,8 +369,8 @@ def stats_lines(stats: Stats, k: int, label: str) -> list[str]:
 
 
 def print_stats(console: Console, stats: Stats, k: int, label: str) -> None:
-    for line in stats_lines(stats, k, label):
-        console.print(Text(line, style="cyan"), soft_wrap=True)
+    for line in stats_lines(stats, k, label):  # wrapped at words on a terminal, one line elsewhere (stderr_console)
+        console.print(Text(line, style="cyan"))
 
 
 def footer(stats: Stats, label: str) -> Text:

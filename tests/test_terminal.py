@@ -734,3 +734,33 @@ def test_keys_typed_while_the_models_load_are_dropped_if_the_load_fails(monkeypa
                 raise RuntimeError("the model would not load")
         keys.write(b"\n")
         assert os.read(stdin.fileno(), 100) == (b"\n" if fails else b"ls\x04\n")
+
+
+def test_fake_chat_wraps_its_own_lines_at_words_on_a_narrow_terminal(tmp_path):
+    """specchat's own lines (the chat's greeting, /stats, --stats on stderr, -v's bars) were left to the
+    terminal's wrap, which broke them inside words at 36 columns ('Ctrl-' / 'C stops', 'per r' / 'ound');
+    Rich wraps them at words, as it does the legend and the line under a reply."""
+    import fake_backend
+
+    pyte = pytest.importorskip("pyte")
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    env = {**fake_env(tmp_path), "COLUMNS": "36"}
+    child = spawn_in_terminal(f"--target {target} --draft {draft} --mode spec --stats -v", tmp_path, env)
+    child.setwinsize(30, 36)
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Name three colours.")
+        child.expect_exact(PROMPT)
+        child.sendline("/stats")
+        child.expect(r"pos +4 ")
+        child.expect_exact(PROMPT)
+        leave_with_bye(child)
+    finally:
+        child.close(force=True)
+    screen = pyte.Screen(36, 200)
+    pyte.Stream(screen).feed((tmp_path / "session.log").read_bytes().decode().split("EXIT=")[0])  # CR LF kept
+    shown = " ".join(" ".join(screen.display).split())
+    assert "/help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves" in shown
+    assert re.search(r"tok/s \(decode\), TTFT [0-9.]+s, stop: eog", shown), shown
+    assert re.search(r"[0-9.]+ per round \+ 1 target token; time \d+% draft / \d+% verify", shown), shown
+    assert len(re.findall(r"pos +1 [█░]+ +\d+% of \d+ ", shown)) == 2, shown  # under the reply, and /stats
