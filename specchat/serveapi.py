@@ -256,8 +256,7 @@ class Api:
                 return None
             return await asyncio.shield(batch)
         except BaseException as exc:  # cancelled (a shutdown), or a prompt failed: the ones behind it run for nobody
-            for job in jobs:
-                self.engine.leave(job)
+            self.engine.leave_all(jobs)
             failed = [i for i, task in enumerate(tasks) if task.done() and not task.cancelled() and task.exception()]
             if isinstance(exc, ApiError) and len(jobs) > 1 and failed:
                 _name_prompt(exc, failed[0])  # which of the batch failed; those before it are answered (and logged)

@@ -169,6 +169,16 @@ class Engine:
                 self.release(job)
         return queued
 
+    def leave_all(self, jobs: list[Job]) -> bool:
+        """Stop a request's jobs (a batch's prompts). Its place, held by the last job, is given back now only if none
+        of them had started: with one still running (or stopping), the next request would be let in beside it. The
+        worker passes over the rest at once, and the last one's end gives the place back. True where the first had
+        not started: the request is over now."""
+        queued = self.leave(jobs[0])
+        for job in jobs[1:]:
+            self.leave(job, give_back=queued)
+        return queued
+
     async def measure(self, job: Job) -> None:
         """Tokenize the job's prompt and check that it fits the context (ContextFullError), before the
         request is answered with a status line. On its own thread, beside a generation: it reads only the

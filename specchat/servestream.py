@@ -96,12 +96,7 @@ async def cancel_on_disconnect(request: Request, jobs: list[Job], engine: Engine
     nobody. True where the first job was still queued (Engine.leave): none of them runs."""
     while (await request.receive())["type"] != "http.disconnect":
         pass  # the body was read already: the next message is the disconnect
-    queued = engine.leave(jobs[0])
-    # The rest are stopped too; a batch's place (held by its last job) is given back now only if none of it ran: with
-    # one prompt still running, the next request would be let in beside it (the worker passes over the rest at once)
-    for job in jobs[1:]:
-        engine.leave(job, give_back=queued)
-    return queued
+    return engine.leave_all(jobs)
 
 
 class _Once:

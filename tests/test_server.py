@@ -1922,11 +1922,11 @@ def test_a_sampled_batch_of_one_prompt_three_times_gives_three_samples(server):
 def test_a_batch_left_mid_way_holds_its_place_until_its_running_prompt_stops(tmp_path):
     """The batch's place is its last job's; a client that left while the first prompt ran gave it back at once (the
     last job was still queued), so with --queue 0 the next request was let in beside the prompt still running."""
-    running = Server(tmp_path, "--queue", "0", "--no-log", eval_sleep=1.0)  # the first prompt stops at its next eval
+    running = Server(tmp_path, "--queue", "0", "--no-log", eval_sleep=3.0)  # the first prompt stops at its next eval
     try:
         body = {"prompt": ["Go on a", "Go on b"], "max_tokens": 2000}
         with pytest.raises(httpx.TimeoutException):
-            httpx.post(f"{running.url}/v1/completions", json=body, timeout=1.5)  # mid-way through the second eval
+            httpx.post(f"{running.url}/v1/completions", json=body, timeout=1.0)  # mid-way through the first eval
         time.sleep(0.1)
         assert httpx.get(f"{running.url}/health").json()["busy"] == 1
         assert httpx.post(f"{running.url}/v1/completions", json={"prompt": "x"}).status_code == 503
