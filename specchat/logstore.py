@@ -119,9 +119,24 @@ WHERE m.id IN picked ORDER BY m.id
 
 
 def replies(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> list[dict]:
+    """each_reply() as a list."""
+    return list(each_reply(path, limit=limit, query=query, cid=cid))
+
+
+def each_reply(path: Path, *, limit: int, query: str | None = None, cid: int | None = None) -> Iterator[dict]:
     """The most recent replies (oldest first), each with its prompt; limit 0: all of them; query: a substring
-    of either. A cid that names no conversation is a LogError (one without replies gives none)."""
-    return list(_replies(path, limit=limit, query=query, cid=cid))
+    of either. A cid that names no conversation is a LogError, raised by this call (one without replies gives
+    none). The rows are read as they are taken: `logs -n 0 --json` held a log of 50M characters in memory."""
+    rows = _replies(path, limit=limit, query=query, cid=cid)
+    first = next(rows, None)  # the log opened and the cid checked before anything is written
+    return _after(first, rows)
+
+
+def _after(first: dict | None, rows: Iterator[dict]) -> Iterator[dict]:
+    """first, then rows (a generator: closing it closes the log)."""
+    if first is not None:
+        yield first
+        yield from rows
 
 
 def _replies(path: Path, *, limit: int, query: str | None, cid: int | None) -> Iterator[dict]:

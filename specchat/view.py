@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 
 from rich.console import Console
@@ -26,6 +26,7 @@ from rich.progress import (
 from rich.text import Text
 
 from .errors import SpecchatError
+from .interrupt import Interrupt
 from .modes import label_of
 from .speculative import Stats
 
@@ -130,6 +131,25 @@ def write_stdout(text: str, what: str = "the reply") -> None:
     out = _Stdout(what)
     out.write(text)
     out.flush()
+
+
+def write_json_list(items: Iterable, what: str, indent: int = 2) -> None:
+    """stdout_json(list(items), indent) and a newline, written item by item (`logs -n 0 --json`: the whole log in
+    one string). Ctrl-C closes the list after the items written, so that what is on stdout stays JSON (as `run
+    --json` ends its object), then goes on as Ctrl-C: a press while an item is written waits for its end."""
+    out, interrupt, pad = _Stdout(what), Interrupt(), "\n" + " " * indent
+    out.write("[")
+    written = 0
+    try:
+        for item in items:
+            with interrupt.native():
+                out.write(("," if written else "") + pad + stdout_json(item, indent).replace("\n", pad))
+            written += 1
+            interrupt.check()
+    except KeyboardInterrupt:
+        write_stdout("\n]\n" if written else "]\n", what)
+        raise
+    write_stdout("\n]\n" if written else "]\n", what)
 
 
 def silence_stdout() -> None:

@@ -1304,3 +1304,40 @@ def test_before_sqlite_3_25_a_replys_number_is_counted(isolated, monkeypatch):
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 24, 0))
     rows = logstore.replies(log_file(), limit=0, query="reply 1.")
     assert [(row["conversation_id"], row["turn"]) for row in rows] == [(1, 1), (1, 2), (1, 3)]
+
+
+def test_logs_reads_the_log_row_by_row(isolated, monkeypatch):
+    """`logs -n 0 --json` read every row into a dict, then built one string of them all: 835 MB for a log of 51M
+    characters. The rows are made as they are taken."""
+    _conversations(log_file(), [3, 2])
+    made = []
+    monkeypatch.setattr(logstore, "_reply", lambda row, make=logstore._reply: made.append(row) or make(row))
+    rows = logstore.each_reply(log_file(), limit=0)
+    assert next(rows)["reply"] == "reply 1.1" and len(made) == 1
+    rows.close()
+
+
+def test_logs_json_is_written_item_by_item_as_one_json_list_would_be(monkeypatch, capsys):
+    from specchat import view
+
+    items = [{"a": 1, "text": 'two\nlines \u00e9 "q"', "nested": {"k": [1, {}], "e": {}}}, {"b": None}]
+    written: list[str] = []
+    monkeypatch.setattr(view._Stdout, "write", lambda self, text: written.append(text) or len(text))
+    for value in ([], items[:1], items):
+        written.clear()
+        view.write_json_list(iter(value), "the log")
+        assert "".join(written) == view.stdout_json(value, indent=2) + "\n"
+        assert len(written) == len(value) + 2  # "[", each item, the end
+
+
+def test_ctrl_c_in_logs_json_leaves_the_items_written_as_a_json_list(capsys):
+    from specchat import view
+
+    def items():
+        yield {"a": 1}
+        yield {"b": 2}
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        view.write_json_list(items(), "the log")
+    assert json.loads(capsys.readouterr().out) == [{"a": 1}, {"b": 2}]
