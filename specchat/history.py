@@ -27,6 +27,7 @@ from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_e
 from .tokenchains import SEP, Chains
 
 SYNC_CHARS = 8_000_000  # new log text taken per update: a first use indexes the newest part of the log
+NOTICE_CHARS = 1_000_000  # more new log text than this to index: said first (8M characters took ~5 s, in silence)
 LOCK_WAIT_S = 0.2  # another process is updating: skip this update rather than delay the reply
 FINGERPRINT_SAMPLE = 2048  # vocabulary entries hashed: enough to tell tokenizers apart, cheap to read
 Notify = Callable[[str], None]
@@ -287,6 +288,11 @@ class History:
         last, texts, log_mark = self._new_messages(self.index.meta.log_id)
         if last <= self.index.meta.log_id:
             return
+        size = sum(map(len, texts))
+        if size > NOTICE_CHARS:  # a first use of a long log: seconds before the reply starts
+            self.notify(
+                f"history: indexing {size:,} characters of past conversations (once; later runs add only new ones)"
+            )
         self.index.append(message_tokens(self.tokenize, texts), last, log_mark)
 
     def _log_ahead(self) -> bool:

@@ -1120,3 +1120,15 @@ def test_a_newer_index_committed_while_waiting_for_the_lock_is_one_notice(tmp_pa
     past.update()
     assert past.chains is None and len(notes) == 1, notes
     assert "a newer specchat (index version 2" in notes[0] and "upgrade specchat" in notes[0], notes
+
+
+def test_a_first_index_of_a_long_log_is_said_once(tmp_path, monkeypatch):
+    """Indexing 8M characters of a heavy user's log took ~5 s of a run with no word on screen."""
+    monkeypatch.setattr(history_mod, "NOTICE_CHARS", 40)
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku about a frog", "old pond, a frog jumps in: the sound of water")
+    past = open_history(tmp_path, notes)
+    assert [note.split(" characters")[0] for note in notes] == ["history: indexing 71"]
+    log_messages(tmp_path / "logs.db", "again", "short")
+    past.update()
+    assert len(notes) == 1
