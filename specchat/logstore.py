@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,9 +149,15 @@ def _replies(path: Path, *, limit: int, query: str | None, cid: int | None) -> I
             _conversation_head(conn, cid)
         if conn is None:
             return
-        conn.create_function("holds", 2, _holds_in(_encoding(conn)), deterministic=True)
-        for row in conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit}):
-            yield _reply(row)
+        holds = _Holds(_encoding(conn))
+        conn.create_function("holds", 2, holds, deterministic=True)
+        try:
+            for row in conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit}):
+                yield _reply(row)
+        except sqlite3.OperationalError:
+            if holds.interrupted:  # the Ctrl-C it was, not a log to move aside (reading's "damaged" hint)
+                raise KeyboardInterrupt from None
+            raise
 
 
 def _reply(row: sqlite3.Row) -> dict:
@@ -173,13 +179,26 @@ def _encoding(conn: sqlite3.Connection) -> str:
     return {"UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}.get(stored, "utf-8")
 
 
-def _holds_in(codec: str) -> Callable[[bytes | None, str], bool]:
-    def holds(text: bytes | None, folded_query: str) -> bool:
+class _Holds:
+    """`-q`'s test, which SQLite calls for every prompt and reply. A Ctrl-C lands in it more often than not on a
+    long log, and SQLite turns any exception there into "user-defined function raised exception": `logs -q` said
+    the log could not be read, with the hint to move it aside. The interruption is noted here, to be raised again
+    as the Ctrl-C it was."""
+
+    def __init__(self, codec: str) -> None:
+        self.codec, self.interrupted = codec, False
+
+    def __call__(self, text: bytes | None, folded_query: str) -> bool:
+        try:
+            return self.contains(text, folded_query)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raise
+
+    def contains(self, text: bytes | None, folded_query: str) -> bool:
         """Whether a prompt or reply contains the query, whatever the case of either (str.casefold: ß is ss);
         bad bytes read as the log's connections read them (logdb.lenient_text)."""
-        return text is not None and folded_query in text.decode(codec, errors="replace").casefold()
-
-    return holds
+        return text is not None and folded_query in text.decode(self.codec, errors="replace").casefold()
 
 
 def _json_object(text: str | None) -> dict | None:

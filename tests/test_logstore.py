@@ -1341,3 +1341,25 @@ def test_ctrl_c_in_logs_json_leaves_the_items_written_as_a_json_list(capsys):
     with pytest.raises(KeyboardInterrupt):
         view.write_json_list(items(), "the log")
     assert json.loads(capsys.readouterr().out) == [{"a": 1}, {"b": 2}]
+
+
+def test_a_ctrl_c_inside_a_search_is_a_ctrl_c_not_a_log_to_move_aside(isolated, monkeypatch):
+    """SQLite turned a Ctrl-C that landed in -q's test (most of a search's time on a long log) into "user-defined
+    function raised exception": `logs -q` exited 1 saying the log could not be read, hinting to move it aside."""
+    _conversations(log_file(), [30])
+    calls = [0]
+    contains = logstore._Holds.contains
+
+    def interrupted_at_the_fifth(self, text, folded_query):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise KeyboardInterrupt
+        return contains(self, text, folded_query)
+
+    monkeypatch.setattr(logstore._Holds, "contains", interrupted_at_the_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        logstore.replies(log_file(), limit=0, query="reply")
+    calls[0] = 0
+    result = invoke("logs", "-n", "0", "-q", "reply", "--json")
+    assert result.exit_code == 130, result.output
+    assert "cannot read" not in result.stderr and "Traceback" not in result.output
