@@ -19,7 +19,7 @@ from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
 from .paths import resolve_link, same_file
 from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
-from .view import note, one_line, stderr_console, stdout_console, write_stdout
+from .view import note, one_line, say, stderr_console, stdout_console, write_stdout
 
 FORMATS = ("table", "md", "csv", "json", "jsonl")
 # -o with the table on stdout: the file in the format its name says (bench.json held Markdown), else Markdown.
@@ -274,7 +274,7 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
 
 def _say_skipped(console: Console, result: BenchResult) -> None:
     for skipped in result.skipped:  # a prompt id is the user's text: shown, never obeyed
-        console.print(one_line(skipped.text()), style="yellow", highlight=False, soft_wrap=True)
+        say(console, one_line(skipped.text()), style="yellow", highlight=False)
 
 
 def _write_file(path: Path, body: str) -> None:

@@ -363,9 +363,9 @@ class Recorder:
 
     @staticmethod
     def _say(line: str) -> None:
-        from .view import stderr_console
+        from .view import say, stderr_console
 
-        stderr_console().print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
+        say(stderr_console(), line, style="yellow", markup=False, highlight=False)
 
 
 def damaged_notice(path: Path, exc: BaseException, aside: Path) -> str:

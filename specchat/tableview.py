@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import SpecchatError
-from .view import one_line, stderr_console, stdout_console, write_stdout
+from .view import one_line, say, stderr_console, stdout_console, write_stdout
 
 
 def model_rows(verify: bool, start=None) -> tuple[list[dict], list[SpecchatError]]:
@@ -83,14 +83,14 @@ def print_models(*, as_json: bool, verify: bool) -> None:
         out = stdout_console(what="the list")
         out.print(models_table(rows))
         out.print(f"models directory: {models_dir()}\noverlay file: {overlay_file()}", markup=False, highlight=False)
-    # soft_wrap, as notes and errors: a path under SPECCHAT_MODELS_DIR is the user's, and Rich's own wrapping of a
+    # say(), as notes and errors: a path under SPECCHAT_MODELS_DIR is the user's, and Rich's own wrapping of a
     # word that starts with a zero-width joiner raised IndexError (Rich 15)
     if bad and not verify:  # a directory or a wrong-sized file in a file's place (none hashed): a warning, exit 0
         for exc in bad:
-            stderr_console().print(f"warning: {exc.message}: {exc.hint}", style="yellow", markup=False, soft_wrap=True)
+            say(stderr_console(), f"warning: {exc.message}: {exc.hint}", style="yellow", markup=False)
         return
     for exc in bad[1:]:
-        stderr_console().print(f"bad file: {exc.message}", style="red", markup=False, soft_wrap=True)
+        say(stderr_console(), f"bad file: {exc.message}", style="red", markup=False)
     if bad:
         raise bad[0]
 

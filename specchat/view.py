@@ -326,11 +326,21 @@ def print_error(console: Console, message: str, hint: str | None) -> None:
     if hint:
         line.append("  hint: ", style="yellow")
         line.append(visible(hint).translate(_LINE_BREAKS))
-    console.print(line, soft_wrap=True)
+    say(console, line)
 
 
 def note(console: Console, message: str) -> None:
-    console.print(Text(visible(message), style="dim"), soft_wrap=True)
+    say(console, Text(visible(message), style="dim"))
+
+
+def say(console: Console, line: Text | str, **options) -> None:
+    """One logical line (an error, a note, a warning). To a file or a pipe it stays one physical line, for
+    scripts that read it; on a terminal Rich wraps it at words, where the terminal cut it inside one ('tok' /
+    'ens')."""
+    try:
+        console.print(line, soft_wrap=not console.is_terminal, **options)
+    except IndexError:  # Rich 15's wrap of a word that starts with zero-width joiners (a user's path): the
+        console.print(line, soft_wrap=True, **options)  # terminal wraps it; nothing was printed before the raise
 
 
 def redrawn(console: Console) -> bool:

@@ -940,6 +940,28 @@ def test_models_warns_of_a_file_in_a_models_directory_with_joiners_on_a_narrow_t
     assert ("bad file: " if verify else "warning: ") + str(joined / fake_models[1].name) in listed.stderr
 
 
+def test_warnings_and_where_lines_wrap_at_words_on_a_narrow_terminal(fake_models, isolated):
+    """`pull`'s line saying where a file is, `models`' warning of a directory in a file's place and run's
+    warning of a reply not logged were one line for the terminal to wrap, cut inside words at 30 columns
+    ('already pres' / 'ent'); Rich wraps them at words there (a file or a pipe still gets one line)."""
+    import re
+
+    from specchat.paths import log_file
+
+    models = fake_overlay(fake_models, isolated)
+    narrow = {"TTY_COMPATIBLE": "1", "COLUMNS": "30"}
+    pulled = runner.invoke(app, ["pull", "fake"], env=narrow)
+    log_file().mkdir(parents=True)  # a directory where the log goes: the reply is not logged
+    ran = runner.invoke(app, ["run", "-p", "fake", "--mode", "target", "hi"], env=narrow)
+    (models / fake_models[1].name).unlink()
+    (models / fake_models[1].name).mkdir()
+    listed = runner.invoke(app, ["models"], env=narrow)
+    for result, words in ((pulled, "already present at"), (ran, "this reply was not logged"), (listed, "warning:")):
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr).splitlines()
+        assert result.exit_code == 0 and words in " ".join(" ".join(lines).split()), result.output
+        assert all(len(line) <= 30 for line in lines), lines
+
+
 def test_context_fills_and_the_text_is_kept(files):
     result = invoke("run", *files, "--mode", "spec", "--ctx", "64", "Write a long story about a dragon.")
     assert result.exit_code == 0, result.output

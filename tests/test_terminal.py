@@ -764,3 +764,40 @@ def test_fake_chat_wraps_its_own_lines_at_words_on_a_narrow_terminal(tmp_path):
     assert re.search(r"tok/s \(decode\), TTFT [0-9.]+s, stop: eog", shown), shown
     assert re.search(r"[0-9.]+ per round \+ 1 target token; time \d+% draft / \d+% verify", shown), shown
     assert len(re.findall(r"pos +1 [█░]+ +\d+% of \d+ ", shown)) == 2, shown  # under the reply, and /stats
+
+
+def shown_rows(tmp_path, width: int) -> list[str]:
+    """The rows a `width`-column terminal shows of session.log, up to the shell's EXIT= line."""
+    pyte = pytest.importorskip("pyte")
+    screen = pyte.Screen(width, 200)
+    pyte.Stream(screen).feed((tmp_path / "session.log").read_bytes().decode().split("EXIT=")[0])  # CR LF kept
+    return [row.rstrip() for row in screen.display if row.strip()]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "line"),
+    [
+        ("--temp 0 hi", "2", "error: --temp is --temperature here  hint: other tools' flags in specchat:"),
+        ("--target missing.gguf hi", "1", "error: --target missing.gguf does not exist  hint: give the path"),
+        ("--mode spec --ctx 64 'Write a long story.'", "0", "stopped: the context of 64 tokens is full (raise"),
+    ],
+)
+def test_errors_and_notes_wrap_at_words_on_a_narrow_terminal(tmp_path, args, code, line):
+    """An error (a usage error too) or a note was printed as one line for the terminal to wrap, which cut it
+    inside words at 30 columns ('--temperature' / ' here  hint: other tools' flag' / 's in'); on a terminal Rich
+    wraps it at words (to a file or a pipe it stays one line: test_cli's assert_one_line_error)."""
+    import fake_backend
+
+    target, draft = fake_backend.write_pair(tmp_path / "files")
+    pair = "" if "--target" in args else f"--target {target} --draft {draft} "
+    child = spawn_in_terminal(pair + args, tmp_path, {**fake_env(tmp_path), "COLUMNS": "30"})
+    child.setwinsize(30, 30)
+    try:
+        expect_exit(child, code)
+    finally:
+        child.close(force=True)
+    rows = shown_rows(tmp_path, 30)
+    start = next(i for i, row in enumerate(rows) if row.startswith(line[:12]))
+    words = line.split()
+    shown = " ".join(rows[start:]).split()[: len(words)]
+    assert shown[:-1] == words[:-1] and words[-1].startswith(shown[-1]), rows  # no word cut in two

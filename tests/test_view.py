@@ -367,6 +367,36 @@ def test_a_long_note_on_stderr_that_is_not_a_terminal_stays_one_line(monkeypatch
     assert captured.getvalue().count("\n") == 1 and path in captured.getvalue()
 
 
+@pytest.mark.parametrize("terminal", [True, False])
+def test_errors_and_notes_wrap_at_words_on_a_terminal_only(terminal):
+    """An error or a note was one line for the terminal to wrap, cut inside words on a narrow one; Rich wraps
+    it at words there. To a file or a pipe it stays one line: scripts read stderr a line an error."""
+    from specchat.view import note, print_error
+
+    console = Console(file=io.StringIO(), width=20, force_terminal=terminal, color_system=None)
+    print_error(console, "--target missing.gguf does not exist", "give the path of a .gguf file")
+    note(console, "stopped: the context of 64 tokens is full")
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]
+    if not terminal:
+        assert lines == [
+            "error: --target missing.gguf does not exist  hint: give the path of a .gguf file",
+            "stopped: the context of 64 tokens is full",
+        ]
+    else:
+        assert lines[:2] == ["error: --target", "missing.gguf does"] and "stopped: the context" in lines
+        assert all(len(line) <= 20 for line in lines)
+
+
+def test_an_error_rich_cannot_wrap_is_left_to_the_terminal():
+    """Rich 15's wrap raises IndexError on a word that starts with zero-width joiners (a models directory of
+    the user's): the error is then printed once, whole, for the terminal to wrap."""
+    from specchat.view import print_error
+
+    console = Console(file=io.StringIO(), width=14, force_terminal=True, color_system=None)
+    print_error(console, "m \u200d\u200d👍axxxxxxxxxxxx中 is not a directory", "give one")
+    assert console.file.getvalue() == "error: m \u200d\u200d👍axxxxxxxxxxxx中 is not a directory  hint: give one\n"
+
+
 def test_bench_progress_shows_a_prompt_category_as_it_is_not_as_markup():
     """The bench's progress line names a --prompts file's category and question id: read as Rich markup,
     '[/]' raised MarkupError in the refresh thread (a traceback over the bar, which froze) and, on Ctrl-C,

@@ -60,7 +60,7 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     from .. import download
     from ..downloadbar import download_progress
     from ..registry import load_registry
-    from ..view import note
+    from ..view import note, say
 
     err = stderr_console()
     spec_pair = load_registry().pair(one_pair(pair, pair_option))
@@ -68,9 +68,9 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
         for spec in (spec_pair.target, spec_pair.draft):
             result = download.pull(spec, lambda message: note(err, message), start)
             where = "already present at" if result.source == "present" else f"downloaded from the {result.source} to"
-            # soft_wrap, as notes and errors: the path is the user's (SPECCHAT_MODELS_DIR, HF_HOME), and Rich's own
+            # say(), as notes and errors: the path is the user's (SPECCHAT_MODELS_DIR, HF_HOME), and Rich's own
             # wrapping of a word that starts with a zero-width joiner raised IndexError (Rich 15)
-            err.print(f"{spec.local_name}: {where} {result.path}", markup=False, highlight=False, soft_wrap=True)
+            say(err, f"{spec.local_name}: {where} {result.path}", markup=False, highlight=False)
 
 
 @app.command(
