@@ -73,6 +73,7 @@ class SlashCommands:
     conversation: Conversation
     totals: Stats
     plain: bool
+    shown_legend: bool
 
     @classmethod
     def commands(cls) -> list[str]:
@@ -184,6 +185,8 @@ class SlashCommands:
     def _cmd_rejected(self, arg: str) -> None:
         value = self._on_off(arg, "/rejected")
         if value is not None:
+            if value and not self.settings.show_rejected:  # a legend shown so far did not name them
+                self.shown_legend = False
             self.settings.show_rejected = value
             self._say("rejected guesses " + ("shown" if value else "hidden"))
 

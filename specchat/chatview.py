@@ -25,13 +25,15 @@ from .view import cursor_kept_hidden, footer, redrawn, visible
 STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 
 
-def legend() -> Text:
+def legend(rejected: bool = True) -> Text:
+    """The styles a reply shows; rejected guesses only where they are shown (not with --no-rejected)."""
     text = Text("legend: ", style="dim")
     text.append("draft token the target accepted", style=STYLES[ACCEPTED])
     text.append(" · ", style="dim")
     text.append("target's own token", style=STYLES[TARGET])
-    text.append(" · ", style="dim")
-    text.append("rejected draft guess", style=STYLES[REJECTED])
+    if rejected:
+        text.append(" · ", style="dim")
+        text.append("rejected draft guess", style=STYLES[REJECTED])
     return text
 
 

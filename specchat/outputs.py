@@ -190,7 +190,7 @@ class LiveOutput(Output):
         if self.legend:
             from .chatview import legend
 
-            self.console.print(legend(), soft_wrap=self._one_line)
+            self.console.print(legend(self.view.show_rejected), soft_wrap=self._one_line)
         self.view.__enter__()
         return self
 

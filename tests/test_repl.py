@@ -348,6 +348,21 @@ def test_the_legend_is_shown_on_a_terminal_above_the_first_reply_only(live_chat)
     assert chat.console.file.getvalue().count("legend:") == 1
 
 
+def test_the_legend_names_rejected_guesses_only_where_they_are_shown(live_chat):
+    """With --no-rejected (or /rejected off) the legend still named "rejected draft guess", a style the reply
+    does not show; /rejected on after such a legend shows it again, naming them, above the next reply."""
+    chat, _out = live_chat
+    chat.console = Console(file=io.StringIO(), width=200, force_terminal=True)
+    chat.command("/rejected off")
+    chat.ask("Name three colours.")
+    legends = [line for line in chat.console.file.getvalue().splitlines() if "legend:" in line]
+    assert len(legends) == 1 and "target's own token" in legends[0] and "rejected" not in legends[0]
+    chat.command("/rejected on")
+    chat.ask("And two more.")
+    legends = [line for line in chat.console.file.getvalue().splitlines() if "legend:" in line]
+    assert len(legends) == 2 and "rejected draft guess" in legends[1]
+
+
 def test_modes_switch_between_turns(live_chat):
     chat, out = live_chat
     chat.command("/mode ngram")
