@@ -122,7 +122,7 @@ class SlashCommands:
         for line in session_lines(self.totals):
             self._say(line)
         if self.totals.drafted:
-            for line in position_bars(self.totals.drafted_at, self.totals.accepted_at):
+            for line in position_bars(self.totals.drafted_at, self.totals.accepted_at, columns=self.console.width):
                 self.console.print(line)
 
     def _cmd_k(self, arg: str) -> None:

@@ -204,7 +204,7 @@ class LiveOutput(Output):
         stats = generation.stats
         self.console.print(summary_line(stats, self.request.label), soft_wrap=self._one_line)
         if self.verbose and stats.drafted:
-            for line in position_bars(stats.drafted_at, stats.accepted_at):
+            for line in position_bars(stats.drafted_at, stats.accepted_at, columns=self.console.width):
                 self.console.print(line)
 
     @property

@@ -451,9 +451,14 @@ def session_lines(totals: Stats) -> list[str]:
     return lines
 
 
-def position_bars(drafted_at: list[int], accepted_at: list[int], width: int = 20) -> list[Text]:
+def position_bars(
+    drafted_at: list[int], accepted_at: list[int], width: int = 20, columns: int | None = None
+) -> list[Text]:
     """One bar per draft position that was drafted: how often the target accepted the draft's i-th guess
-    (auto may be allowed 64 and draft far fewer; those positions were not measured, not 0%)."""
+    (auto may be allowed 64 and draft far fewer; those positions were not measured, not 0%). Within `columns`
+    (the console's width) the bars shrink to fit: a line wider put its ' 84% of 19' on a row of its own."""
+    if columns is not None:  # "  pos NN " and " 100% of N", around the bar
+        width = max(4, min(width, columns - 9 - 9 - len(str(max(drafted_at, default=0)))))
     lines = []
     for i, (drafted, accepted) in enumerate(zip(drafted_at, accepted_at, strict=True), start=1):
         if not drafted:

@@ -284,6 +284,17 @@ def test_legend_summary_and_bars():
     assert len(position_bars([4, 4, *[0] * 62], [4, 1, *[0] * 62], width=4)) == 2
 
 
+@pytest.mark.parametrize("columns", [30, 36, 80])
+def test_acceptance_bars_shrink_to_fit_a_narrow_console(columns):
+    """-v's bars took 39 columns: narrower, each line's ' 84% of 19' went to a row of its own. The bars shrink
+    to the console's width (20 cells at most, as before; all of one width, so they read as a column)."""
+    bars = [b.plain for b in position_bars([19, 19, 7], [16, 3, 7], columns=columns)]
+    assert all(len(bar) <= columns for bar in bars) and len({bar.count("█") + bar.count("░") for bar in bars}) == 1, (
+        bars
+    )
+    assert bars[0].endswith(" 84% of 19") and bars[0].count("░") + bars[0].count("█") == min(20, columns - 20)
+
+
 def test_positions_no_round_drafted_are_not_measured_not_zero():
     stats = Stats(drafted=3, accepted=2, drafted_at=[2, 1, 0, 0], accepted_at=[2, 0, 0, 0])
     assert stats.position_rates() == [1.0, 0.0, None, None]
