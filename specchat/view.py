@@ -97,7 +97,7 @@ def stderr_console(no_color: bool = False) -> Console:
     Rich would wrap it at 80 columns, splitting a path or a server's note into pieces."""
     # emoji=False: ':smile:' in a path or a served request's path is text (markup=False leaves Rich's emoji on)
     console = Console(stderr=True, no_color=_no_color(no_color), highlight=False, emoji=False)
-    console.soft_wrap = not console.is_terminal
+    console.soft_wrap = not wraps_at_words(console)
     return console
 
 
@@ -338,9 +338,24 @@ def say(console: Console, line: Text | str, **options) -> None:
     scripts that read it; on a terminal Rich wraps it at words, where the terminal cut it inside one ('tok' /
     'ens')."""
     try:
-        console.print(line, soft_wrap=not console.is_terminal, **options)
+        console.print(line, soft_wrap=not wraps_at_words(console), **options)
     except IndexError:  # Rich 15's wrap of a word that starts with zero-width joiners (a user's path): the
         console.print(line, soft_wrap=True, **options)  # terminal wraps it; nothing was printed before the raise
+
+
+def wraps_at_words(console: Console) -> bool:
+    """Whether Rich should wrap a line at words: on a terminal only. Rich takes FORCE_COLOR (which CI runners set
+    for colours) for a terminal even when the stream is a file, and wrapped `--stats 2>stats.txt` at 80 columns
+    there: the file's lines must stay one each, for the scripts that read them. TTY_COMPATIBLE=1 says the stream
+    is a terminal: it is taken as one."""
+    if not console.is_terminal:
+        return False
+    if os.environ.get("TTY_COMPATIBLE") == "1":
+        return True
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
 
 
 def redrawn(console: Console) -> bool:

@@ -1724,3 +1724,20 @@ def test_a_reply_cut_inside_a_character_ends_before_it(files, mode):
     summary = json.loads(result.stdout)
     assert summary["stats"]["generated_tokens"] == cut
     assert summary["text"] == reply_to("\U0001f600").split("\U0001f600")[0]  # "...again:\n", no U+FFFD
+
+
+def test_force_color_into_a_file_keeps_each_stats_and_note_line_one_line(fake_models, isolated):
+    """Rich takes FORCE_COLOR (CI runners set it for colours) for a terminal: `--stats 2>stats.txt` was wrapped at
+    the width there, splitting lines that scripts read whole. Colours yes, wrapping no: the stream is a file."""
+    import re
+
+    fake_overlay(fake_models, isolated)
+    ran = runner.invoke(
+        app,
+        ["run", "-p", "fake", "--mode", "spec", "--stats", "-k", "9", "hi"],
+        env={"FORCE_COLOR": "1", "COLUMNS": "30"},
+    )
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", ran.stderr).splitlines()
+    assert ran.exit_code == 0, ran.output
+    assert any(len(line) > 30 and "tok/s" in line for line in lines), lines
+    assert any(len(line) > 30 and line.startswith("k=9: accepted") for line in lines), lines
