@@ -350,8 +350,8 @@ def wraps_at_words(console: Console) -> bool:
     is a terminal: it is taken as one."""
     if not console.is_terminal:
         return False
-    if os.environ.get("TTY_COMPATIBLE") == "1":
-        return True
+    if not os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") == "1":
+        return True  # a tty, or a stream said to be one (TTY_COMPATIBLE, or a Console made with force_terminal)
     try:
         return console.file.isatty()
     except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream

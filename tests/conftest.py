@@ -40,10 +40,11 @@ def pipeline(default_pair_paths, tmp_path_factory):
 
 # Settings a user may export in their shell that change what a command does: with SPECCHAT_API_KEY set, dozens of tests
 # of serve failed (every request a 401), with SPECCHAT_NO_HISTORY=1 five, with HF_HUB_OFFLINE=1 one. The whole session
-# runs without them, as a fresh shell would (module-scoped servers too); a test about one sets it.
+# runs without them, as a fresh shell would (module-scoped servers too); a test about one sets it. FORCE_COLOR and
+# TTY_COMPATIBLE (CI runners set them) make Rich take a StringIO for a terminal, or not.
 USER_SETTINGS = (
     "SPECCHAT_NO_LOG", "SPECCHAT_NO_HISTORY", "SPECCHAT_DEBUG", "SPECCHAT_API_KEY", "SPECCHAT_ALLOW_ORIGINS",
-    "HF_HUB_OFFLINE", "SPECCHAT_PLUGINS",
+    "HF_HUB_OFFLINE", "SPECCHAT_PLUGINS", "FORCE_COLOR", "TTY_COMPATIBLE",
 )  # fmt: skip
 
 
