@@ -212,3 +212,133 @@ def test_any_text_in_any_pieces_rewrites_without_error(edit, chunks, byte_level,
         assert all(rule.new in text for rule in rewriter.rules if rule.old in source)
         found = rewriter.match(tokens, 128, 16)
         assert found is None or (found[0] >= 4 and found[1] <= len(rewriter.tokens))
+
+
+def rules_of(rewriter: Rewriter) -> list[tuple[str, str]]:
+    return [(rule.old, rule.new) for rule in rewriter.rules]
+
+
+def test_only_the_line_longer_than_max_line_goes_uncompared(monkeypatch):
+    """Its end (what follows the first MAX_LINE characters) is no line of its own, and the next line
+    is compared again."""
+    monkeypatch.setattr(rewrite, "MAX_LINE", 40)
+    rewriter, codec = rewriter_on()
+    rewriter.observe(codec.tokenize("x" * 41))  # a long line's start ...
+    rewriter.observe(codec.tokenize("    account_id INTEGER PRIMARY KEY,\n"))  # ... its end looks like an edit
+    assert rewriter.rules == []
+    rewriter.observe(codec.tokenize("SELECT accountId, owner_name FROM accounts;\n"))
+    assert rules_of(rewriter) == [("ownerName", "owner_name")]
+
+
+def test_a_line_of_exactly_max_line_characters_is_compared(monkeypatch):
+    line = "    account_id INTEGER PRIMARY KEY,"
+    monkeypatch.setattr(rewrite, "MAX_LINE", len(line))
+    rewriter, codec = rewriter_on()
+    for token in codec.tokenize(line + "\n"):
+        rewriter.observe([token])
+    assert rules_of(rewriter) == [("accountId", "account_id")]
+
+
+def test_a_change_of_max_words_words_is_a_rule():
+    assert rewrite.MAX_WORDS == 4
+    rewriter, codec = rewriter_on("    total = price(item) + shipping + handling + tax + duty;\n")
+    # price ( item ): 4 words
+    rewriter.observe(codec.tokenize("    total = costs[sku] + shipping + handling + tax + duty;\n"))
+    assert rules_of(rewriter) == [("price(item)", "costs[sku]")]
+
+
+def test_among_equally_alike_input_lines_the_one_after_the_line_matched_last_is_the_edited_one():
+    """An edit goes through its input in order: the reply's second line is as like the input's first
+    line as its second, and it is the second that it changed."""
+    rewriter, codec = rewriter_on("x = compute(alpha, beta)\ny = compute(alpha, gamma)\n")
+    rewriter.observe(codec.tokenize("x = compute(ALPHA, beta)\nw = compute(alpha, delta)\n"))
+    assert rules_of(rewriter) == [("alpha", "ALPHA"), ("y", "w"), ("gamma", "delta")]
+
+
+def test_a_change_seen_again_keeps_the_rule_and_what_it_has_shown():
+    rewriter, codec = rename_learned()
+    start, end = span_of(rewriter, 0)
+    rewriter.judge(start, end - start + 1, rewriter.tokens[start : end + 1])  # carried through
+    rewriter.observe(codec.tokenize("SELECT account_id, ownerName FROM accounts;\n"))  # the same change
+    assert [(rule.old, rule.new, rule.hits) for rule in rewriter.rules] == [("accountId", "account_id", 1)]
+    later, _ = span_of(rewriter, 2)
+    assert rewriter.judge(later, 0, codec.tokenize(" accountId")) is False  # one miss: it has carried one
+
+
+def test_where_the_reply_changes_a_word_again_the_latest_change_is_applied():
+    rewriter, codec = rename_learned()
+    rewriter.observe(codec.tokenize("SELECT acct_id, ownerName FROM accounts;\n"))
+    assert rules_of(rewriter) == [("accountId", "acct_id")]
+    assert "WHERE acct_id > 3" in rewritten_text(rewriter)
+
+
+def test_a_copy_that_held_just_through_a_rules_text_counts_for_it():
+    rewriter, _ = rename_learned()
+    start, end = span_of(rewriter, 0)
+    rewriter.judge(start, end - start, rewriter.tokens[start:end])
+    assert [(rule.hits, rule.misses) for rule in rewriter.rules] == [(1, 0)]
+
+
+def test_a_break_just_after_a_rules_text_says_nothing_of_the_rule():
+    """The reply wrote the rule's new text and then went on otherwise (here a token that the old text
+    holds): the rule was right as far as it went."""
+    rewriter, codec = rename_learned()
+    start, end = span_of(rewriter, 0)
+    produced = [*rewriter.tokens[start + 1 : end], *codec.tokenize(" Id")]
+    assert rewriter.judge(start + 1, end - start - 1, produced) is False
+    assert [(rule.hits, rule.misses) for rule in rewriter.rules] == [(0, 0)]
+
+
+def test_where_two_rules_match_at_one_place_the_longer_old_text_wins():
+    rewriter, codec = rewriter_on("call(fooBar, 1, 2, 3, 4);\nsend(fooBar baz, 5, 6, 7, 8);\nx = fooBar baz;\n")
+    rewriter.observe(codec.tokenize("call(qux, 1, 2, 3, 4);\nsend(zap, 5, 6, 7, 8);\n"))
+    assert rules_of(rewriter) == [("fooBar", "qux"), ("fooBar baz", "zap")]
+    assert "x = zap;" in rewritten_text(rewriter)
+
+
+def test_changes_in_neighbouring_tokens_are_both_applied():
+    rewriter, codec = rewriter_on(INPUT + "ORDER BY accountId ownerName;\n")
+    rewriter.observe(codec.tokenize("    account_id INTEGER PRIMARY KEY,\n"))
+    rewriter.observe(codec.tokenize("SELECT accountId, owner_name FROM accounts;\n"))
+    assert rules_of(rewriter) == [("accountId", "account_id"), ("ownerName", "owner_name")]
+    assert "ORDER BY account_id owner_name;" in rewritten_text(rewriter)
+
+
+def test_a_change_in_the_inputs_first_token_keeps_the_text_before_it():
+    """An input that does not begin with a control token (a raw prompt): the first token, blanks and
+    all, holds the change."""
+    text = "    accountId INTEGER PRIMARY KEY,\n    ownerName TEXT\n"
+    codec = WordCodec()
+    rewriter = Rewriter(codec, lambda token: token == CONTROL, max_n=4)
+    rewriter.start(codec.tokenize(text))
+    rewriter.observe(codec.tokenize("    account_id INTEGER PRIMARY KEY,\n"))
+    assert rewritten_text(rewriter) == text.replace("accountId", "account_id")
+
+
+def test_an_underscore_is_part_of_a_word():
+    rewriter, codec = rewriter_on("x = _count + 1 + 2 + 3\nitem_count = 0\ny = _count\n")
+    rewriter.observe(codec.tokenize("x = _total + 1 + 2 + 3\n"))
+    assert rules_of(rewriter) == [("_count", "_total")]
+    assert rewritten_text(rewriter).endswith("item_count = 0\ny = _total\n")
+
+
+def test_whole_words_only_at_their_start_too():
+    rewriter, codec = rewriter_on("    accountId INTEGER PRIMARY KEY,\nSELECT subaccountId, accountId FROM accounts;\n")
+    rewriter.observe(codec.tokenize("    account_id INTEGER PRIMARY KEY,\n"))
+    assert "SELECT subaccountId, account_id FROM" in rewritten_text(rewriter)
+
+
+@pytest.mark.parametrize("limit", ["old", "new"])
+def test_a_rule_may_replace_max_old_and_write_max_new_characters(limit):
+    assert (rewrite.MAX_OLD, rewrite.MAX_NEW) == (48, 96)
+    old, new = ("n" * 48, "short") if limit == "old" else ("name", "n" * 96)
+    rewriter, codec = rewriter_on(f"value = {old} + 1 + 2 + 3;\n")
+    rewriter.observe(codec.tokenize(f"value = {new} + 1 + 2 + 3;\n"))
+    assert rules_of(rewriter) == [(old, new)]
+
+
+def test_at_most_max_rules_rules_even_within_one_line(monkeypatch):
+    monkeypatch.setattr(rewrite, "MAX_RULES", 2)
+    rewriter, codec = rename_learned()
+    rewriter.observe(codec.tokenize("SELECT acct_x FROM users WHERE accountId > 3;\n"))  # two more changes
+    assert rules_of(rewriter) == [("accountId", "account_id"), ("accountIdx", "acct_x")]
