@@ -342,3 +342,11 @@ def test_at_most_max_rules_rules_even_within_one_line(monkeypatch):
     rewriter, codec = rename_learned()
     rewriter.observe(codec.tokenize("SELECT acct_x FROM users WHERE accountId > 3;\n"))  # two more changes
     assert rules_of(rewriter) == [("accountId", "account_id"), ("accountIdx", "acct_x")]
+
+
+def test_lines_the_reply_kept_move_on_the_place_it_is_editing():
+    """The reply kept the first table and changes the second's header, as like the first's: it is the
+    second table that it renamed (not `a` -> `b2` wherever `a` occurs)."""
+    rewriter, codec = rewriter_on("CREATE TABLE a (\n    id INTEGER\n);\nCREATE TABLE b (\n    id INTEGER\n);\n")
+    rewriter.observe(codec.tokenize("CREATE TABLE a (\n    id INTEGER\n);\nCREATE TABLE b2 (\n"))
+    assert rules_of(rewriter) == [("b", "b2")]

@@ -84,8 +84,8 @@ class Rewriter:
         self._bytes: bytes | None = None  # the input's text (control tokens: none) ...
         self._ends: list[int] = []  # ... and where each of its tokens ends in it
         self._lines: list[tuple[str, list[str]]] | None = None  # the input's lines and their words
-        self._known: set[str] = set()
-        self._line_at = -1  # the input line the last changed reply line was matched to
+        self._known: dict[str, list[int]] = {}  # each input line's text -> where it occurs
+        self._line_at = -1  # the input line the reply's last line kept or was matched to
 
     @property
     def tokens(self) -> list[int]:
@@ -114,8 +114,12 @@ class Rewriter:
         if self._lines is None:  # the input's lines, read once the reply has a line to compare
             lines = self._input_text().decode("utf-8", errors="replace").split("\n")
             self._lines = [(text, [word for word, _, _ in _words(text)]) for text in lines]
-            self._known = set(lines)
-        if not line.strip() or line in self._known or len(self.rules) >= MAX_RULES:
+            for at, text in enumerate(lines):
+                self._known.setdefault(text, []).append(at)
+        if not line.strip() or len(self.rules) >= MAX_RULES:
+            return
+        if line in self._known:  # kept as it was: the edit has got this far through its input
+            self._line_at = max(self._known[line], key=self._nearness)
             return
         spans = _words(line)
         found = self._most_alike([word for word, _, _ in spans])
@@ -134,20 +138,24 @@ class Rewriter:
 
     def _most_alike(self, words: list[str]) -> tuple[int, difflib.SequenceMatcher] | None:
         """(index, matcher) of the input line most like these words, if any is MIN_LIKENESS alike; among
-        equals the nearest after the last one matched, since an edit goes through its input in order
-        (each `CREATE TABLE x (` is as like the others)."""
+        equals the nearest after the last one kept or matched, since an edit goes through its input in
+        order (each `CREATE TABLE x (` is as like the others)."""
         matcher = difflib.SequenceMatcher(None, [], words, autojunk=False)  # indexes the reply's line once
         best, best_key = None, (MIN_LIKENESS, -math.inf)
         for at, (_, other) in enumerate(self._lines or []):
             matcher.set_seq1(other)
             if matcher.real_quick_ratio() >= best_key[0] and matcher.quick_ratio() >= best_key[0]:
-                key = (matcher.ratio(), -abs(at - self._line_at - 1))
+                key = (matcher.ratio(), self._nearness(at))
                 if key > best_key:
                     best, best_key = at, key
         if best is None:
             return None
         matcher.set_seq1(self._lines[best][1])
         return best, matcher
+
+    def _nearness(self, at: int) -> int:
+        """How near input line `at` is to the line after the one the reply's last line kept or changed."""
+        return -abs(at - self._line_at - 1)
 
     def _add(self, old: str, new: str) -> bool:
         """A rule old -> new, unless one is known or it is not worth applying; True if added."""
