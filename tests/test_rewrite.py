@@ -350,3 +350,11 @@ def test_lines_the_reply_kept_move_on_the_place_it_is_editing():
     rewriter, codec = rewriter_on("CREATE TABLE a (\n    id INTEGER\n);\nCREATE TABLE b (\n    id INTEGER\n);\n")
     rewriter.observe(codec.tokenize("CREATE TABLE a (\n    id INTEGER\n);\nCREATE TABLE b2 (\n"))
     assert rules_of(rewriter) == [("b", "b2")]
+
+
+def test_between_equally_alike_lines_as_near_before_and_after_it_is_the_one_after():
+    """The reply changed the first line and wrote a line like none of the input's: its third line is
+    as like the first line as the third, as near, and it is the third that comes next."""
+    rewriter, codec = rewriter_on("x = compute(alpha, beta)\nu = 1\ny = compute(alpha, gamma)\n")
+    rewriter.observe(codec.tokenize("x = compute(ALPHA, beta)\nu = 2\nw = compute(alpha, delta)\n"))
+    assert rules_of(rewriter) == [("alpha", "ALPHA"), ("y", "w"), ("gamma", "delta")]

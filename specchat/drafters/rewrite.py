@@ -141,7 +141,7 @@ class Rewriter:
         equals the nearest after the last one kept or matched, since an edit goes through its input in
         order (each `CREATE TABLE x (` is as like the others)."""
         matcher = difflib.SequenceMatcher(None, [], words, autojunk=False)  # indexes the reply's line once
-        best, best_key = None, (MIN_LIKENESS, -math.inf)
+        best, best_key = None, (MIN_LIKENESS, (-math.inf, 0))
         for at, (_, other) in enumerate(self._lines or []):
             matcher.set_seq1(other)
             if matcher.real_quick_ratio() >= best_key[0] and matcher.quick_ratio() >= best_key[0]:
@@ -153,9 +153,10 @@ class Rewriter:
         matcher.set_seq1(self._lines[best][1])
         return best, matcher
 
-    def _nearness(self, at: int) -> int:
-        """How near input line `at` is to the line after the one the reply's last line kept or changed."""
-        return -abs(at - self._line_at - 1)
+    def _nearness(self, at: int) -> tuple[int, int]:
+        """How near input line `at` is to the line after the one the reply's last line kept or changed;
+        of two as near, the later (the edit goes on forward)."""
+        return -abs(at - self._line_at - 1), at
 
     def _add(self, old: str, new: str) -> bool:
         """A rule old -> new, unless one is known or it is not worth applying; True if added."""
