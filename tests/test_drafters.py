@@ -12,7 +12,16 @@ from specchat.drafters.auto import AutoDrafter
 from specchat.drafters.copyodds import CopyOdds, book
 from specchat.drafters.haystack import Haystack, matched_back
 from specchat.drafters.model import Acceptance
-from specchat.drafters.ngram import FIRST_COPY_CAP, MAX_COPY, REJOIN_FOR, CopyRuns, NgramDrafter, NgramIndex
+from specchat.drafters.ngram import (
+    FIRST_COPY_CAP,
+    MAX_COPY,
+    REJOIN_BELOW,
+    REJOIN_FOR,
+    REJOIN_RUN,
+    CopyRuns,
+    NgramDrafter,
+    NgramIndex,
+)
 from specchat.sampling import Sampler, SamplingParams
 
 GREEDY = Sampler(SamplingParams())
@@ -294,15 +303,81 @@ def test_a_copy_is_rejoined_for_at_most_rejoin_for_tokens_after_it_broke(written
     assert ngram.propose(context, 3, GREEDY).tokens == expected
 
 
-def test_a_long_match_elsewhere_wins_over_rejoining():
-    """After the break the reply copies 9 tokens of another passage (REJOIN_BELOW): that copy goes on,
-    not the edited one."""
-    other = list(range(300, 309))
+@pytest.mark.parametrize(("copied", "rejoins"), [(9, False), (8, True)])
+def test_a_long_match_elsewhere_wins_over_rejoining(copied, rejoins):
+    """After the break the reply copies another passage: where its match (with the 7) is 9 tokens long
+    (REJOIN_BELOW), that copy goes on, not the edited one; one token shorter, the edit is rejoined."""
+    assert REJOIN_BELOW == 9
+    other = list(range(300, 300 + copied - 1))
     prompt = [*range(100, 121), 7, *range(121, 130), *other, 7, 500, 501, 502]
     ngram = NgramDrafter()
     context = follow(ngram, prompt, [*range(100, 120), 900, *other, 7])
     assert ngram._break is not None  # the edited copy did break
-    assert ngram.propose(context, 3, GREEDY).tokens == [500, 501, 502]
+    assert ngram.propose(context, 3, GREEDY).tokens == ([121, 122, 123] if rejoins else [500, 501, 502])
+
+
+@pytest.mark.parametrize(("copied", "rejoins"), [(REJOIN_RUN, True), (REJOIN_RUN - 1, False)])
+def test_a_copy_that_held_rejoin_run_tokens_leaves_a_break_to_rejoin(copied, rejoins):
+    assert REJOIN_RUN == 12
+    prompt = [*range(100, 100 + copied + 1), 7, *range(200, 209), 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [*range(100, 100 + copied), 900, 7])
+    assert ngram.propose(context, 3, GREEDY).tokens == ([200, 201, 202] if rejoins else [500, 501, 502])
+
+
+def test_an_edit_that_replaced_several_tokens_is_rejoined_as_far_after_the_break_as_it_wrote():
+    """The reply wrote 3 tokens (900-902) where the input had 10 (120-129): the 7 it then wrote is 9
+    tokens after the break, past REJOIN_WINDOW (8) but within it and the 3 the reply wrote since."""
+    prompt = [*range(100, 130), 7, *range(130, 135), 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [*range(100, 120), 900, 901, 902, 7])
+    assert ngram.propose(context, 3, GREEDY).tokens == [130, 131, 132]
+
+
+def test_after_a_pure_insertion_the_copy_rejoins_at_the_token_it_broke_at():
+    """The reply inserted 900 before 120 and then wrote the 120: the copy goes on with what followed
+    it in the input (121), not after the 120 that occurs later."""
+    prompt = [*range(100, 125), 120, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [*range(100, 120), 900, 120])
+    assert ngram.propose(context, 3, GREEDY).tokens == [121, 122, 123]
+
+
+def test_a_copy_whose_last_drafted_token_held_but_whose_own_token_broke_leaves_a_break():
+    """A copy of MAX_COPY tokens held in full; the round's own token (the target's, after them) is the
+    first that differs from the input: that is where the edit broke the copy, and it is rejoined."""
+    assert MAX_COPY == 63
+    prompt = [*range(100, 177), 7, *range(300, 310), 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, list(range(100, 113)))
+    drafted = list(range(113, 176))  # 63 tokens: the round's own token would be 176
+    assert ngram.propose(context, MAX_COPY, GREEDY).tokens == drafted
+    produced = [*drafted, 900]
+    ngram.learn(Outcome(len(context), Draft(drafted, [None] * MAX_COPY, source="ngram"), MAX_COPY, produced, 0.0))
+    context += produced
+    ngram.offer(context, 16)
+    ngram.learn(Outcome(len(context), Draft(), 0, [7], 0.0))
+    assert ngram.propose([*context, 7], 3, GREEDY).tokens == [300, 301, 302]
+
+
+def test_a_copy_held_in_short_rounds_to_the_end_of_its_passage_leaves_no_break():
+    """The reply quoted a passage to the control token after it, a token per round (each round shorter
+    than the copy on offer, all of it held): nothing broke, so its last token written again is looked
+    up as anywhere else (in the reply), not rejoined where the quote ended."""
+    prompt = [*range(100, 120), 0, 50, 51]
+    ngram = NgramDrafter(ends_copy=lambda token: token == 0)
+    context = follow(ngram, prompt, [*range(100, 120), 900, 119])
+    assert ngram.propose(context, 3, GREEDY).tokens == [900, 119]
+
+
+def test_a_reply_repeating_itself_that_breaks_leaves_the_break_in_the_input_to_rejoin():
+    """The reply edited the input (900 for 120), then repeated 12 of its own tokens and wrote the 7
+    that followed the edited token in the input: its own copy broke there, but only a break in the
+    input can be rejoined, and the input's is still the one to rejoin."""
+    prompt = [*range(100, 121), 7, *range(121, 130), 7, 500, 501, 502]
+    ngram = NgramDrafter()
+    context = follow(ngram, prompt, [*range(100, 120), 900, *range(108, 120), 7])
+    assert ngram.propose(context, 3, GREEDY).tokens == [121, 122, 123]
 
 
 def test_copy_runs_count_whole_copies_in_a_row_and_any_other_round_ends_a_run():
