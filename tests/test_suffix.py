@@ -251,3 +251,32 @@ def test_an_outcome_at_another_place_books_nothing():
     assert draft.tokens
     drafter.learn(Outcome(len(context) + 1, draft, 3, [*draft.tokens, 9], 0.0))
     assert drafter.odds.tried == {}
+
+
+def test_agreeing_matches_that_end_together_propose_no_end_marker():
+    """Every match goes on the same way to the end of its message: the run stops there."""
+    drafter = SuffixDrafter(Past(*[[1, 2, 3, 4, 5, 6, 7, 8]] * 3))
+    assert drafter.propose([0, 0, 1, 2, 3, 4], 8, GREEDY).tokens == [5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(("logged", "proven"), [(1, 7), (2, 16)])
+def test_a_logged_copy_of_this_conversations_turn_does_not_vote_again(logged, proven):
+    """The conversation's first message is matched in it and, logged, in the history: that is one
+    match, which vouches for nothing past the first-copy cap (7). The same message in another past
+    conversation is a second match that agrees (VOUCH = 2): one turn of this conversation cancels one
+    logged copy, not both."""
+    message = list(range(40, 70))
+    context = [*message, 99, *message[:6]]
+    offer = SuffixDrafter(Past(*[message] * logged)).offer(context, 16)
+    assert len(offer.rates) == 16 and offer.proven == proven
+
+
+def test_a_logged_copy_that_ends_within_the_tokens_compared_is_still_known_for_one():
+    """The turn's logged copy ends (its end marker) 4 tokens after the match, where the conversation
+    goes on: only its own tokens are compared, and it does not vote beside the turn itself."""
+    message = list(range(40, 50))
+    context = [*message, 99, *message[:6]]
+    conversation = GrowingChains(bits=16)
+    conversation.append(np.array(context))
+    guess = lookup([conversation, Past(message).chains], context, 16)
+    assert guess.tokens[:5] == [46, 47, 48, 49, 99] and guess.support[0] == 1
