@@ -11,8 +11,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_drafters import follow  # the reply one token per round, every copy on offer booked
 
-from specchat.drafters import rewrite
-from specchat.drafters.ngram import NgramDrafter
+from specchat.drafters import Outcome, rewrite
+from specchat.drafters.ngram import MAX_COPY, NgramDrafter
 from specchat.drafters.rewrite import Rewriter
 from specchat.sampling import Sampler, SamplingParams
 
@@ -358,3 +358,23 @@ def test_between_equally_alike_lines_as_near_before_and_after_it_is_the_one_afte
     rewriter, codec = rewriter_on("x = compute(alpha, beta)\nu = 1\ny = compute(alpha, gamma)\n")
     rewriter.observe(codec.tokenize("x = compute(ALPHA, beta)\nu = 2\nw = compute(alpha, delta)\n"))
     assert rules_of(rewriter) == [("alpha", "ALPHA"), ("y", "w"), ("gamma", "delta")]
+
+
+def test_a_rewritten_copy_held_in_full_is_not_judged_by_the_token_after_it():
+    """`--mode ngram -k 64` drafts a whole copy (MAX_COPY + 1 tokens) of the rewritten input, and it all
+    held; the target's own token after it kept the old name where the next rewritten line has the new
+    one. The copy offered nothing there: the rule is not charged with a miss (the next copy is judged
+    from there)."""
+    codec = WordCodec()
+    filler = "".join(f"    col{i} TEXT,\n" for i in range(30))
+    text = "    accountId INTEGER PRIMARY KEY,\n" + filler + "SELECT accountId FROM t;\n"
+    prompt = [CONTROL, *codec.tokenize(text), CONTROL, *codec.tokenize("assistant\n")]
+    reply = codec.tokenize("    account_id INTEGER PRIMARY KEY,\n" + filler + "SELECT")  # then " accountId"
+    ngram = NgramDrafter(ends_copy=lambda token: token == CONTROL, codec=codec)
+    whole = MAX_COPY + 1
+    context = follow(ngram, prompt, reply[: len(reply) - whole])
+    draft = ngram.propose(context, whole, GREEDY)
+    assert ngram._copy.rewritten and draft.tokens == reply[len(reply) - whole :]
+    produced = [*draft.tokens, codec.id(" accountId")]
+    ngram.learn(Outcome(len(context), draft, whole, produced, 0.0))
+    assert [(rule.old, rule.misses) for rule in ngram.rewriter.rules] == [("accountId", 0)]
