@@ -560,6 +560,25 @@ def test_the_size_of_the_job_is_said_before_it_starts(fake_pair):
     assert "each), plus 2 warm-ups of up to 8 tokens;" in once.stderr  # one record of one turn: nothing earlier
 
 
+def test_progress_in_a_log_is_a_line_now_and_then_and_stdout_stays_the_report(fake_pair, monkeypatch):
+    """`specchat bench -f json 2> bench.log`: the progress bar is drawn on a terminal only, so after the "N replies
+    to generate" line a long bench said nothing for minutes. Where stderr is no terminal (as here), a plain line
+    says how far it is, at most every view.LOGGED_EVERY_S (0 here: one per run); the JSON on stdout is as it was."""
+    from specchat import view
+
+    quiet = bench(fake_pair, "--ks", "2", "--modes", "spec", "-f", "json")  # fast runs: no line at all
+    assert quiet.exit_code == 0 and "replies done" not in quiet.stderr, quiet.output
+    monkeypatch.setattr(view, "LOGGED_EVERY_S", 0.0, raising=False)
+    result = bench(fake_pair, "--ks", "2", "--modes", "spec", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["samples"] and "replies done" not in result.stdout
+    lines = [line for line in result.stderr.splitlines() if "replies done" in line]
+    assert [line.split(" replies done")[0] for line in lines] == ["0/4", "1/4", "2/4", "3/4"], result.stderr
+    assert lines[0].startswith("0/4 replies done, 0:00:00 elapsed; now rep 1/1 · code #tiny-1 · ")
+    assert ", about 0:00:00 left; now rep 1/1 · chat #tiny-2 · " in lines[3], lines
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr
+
+
 def test_the_size_of_the_job_counts_earlier_turns_and_warm_ups(fake_pair):
     """`--suite revision` said "replies ... up to 64 tokens each" and no more, but the target alone also wrote
     the 3 earlier turns, up to --earlier-tokens (512) each, and every variant warmed up first."""

@@ -472,6 +472,40 @@ def test_progress_bars_draw_nothing_where_stderr_is_not_a_terminal(monkeypatch, 
     assert out.getvalue() == "model.gguf: downloaded\n"
 
 
+@pytest.mark.parametrize("term", ["file", "dumb"])
+def test_bench_progress_in_a_log_is_a_plain_line_now_and_then(monkeypatch, term):
+    """`specchat bench 2> bench.log` (nohup, CI): the bar is drawn on a terminal only, so a bench of 2,000
+    prompts said nothing for minutes after its "N replies to generate" line. There a line says how far it
+    is, what runs and how long is left, at most every 30 s: one physical line each, no ANSI codes, no
+    carriage returns, nothing as the runs end (the report follows)."""
+    from types import SimpleNamespace
+
+    from specchat import view
+
+    now = [100.0]
+    monkeypatch.setattr(view, "time", SimpleNamespace(monotonic=lambda: now[0]), raising=False)
+    if term == "dumb":
+        monkeypatch.setenv("TERM", "dumb")
+    out = io.StringIO()
+    console = Console(file=out, width=40, force_terminal=term == "dumb")
+    with bench_progress(console, 10) as progress:
+        for step, description in ((5, "warming up"), (40, "history · chat #1 turn 1 · target alone")):
+            now[0] += step
+            progress(description, 0)  # warm-up, earlier turns: nothing measured yet
+        for done in range(10):
+            progress(f"rep 1/1 · chat\x1b[2J #{done} · spec k=4", done)
+            now[0] += 12.0  # a run takes 12 s: a line every third run
+        progress("done", 10)
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "0/10 replies done, 0:00:45 elapsed; now history · chat #1 turn 1 · target alone",
+        "3/10 replies done, 0:01:21 elapsed, about 0:01:24 left; now rep 1/1 · chat\\x1b[2J #3 · spec k=4",
+        "6/10 replies done, 0:01:57 elapsed, about 0:00:48 left; now rep 1/1 · chat\\x1b[2J #6 · spec k=4",
+        "9/10 replies done, 0:02:33 elapsed, about 0:00:12 left; now rep 1/1 · chat\\x1b[2J #9 · spec k=4",
+    ], lines
+    assert "\x1b" not in out.getvalue() and "\r" not in out.getvalue()
+
+
 @pytest.mark.parametrize("width", [40, 60, 80])
 def test_a_download_bar_keeps_its_numbers_whole_on_a_narrow_terminal(width):
     """The default pair's first pull on an 80-column terminal drew `0.1/1.1` with `GB` wrapped onto a line of its
