@@ -360,21 +360,20 @@ def test_between_equally_alike_lines_as_near_before_and_after_it_is_the_one_afte
     assert rules_of(rewriter) == [("alpha", "ALPHA"), ("y", "w"), ("gamma", "delta")]
 
 
-def test_a_rewritten_copy_held_in_full_is_not_judged_by_the_token_after_it():
-    """`--mode ngram -k 64` drafts a whole copy (MAX_COPY + 1 tokens) of the rewritten input, and it all
-    held; the target's own token after it kept the old name where the next rewritten line has the new
-    one. The copy offered nothing there: the rule is not charged with a miss (the next copy is judged
-    from there)."""
+def test_a_rewritten_copy_drafts_at_most_max_copy_tokens_and_its_last_checks_the_rounds_own():
+    """`--mode ngram -k 64` drafted a whole copy (MAX_COPY + 1 tokens, a batch of 65, where the copy's last token is
+    there to check the round's own): at most MAX_COPY are drafted. A copy that held to its end, the round's own
+    token included, charges its rule no miss."""
     codec = WordCodec()
     filler = "".join(f"    col{i} TEXT,\n" for i in range(30))
     text = "    accountId INTEGER PRIMARY KEY,\n" + filler + "SELECT accountId FROM t;\n"
     prompt = [CONTROL, *codec.tokenize(text), CONTROL, *codec.tokenize("assistant\n")]
-    reply = codec.tokenize("    account_id INTEGER PRIMARY KEY,\n" + filler + "SELECT")  # then " accountId"
+    reply = codec.tokenize("    account_id INTEGER PRIMARY KEY,\n" + filler + "SELECT")
     ngram = NgramDrafter(ends_copy=lambda token: token == CONTROL, codec=codec)
     whole = MAX_COPY + 1
     context = follow(ngram, prompt, reply[: len(reply) - whole])
     draft = ngram.propose(context, whole, GREEDY)
-    assert ngram._copy.rewritten and draft.tokens == reply[len(reply) - whole :]
-    produced = [*draft.tokens, codec.id(" accountId")]
-    ngram.learn(Outcome(len(context), draft, whole, produced, 0.0))
+    assert ngram._copy.rewritten and len(ngram._copy.tokens) == whole
+    assert draft.tokens == reply[len(reply) - whole : -1]  # MAX_COPY of them
+    ngram.learn(Outcome(len(context), draft, MAX_COPY, [*draft.tokens, reply[-1]], 0.0))
     assert [(rule.old, rule.misses) for rule in ngram.rewriter.rules] == [("accountId", 0)]

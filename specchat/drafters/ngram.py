@@ -292,7 +292,7 @@ class NgramDrafter:
         copy = self._copy_at(context) if k_max > 0 else None
         if copy is None:
             return NO_OFFER
-        judged = [(self._odds(copy, i), copy.matched + i) for i in range(min(len(copy.tokens), k_max))]
+        judged = [(self._odds(copy, i), copy.matched + i) for i in range(min(len(copy.tokens), k_max, MAX_COPY))]
         rates = [odds.rate(length) for odds, length in judged]
         mean = [odds.rate(length, cautious=False) for odds, length in judged]
         return Offer(rates, rates, mean=mean, proven=self.copy_cap)
@@ -301,7 +301,7 @@ class NgramDrafter:
         copy = self._copy_at(context) if k > 0 else None
         if copy is None:
             return Draft()
-        tokens = copy.tokens[:k]
+        tokens = copy.tokens[: min(k, MAX_COPY)]  # its last token checks the round's own: `-k 64` is a batch of 64
         return Draft(tokens=list(tokens), q=[None] * len(tokens), source=self.name)
 
     def learn(self, outcome: Outcome) -> None:
