@@ -10,8 +10,11 @@ what is not specchat's log, the hints) is logdb.py's.
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -151,13 +154,50 @@ def _replies(path: Path, *, limit: int, query: str | None, cid: int | None) -> I
             return
         holds = _Holds(_encoding(conn))
         conn.create_function("holds", 2, holds, deterministic=True)
+        with _ctrl_c_stops(conn, holds):
+            cursor = conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit})
+            rows = cursor.fetchmany(ROWS_A_FETCH)
+        while rows:
+            yield from (_reply(row) for row in rows)
+            with _ctrl_c_stops(conn, holds):
+                rows = cursor.fetchmany(ROWS_A_FETCH)
+
+
+ROWS_A_FETCH = 64  # the rows read at a time: a long log is never held whole (each row holds a reply's text)
+
+
+@contextmanager
+def _ctrl_c_stops(conn: sqlite3.Connection, holds: _Holds) -> Iterator[None]:
+    """While SQLite reads, a Ctrl-C interrupts it and is raised as the KeyboardInterrupt it is. Python's own handler
+    raised it inside `-q`'s function (most of a long search's time), and SQLite reported that as "user-defined
+    function raised exception": `logs -q` said the log could not be read, with the hint to move it aside."""
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):  # ignored (a script's `&`), or someone else's handler: theirs to keep
         try:
-            for row in conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit}):
-                yield _reply(row)
+            yield
         except sqlite3.OperationalError:
-            if holds.interrupted:  # the Ctrl-C it was, not a log to move aside (reading's "damaged" hint)
+            if holds.interrupted:
                 raise KeyboardInterrupt from None
             raise
+        return
+    pressed: list[bool] = []
+
+    def stop(_signum, _frame) -> None:
+        pressed.append(True)
+        conn.interrupt()  # SQLite stops at its next step, with "interrupted"
+
+    signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    except sqlite3.OperationalError:
+        if pressed or holds.interrupted:  # the Ctrl-C it was, not a log to move aside (reading's "damaged" hint)
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:  # pressed between SQLite's steps
+        raise KeyboardInterrupt
 
 
 def _reply(row: sqlite3.Row) -> dict:
@@ -180,10 +220,9 @@ def _encoding(conn: sqlite3.Connection) -> str:
 
 
 class _Holds:
-    """`-q`'s test, which SQLite calls for every prompt and reply. A Ctrl-C lands in it more often than not on a
-    long log, and SQLite turns any exception there into "user-defined function raised exception": `logs -q` said
-    the log could not be read, with the hint to move it aside. The interruption is noted here, to be raised again
-    as the Ctrl-C it was."""
+    """`-q`'s test, which SQLite calls for every prompt and reply. SQLite turns any exception there into
+    "user-defined function raised exception": a KeyboardInterrupt (where _ctrl_c_stops has not taken Ctrl-C over)
+    is noted, to be raised again as the Ctrl-C it was."""
 
     def __init__(self, codec: str) -> None:
         self.codec, self.interrupted = codec, False

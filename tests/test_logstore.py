@@ -1345,20 +1345,27 @@ def test_ctrl_c_in_logs_json_leaves_the_items_written_as_a_json_list(capsys):
 
 def test_a_ctrl_c_inside_a_search_is_a_ctrl_c_not_a_log_to_move_aside(isolated, monkeypatch):
     """SQLite turned a Ctrl-C that landed in -q's test (most of a search's time on a long log) into "user-defined
-    function raised exception": `logs -q` exited 1 saying the log could not be read, hinting to move it aside."""
+    function raised exception": `logs -q` exited 1 saying the log could not be read, hinting to move it aside.
+    Raised inside the test or anywhere in SQLite's reading (its handler is specchat's then), it is a Ctrl-C."""
+    import signal
+
     _conversations(log_file(), [30])
-    calls = [0]
+    calls, handlers = [0], []
     contains = logstore._Holds.contains
 
     def interrupted_at_the_fifth(self, text, folded_query):
         calls[0] += 1
+        handlers.append(signal.getsignal(signal.SIGINT))
         if calls[0] == 5:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, handled where Python next looks
         return contains(self, text, folded_query)
 
     monkeypatch.setattr(logstore._Holds, "contains", interrupted_at_the_fifth)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         logstore.replies(log_file(), limit=0, query="reply")
+    assert calls[0] < 60 and signal.default_int_handler not in handlers  # SQLite stopped; Ctrl-C was taken over
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # and given back
     calls[0] = 0
     result = invoke("logs", "-n", "0", "-q", "reply", "--json")
     assert result.exit_code == 130, result.output
