@@ -138,7 +138,8 @@ def write_stdout(text: str, what: str = "the reply") -> None:
 def write_json_list(items: Iterable, what: str, indent: int = 2) -> None:
     """stdout_json(list(items), indent) and a newline, written item by item (`logs -n 0 --json`: the whole log in
     one string). Ctrl-C closes the list after the items written, so that what is on stdout stays JSON (as `run
-    --json` ends its object), then goes on as Ctrl-C: a press while an item is written waits for its end."""
+    --json` ends its object), then goes on as Ctrl-C: a press while an item is written waits for its end. So does
+    a failure of the items (a log damaged past its first pages: its error on stderr, exit 1), not of stdout."""
     out, interrupt, pad = _Stdout(what), Interrupt(), "\n" + " " * indent
     out.write("[")
     written = 0
@@ -148,7 +149,9 @@ def write_json_list(items: Iterable, what: str, indent: int = 2) -> None:
                 out.write(("," if written else "") + pad + stdout_json(item, indent).replace("\n", pad))
             written += 1
             interrupt.check()
-    except KeyboardInterrupt:
+    except (BrokenPipeError, StdoutError):  # stdout itself: nothing more goes there
+        raise
+    except BaseException:
         write_stdout("\n]\n" if written else "]\n", what)
         raise
     write_stdout("\n]\n" if written else "]\n", what)

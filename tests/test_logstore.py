@@ -1330,15 +1330,18 @@ def test_logs_json_is_written_item_by_item_as_one_json_list_would_be(monkeypatch
         assert len(written) == len(value) + 2  # "[", each item, the end
 
 
-def test_ctrl_c_in_logs_json_leaves_the_items_written_as_a_json_list(capsys):
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, logdb.LogError])
+def test_ctrl_c_or_a_log_failing_in_logs_json_leaves_the_items_written_as_a_json_list(capsys, failure):
+    """A log damaged past its first pages (its error on stderr, exit 1) left half a list on stdout: '[' and the
+    items read, unclosed, where all was read before anything was written before."""
     from specchat import view
 
     def items():
         yield {"a": 1}
         yield {"b": 2}
-        raise KeyboardInterrupt
+        raise failure("database disk image is malformed") if failure is not KeyboardInterrupt else failure
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(failure):
         view.write_json_list(items(), "the log")
     assert json.loads(capsys.readouterr().out) == [{"a": 1}, {"b": 2}]
 
