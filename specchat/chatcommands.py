@@ -23,7 +23,7 @@ from .paths import expand_home
 from .runtime import Pipeline
 from .speculative import Stats
 from .transcript import save_conversation
-from .view import n_tokens, position_bars, session_lines, visible
+from .view import n_tokens, position_bars, say, session_lines, visible
 
 if TYPE_CHECKING:
     from .chat import Conversation
@@ -99,7 +99,7 @@ class SlashCommands:
         return handler() is not False
 
     def _say(self, message: str, style: str = "cyan") -> None:
-        self.console.print(Text(message, style=style))
+        say(self.console, Text(message, style=style))  # a path of the user's can make Rich's wrap raise: say falls back
 
     def _modes_here(self) -> list[str]:
         """The modes this session can switch to: a draft-model mode needs the draft loaded at the start."""

@@ -19,7 +19,7 @@ from rich.text import Text
 from .errors import SpecchatError
 from .lineinput import TerminalInput, UnfinishedMessage, read_message
 from .paths import replace_bad_bytes
-from .view import keys_unechoed, restore_terminal
+from .view import keys_unechoed, restore_terminal, say
 
 if TYPE_CHECKING:
     from .repl import ChatSession
@@ -89,7 +89,7 @@ def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
         except SpecchatError as exc:  # e.g. one message longer than the context: say so, keep chatting
             session.drop_unanswered()
             hint = f"  hint: {exc.hint}" if exc.hint else ""
-            console.print(Text(f"error: {exc.message}{hint}", style="red"))
+            say(console, Text(f"error: {exc.message}{hint}", style="red"))  # Rich's wrap can raise: say falls back
 
 
 class CtrlC:

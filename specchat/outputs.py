@@ -18,7 +18,16 @@ from .errors import UsageError
 from .paths import path_text
 from .sampling import SamplingParams
 from .textstream import TextStream
-from .view import note, position_bars, print_stats, stderr_console, stdout_json, summary_line, write_stdout
+from .view import (
+    note,
+    position_bars,
+    print_stats,
+    stderr_console,
+    stdout_json,
+    summary_line,
+    wraps_at_words,
+    write_stdout,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -210,7 +219,7 @@ class LiveOutput(Output):
     @property
     def _one_line(self) -> bool:
         """Into a file each line stays one; on a terminal Rich wraps it at words (the terminal broke words)."""
-        return not self.view.drawn
+        return not (self.view.drawn and wraps_at_words(self.console))  # FORCE_COLOR into a pipe: no terminal
 
 
 def set_aside_note(counts: dict[str, int]) -> str:

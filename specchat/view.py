@@ -353,7 +353,7 @@ def wraps_at_words(console: Console) -> bool:
     for colours) for a terminal even when the stream is a file, and wrapped `--stats 2>stats.txt` at 80 columns
     there: the file's lines must stay one each, for the scripts that read them. TTY_COMPATIBLE=1 says the stream
     is a terminal: it is taken as one."""
-    if not console.is_terminal:
+    if not console.is_terminal or console.is_dumb_terminal:  # TERM=dumb (Emacs' shell): its window wraps lines
         return False
     if not os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") == "1":
         return True  # a tty, or a stream said to be one (TTY_COMPATIBLE, or a Console made with force_terminal)

@@ -1741,3 +1741,31 @@ def test_force_color_into_a_file_keeps_each_stats_and_note_line_one_line(fake_mo
     assert ran.exit_code == 0, ran.output
     assert any(len(line) > 30 and "tok/s" in line for line in lines), lines
     assert any(len(line) > 30 and line.startswith("k=9: accepted") for line in lines), lines
+
+
+def test_force_color_into_a_pipe_keeps_the_live_formats_summary_one_line(fake_models, isolated):
+    """`--format live` into a pipe with FORCE_COLOR: the summary line was wrapped at the width (4 lines at 30)."""
+    import re
+
+    fake_overlay(fake_models, isolated)
+    ran = runner.invoke(
+        app, ["run", "-p", "fake", "--mode", "spec", "-f", "live", "hi"], env={"FORCE_COLOR": "1", "COLUMNS": "30"}
+    )
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", ran.stdout).splitlines()
+    assert ran.exit_code == 0, ran.output
+    assert any(len(line) > 30 and "tok/s" in line for line in lines), lines
+
+
+def test_a_chat_note_naming_a_path_rich_cannot_wrap_is_left_to_the_terminal():
+    """The chat's notes and errors (a /save to a path of the user's) went straight to Rich: a word starting with
+    zero-width joiners made Rich 15's wrap raise IndexError on a narrow terminal, ending the chat."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from specchat.chatcommands import SlashCommands
+
+    console = Console(file=io.StringIO(), width=14, force_terminal=True, color_system=None)
+    SlashCommands._say(SimpleNamespace(console=console), f"saved to {JOINED}.json")
+    assert "saved to" in console.file.getvalue()
