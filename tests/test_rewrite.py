@@ -360,6 +360,43 @@ def test_between_equally_alike_lines_as_near_before_and_after_it_is_the_one_afte
     assert rules_of(rewriter) == [("alpha", "ALPHA"), ("y", "w"), ("gamma", "delta")]
 
 
+def table(name: str, *columns: str) -> str:
+    return "".join([f"CREATE TABLE {name} (\n", *(f"  {column}\n" for column in columns), ");\n"])
+
+
+FIVE = ("id INTEGER,", "name TEXT,", "age INTEGER,", "city TEXT,", "zip TEXT")
+
+
+@pytest.mark.parametrize("after", ["", table("d", "id INTEGER")])
+def test_a_common_line_kept_after_dropped_lines_does_not_go_back_to_an_earlier_block(after):
+    """The reply keeps table b's header, drops four of its columns (so `id INTEGER` loses its comma,
+    as table a's and c's has none) and closes it: `id INTEGER` and `);` are not table a's again (they
+    were, as the nearest, and `b` -> `c2` was learned) nor table c's or d's (the first after them; with
+    a table d, `d` -> `c2`)."""
+    rewriter, codec = rewriter_on(table("a", "id INTEGER") + table("b", *FIVE) + table("c", "id INTEGER") + after)
+    rewriter.observe(codec.tokenize(table("a", "id INTEGER") + table("b", "id INTEGER") + "CREATE TABLE c2 (\n"))
+    assert rules_of(rewriter) == [("c", "c2")]
+
+
+def test_a_common_line_the_reply_swapped_back_goes_back_to_the_line_it_skipped():
+    """The reply writes table a's second column before its first: the first column's line, in every
+    table, is the one it skipped in a (not b's, the first after), and it is b that it renames next."""
+    columns = ("id INTEGER,", "name TEXT,", "age INTEGER")
+    rewriter, codec = rewriter_on(table("a", *columns) + table("b", *columns) + table("c", *columns))
+    rewriter.observe(codec.tokenize(table("a", *columns[1::-1], columns[2]) + "CREATE TABLE b2 (\n"))
+    assert rules_of(rewriter) == [("b", "b2")]
+
+
+def test_lines_kept_after_a_dropped_block_are_the_next_blocks_not_the_dropped_ones():
+    """The reply drops function g, whose lines are f's and h's too: h's header is the only one of its
+    kind, so the lines after it are h's, and it is k that it renames next."""
+    functions = "".join(f"def {name}(x):\n    y = x + 1\n    return y\n\n" for name in "fghk")
+    rewriter, codec = rewriter_on(functions)
+    kept = functions.replace("def g(x):\n    y = x + 1\n    return y\n\n", "")
+    rewriter.observe(codec.tokenize(kept.replace("def k(x):\n    y = x + 1\n    return y\n\n", "def k2(x):\n")))
+    assert rules_of(rewriter) == [("k", "k2")]
+
+
 def test_a_rewritten_copy_drafts_at_most_max_copy_tokens_and_its_last_checks_the_rounds_own():
     """`--mode ngram -k 64` drafted a whole copy (MAX_COPY + 1 tokens, a batch of 65, where the copy's last token is
     there to check the round's own): at most MAX_COPY are drafted. A copy that held to its end, the round's own

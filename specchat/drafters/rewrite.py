@@ -86,6 +86,7 @@ class Rewriter:
         self._lines: list[tuple[str, list[str]]] | None = None  # the input's lines and their words
         self._known: dict[str, list[int]] = {}  # each input line's text -> where it occurs
         self._line_at = -1  # the input line the reply's last line kept or was matched to
+        self._skipped = range(0)  # the input lines a common line the reply kept last moved _line_at past
 
     @property
     def tokens(self) -> list[int]:
@@ -119,14 +120,14 @@ class Rewriter:
         if not line.strip() or len(self.rules) >= MAX_RULES:
             return
         if line in self._known:  # kept as it was: the edit has got this far through its input
-            self._line_at = max(self._known[line], key=self._nearness)
+            self._keep(self._known[line])
             return
         spans = _words(line)
         found = self._most_alike([word for word, _, _ in spans])
         if found is None:
             return
         at, matcher = found
-        self._line_at = at
+        self._line_at, self._skipped = at, range(0)
         text = self._lines[at][0]
         other = _words(text)
         changed = False
@@ -152,6 +153,18 @@ class Rewriter:
             return None
         matcher.set_seq1(self._lines[best][1])
         return best, matcher
+
+    def _keep(self, places: list[int]) -> None:
+        """Move the place the edit had reached to where a line the reply kept occurs in its input
+        (`places`, in order): among the lines a common line last jumped over, if it is one of them (that
+        jump went too far, or the reply swapped lines); else the first from that place on (an edit goes
+        on forward, past the lines it dropped); else the last before it. Not simply the nearest: a
+        common line (`);`, `}`) would go back to an earlier block's."""
+        i = bisect.bisect_left(places, self._skipped.start)
+        if i == len(places) or places[i] >= self._skipped.stop:
+            i = min(bisect.bisect_left(places, self._line_at), len(places) - 1)
+        self._skipped = range(self._line_at + 1, places[i]) if len(places) > 1 else range(0)
+        self._line_at = places[i]
 
     def _nearness(self, at: int) -> tuple[int, int]:
         """How near input line `at` is to the line after the one the reply's last line kept or changed;
