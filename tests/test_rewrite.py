@@ -414,3 +414,12 @@ def test_a_rewritten_copy_drafts_at_most_max_copy_tokens_and_its_last_checks_the
     assert draft.tokens == reply[len(reply) - whole : -1]  # MAX_COPY of them
     ngram.learn(Outcome(len(context), draft, MAX_COPY, [*draft.tokens, reply[-1]], 0.0))
     assert [(rule.old, rule.misses) for rule in ngram.rewriter.rules] == [("accountId", 0)]
+
+
+def test_a_run_of_like_lines_kept_moves_the_place_on_line_by_line():
+    """Kept lines that occur several times stayed on the first of a run of them (the first from the place on was
+    the place itself), so the changed line after the run was matched from there: 'z' -> 'q', not 'a' -> 'q'."""
+    text = "set z to 1\n" + "nop\n" * 4 + "set a to 1\nset b to 1\n"
+    rewriter, codec = rewriter_on(text)
+    rewriter.observe(codec.tokenize("set z to 1\n" + "nop\n" * 4 + "set q to 1\n"))
+    assert rules_of(rewriter) == [("a", "q")]

@@ -87,6 +87,7 @@ class Rewriter:
         self._known: dict[str, list[int]] = {}  # each input line's text -> where it occurs
         self._line_at = -1  # the input line the reply's last line kept or was matched to
         self._skipped = range(0)  # the input lines a common line the reply kept last moved _line_at past
+        self._kept = False  # _line_at is a line the reply kept (not one a changed line was matched to)
 
     @property
     def tokens(self) -> list[int]:
@@ -127,7 +128,7 @@ class Rewriter:
         if found is None:
             return
         at, matcher = found
-        self._line_at, self._skipped = at, range(0)
+        self._line_at, self._skipped, self._kept = at, range(0), False
         text = self._lines[at][0]
         other = _words(text)
         changed = False
@@ -159,12 +160,14 @@ class Rewriter:
         (`places`, in order): among the lines a common line last jumped over, if it is one of them (that
         jump went too far, or the reply swapped lines); else the first from that place on (an edit goes
         on forward, past the lines it dropped); else the last before it. Not simply the nearest: a
-        common line (`);`, `}`) would go back to an earlier block's."""
+        common line (`);`, `}`) would go back to an earlier block's. "From that place on" is past a line
+        kept there (a run of like lines moves on), but may be the line a changed one was matched to (a new
+        line like the next, then that one kept)."""
         i = bisect.bisect_left(places, self._skipped.start)
         if i == len(places) or places[i] >= self._skipped.stop:
-            i = min(bisect.bisect_left(places, self._line_at), len(places) - 1)
+            i = min(bisect.bisect_left(places, self._line_at + self._kept), len(places) - 1)
         self._skipped = range(self._line_at + 1, places[i]) if len(places) > 1 else range(0)
-        self._line_at = places[i]
+        self._line_at, self._kept = places[i], True
 
     def _nearness(self, at: int) -> tuple[int, int]:
         """How near input line `at` is to the line after the one the reply's last line kept or changed;
