@@ -280,3 +280,15 @@ def test_a_logged_copy_that_ends_within_the_tokens_compared_is_still_known_for_o
     conversation.append(np.array(context))
     guess = lookup([conversation, Past(message).chains], context, 16)
     assert guess.tokens[:5] == [46, 47, 48, 49, 99] and guess.support[0] == 1
+
+
+def test_a_copy_drafts_at_most_max_copy_tokens_a_batch_of_64():
+    """As prompt lookup's: the copy's last token checks the round's own, so `--mode suffix -k 64` drafted 64
+    (a batch of 65, where the docs say 63) and auto was offered 64."""
+    from specchat.drafters.ngram import MAX_COPY
+
+    block = list(range(100, 300))
+    context = block + block[:10]
+    drafter = SuffixDrafter()
+    assert len(drafter.offer(context, 64).rates) == MAX_COPY
+    assert len(drafter.propose(context, 64, None).tokens) == MAX_COPY

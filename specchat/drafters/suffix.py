@@ -200,7 +200,7 @@ class SuffixDrafter:
         guess = self._copy_at(context) if k_max > 0 else NO_GUESS
         if not guess.tokens:
             return NO_OFFER
-        n = min(len(guess.tokens), k_max)
+        n = min(len(guess.tokens), k_max, MAX_COPY)  # the copy's last token checks the round's own: a batch of 64
         mean, rates = [], []
         odds = self._odds(guess)
         following = guess.past and guess.matched >= LONGEST
@@ -224,7 +224,7 @@ class SuffixDrafter:
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         guess = self._copy_at(context) if k > 0 else NO_GUESS
-        tokens = guess.tokens[:k]
+        tokens = guess.tokens[: min(k, MAX_COPY)]
         return Draft(tokens=list(tokens), q=[None] * len(tokens), source=self.name) if tokens else Draft()
 
     def learn(self, outcome: Outcome) -> None:
