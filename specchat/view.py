@@ -366,8 +366,10 @@ def wraps_at_words(console: Console) -> bool:
 def redrawn(console: Console) -> bool:
     """Whether a region can be drawn over in place (a progress bar, the live view): on a terminal only. Elsewhere
     (`2> log`, a pipe) Rich prints a bar once, as it stops: after the lines that said the download was done,
-    wrapped at 80 columns, and a transient one as a blank line."""
-    return console.is_terminal and not console.is_dumb_terminal  # TERM=dumb (Emacs' shell): no cursor moves
+    wrapped at 80 columns, and a transient one as a blank line. Not under TERM=dumb (Emacs' shell: no cursor
+    moves), nor where FORCE_COLOR alone makes Rich take a file for a terminal (a CI log: cursor codes and carriage
+    returns ten times a second): where lines wrap at words."""
+    return wraps_at_words(console)
 
 
 LOGGED_EVERY_S = 30.0  # the most often a progress line is written where no bar is drawn (`2> log`, CI)
@@ -406,7 +408,7 @@ def logged_progress(console: Console, total: int) -> Callable[..., None]:
             return
         last = now
         line = f"{done}/{size} replies done, {_clock_time(now - began)} elapsed"
-        if done:  # the mean over every run so far: the runs are interleaved, so any stretch of them is alike
+        if done:  # the mean over every run so far: bench interleaves its runs (tune runs its drafters in turn)
             line += f", about {_clock_time((now - first) / done * (size - done))} left"
         note(console, f"{line}; now {one_line(description)}")
 

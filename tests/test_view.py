@@ -568,3 +568,18 @@ def test_a_download_bar_keeps_the_cursor_hidden_after_ctrl_z_and_fg(tmp_path):
             held = list(view._HIDDEN_CURSORS)
             assert held == [file.fileno()]
         assert view._HIDDEN_CURSORS == []
+
+
+def test_bench_progress_under_force_color_into_a_file_is_lines_not_a_bar(monkeypatch):
+    """FORCE_COLOR (CI runners set it) makes Rich take a file for a terminal: bench's bar wrote cursor codes and
+    carriage returns into the log ten times a second. There it writes its plain lines, as into any file."""
+    from specchat.view import bench_progress
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    out = io.StringIO()
+    console = Console(file=out, width=60)
+    assert console.is_terminal
+    with bench_progress(console, 3) as progress:
+        progress("warming up", 0)
+        progress("chat #1", 1)
+    assert "\r" not in out.getvalue() and "\x1b[?25l" not in out.getvalue(), repr(out.getvalue())

@@ -117,7 +117,7 @@ def run(
     from ..chat import Message
     from ..repl import ChatSession, ChatSettings, chat_loop
     from ..sampling import SamplingParams
-    from ..view import redrawn, stdout_console, wraps_at_words
+    from ..view import stdout_console, wraps_at_words
 
     check_conflicts(ctx, no_spec, mode, latest, cid)
     view = choose_view(fmt, as_json=as_json, jsonl=jsonl)
@@ -145,7 +145,7 @@ def run(
         console = stdout_console(no_color)
         # On a terminal Rich wraps specchat's own lines (the chat's notes, /help, /stats, -v's bars) at words: the
         # terminal's own wrap broke them inside words on a narrow one. The reply's lines set their own wrap.
-        console.soft_wrap = not (redrawn(console) and wraps_at_words(console))
+        console.soft_wrap = not wraps_at_words(console)
         if conversation is None:
             session = ChatSession(pipeline, settings, console, system, log, plain=view.plain_chat)
             raise typer.Exit(chat_loop(session, history=True))
