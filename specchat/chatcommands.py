@@ -197,7 +197,7 @@ class SlashCommands:
                 self._say("no system prompt (the template's default): /system TEXT sets one")
                 return
             self._say("system prompt (/system TEXT replaces it, /system off clears it):")
-            self.console.print(Text(visible(current)))
+            say(self.console, Text(visible(current)))  # the user's text: Rich's wrap of it can raise
             return
         clear = arg.lower() == "off"
         self.conversation.system = None if clear else arg

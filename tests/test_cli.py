@@ -1769,3 +1769,20 @@ def test_a_chat_note_naming_a_path_rich_cannot_wrap_is_left_to_the_terminal():
     console = Console(file=io.StringIO(), width=14, force_terminal=True, color_system=None)
     SlashCommands._say(SimpleNamespace(console=console), f"saved to {JOINED}.json")
     assert "saved to" in console.file.getvalue()
+
+
+def test_the_chats_system_prompt_shown_is_left_to_the_terminal_where_rich_cannot_wrap_it():
+    """/system with no argument printed the user's system prompt straight to Rich: one with a word starting with
+    zero-width joiners made Rich 15's wrap raise IndexError on a narrow terminal, ending the chat."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from specchat.chatcommands import SlashCommands
+
+    commands = object.__new__(SlashCommands)
+    commands.console = Console(file=io.StringIO(), width=14, force_terminal=True, color_system=None)
+    commands.conversation = SimpleNamespace(system=JOINED)
+    commands._cmd_system("")
+    assert "axxxxxxxxxxxx" in commands.console.file.getvalue()
