@@ -1364,12 +1364,16 @@ def test_a_ctrl_c_inside_a_search_is_a_ctrl_c_not_a_log_to_move_aside(isolated, 
         return contains(self, text, folded_query)
 
     monkeypatch.setattr(logstore._Holds, "contains", interrupted_at_the_fifth)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with pytest.raises(KeyboardInterrupt):
-        logstore.replies(log_file(), limit=0, query="reply")
-    assert calls[0] < 60 and signal.default_int_handler not in handlers  # SQLite stopped; Ctrl-C was taken over
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # and given back
-    calls[0] = 0
-    result = invoke("logs", "-n", "0", "-q", "reply", "--json")
+    # as in a terminal: a runner started in the background (`.ci/run &`) passes SIGINT on as ignored
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            logstore.replies(log_file(), limit=0, query="reply")
+        assert calls[0] < 60 and signal.default_int_handler not in handlers  # SQLite stopped; Ctrl-C taken over
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # and given back
+        calls[0] = 0
+        result = invoke("logs", "-n", "0", "-q", "reply", "--json")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert result.exit_code == 130, result.output
     assert "cannot read" not in result.stderr and "Traceback" not in result.output
