@@ -61,7 +61,8 @@ class ReplyView:
         if self.drawn:  # a Live that drew nothing still wrote a line break as it stopped on TERM=dumb (Rich < 14.3)
             self.live.start()
             self._started.callback(self.live.stop)
-        self._started.enter_context(cursor_kept_hidden(self.console))  # again on `fg` after Ctrl-Z
+        if self.drawn:  # into a file (FORCE_COLOR, TERM=dumb) no cursor is hidden: `fg` after Ctrl-Z wrote a code there
+            self._started.enter_context(cursor_kept_hidden(self.console))  # again on `fg` after Ctrl-Z
         try:
             self._refresh()
         except BaseException:  # Ctrl-C while the first frame is drawn: a Live left started nests the next one

@@ -22,6 +22,7 @@ from .view import (
     note,
     position_bars,
     print_stats,
+    redrawn,
     stderr_console,
     stdout_json,
     summary_line,
@@ -188,8 +189,8 @@ class LiveOutput(Output):
         self.verbose = verbose
         # Ghost text is for a terminal that takes styles (docs/usage.md): elsewhere (--format live into a pipe, or
         # on TERM=dumb, where Rich writes no escape codes) it has no strike-through to set it apart and reads as
-        # part of the reply.
-        show_rejected = show_rejected and console.is_terminal and not console.is_dumb_terminal
+        # part of the reply; with FORCE_COLOR into a file it has one, but no legend says what it is.
+        show_rejected = show_rejected and redrawn(console)
         self.view = ReplyView(console, k=request.k, label=request.label, show_rejected=show_rejected)
         # The legend names the styles of the tokens: where the view is not drawn (a pipe, a file, TERM=dumb) the
         # text has none, and the line was one more that a script had to cut from the reply

@@ -110,6 +110,26 @@ def test_format_live_on_a_dumb_terminal_leaves_the_rejected_guesses_out(monkeypa
     assert written.splitlines()[0] == "Here" and "sb!" not in written and "\x1b" not in written
 
 
+def test_format_live_under_force_color_into_a_file_leaves_the_rejected_guesses_out_and_no_cursor_code(monkeypatch):
+    """FORCE_COLOR into a file: the view is not drawn there (no legend), yet the rejected guesses were written, struck
+    through, into the reply; and the cursor was registered as hidden, so `fg` after Ctrl-Z wrote a code there."""
+    from rich.console import Console
+
+    from specchat import view
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    console = Console(width=80, file=io.StringIO(), soft_wrap=True)
+    monkeypatch.setattr(console.file, "fileno", lambda: 99, raising=False)
+    request = outputs.Request("spec", 4, SamplingParams(), 64)
+    stats = Stats(generated=2, rounds=1, drafted=4, accepted=1, total_s=1.0, stop_reason="eog")
+    with outputs.LiveOutput(console, request) as sink:
+        segments = [Segment("He", "accepted"), Segment("sb!", "rejected"), Segment("re", "target")]
+        sink.update(Update(None, segments, stats))
+        assert 99 not in view._HIDDEN_CURSORS
+    sink.finish(Generation("Here", [], stats))
+    assert "sb!" not in console.file.getvalue()
+
+
 def test_the_live_views_legend_and_summary_wrap_at_words_on_a_narrow_terminal():
     """At 40 columns the legend and the line under the reply broke inside words ("accep" / "ted"): the
     stdout console's soft wrap left them to the terminal. On a terminal they wrap at words; into a file
