@@ -174,8 +174,8 @@ class Engine:
             self._decode(tokens[start : min(start + self.n_batch, head)], 0)
         if n_logits == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
-        # A verify batch can be longer than llama.cpp's batch too (`--ctx 64 --mode ngram -k 64`: 65 tokens
-        # in batches of 64): the scored tail goes in chunks as well, each chunk's logits copied out in turn.
+        # A scored tail longer than llama.cpp's batch goes in chunks as well, each chunk's logits copied out in
+        # turn (no drafter sends one now: a copy is at most 63 tokens, a batch of 64, and --ctx is at least 64).
         rows = []
         for start in range(head, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]

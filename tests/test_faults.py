@@ -441,7 +441,7 @@ def merge(a, b):
 
 
 @pytest.mark.real
-def test_a_verify_batch_longer_than_a_small_ctx_batch_is_scored_in_chunks(default_pair_paths):
+def test_a_whole_copy_at_the_smallest_ctx_is_one_batch_at_its_limit(default_pair_paths):
     # --ctx 64 gives llama.cpp batches of 64 tokens, and prompt lookup at -k 64 copies the code in one
     # draft: its verify batch of 65 tokens failed with "internal error: ValueError: n_logits=65 for 65
     # tokens". In a subprocess: a batch sent whole would abort the process (GGML_ASSERT). A copy drafts
@@ -459,6 +459,35 @@ def test_a_verify_batch_longer_than_a_small_ctx_batch_is_scored_in_chunks(defaul
     assert max(i for i, n in enumerate(result["stats"]["position_acceptance"]) if n is not None) == MAX_COPY - 1
     alone = subprocess.run([*command, "--mode", "target"], input=COPY_ME.encode(), capture_output=True, timeout=300)
     assert result["text"] == alone.stdout.decode().rstrip("\n")
+
+
+@pytest.mark.real
+def test_a_scored_tail_longer_than_llama_cpps_batch_is_evaluated_in_chunks(default_pair_paths):
+    """No drafter sends a verify batch longer than llama.cpp's batch now (a copy is at most 63 tokens, --ctx at
+    least 64), but Engine.eval still takes one in chunks: with batches of 16, 40 scored tokens give the rows
+    (the same next tokens) that one batch gives. In a subprocess: a batch sent whole would abort it (GGML_ASSERT)."""
+    script = CHUNKED.replace("TARGET", repr(str(default_pair_paths[0])))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0 and done.stdout.decode().strip() == "ok", done.stderr.decode()[-2000:]
+
+
+CHUNKED = """
+from pathlib import Path
+import numpy as np
+from specchat.engine import Engine
+from specchat.engineconfig import EngineConfig
+ids = None
+rows = []
+for n_batch in (16, 64):
+    engine = Engine(Path(TARGET), EngineConfig(n_ctx=256, n_batch=n_batch))
+    assert engine.n_batch == n_batch
+    ids = ids or engine.tokenize("def merge(a, b):\\n    out = []\\n    i = j = 0\\n" * 3)[:48]
+    rows.append(engine.eval(ids, 40))
+    engine.close()
+assert rows[0].shape == rows[1].shape == (40, rows[0].shape[1])
+assert (rows[0].argmax(axis=1) == rows[1].argmax(axis=1)).mean() >= 0.95
+print("ok")
+"""
 
 
 FOREIGN_IDS = """
