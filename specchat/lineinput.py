@@ -9,7 +9,6 @@ directory. prompt_toolkit serves Windows consoles too (not tested here). The `\\
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
 from contextlib import suppress
@@ -25,6 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .paths import make_dirs
+from .view import dumb_term
 
 PROMPT = "you › "
 MORE = "... "
@@ -149,6 +149,6 @@ def make_reader(console: Console, commands: Iterable[str], history: Path | None)
     """prompt_toolkit when both ends are a terminal that takes escape codes; otherwise (pipes, TERM=dumb:
     Emacs shell, where Emacs edits the line) the console's plain line reading."""
     streams = (sys.stdin, sys.stdout)
-    if all(stream is not None and stream.isatty() for stream in streams) and os.environ.get("TERM") != "dumb":
+    if all(stream is not None and stream.isatty() for stream in streams) and not dumb_term():
         return TerminalInput(commands, history, no_color=console.no_color)
     return console

@@ -19,6 +19,7 @@ from .paths import path_text
 from .sampling import SamplingParams
 from .textstream import TextStream
 from .view import (
+    dumb_term,
     note,
     position_bars,
     print_stats,
@@ -54,7 +55,7 @@ class Request:
 
 def fancy_terminal() -> bool:
     """The live view needs a real terminal on stdout (and stdin for chat); TERM=dumb gets plain text."""
-    return sys.stdout is not None and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb"
+    return sys.stdout is not None and sys.stdout.isatty() and not dumb_term()
 
 
 def stdin_terminal() -> bool:
@@ -65,7 +66,7 @@ def stdin_terminal() -> bool:
 def dumb_terminal() -> bool:
     """A terminal on both ends that says it takes no escape codes (TERM=dumb: Emacs shell, some IDEs)."""
     streams = (sys.stdin, sys.stdout)
-    return all(s is not None and s.isatty() for s in streams) and os.environ.get("TERM", "") == "dumb"
+    return all(s is not None and s.isatty() for s in streams) and dumb_term()
 
 
 def choose(fmt: str, *, as_json: bool = False, jsonl: bool = False, terminal: bool = False) -> str:

@@ -348,6 +348,13 @@ def say(console: Console, line: Text | str, **options) -> None:
         console.print(line, soft_wrap=True, **options)  # terminal wraps it; nothing was printed before the raise
 
 
+def dumb_term() -> bool:
+    """TERM says the terminal takes no escape codes, as Rich reads it: `dumb` (Emacs' shell, some IDEs) or `unknown`
+    (a terminal no terminfo names), any case. specchat matched "dumb" alone: under TERM=unknown the chat ran its
+    full line editor while Rich drew no reply view."""
+    return os.environ.get("TERM", "").lower() in ("dumb", "unknown")
+
+
 def wraps_at_words(console: Console) -> bool:
     """Whether Rich should wrap a line at words: on a terminal only. Rich takes FORCE_COLOR (which CI runners set
     for colours) for a terminal even when the stream is a file, and wrapped `--stats 2>stats.txt` at 80 columns

@@ -52,7 +52,7 @@ USER_SETTINGS = (
 @pytest.fixture(autouse=True, scope="session")
 def no_user_settings():
     with pytest.MonkeyPatch.context() as patch:
-        if os.environ.get("TERM") == "dumb":  # Emacs' shell: the narrow-terminal tests would read no terminal
+        if os.environ.get("TERM", "").lower() in ("dumb", "unknown"):  # Emacs' shell: tests would read no terminal
             patch.setenv("TERM", "xterm")
         # an exported config folder (with an overlay of one's own) too; not per test: module fixtures set their own
         for name in (*USER_SETTINGS, "SPECCHAT_CONFIG_DIR"):

@@ -155,3 +155,18 @@ def test_the_live_views_legend_and_summary_wrap_at_words_on_a_narrow_terminal():
         text = " ".join(rows)
         for words in ("rejected draft guess", "accepted 31/36 (86%)", "target token [max tokens reached]"):
             assert words in text, rows
+
+
+@pytest.mark.parametrize("term", ["dumb", "unknown", "DUMB", "Unknown"])
+def test_a_terminal_rich_calls_dumb_is_dumb_to_specchat_too(monkeypatch, term):
+    """Rich reads TERM=unknown (any case) as dumb and draws no live view there; specchat matched "dumb" alone, so
+    under TERM=unknown the chat ran its full line editor and chose the live view that was never drawn."""
+    from types import SimpleNamespace
+
+    tty = SimpleNamespace(isatty=lambda: True)
+    monkeypatch.setattr(sys, "stdout", tty)
+    monkeypatch.setattr(sys, "stdin", tty)
+    monkeypatch.setenv("TERM", term)
+    assert outputs.dumb_terminal() and not outputs.fancy_terminal()
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert outputs.fancy_terminal() and not outputs.dumb_terminal()
