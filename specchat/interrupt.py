@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -66,9 +66,17 @@ class Interrupt:
         finally:  # a press after the stop (only flagged) must not abort a later call into llama.cpp
             self.requested = False
 
-    def native(self):
-        """Around one call into llama.cpp: Ctrl-C only sets the flag that the callbacks return."""
-        return self._handling(self._flag)
+    def native(self, stop: Callable[[], None] | None = None):
+        """Around one call into llama.cpp: Ctrl-C only sets the flag that the callbacks return. stop: a library's
+        own way to be cut short, called on the press as well (SQLite's interrupt(), which polls no flag)."""
+        if stop is None:
+            return self._handling(self._flag)
+
+        def flag_and_stop(signum, frame) -> None:
+            self._flag(signum, frame)
+            stop()
+
+        return self._handling(flag_and_stop)
 
     def check(self) -> None:
         if self.requested:

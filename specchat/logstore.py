@@ -10,17 +10,15 @@ what is not specchat's log, the hints) is logdb.py's.
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .chat import Conversation, Message, whole_number
+from .interrupt import Interrupt
 from .logdb import (
     LogError,
     NotSetAside,
@@ -152,52 +150,32 @@ def _replies(path: Path, *, limit: int, query: str | None, cid: int | None) -> I
             _conversation_head(conn, cid)
         if conn is None:
             return
-        holds = _Holds(_encoding(conn))
-        conn.create_function("holds", 2, holds, deterministic=True)
-        with _ctrl_c_stops(conn, holds):
-            cursor = conn.execute(sql, {"cid": cid, "query": (query or "").casefold(), "limit": limit})
-            rows = cursor.fetchmany(ROWS_A_FETCH)
-        while rows:
+        conn.create_function("holds", 2, _Holds(_encoding(conn)), deterministic=True)
+        interrupt = Interrupt()
+        values = {"cid": cid, "query": (query or "").casefold(), "limit": limit}
+        cursor = _read(conn, interrupt, lambda: conn.execute(sql, values))
+        while rows := _read(conn, interrupt, lambda: cursor.fetchmany(ROWS_A_FETCH)):
             yield from (_reply(row) for row in rows)
-            with _ctrl_c_stops(conn, holds):
-                rows = cursor.fetchmany(ROWS_A_FETCH)
 
 
+T = TypeVar("T")
 ROWS_A_FETCH = 64  # the rows read at a time: a long log is never held whole (each row holds a reply's text)
 
 
-@contextmanager
-def _ctrl_c_stops(conn: sqlite3.Connection, holds: _Holds) -> Iterator[None]:
-    """While SQLite reads, a Ctrl-C interrupts it and is raised as the KeyboardInterrupt it is. Python's own handler
-    raised it inside `-q`'s function (most of a long search's time), and SQLite reported that as "user-defined
-    function raised exception": `logs -q` said the log could not be read, with the hint to move it aside."""
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):  # ignored (a script's `&`), or someone else's handler: theirs to keep
-        try:
-            yield
-        except sqlite3.OperationalError:
-            if holds.interrupted:
-                raise KeyboardInterrupt from None
-            raise
-        return
-    pressed: list[bool] = []
-
-    def stop(_signum, _frame) -> None:
-        pressed.append(True)
-        conn.interrupt()  # SQLite stops at its next step, with "interrupted"
-
-    signal.signal(signal.SIGINT, stop)
+def _read(conn: sqlite3.Connection, interrupt: Interrupt, read: Callable[[], T]) -> T:
+    """read() of SQLite, with Ctrl-C stopping it (conn.interrupt) and raised as the KeyboardInterrupt it is once it
+    has returned. Python's own handler raised it inside `-q`'s function (most of a long search's time), and SQLite
+    reported that as "user-defined function raised exception": `logs -q` said the log could not be read, with the
+    hint to move it aside."""
     try:
-        yield
+        with interrupt.native(stop=conn.interrupt):
+            result = read()
     except sqlite3.OperationalError:
-        if pressed or holds.interrupted:  # the Ctrl-C it was, not a log to move aside (reading's "damaged" hint)
+        if interrupt.requested:  # SQLite's "interrupted": the Ctrl-C it was, not a log to move aside
             raise KeyboardInterrupt from None
         raise
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if pressed:  # pressed between SQLite's steps
-        raise KeyboardInterrupt
+    interrupt.check()  # pressed between SQLite's steps
+    return result
 
 
 def _reply(row: sqlite3.Row) -> dict:
@@ -220,19 +198,13 @@ def _encoding(conn: sqlite3.Connection) -> str:
 
 
 class _Holds:
-    """`-q`'s test, which SQLite calls for every prompt and reply. SQLite turns any exception there into
-    "user-defined function raised exception": a KeyboardInterrupt (where _ctrl_c_stops has not taken Ctrl-C over)
-    is noted, to be raised again as the Ctrl-C it was."""
+    """`-q`'s test, which SQLite calls for every prompt and reply (in the log's codec)."""
 
     def __init__(self, codec: str) -> None:
-        self.codec, self.interrupted = codec, False
+        self.codec = codec
 
     def __call__(self, text: bytes | None, folded_query: str) -> bool:
-        try:
-            return self.contains(text, folded_query)
-        except KeyboardInterrupt:
-            self.interrupted = True
-            raise
+        return self.contains(text, folded_query)
 
     def contains(self, text: bytes | None, folded_query: str) -> bool:
         """Whether a prompt or reply contains the query, whatever the case of either (str.casefold: ß is ss);
