@@ -58,10 +58,11 @@ class ReplyView:
         self._drawn: tuple[int, list[int]] = (0, [])  # the width it was drawn at, and its lines' lengths
 
     def __enter__(self) -> ReplyView:
-        if self.drawn:  # a Live that drew nothing still wrote a line break as it stopped on TERM=dumb (Rich < 14.3)
+        # Only where drawn: a Live that drew nothing still wrote a line break as it stopped on TERM=dumb (Rich < 14.3),
+        # and a cursor kept hidden in a file (FORCE_COLOR, TERM=dumb) had a code written there on `fg` after Ctrl-Z
+        if self.drawn:
             self.live.start()
             self._started.callback(self.live.stop)
-        if self.drawn:  # into a file (FORCE_COLOR, TERM=dumb) no cursor is hidden: `fg` after Ctrl-Z wrote a code there
             self._started.enter_context(cursor_kept_hidden(self.console))  # again on `fg` after Ctrl-Z
         try:
             self._refresh()

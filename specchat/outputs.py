@@ -27,7 +27,6 @@ from .view import (
     stderr_console,
     stdout_json,
     summary_line,
-    wraps_at_words,
     write_stdout,
 )
 
@@ -221,7 +220,7 @@ class LiveOutput(Output):
     @property
     def _one_line(self) -> bool:
         """Into a file each line stays one; on a terminal Rich wraps it at words (the terminal broke words)."""
-        return not (self.view.drawn and wraps_at_words(self.console))  # FORCE_COLOR into a pipe: no terminal
+        return not self.view.drawn  # view.redrawn: not with FORCE_COLOR into a pipe either
 
 
 def set_aside_note(counts: dict[str, int]) -> str:
