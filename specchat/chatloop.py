@@ -19,7 +19,8 @@ from rich.text import Text
 from .errors import SpecchatError
 from .lineinput import TerminalInput, UnfinishedMessage, read_message
 from .paths import replace_bad_bytes
-from .view import keys_unechoed, restore_terminal, say
+from .terminal import keys_unechoed, restore_terminal
+from .view import say
 
 if TYPE_CHECKING:
     from .repl import ChatSession

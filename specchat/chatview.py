@@ -20,7 +20,8 @@ from rich.text import Text
 
 from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from .speculative import Stats
-from .view import cursor_kept_hidden, footer, redrawn, visible
+from .terminal import cursor_kept_hidden
+from .view import footer, redrawn, visible
 
 STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 

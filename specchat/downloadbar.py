@@ -14,7 +14,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Column
 from rich.text import Text
 
-from .view import cursor_kept_hidden, redrawn
+from .terminal import cursor_kept_hidden
+from .view import redrawn
 
 BAR_MIN, BAR_MAX = 4, 30
 

@@ -115,7 +115,7 @@ def test_format_live_under_force_color_into_a_file_leaves_the_rejected_guesses_o
     through, into the reply; and the cursor was registered as hidden, so `fg` after Ctrl-Z wrote a code there."""
     from rich.console import Console
 
-    from specchat import view
+    from specchat import terminal
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     console = Console(width=80, file=io.StringIO(), soft_wrap=True)
@@ -125,7 +125,7 @@ def test_format_live_under_force_color_into_a_file_leaves_the_rejected_guesses_o
     with outputs.LiveOutput(console, request) as sink:
         segments = [Segment("He", "accepted"), Segment("sb!", "rejected"), Segment("re", "target")]
         sink.update(Update(None, segments, stats))
-        assert 99 not in view._HIDDEN_CURSORS
+        assert 99 not in terminal._HIDDEN_CURSORS
     sink.finish(Generation("Here", [], stats))
     assert "sb!" not in console.file.getvalue()
 

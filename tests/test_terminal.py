@@ -721,13 +721,13 @@ def test_keys_typed_while_the_models_load_are_dropped_if_the_load_fails(monkeypa
     modes were put back: the shell read it (bash, on an empty line, exits). A load that works keeps them."""
     import pty
 
-    from specchat import view
+    from specchat import terminal
 
     master, slave = pty.openpty()
     with open(slave, "rb", buffering=0, closefd=True) as stdin, open(master, "r+b", buffering=0) as keys:
         monkeypatch.setattr(sys, "stdin", stdin)
-        monkeypatch.setattr(view, "_foreground", lambda: True)  # the pty is no controlling terminal here
-        with contextlib.suppress(RuntimeError), view.keys_unechoed(dropped_on_error=True):
+        monkeypatch.setattr(terminal, "_foreground", lambda: True)  # the pty is no controlling terminal here
+        with contextlib.suppress(RuntimeError), terminal.keys_unechoed(dropped_on_error=True):
             keys.write(b"ls\x04")
             time.sleep(0.05)  # into the line discipline's queue
             if fails:

@@ -435,7 +435,7 @@ def test_restoring_the_terminal_on_sigterm_is_armed_from_the_main_thread_only():
     import signal
     import threading
 
-    from specchat.view import restore_terminal_when_killed
+    from specchat.terminal import restore_terminal_when_killed
 
     before = signal.getsignal(signal.SIGTERM)
     failed = []
@@ -556,18 +556,18 @@ def test_a_label_gives_up_the_middle_of_its_file_name(width, shown):
 def test_a_download_bar_keeps_the_cursor_hidden_after_ctrl_z_and_fg(tmp_path):
     """After Ctrl-Z (which shows the cursor for the shell) and `fg`, pull's bars drew on with the cursor shown: a
     started bar registers its terminal, as the reply view and bench's bar do, so that `fg` hides it again."""
-    from specchat import view
+    from specchat import terminal
     from specchat.downloadbar import download_progress
 
     with open(tmp_path / "tty", "w") as file:
         console = Console(file=file, width=80, force_terminal=True)
         with download_progress(console) as start:
-            assert view._HIDDEN_CURSORS == []  # nothing drawn before a download starts
+            assert terminal._HIDDEN_CURSORS == []  # nothing drawn before a download starts
             start("a.gguf (PyPI mirror)", 10)(5)
             start("b.gguf (PyPI mirror)", 10)(5)
-            held = list(view._HIDDEN_CURSORS)
+            held = list(terminal._HIDDEN_CURSORS)
             assert held == [file.fileno()]
-        assert view._HIDDEN_CURSORS == []
+        assert terminal._HIDDEN_CURSORS == []
 
 
 def test_bench_progress_under_force_color_into_a_file_is_lines_not_a_bar(monkeypatch):

@@ -22,7 +22,8 @@ from .. import __version__
 from ..ctxsize import MAX_AUTO
 from ..errors import SpecchatError, UsageError
 from ..paths import env_flag, expand_home, replace_bad_bytes
-from ..view import StdoutError, print_error, restore_terminal, silence_stdout, stderr_console
+from ..terminal import restore_terminal
+from ..view import StdoutError, print_error, silence_stdout, stderr_console
 from .helpfold import folded_help, with_folded_help
 
 DEBUG_USAGE = "`specchat --debug COMMAND ...`"  # a root option: `specchat run ... --debug` is no option of run's
@@ -343,7 +344,7 @@ def _root(
     version: Annotated[bool, Opt("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
     debug: Annotated[bool, Opt("--debug", help="Tracebacks and llama.cpp's log (or SPECCHAT_DEBUG=1).")] = False,
 ) -> None:
-    from ..view import restore_terminal_when_killed
+    from ..terminal import restore_terminal_when_killed
 
     ctx.obj = Settings(debug=debug or env_flag("SPECCHAT_DEBUG"))
     # Every command: the chat's raw mode, and the hidden cursor of a live reply or of a progress bar (pull, bench,

@@ -104,7 +104,7 @@ def draft_after_unused_notes(
 
 def load_models(options, conversation, settings, log, plain_chat: bool, ids: list[int]):
     """The loaded pipeline; with a prompt, its ids appended to `ids` before auto measures the machine."""
-    from ..view import keys_unechoed
+    from ..terminal import keys_unechoed
 
     tokenized = partial(_tokenize, conversation, settings, log, ids) if conversation is not None else None
     # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
