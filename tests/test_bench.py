@@ -563,12 +563,13 @@ def test_the_size_of_the_job_is_said_before_it_starts(fake_pair):
 def test_progress_in_a_log_is_a_line_now_and_then_and_stdout_stays_the_report(fake_pair, monkeypatch):
     """`specchat bench -f json 2> bench.log`: the progress bar is drawn on a terminal only, so after the "N replies
     to generate" line a long bench said nothing for minutes. Where stderr is no terminal (as here), a plain line
-    says how far it is, at most every view.LOGGED_EVERY_S (0 here: one per run); the JSON on stdout is as it was."""
-    from specchat import view
+    says how far it is, at most every progressview.LOGGED_EVERY_S (0 here: one per run); the JSON on stdout is as
+    it was."""
+    from specchat import progressview
 
     quiet = bench(fake_pair, "--ks", "2", "--modes", "spec", "-f", "json")  # fast runs: no line at all
     assert quiet.exit_code == 0 and "replies done" not in quiet.stderr, quiet.output
-    monkeypatch.setattr(view, "LOGGED_EVERY_S", 0.0, raising=False)
+    monkeypatch.setattr(progressview, "LOGGED_EVERY_S", 0.0)
     result = bench(fake_pair, "--ks", "2", "--modes", "spec", "-f", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["samples"] and "replies done" not in result.stdout
@@ -849,7 +850,7 @@ def test_control_characters_in_a_category_are_shown_not_obeyed(fake_pair, tmp_pa
 def test_control_characters_in_a_category_stay_out_of_the_chart_and_the_progress_line():
     from rich.console import Console
 
-    from specchat.view import bench_progress
+    from specchat.progressview import bench_progress
 
     result = two_variant_result()
     for sample in result.samples:

@@ -9,9 +9,10 @@ import pytest
 from rich.console import Console
 
 from specchat.chatview import STYLES, ReplyView, legend
+from specchat.progressview import bench_progress
 from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from specchat.speculative import Round, Stats
-from specchat.view import bench_progress, footer, position_bars, session_lines, stats_lines, summary_line
+from specchat.view import footer, position_bars, session_lines, stats_lines, summary_line
 
 
 def recording_console(width: int = 80) -> Console:
@@ -480,10 +481,10 @@ def test_bench_progress_in_a_log_is_a_plain_line_now_and_then(monkeypatch, term)
     carriage returns, nothing as the runs end (the report follows)."""
     from types import SimpleNamespace
 
-    from specchat import view
+    from specchat import progressview
 
     now = [100.0]
-    monkeypatch.setattr(view, "time", SimpleNamespace(monotonic=lambda: now[0]), raising=False)
+    monkeypatch.setattr(progressview, "time", SimpleNamespace(monotonic=lambda: now[0]))
     if term == "dumb":
         monkeypatch.setenv("TERM", "dumb")
     out = io.StringIO()
@@ -573,7 +574,7 @@ def test_a_download_bar_keeps_the_cursor_hidden_after_ctrl_z_and_fg(tmp_path):
 def test_bench_progress_under_force_color_into_a_file_is_lines_not_a_bar(monkeypatch):
     """FORCE_COLOR (CI runners set it) makes Rich take a file for a terminal: bench's bar wrote cursor codes and
     carriage returns into the log ten times a second. There it writes its plain lines, as into any file."""
-    from specchat.view import bench_progress
+    from specchat.progressview import bench_progress
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     out = io.StringIO()

@@ -148,8 +148,9 @@ def bench(
     """
     from .. import bench as measure
     from .. import benchhistory, benchreport
+    from ..progressview import bench_progress
     from ..sampling import SamplingParams
-    from ..view import bench_progress, note
+    from ..view import note
 
     k_list, mode_list = check_bench_options(
         ctx, suite=suite, prompts=prompts, history=history, ks=ks, modes=modes, fmt=fmt, output=output, plot=plot
