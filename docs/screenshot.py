@@ -18,7 +18,7 @@ from specchat.chatview import legend
 from specchat.outputs import LiveOutput, Request, reply
 from specchat.runtime import Options, open_pipeline
 from specchat.sampling import SamplingParams
-from specchat.view import footer
+from specchat.statsview import footer
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 

@@ -22,8 +22,9 @@ from .logstore import Recorder
 from .paths import expand_home
 from .runtime import Pipeline
 from .speculative import Stats
+from .statsview import position_bars, session_lines
 from .transcript import save_conversation
-from .view import n_tokens, position_bars, say, session_lines, visible
+from .view import n_tokens, say, visible
 
 if TYPE_CHECKING:
     from .chat import Conversation

@@ -20,8 +20,9 @@ from rich.text import Text
 
 from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from .speculative import Stats
+from .statsview import footer
 from .terminal import cursor_kept_hidden
-from .view import footer, redrawn, visible
+from .view import redrawn, visible
 
 STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 

@@ -17,18 +17,9 @@ from . import modes
 from .errors import UsageError
 from .paths import path_text
 from .sampling import SamplingParams
+from .statsview import position_bars, print_stats, summary_line
 from .textstream import TextStream
-from .view import (
-    dumb_term,
-    note,
-    position_bars,
-    print_stats,
-    redrawn,
-    stderr_console,
-    stdout_json,
-    summary_line,
-    write_stdout,
-)
+from .view import dumb_term, note, redrawn, stderr_console, stdout_json, write_stdout
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -23,7 +23,8 @@ from .outputs import LiveOutput, Output, Request, TextOutput, print_reply_stats,
 from .runtime import Generation, Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
-from .view import note, stderr_console, summary_line
+from .statsview import summary_line
+from .view import note, stderr_console
 
 MAX_STDIN_BYTES = 1_000_000  # documented in docs/usage.md: larger input is refused, not truncated
 

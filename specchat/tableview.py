@@ -1,5 +1,5 @@
 """The tables of `models`, `bench` and `tune` (Rich), and the one-line summary of a calibration; the
-rest of the terminal output is view.py's."""
+consoles and the other lines are view.py's, statsview.py's and progressview.py's."""
 
 from __future__ import annotations
 

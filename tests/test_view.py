@@ -12,7 +12,7 @@ from specchat.chatview import STYLES, ReplyView, legend
 from specchat.progressview import bench_progress
 from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from specchat.speculative import Round, Stats
-from specchat.view import footer, position_bars, session_lines, stats_lines, summary_line
+from specchat.statsview import footer, position_bars, session_lines, stats_lines, summary_line
 
 
 def recording_console(width: int = 80) -> Console:
