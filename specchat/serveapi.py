@@ -2,8 +2,9 @@
 
 Routes: POST /v1/chat/completions and /v1/completions, GET /v1/models and /v1/models/{id}, GET /health, each
 with a trailing slash too. Every failure a client causes is an OpenAI error object with a status; the console
-shows one line per request. Apart from server.py (binding the socket, running uvicorn, shutting down) and from
-servestream.py (a streamed reply's events), so that each reads on its own.
+shows one line per request. Apart from server.py (binding the socket, running uvicorn, shutting down), from
+servestream.py (a streamed reply's events) and from serveerrors.py (a failure made an error object and its
+response), so that each reads on its own.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,24 +25,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import cors, modes, openai_api, servestream
-from .chat import MessagesRefused
 from .ctxsize import shorten_hint, trained_context
-from .errors import ContextFullError, SpecchatError
+from .errors import ContextFullError
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
 from .paths import path_text
 from .runtime import Pipeline
+from .serveerrors import as_api_errors, error_response, internal_error, name_prompt
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull, batch_outcome
 from .servestream import CLIENT_CLOSED
 from .view import n_tokens, one_line
-
-# A 503's Retry-After, in seconds. A queue place frees when the running reply ends, seconds to a minute on a CPU:
-# the official `openai` client waits this long before each of its two retries, which it made after about 0.5 s and 1 s
-# without it, into the same full queue. Small, as it is a guess: a server restarted after a shutdown's 503 is back
-# once its models are loaded, and a client that waits longer than it needs to is slower for nothing.
-RETRY_AFTER_S = 5
-
 
 ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health"  # what a 404 names
 
@@ -137,11 +131,11 @@ class Api:
                 return await handler(request)
             except ApiError as exc:
                 self.log(request, exc.status, note=exc.message)
-                return _error_response(exc)
+                return error_response(exc)
             except Exception as exc:  # a bug: this request fails with an error object, the server goes on
-                error = _internal(exc)
+                error = internal_error(exc)
                 self.log(request, 500, note=error.message)
-                return _error_response(error)
+                return error_response(error)
 
         return endpoint
 
@@ -259,7 +253,7 @@ class Api:
             self.engine.leave_all(jobs)
             failed = [i for i, task in enumerate(tasks) if task.done() and not task.cancelled() and task.exception()]
             if isinstance(exc, ApiError) and len(jobs) > 1 and failed:
-                _name_prompt(exc, failed[0])  # which of the batch failed; those before it are answered (and logged)
+                name_prompt(exc, failed[0])  # which of the batch failed; those before it are answered (and logged)
             raise
         finally:
             watcher.cancel()
@@ -271,14 +265,14 @@ class Api:
                 await self._measure(job)
             except ApiError as exc:
                 if len(jobs) > 1:
-                    _name_prompt(exc, i)
+                    name_prompt(exc, i)
                 raise
 
     async def _measure(self, job: Job) -> None:
         """The prompt's tokens, checked against the context before the request waits for the engine or
         gets a status line (a streamed one's would already say 200 when the loop refused it)."""
         field = "prompt" if job.messages is None else "messages"
-        with _as_api_errors(field):
+        with as_api_errors(field):
             try:
                 await self.engine.measure(job)
             except ContextFullError as exc:  # job.ids are set: measured, then found too long
@@ -306,7 +300,7 @@ class Api:
 
     async def _run(self, job: Job) -> Outcome:
         """The generation, with the library's failures turned into error objects."""
-        with _as_api_errors("prompt" if job.messages is None else "messages"):
+        with as_api_errors("prompt" if job.messages is None else "messages"):
             return await self.engine.run(job)
 
     def stop_all(self) -> None:
@@ -340,44 +334,3 @@ def _slashed(path: str, endpoint: Callable[[Request], Awaitable[Response]], meth
     """The route at its path and with a trailing slash: Starlette answered that one with a 307 redirect, which
     many clients do not follow for a POST (and which got no console line)."""
     return [Route(path, endpoint, methods=[method]), Route(f"{path}/", endpoint, methods=[method])]
-
-
-def _error_response(error: ApiError) -> JSONResponse:
-    """The error object as a response; a 503 (a full queue, a shutdown) says when to come back, a 413 closes the
-    connection. (A stream cut by a shutdown has had its 200 and headers: its shutting_down error goes as the
-    last event, without one.)"""
-    headers = {"Retry-After": str(RETRY_AFTER_S)} if error.status == 503 else None
-    if error.status == 413:  # the rest of the body is not read: the connection cannot carry another request
-        headers = {"Connection": "close"}
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
-
-
-@contextlib.contextmanager
-def _as_api_errors(field: str) -> Iterator[None]:
-    """The library's failures of one request as error objects: a prompt longer than the context, or messages
-    the chat template refuses, are the client's (400); a template that fails or an engine error fails this
-    request only (500). field: where the prompt came from ("messages" or "prompt"), the error's param."""
-    try:
-        yield
-    except ContextFullError as exc:
-        # The way out, as the API's own error says "Please reduce the length of the messages": the library's hint
-        # ("raise --ctx") is the command line's, and the client may not know it started a server.
-        hint = f"shorten the {field}, or start `specchat serve` with a larger --ctx"
-        raise ApiError(400, f"{exc.message}; {hint}", code="context_length_exceeded", param=field) from None
-    except MessagesRefused as exc:  # the client's messages, not a server fault (a 500 the client would retry)
-        raise ApiError(400, exc.message, code="invalid_message", param=field) from None
-    except SpecchatError as exc:
-        raise ApiError(500, exc.message, "server_error", "generation_failed") from None
-    except ApiError:
-        raise
-    except Exception as exc:  # a bug, or the binding's own error: a stream's last event too, not a cut stream
-        raise _internal(exc) from None
-
-
-def _name_prompt(error: ApiError, i: int) -> None:
-    """A batch's error names the prompt's place in it."""
-    error.message, error.param = f"prompt[{i}]: {error.message}", f"prompt[{i}]"
-
-
-def _internal(exc: Exception) -> ApiError:
-    return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")

@@ -1,9 +1,9 @@
 """`specchat serve`: the loaded pipeline behind an OpenAI-compatible HTTP API (Starlette on uvicorn).
 
 This module starts and stops the server: it checks the host and key, binds the socket, prints the address, runs
-uvicorn and shuts it down on Ctrl-C so that every running request ends with an answer. The routes and their
-error objects are in serveapi.py, a streamed reply's events in servestream.py. Web pages may call the API from
-this machine's origins and from --allow-origin's (CORS).
+uvicorn and shuts it down on Ctrl-C so that every running request ends with an answer. The routes are in
+serveapi.py, their error objects in serveerrors.py, a streamed reply's events in servestream.py. Web pages may
+call the API from this machine's origins and from --allow-origin's (CORS).
 """
 
 from __future__ import annotations
