@@ -290,10 +290,11 @@ class Specchat:
     (it was just refactored): adapt it here and nowhere else."""
 
     def __init__(self, args) -> None:
+        from specchat.downloadbar import download_progress
         from specchat.modes import MODES
         from specchat.runtime import Options, open_pipeline, resolve
         from specchat.sampling import SamplingParams
-        from specchat.view import download_progress, note
+        from specchat.view import note
 
         self.options = Options(
             pair=args.pair,
