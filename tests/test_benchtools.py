@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
+import importlib
 import importlib.util
 import json
 import sys
@@ -27,6 +29,18 @@ def load(name: str):
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_every_name_the_scripts_import_from_specchat_exists():
+    # the scripts import inside their functions too (llama_server.py's download_progress did, after it had moved
+    # to downloadbar.py): loading a script does not run those lines, so each one is read and looked up
+    missing = []
+    for script in sorted(BENCHMARKS.glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specchat"):
+                module = importlib.import_module(node.module)
+                missing += [f"{script.name}: {node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)]
+    assert missing == []
 
 
 def test_skeleton_keeps_the_header_and_zeroes_the_weights(tmp_path):
