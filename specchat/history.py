@@ -22,7 +22,9 @@ import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, LOCK_NAME, HistoryIndex, IndexDamaged, NewerIndex
-from .logdb import LEFT_HINT, LeftoverWal, damaged, file_identity, lenient_text, refuse_leftover_wal, set_aside
+from .logaside import file_identity, set_aside
+from .logdb import lenient_text, refuse_leftover_wal
+from .logfaults import LEFT_HINT, LeftoverWal, damaged
 from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
@@ -366,7 +368,7 @@ def message_tokens(tokenize: Callable[[str], list[int]], texts: list[str]) -> np
 
 def _read_only(path: Path) -> closing[sqlite3.Connection]:
     """A read-only connection to the log: the history never writes it, never creates it. Not to an empty log
-    beside a -wal: even a read-only connection would delete that (logdb.LeftoverWal)."""
+    beside a -wal: even a read-only connection would delete that (logfaults.LeftoverWal)."""
     refuse_leftover_wal(path)
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
     conn.text_factory = lenient_text  # one message that is not UTF-8 turned the whole history off

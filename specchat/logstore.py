@@ -4,7 +4,7 @@ logs.db. `run -c`/`--cid` and the chat's /load continue a logged conversation; `
 Several specchat processes may write at once: WAL mode, a busy timeout and one short transaction per
 reply. Writing happens after the reply is shown, and a failure (a locked or corrupt file, a full disk) is
 one warning line on stderr: the log never costs a reply. The file itself (opening, setting up, refusing
-what is not specchat's log, the hints) is logdb.py's.
+what is not specchat's log) is logdb.py's, its failures and their hints logfaults.py's.
 """
 
 from __future__ import annotations
@@ -19,18 +19,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .chat import Conversation, Message, whole_number
 from .interrupt import Interrupt
-from .logdb import (
-    LogError,
-    NotSetAside,
-    connect,
-    damaged,
-    file_identity,
-    not_logged_because,
-    reading,
-    reason,
-    set_aside,
-    transaction,
-)
+from .logaside import file_identity, set_aside
+from .logdb import connect, reading, transaction
+from .logfaults import LogError, NotSetAside, damaged, not_logged_because, reason
 from .paths import env_flag, expand_home, log_file
 from .transcript import TranscriptError, load_conversation
 

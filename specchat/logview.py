@@ -38,9 +38,9 @@ def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full:
 
 
 def _say_set_aside(path) -> None:
-    """Damaged logs moved aside (logdb.set_aside) were named once, in the warning of the reply that moved them;
+    """Damaged logs moved aside (logaside.set_aside) were named once, in the warning of the reply that moved them;
     afterwards nothing said they were there, holding what the damage left of older conversations."""
-    from .logdb import set_aside_logs
+    from .logaside import set_aside_logs
 
     aside = set_aside_logs(path)
     if not aside:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from . import logstore
 from .chat import Conversation, Message
+from .logfaults import not_logged_because
 from .outputs import summary
 from .paths import log_file
 from .runtime import Generation, Pipeline
@@ -53,7 +54,7 @@ class ServerLog:
         if recorder.notice:  # a damaged log was set aside, and a new one started
             self.console.print(recorder.notice, style="yellow", soft_wrap=True, markup=False, highlight=False)
         if failed is not None and not self.failing:
-            line = f"warning: requests are not logged: {self.path}: {logstore.not_logged_because(failed, self.path)}"
+            line = f"warning: requests are not logged: {self.path}: {not_logged_because(failed, self.path)}"
             self.console.print(line, style="yellow", soft_wrap=True, markup=False, highlight=False)
         self.failing = failed is not None
 

@@ -18,7 +18,7 @@ from specchat import history as history_mod
 from specchat.drafters.suffix import lookup
 from specchat.history import History
 from specchat.historyindex import HistoryIndex, IndexDamaged
-from specchat.logstore import connect, transaction
+from specchat.logdb import connect, transaction
 from specchat.tokenchains import LONGEST, ORDER, SEP, GrowingChains
 
 OFFSET = 5
@@ -1049,7 +1049,7 @@ def test_a_newer_specchats_index_is_kept_not_called_damaged(private_log, read_on
 def test_a_leftover_wal_beside_the_log_is_named_with_the_way_out(tmp_path):
     """An emptied logs.db beside the old log's -wal: with --no-log the history's notice is the only word of it,
     and it said only that the -wal was left, not what to do with it (as the log's own warning does)."""
-    from specchat.logdb import LEFT_HINT
+    from specchat.logfaults import LEFT_HINT
 
     notes: list[str] = []
     log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")

@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 from test_cli import assert_one_line_error, invoke
 
-from specchat import logdb, logstore
+from specchat import logaside, logdb, logfaults, logstore
 from specchat.chat import Conversation, Message
 from specchat.paths import log_file
 
@@ -337,7 +337,7 @@ def test_a_damaged_log_behind_a_link_is_set_aside_where_the_link_leads(tmp_path)
     assert [row["prompt"] for row in logstore.replies(real, limit=5)] == [ADA]
     for extra in ("-wal", "-shm"):  # SQLite keeps them beside the file the link leads to
         real.with_name("chats.db" + extra).write_text(extra)
-    aside = logdb.set_aside(link, logdb.file_identity(link))
+    aside = logaside.set_aside(link, logaside.file_identity(link))
     assert aside and aside.parent == real.parent and link.is_symlink() and not list(real.parent.glob("chats.db*"))
     assert aside.with_name(aside.name + "-wal").read_text() == "-wal"
 
@@ -394,7 +394,7 @@ def test_a_conversation_whose_log_another_set_aside_goes_on_whole_in_the_new_log
     chat = logstore.Recorder(True, path)
     mine = Conversation("mine", [Message("user", "A1"), Message("assistant", "hi")])
     chat.record(mine, REPLY)
-    assert logdb.set_aside(path, logdb.file_identity(path))
+    assert logaside.set_aside(path, logaside.file_identity(path))
     logstore.Recorder(True, path).record(
         Conversation("theirs", [Message("user", "B"), Message("assistant", "hi")]), REPLY
     )
@@ -436,7 +436,7 @@ def test_a_file_system_without_locks_costs_no_reply(tmp_path, monkeypatch):
         def acquire(self, timeout):
             raise NotImplementedError("FileSystem does not appear to support flock")
 
-    monkeypatch.setattr(logdb, "FileLock", NoLocks)
+    monkeypatch.setattr(logaside, "FileLock", NoLocks)
     path = tmp_path / "logs.db"
     path.write_bytes(os.urandom(4096))
     recorder = logstore.Recorder(True, path)
@@ -447,7 +447,7 @@ def test_a_file_system_without_locks_costs_no_reply(tmp_path, monkeypatch):
     path.unlink()
     path.with_name("logs.db-wal").write_bytes(b"a moved log's -wal")
     path.with_name(".logs.db.lock").touch()
-    with pytest.raises(logdb.LeftoverWal):
+    with pytest.raises(logfaults.LeftoverWal):
         logdb.refuse_leftover_wal(path)
 
 
@@ -458,8 +458,8 @@ def test_a_log_set_aside_while_a_writer_opens_it_keeps_its_wal(tmp_path, monkeyp
     logstore.Recorder(True, path).write(turn("first"), REPLY)
     subprocess.run([sys.executable, "-c", LEAVE_A_WAL, str(path)], check=True)
     path.with_name(".logs.db.lock").touch()  # a log was set aside here before
-    aside, seen = [], logdb.file_identity(path)
-    other = threading.Thread(target=lambda: aside.append(logdb.set_aside(path, seen)))
+    aside, seen = [], logaside.file_identity(path)
+    other = threading.Thread(target=lambda: aside.append(logaside.set_aside(path, seen)))
     moved, opened, rename, check = threading.Event(), threading.Event(), os.rename, logdb._leftover
 
     def log_first(src, dst):  # set_aside(): the log moved, and its -wal only once the writer has opened its log
@@ -544,11 +544,11 @@ def test_a_log_in_a_read_only_folder_is_not_sent_aside(tmp_path, monkeypatch):
     folder = tmp_path / "data"
     folder.mkdir()
     readonly = sqlite3.OperationalError("attempt to write a readonly database")
-    assert "move the file aside" in logstore.not_logged_because(readonly, folder / "logs.db")  # a read-only file
+    assert "move the file aside" in logfaults.not_logged_because(readonly, folder / "logs.db")  # a read-only file
     real = os.access  # the tests run as root, whom permissions do not stop
     monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(folder) else real(path, mode))
     for exc in (readonly, PermissionError(13, "Permission denied")):
-        told = logstore.not_logged_because(exc, folder / "logs.db")
+        told = logfaults.not_logged_because(exc, folder / "logs.db")
         assert f"{folder} is read-only" in told and "SPECCHAT_DATA_DIR" in told and "aside" not in told, told
 
 
@@ -569,7 +569,7 @@ def test_a_log_in_a_folder_that_cannot_be_searched_is_a_warning_not_an_internal_
     monkeypatch.setattr(os, "lstat", lambda path: stat(path, follow_symlinks=False))
     monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(folder) else real_access(path, mode))
     denied = sqlite3.OperationalError("unable to open database file")
-    told = logstore.not_logged_because(denied, folder / "logs.db")
+    told = logfaults.not_logged_because(denied, folder / "logs.db")
     assert f"{folder} is read-only" in told, told
 
 
@@ -598,7 +598,7 @@ def test_a_log_on_a_full_disk_is_not_sent_aside(files, private_log, monkeypatch)
     full = sqlite3.OperationalError("disk I/O error")
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=0))
-    told = logstore.not_logged_because(full, private_log / "logs.db")
+    told = logfaults.not_logged_because(full, private_log / "logs.db")
     assert f"the disk that holds {private_log} is full" in told and "aside" not in told, told
 
     def no_room(path):
@@ -615,9 +615,9 @@ def test_a_path_that_says_locked_is_no_lock(tmp_path):
     folder = tmp_path / "unlocked"
     folder.mkdir()
     log = folder / "logs.db"
-    damaged = logstore.not_logged_because(OSError(5, "Input/output error", str(log)), log)
+    damaged = logfaults.not_logged_because(OSError(5, "Input/output error", str(log)), log)
     assert "another specchat" not in damaged and "move the file aside" in damaged, damaged
-    busy = logstore.not_logged_because(sqlite3.OperationalError("database is locked"), log)
+    busy = logfaults.not_logged_because(sqlite3.OperationalError("database is locked"), log)
     assert "another specchat" in busy, busy
 
 
@@ -707,7 +707,8 @@ def test_a_log_on_a_read_only_mount_is_still_read(files, monkeypatch):
         raise exc
 
     monkeypatch.setattr(logdb, "_setup", cannot_open)
-    monkeypatch.setattr(logdb, "writable", lambda path: False)
+    monkeypatch.setattr(logdb, "writable", lambda path: False)  # the folder, to SQLite's open (a read-only mount)
+    monkeypatch.setattr(logfaults, "writable", lambda path: False)  # and to the warning's hint
     assert [row["prompt"] for row in logged()] == ["first"]
     result = invoke("run", *files, "-c", ADA)
     assert result.exit_code == 0 and "first" in result.stdout and ADA in result.stdout, result.output
@@ -751,9 +752,9 @@ def test_a_linked_log_with_a_wal_in_a_read_only_folder_is_not_read_without_it(tm
 
     monkeypatch.setattr(logdb, "_setup", refuse)
     real.with_name("chats.db-wal").write_bytes(b"x")
-    with pytest.raises(logdb.LogError) as caught:
+    with pytest.raises(logfaults.LogError) as caught:
         logstore.replies(link, limit=5)
-    assert caught.value.hint == logdb.READ_ONLY_WAL_HINT
+    assert caught.value.hint == logfaults.READ_ONLY_WAL_HINT
 
 
 def test_another_programs_database_where_the_log_should_be_is_left_as_it_was(files):
@@ -1197,7 +1198,7 @@ def test_reading_the_log_below_a_data_dir_that_is_a_file_is_an_error_naming_it(f
 def test_the_damaged_logs_set_aside_are_named_oldest_first(tmp_path):
     """By name, logs-damaged-STAMP-2.db sorted before logs-damaged-STAMP.db ("-" before ".") and -10 before -2:
     the note's "first ... last" could name them out of order within one second."""
-    from specchat.logdb import set_aside_logs
+    from specchat.logaside import set_aside_logs
 
     names = ["logs-damaged-20261201-101010.db", "logs-damaged-20261201-101010-2.db"]
     names += ["logs-damaged-20261201-101010-10.db", "logs-damaged-20261202-000000.db"]
@@ -1207,7 +1208,7 @@ def test_the_damaged_logs_set_aside_are_named_oldest_first(tmp_path):
 
 
 def test_a_hand_made_damaged_log_name_does_not_stop_the_listing(tmp_path):
-    from specchat.logdb import set_aside_logs
+    from specchat.logaside import set_aside_logs
 
     odd = tmp_path / "logs-damaged-20261201-101010-\u00b2.db"  # a digit int() cannot read
     odd.write_bytes(b"x")
@@ -1330,7 +1331,7 @@ def test_logs_json_is_written_item_by_item_as_one_json_list_would_be(monkeypatch
         assert len(written) == len(value) + 2  # "[", each item, the end
 
 
-@pytest.mark.parametrize("failure", [KeyboardInterrupt, logdb.LogError])
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, logfaults.LogError])
 def test_ctrl_c_or_a_log_failing_in_logs_json_leaves_the_items_written_as_a_json_list(capsys, failure):
     """A log damaged past its first pages (its error on stderr, exit 1) left half a list on stdout: '[' and the
     items read, unclosed, where all was read before anything was written before."""
