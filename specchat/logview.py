@@ -8,7 +8,7 @@ from datetime import datetime
 from rich.console import Console
 from rich.text import Text
 
-from . import logstore
+from . import logread
 from .paths import log_file
 from .view import n_tokens, note, one_line, stderr_console, stdout_console, visible, write_json_list
 
@@ -19,7 +19,7 @@ PREVIEW_CHARS = 1000  # the same: one pasted line of a megabyte (minified JSON, 
 def show(*, limit: int, query: str | None, cid: int | None, as_json: bool, full: bool) -> None:
     path = log_file()
     # read as written, row by row: a log of 50M characters, all in memory at once, took 835 MB
-    rows = logstore.each_reply(path, limit=limit, query=query, cid=cid)  # an unknown cid: an error, as for run --cid
+    rows = logread.each_reply(path, limit=limit, query=query, cid=cid)  # an unknown cid: an error, as for run --cid
     with closing(rows):
         if as_json:
             write_json_list(rows, what="the log")

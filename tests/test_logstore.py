@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 from test_cli import assert_one_line_error, invoke
 
-from specchat import logaside, logdb, logfaults, logstore
+from specchat import logaside, logdb, logfaults, logread, logstore
 from specchat.chat import Conversation, Message
 from specchat.paths import log_file
 
@@ -334,7 +334,7 @@ def test_a_damaged_log_behind_a_link_is_set_aside_where_the_link_leads(tmp_path)
     aside = next(real.parent.glob("chats-damaged-*.db"))
     assert recorder.notice and recorder.notice.endswith(f"moved to {aside}, a new log started"), recorder.notice
     assert aside.read_bytes() == garbage and link.is_symlink() and os.listdir(link.parent) == ["logs.db"]
-    assert [row["prompt"] for row in logstore.replies(real, limit=5)] == [ADA]
+    assert [row["prompt"] for row in logread.replies(real, limit=5)] == [ADA]
     for extra in ("-wal", "-shm"):  # SQLite keeps them beside the file the link leads to
         real.with_name("chats.db" + extra).write_text(extra)
     aside = logaside.set_aside(link, logaside.file_identity(link))
@@ -364,7 +364,7 @@ def test_two_writers_that_find_the_log_damaged_set_it_aside_once(tmp_path, monke
     monkeypatch.setattr(os, "rename", first_rename)
     logstore.Recorder(True, path).write(turn("A"), REPLY)
     other.join()
-    assert sorted(row["prompt"] for row in logstore.replies(path, limit=5)) == ["A", "B"]
+    assert sorted(row["prompt"] for row in logread.replies(path, limit=5)) == ["A", "B"]
     assert [aside.read_bytes() for aside in tmp_path.glob("logs-damaged-*.db")] == [garbage]
 
 
@@ -383,7 +383,7 @@ def test_a_damaged_log_moved_away_by_another_is_no_failure(tmp_path, monkeypatch
     monkeypatch.setattr(os, "rename", moved_first)
     recorder = logstore.Recorder(True, path)
     recorder.write(turn("A"), REPLY)
-    assert recorder.notice is None and [row["prompt"] for row in logstore.replies(path, limit=5)] == ["A"]
+    assert recorder.notice is None and [row["prompt"] for row in logread.replies(path, limit=5)] == ["A"]
 
 
 def test_a_conversation_whose_log_another_set_aside_goes_on_whole_in_the_new_log(tmp_path):
@@ -401,8 +401,8 @@ def test_a_conversation_whose_log_another_set_aside_goes_on_whole_in_the_new_log
     mine.messages += [Message("user", "A2"), Message("assistant", "hi")]
     chat.record(mine, REPLY)
     assert chat.cid == 2
-    assert logstore.load(path, 1) == Conversation("theirs", [Message("user", "B"), Message("assistant", "hi")])
-    assert logstore.load(path, 2) == mine
+    assert logread.load(path, 1) == Conversation("theirs", [Message("user", "B"), Message("assistant", "hi")])
+    assert logread.load(path, 2) == mine
 
 
 def test_a_writer_waits_for_a_log_being_set_aside(tmp_path):
@@ -421,7 +421,7 @@ def test_a_writer_waits_for_a_log_being_set_aside(tmp_path):
         writer.start()
         writer.join(timeout=0.6)
     writer.join()
-    assert [row["prompt"] for row in logstore.replies(path, limit=5)] == ["new"]
+    assert [row["prompt"] for row in logread.replies(path, limit=5)] == ["new"]
     assert (tmp_path / "aside.db-wal").read_bytes() == b"the damaged log's -wal"
 
 
@@ -753,7 +753,7 @@ def test_a_linked_log_with_a_wal_in_a_read_only_folder_is_not_read_without_it(tm
     monkeypatch.setattr(logdb, "_setup", refuse)
     real.with_name("chats.db-wal").write_bytes(b"x")
     with pytest.raises(logfaults.LogError) as caught:
-        logstore.replies(link, limit=5)
+        logread.replies(link, limit=5)
     assert caught.value.hint == logfaults.READ_ONLY_WAL_HINT
 
 
@@ -928,8 +928,8 @@ def test_search_finds_text_in_a_log_stored_as_utf16(isolated):
     logstore.Recorder(True, path).write(conversation, REPLY)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-16le"
-    assert [row["reply"] for row in logstore.replies(path, limit=0, query="MUTEX")] == ["Ünïcode reply"]
-    assert [row["prompt"] for row in logstore.replies(path, limit=0, query="ünï")] == ["a mutex here"]
+    assert [row["reply"] for row in logread.replies(path, limit=0, query="MUTEX")] == ["Ünïcode reply"]
+    assert [row["prompt"] for row in logread.replies(path, limit=0, query="ünï")] == ["a mutex here"]
 
 
 def test_logs_preview_clips_long_replies(files):
@@ -1045,8 +1045,8 @@ def test_chat_logs_turns_and_load_id_continues_them(chat):
     first = chat()
     first.ask(ADA)
     first.ask("Second turn")
-    assert [row["prompt"] for row in logstore.replies(log_file(), limit=10)] == [ADA, "Second turn"]
-    assert [row["turn"] for row in logstore.replies(log_file(), limit=10)] == [1, 2]
+    assert [row["prompt"] for row in logread.replies(log_file(), limit=10)] == [ADA, "Second turn"]
+    assert [row["turn"] for row in logread.replies(log_file(), limit=10)] == [1, 2]
     later = chat()
     later.command("/load 1")
     assert "loaded conversation 1: 4 messages" in said(later)
@@ -1236,7 +1236,7 @@ def test_logs_cid_reads_that_conversation_through_the_index(isolated, monkeypatc
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", traced)
-    assert [row["turn"] for row in logstore.replies(path, limit=2, cid=1)] == [2, 3]
+    assert [row["turn"] for row in logread.replies(path, limit=2, cid=1)] == [2, 3]
     monkeypatch.undo()
     [listing] = [sql for sql in statements if "FROM messages m" in sql]
     with closing(sqlite3.connect(path)) as conn:
@@ -1261,7 +1261,7 @@ def _conversations(path: Path, turns: list[int]) -> None:
 
 
 def _steps_to_list(path: Path, monkeypatch) -> int:
-    """SQLite's virtual-machine steps (in thousands) that logstore.replies() took to list the whole log."""
+    """SQLite's virtual-machine steps (in thousands) that logread.replies() took to list the whole log."""
     steps = [0]
     connect = sqlite3.connect
 
@@ -1271,7 +1271,7 @@ def _steps_to_list(path: Path, monkeypatch) -> int:
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", counted)
-    logstore.replies(path, limit=0)
+    logread.replies(path, limit=0)
     monkeypatch.undo()
     return steps[0]
 
@@ -1283,19 +1283,19 @@ def test_logs_numbers_a_long_conversation_in_steps_that_grow_with_its_length(tmp
     short, long = tmp_path / "short.db", tmp_path / "long.db"
     _conversations(short, [300])
     _conversations(long, [600])
-    assert [row["turn"] for row in logstore.replies(long, limit=0)] == list(range(1, 601))
+    assert [row["turn"] for row in logread.replies(long, limit=0)] == list(range(1, 601))
     assert _steps_to_list(long, monkeypatch) < 3 * _steps_to_list(short, monkeypatch)
 
 
 def test_a_replys_number_is_its_place_in_its_whole_conversation_whatever_is_left_out(isolated):
     _conversations(log_file(), [5, 3])
-    rows = logstore.replies(log_file(), limit=0, query="reply 1.")
+    rows = logread.replies(log_file(), limit=0, query="reply 1.")
     assert [(row["conversation_id"], row["turn"]) for row in rows] == [(1, n) for n in range(1, 6)]
-    rows = logstore.replies(log_file(), limit=2, query="2.")  # "reply 2.2", "reply 2.3" and prompt "ask 2.3"...
+    rows = logread.replies(log_file(), limit=2, query="2.")  # "reply 2.2", "reply 2.3" and prompt "ask 2.3"...
     assert [(row["reply"], row["turn"]) for row in rows] == [("reply 2.2", 2), ("reply 2.3", 3)]
-    rows = logstore.replies(log_file(), limit=3)
+    rows = logread.replies(log_file(), limit=3)
     assert [(row["reply"], row["turn"]) for row in rows] == [("reply 2.3", 3), ("reply 1.4", 4), ("reply 1.5", 5)]
-    rows = logstore.replies(log_file(), limit=1, query="ASK 2.2", cid=2)
+    rows = logread.replies(log_file(), limit=1, query="ASK 2.2", cid=2)
     assert [(row["reply"], row["turn"]) for row in rows] == [("reply 2.2", 2)]
 
 
@@ -1303,7 +1303,7 @@ def test_before_sqlite_3_25_a_replys_number_is_counted(isolated, monkeypatch):
     """Python 3.11 may be built on a SQLite without window functions: the number is the same, counted."""
     _conversations(log_file(), [3, 2])
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 24, 0))
-    rows = logstore.replies(log_file(), limit=0, query="reply 1.")
+    rows = logread.replies(log_file(), limit=0, query="reply 1.")
     assert [(row["conversation_id"], row["turn"]) for row in rows] == [(1, 1), (1, 2), (1, 3)]
 
 
@@ -1312,8 +1312,8 @@ def test_logs_reads_the_log_row_by_row(isolated, monkeypatch):
     characters. The rows are made as they are taken."""
     _conversations(log_file(), [3, 2])
     made = []
-    monkeypatch.setattr(logstore, "_reply", lambda row, make=logstore._reply: made.append(row) or make(row))
-    rows = logstore.each_reply(log_file(), limit=0)
+    monkeypatch.setattr(logread, "_reply", lambda row, make=logread._reply: made.append(row) or make(row))
+    rows = logread.each_reply(log_file(), limit=0)
     assert next(rows)["reply"] == "reply 1.1" and len(made) == 1
     rows.close()
 
@@ -1355,7 +1355,7 @@ def test_a_ctrl_c_inside_a_search_is_a_ctrl_c_not_a_log_to_move_aside(isolated, 
 
     _conversations(log_file(), [30])
     calls, handlers = [0], []
-    contains = logstore._Holds.contains
+    contains = logread._Holds.contains
 
     def interrupted_at_the_fifth(self, text, folded_query):
         calls[0] += 1
@@ -1364,12 +1364,12 @@ def test_a_ctrl_c_inside_a_search_is_a_ctrl_c_not_a_log_to_move_aside(isolated, 
             os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, handled where Python next looks
         return contains(self, text, folded_query)
 
-    monkeypatch.setattr(logstore._Holds, "contains", interrupted_at_the_fifth)
+    monkeypatch.setattr(logread._Holds, "contains", interrupted_at_the_fifth)
     # as in a terminal: a runner started in the background (`.ci/run &`) passes SIGINT on as ignored
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            logstore.replies(log_file(), limit=0, query="reply")
+            logread.replies(log_file(), limit=0, query="reply")
         assert calls[0] < 60 and signal.default_int_handler not in handlers  # SQLite stopped; Ctrl-C taken over
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # and given back
         calls[0] = 0

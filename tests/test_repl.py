@@ -765,7 +765,7 @@ def test_turns_that_gave_way_do_not_cost_the_log_later_turns(tmp_path):
     beyond the conversation's end, and no later turn was logged (6 turns asked, 1 logged)."""
     import fake_backend
 
-    from specchat import logstore
+    from specchat import logread, logstore
     from specchat.runtime import Options, open_pipeline
 
     target, _draft = fake_backend.write_pair(tmp_path / "files", reply="Noted.")
@@ -774,7 +774,7 @@ def test_turns_that_gave_way_do_not_cost_the_log_later_turns(tmp_path):
         chat = ChatSession(pipeline, ChatSettings(mode="target"), Console(file=io.StringIO()), None, log)
         for turn in range(4):
             chat.ask(words(150, turn))
-    logged = logstore.load(tmp_path / "logs.db", log.cid).messages
+    logged = logread.load(tmp_path / "logs.db", log.cid).messages
     assert [m.content for m in logged if m.role == "user"] == [words(150, turn) for turn in range(4)]
     assert [m.content for m in logged if m.role == "assistant"] == ["Noted."] * 4
 

@@ -26,7 +26,7 @@ import pytest
 from sighelp import default_signals
 from typer.testing import CliRunner
 
-from specchat import logstore
+from specchat import logread
 from specchat.cli import app
 
 TESTS = Path(__file__).resolve().parent
@@ -431,7 +431,7 @@ def test_a_last_assistant_message_is_continued_as_llama_server_prefills_it(serve
     assert "".join(c.choices[0].delta.content or "" for c in streamed) == rest
     path, deadline, found = server.folder / "data" / "logs.db", time.monotonic() + 30, []
     while not found and time.monotonic() < deadline:  # written after the response, on the log's thread
-        found = [r for r in logstore.replies(path, limit=50) if r["prompt"] == prompt] if path.exists() else []
+        found = [r for r in logread.replies(path, limit=50) if r["prompt"] == prompt] if path.exists() else []
         time.sleep(0.05)
     assert found and found[0]["reply"] == start + rest
 
@@ -696,7 +696,7 @@ def test_a_batch_of_prompts_gets_one_choice_each_in_order_and_each_is_logged(ser
     path = server.folder / "data" / "logs.db"
     deadline, found = time.monotonic() + 30, []
     while len(found) < 6 and time.monotonic() < deadline:  # each prompt alone and in the batch
-        found = [r for r in logstore.replies(path, limit=50) if r["prompt"] in prompts]
+        found = [r for r in logread.replies(path, limit=50) if r["prompt"] in prompts]
         time.sleep(0.05)
     assert sorted(r["prompt"] for r in found) == sorted(prompts * 2)
     assert httpx.get(f"{server.url}/health").json()["busy"] == 0
@@ -1223,7 +1223,7 @@ def test_requests_are_logged(server):
     path = server.folder / "data" / "logs.db"
     deadline, found = time.monotonic() + 30, []
     while not found and time.monotonic() < deadline:  # written after the response, on the log's thread
-        found = [r for r in logstore.replies(path, limit=50) if r["prompt"] == prompt] if path.exists() else []
+        found = [r for r in logread.replies(path, limit=50) if r["prompt"] == prompt] if path.exists() else []
         time.sleep(0.05)
     assert len(found) == 1, "the request was not logged"
     logged = found[0]
@@ -1277,7 +1277,7 @@ def test_a_damaged_log_is_set_aside_and_the_requests_logged(fake_models, monkeyp
     log_file().write_bytes(b"not a log at all" * 512)
     lines = _server_log_lines(fake_models, 2)
     assert len(lines) == 1 and "is damaged (file is not a database): moved to logs-damaged-" in lines[0], lines
-    assert len(logstore.replies(log_file(), limit=10)) == 2
+    assert len(logread.replies(log_file(), limit=10)) == 2
 
 
 def test_next_turn_reuses_the_kv_cache(server):
