@@ -8,13 +8,14 @@ reads messages (lineinput: prompt_toolkit on a terminal) and its Ctrl-C handling
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field
 
 from rich.console import Console
 
 from . import chatloop, modes
-from .chat import Message, fit_conversation
+from .chat import Message, MessagesRefused, fit_conversation
 from .chatcommands import SlashCommands
 from .errors import SpecchatError, UsageError
 from .lineinput import make_reader
@@ -232,6 +233,13 @@ def _read_stream(what: str = "the prompt") -> str | None:
     if "\ufffd" in text and "\ufffd".encode() not in data:
         stderr_console().print("warning: stdin is not valid UTF-8; bad bytes were replaced", style="yellow")
     return text
+
+
+def require_chat(pipeline: Pipeline) -> None:
+    """A target whose chat template is missing (a base model) or cannot render refused every message of the
+    chat with 'use --no-template', an option a running chat cannot take: said before the first prompt."""
+    with contextlib.suppress(MessagesRefused):  # refused these messages (a system one), not every chat: said when sent
+        pipeline.prompt([Message("user", "Hi")])
 
 
 def chat_loop(session: ChatSession, *, history: bool = False) -> int:

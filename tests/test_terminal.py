@@ -166,6 +166,22 @@ def test_fake_chat_on_a_dumb_terminal_is_plain_text(tmp_path):
     assert "\x1b" not in log, "an escape code on a terminal that takes none"
 
 
+def test_fake_chat_with_a_target_without_a_chat_template_is_refused_at_the_start(tmp_path):
+    """A base model (no chat template) started the chat and refused every message with 'use --no-template',
+    which a running chat cannot take: the user learnt it only after loading and typing. It is one line and
+    exit 1 before the first prompt, as a one-shot run says it."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files", template=None)
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect(r"has no chat template .*--no-template")
+        expect_exit(child, "1")
+    finally:
+        child.close(force=True)
+    assert PROMPT not in (tmp_path / "session.log").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("term", ["xterm-256color", "dumb"])
 def test_fake_chat_with_stats_shows_each_replys_stats(tmp_path, term):
     """`specchat run --stats` on a terminal started the chat and dropped --stats without a word: its replies

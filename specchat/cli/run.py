@@ -115,7 +115,7 @@ def run(
     prompt and reply is logged (`specchat logs`); -c or --cid continues a logged conversation.
     """
     from ..chat import Message
-    from ..repl import ChatSession, ChatSettings, chat_loop
+    from ..repl import ChatSession, ChatSettings, chat_loop, require_chat
     from ..sampling import SamplingParams
     from ..view import stdout_console, wraps_at_words
 
@@ -147,6 +147,8 @@ def run(
         # terminal's own wrap broke them inside words on a narrow one. The reply's lines set their own wrap.
         console.soft_wrap = not wraps_at_words(console)
         if conversation is None:
+            if settings.use_template:
+                require_chat(pipeline)
             session = ChatSession(pipeline, settings, console, system, log, plain=view.plain_chat)
             raise typer.Exit(chat_loop(session, history=True))
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
