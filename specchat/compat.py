@@ -14,6 +14,7 @@ vocabulary is pure cost, and a draft id beyond the target's vocabulary would be 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from .errors import PairError
@@ -78,6 +79,27 @@ def check_server_pair(target: Vocabulary, draft: Vocabulary) -> PairReport:
         or _texts_differ(target, draft)
     )
     return PairReport(not reason, reason, forceable=False)
+
+
+def check_files(target: Path, draft: Path, rule=check_pair) -> PairReport | None:
+    """`rule` on the two files' tokenizers alone (no weights are loaded); None where a file's backend cannot read
+    a tokenizer alone, or llama.cpp cannot read it (loading the model then says why)."""
+    from .backends import for_path
+    from .errors import EngineError
+
+    readers = [getattr(for_path(path), "vocabulary", None) if path.is_file() else None for path in (target, draft)]
+    if None in readers:
+        return None
+    vocabularies = []
+    try:
+        for reader, path in zip(readers, (target, draft), strict=True):
+            vocabularies.append(reader(path))
+        return rule(*vocabularies)
+    except EngineError:  # reading a tokenizer
+        return None
+    finally:
+        for vocabulary in vocabularies:
+            vocabulary.close()
 
 
 def _types_differ(target: Vocabulary, draft: Vocabulary) -> str:

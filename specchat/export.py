@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import download, modes
 from .engineconfig import capped_threads, default_threads
-from .errors import EngineError, ModelFileError, PairError, UsageError
+from .errors import ModelFileError, PairError, UsageError
 from .paths import require_model_files, require_other_draft
 from .registry import ModelSpec, load_registry
 from .tuning import BEST_ACCEPTANCE
@@ -237,26 +237,11 @@ def _check_gguf(path: Path) -> None:
 
 
 def _check_pair(target: Path, draft: Path) -> None:
-    """llama-server's own pair check (compat.check_server_pair), on the two files' tokenizers alone: no weights
-    are loaded. Files of a backend that cannot read a tokenizer alone, or whose tokenizer llama.cpp cannot read
-    (llama-server then says why as it loads them), are not checked."""
-    from .backends import for_path
-    from .compat import check_server_pair
+    """llama-server's own pair check (compat.check_server_pair), on the two files' tokenizers alone."""
+    from .compat import check_files, check_server_pair
 
-    readers = [getattr(for_path(path), "vocabulary", None) if path.is_file() else None for path in (target, draft)]
-    if None in readers:
-        return
-    vocabularies = []
-    try:
-        for reader, path in zip(readers, (target, draft), strict=True):
-            vocabularies.append(reader(path))
-        report = check_server_pair(*vocabularies)
-    except EngineError:  # reading a tokenizer
-        return
-    finally:
-        for vocabulary in vocabularies:
-            vocabulary.close()
-    if not report.compatible:
+    report = check_files(target, draft, check_server_pair)
+    if report is not None and not report.compatible:
         raise PairError(
             f"llama-server refuses this pair: {report.reason}",
             hint="use a draft of the same model family, or --mode ngram (a command without a draft model)",

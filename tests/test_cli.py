@@ -1713,6 +1713,21 @@ def test_pull_names_a_present_file_that_is_no_gguf_where_models_toml_gives_no_sh
     assert invoke("pull", "fake").exit_code == 0  # the fake backend's files are no GGUF either: its own to check
 
 
+def test_pull_refuses_an_overlay_pair_whose_draft_is_of_another_family(fake_models, isolated):
+    """A user's pair of two families (another tokenizer) pulled gigabytes and said "already present" or
+    "downloaded", exit 0; only the first `run` said the pair cannot work. pull checks it as run does, once
+    both files are there (the tokenizers alone), and names the overlay's pair to fix."""
+    models = fake_overlay(fake_models, isolated)
+    other = json.loads(fake_models[1].read_text()) | {"vocab_type": 3}
+    (models / fake_models[1].name).write_text(json.dumps(other))
+    pulled = invoke("pull", "fake")
+    lines = [line for line in pulled.stderr.splitlines() if line.strip()]
+    assert pulled.exit_code == 1 and "Traceback" not in pulled.output, pulled.output
+    assert [line for line in lines if "already present" not in line] == [lines[-1]], pulled.stderr  # both in place
+    assert lines[-1].startswith("error: pair 'fake' is incompatible: vocabulary types differ"), lines[-1]
+    assert "hint:" in lines[-1] and "[pairs.fake]" in lines[-1] and "--force-pair" in lines[-1], lines[-1]
+
+
 @pytest.mark.parametrize("mode", ["spec", "target"])
 def test_a_reply_cut_inside_a_character_ends_before_it(files, mode):
     """A reply cut by -n (max_tokens) in the middle of a character split over tokens ended in U+FFFD;

@@ -53,7 +53,8 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
     sha256 that models.toml lists for it before it is put in place. A file already present is checked
     too: one of another size is downloaded again, one whose sha256 differs is named (exit 1), as is one that
     cannot be read or, where models.toml lists no sha256, is no well-formed GGUF; its sha256 is read once and
-    remembered until the file changes.
+    remembered until the file changes. A pair of your own is then checked as run checks it: a draft of
+    another family (another tokenizer) is named (exit 1).
     A model marked `gated` (`specchat models` shows which) needs its licence accepted on the Hub and
     HF_TOKEN set (HF_TOKEN=... specchat pull PAIR).
     """
@@ -64,6 +65,7 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
 
     err = stderr_console()
     spec_pair = load_registry().pair(one_pair(pair, pair_option))
+    paths = []
     with download_progress(err) as start:
         for spec in (spec_pair.target, spec_pair.draft):
             result = download.pull(spec, lambda message: note(err, message), start)
@@ -71,6 +73,28 @@ def pull(pair: PairArgument = None, pair_option: PairAlso = None) -> None:
             # say(), as notes and errors: the path is the user's (SPECCHAT_MODELS_DIR, HF_HOME), and Rich's own
             # wrapping of a word that starts with a zero-width joiner raised IndexError (Rich 15)
             say(err, f"{spec.local_name}: {where} {result.path}", markup=False, highlight=False)
+            paths.append(result.path)
+    if not spec_pair.packaged:  # the packaged pairs were checked when added; a user's could be of two families
+        require_one_family(spec_pair, *paths)
+
+
+def require_one_family(spec_pair, target, draft) -> None:
+    """The pair check run makes (llama.cpp's rules), on the pulled files' tokenizers: a user's pair of two
+    families pulled gigabytes, exit 0, and only the first run said it could not work."""
+    from ..compat import check_files
+    from ..errors import PairError
+
+    report = check_files(target, draft)
+    if report is None or report.compatible:
+        return
+    force = " (`specchat run --force-pair` tries it anyway)" if report.forceable else ""
+    # the user's entry to fix: their pair, or their model that replaced a packaged pair's
+    entry = f"[pairs.{spec_pair.name}]" if spec_pair.overlay else f"pair {spec_pair.name}"
+    overlay = next(path for path in (spec_pair.overlay, spec_pair.draft.overlay, spec_pair.target.overlay) if path)
+    raise PairError(
+        f"pair '{spec_pair.name}' is incompatible: {report.reason}",
+        hint=f"both files are in place; give {entry} in {overlay} a draft of its target's family{force}",
+    )
 
 
 @app.command(
