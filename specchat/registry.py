@@ -215,9 +215,10 @@ def load_registry(extra: Path | None = None) -> Registry:
         for name, (path, body) in raw_pairs.items()
     }
     if registry.default_pair not in registry.pairs:
+        near = registry.near(registry.default_pair)
         raise RegistryError(
             f"default_pair '{registry.default_pair}' is not a pair in {default_from}",
-            hint="set default_pair to one of the [pairs.*] names",
+            hint=(f"did you mean {near}? " if near else "") + "set default_pair to one of the [pairs.*] names",
         )
     return registry
 

@@ -251,6 +251,17 @@ def test_a_wrong_size_or_sha256_in_the_overlay_names_the_entry_not_only_the_file
     assert f"[models.mine] in {overlay}" in result.output.replace("\n", " ")
 
 
+def test_a_misspelt_default_pair_is_named_with_the_pair_meant(tmp_path):
+    """default_pair = "mypiar" said only "set default_pair to one of the [pairs.*] names", naming none, where an
+    unknown --pair says "did you mean ...?"."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text('default_pair = "mypiar"\n' + GOOD_MODEL)
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert "default_pair 'mypiar' is not a pair" in err.value.message
+    assert err.value.hint.startswith("did you mean mypair? set default_pair"), err.value.hint
+
+
 def test_default_pair_written_under_a_table_says_where_it_belongs(tmp_path):
     """TOML puts a key after [pairs.mine] into that table: "unknown key default_pair in [pairs.mypair]" alone
     left the user wondering why a documented key is unknown."""
