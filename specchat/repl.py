@@ -235,11 +235,13 @@ def _read_stream(what: str = "the prompt") -> str | None:
     return text
 
 
-def require_chat(pipeline: Pipeline) -> None:
+def require_chat(pipeline: Pipeline, system: str | None = None) -> None:
     """A target whose chat template is missing (a base model) or cannot render refused every message of the
-    chat with 'use --no-template', an option a running chat cannot take: said before the first prompt."""
+    chat with 'use --no-template', an option a running chat cannot take: said before the first prompt (with the
+    chat's system message, which some templates want first)."""
+    opening = [Message("system", system)] if system else []
     with contextlib.suppress(MessagesRefused):  # refused these messages (a system one), not every chat: said when sent
-        pipeline.prompt([Message("user", "Hi")])
+        pipeline.prompt([*opening, Message("user", "Hi")])
 
 
 def chat_loop(session: ChatSession, *, history: bool = False) -> int:

@@ -115,7 +115,7 @@ def run(
     prompt and reply is logged (`specchat logs`); -c or --cid continues a logged conversation.
     """
     from ..chat import Message
-    from ..repl import ChatSession, ChatSettings, chat_loop, require_chat
+    from ..repl import ChatSession, ChatSettings, chat_loop
     from ..sampling import SamplingParams
     from ..view import stdout_console, wraps_at_words
 
@@ -141,14 +141,12 @@ def run(
     if text is not None:
         conversation = log.conversation(system)
         conversation.messages.append(Message("user", text))
-    with load_models(options, conversation, settings, log, view.plain_chat, ids) as pipeline:
+    with load_models(options, conversation, settings, log, view.plain_chat, ids, system) as pipeline:
         console = stdout_console(no_color)
         # On a terminal Rich wraps specchat's own lines (the chat's notes, /help, /stats, -v's bars) at words: the
         # terminal's own wrap broke them inside words on a narrow one. The reply's lines set their own wrap.
         console.soft_wrap = not wraps_at_words(console)
         if conversation is None:
-            if settings.use_template:
-                require_chat(pipeline)
             session = ChatSession(pipeline, settings, console, system, log, plain=view.plain_chat)
             raise typer.Exit(chat_loop(session, history=True))
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first

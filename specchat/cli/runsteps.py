@@ -102,16 +102,21 @@ def draft_after_unused_notes(
     return draft
 
 
-def load_models(options, conversation, settings, log, plain_chat: bool, ids: list[int]):
-    """The loaded pipeline; with a prompt, its ids appended to `ids` before auto measures the machine."""
+def load_models(options, conversation, settings, log, plain_chat: bool, ids: list[int], system: str | None):
+    """The loaded pipeline; with a prompt, its ids appended to `ids` before auto measures the machine; for a
+    chat, its template checked then (a base model is refused at once, not after the measuring)."""
+    from ..repl import require_chat
     from ..terminal import keys_unechoed
 
-    tokenized = partial(_tokenize, conversation, settings, log, ids) if conversation is not None else None
+    if conversation is not None:
+        loaded = partial(_tokenize, conversation, settings, log, ids)
+    else:
+        loaded = partial(require_chat, system=system) if settings.use_template else None
     # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
     # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed);
     # if the load fails they are dropped, or the shell would read them
     with keys_unechoed(dropped_on_error=True) if conversation is None and not plain_chat else nullcontext():
-        return load_pipeline(options, tokenized)
+        return load_pipeline(options, loaded)
 
 
 def reply_once(pipeline, conversation, ids: list[int], settings, log, console, fmt: str) -> None:
