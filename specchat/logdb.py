@@ -1,7 +1,7 @@
 """The conversation log's SQLite file itself: opening it (created, set up and checked on first use), its
 transactions, and reading it, with the hint that fits what went wrong (logfaults.py names the failures and
-their hints; logaside.py moves a damaged log aside). Separate from logstore.py, which reads and writes
-conversations through these connections: the file's safety rules are one concern, what is logged another.
+their hints; logaside.py moves a damaged log aside). Separate from logstore.py and logread.py, which write
+and read conversations through these connections: the file's safety rules are one concern, what is logged another.
 """
 
 from __future__ import annotations

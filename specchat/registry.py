@@ -216,9 +216,11 @@ def load_registry(extra: Path | None = None) -> Registry:
     }
     if registry.default_pair not in registry.pairs:
         near = registry.near(registry.default_pair)
+        holding = registry.holding(registry.default_pair)  # a model's name, as people type them for pairs
+        meant = near or " or ".join(holding)
         raise RegistryError(
             f"default_pair '{registry.default_pair}' is not a pair in {default_from}",
-            hint=(f"did you mean {near}? " if near else "") + "set default_pair to one of the [pairs.*] names",
+            hint=(f"did you mean {meant}? " if meant else "") + "set default_pair to one of the [pairs.*] names",
         )
     return registry
 

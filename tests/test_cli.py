@@ -1801,3 +1801,20 @@ def test_the_chats_system_prompt_shown_is_left_to_the_terminal_where_rich_cannot
     commands.conversation = SimpleNamespace(system=JOINED)
     commands._cmd_system("")
     assert "axxxxxxxxxxxx" in commands.console.file.getvalue()
+
+
+def test_pull_names_the_users_models_tables_when_they_replaced_a_packaged_pairs_files(tmp_path):
+    """A user's [models.NAME] entries replacing a packaged pair's files with two families were told to fix
+    '[pairs.qwen...]' in their file, a table they never wrote: the hint names their [models.*] tables."""
+    from dataclasses import replace
+
+    from specchat.cli.manage import _entry_to_fix
+    from specchat.registry import load_registry
+
+    pair = load_registry().pair(None)
+    mine = tmp_path / "models.toml"
+    replaced = replace(pair, draft=replace(pair.draft, overlay=mine))
+    assert _entry_to_fix(replaced) == (
+        f"[models.{pair.draft.name}] in {mine} replaced pair {pair.name}'s files: give it files of one family"
+    )
+    assert _entry_to_fix(replace(pair, overlay=mine)).startswith(f"give [pairs.{pair.name}] in {mine} a draft")

@@ -262,6 +262,16 @@ def test_a_misspelt_default_pair_is_named_with_the_pair_meant(tmp_path):
     assert err.value.hint.startswith("did you mean mypair? set default_pair"), err.value.hint
 
 
+def test_a_default_pair_naming_a_model_is_named_with_its_pair(tmp_path):
+    """default_pair = "small" (the pair's draft model, as the file hints name models) got no suggestion, where
+    `--pair big` says which pair holds it."""
+    overlay = tmp_path / "models.toml"
+    overlay.write_text('default_pair = "small"\n' + GOOD_MODEL)
+    with pytest.raises(RegistryError) as err:
+        load_registry(overlay)
+    assert err.value.hint.startswith("did you mean mypair? set default_pair"), err.value.hint
+
+
 def test_default_pair_written_under_a_table_says_where_it_belongs(tmp_path):
     """TOML puts a key after [pairs.mine] into that table: "unknown key default_pair in [pairs.mypair]" alone
     left the user wondering why a documented key is unknown."""

@@ -88,13 +88,20 @@ def require_one_family(spec_pair, target, draft) -> None:
     if report is None or report.compatible:
         return
     force = " (`specchat run --force-pair` tries it anyway)" if report.forceable else ""
-    # the user's entry to fix: their pair, or their model that replaced a packaged pair's
-    entry = f"[pairs.{spec_pair.name}]" if spec_pair.overlay else f"pair {spec_pair.name}"
-    overlay = next(path for path in (spec_pair.overlay, spec_pair.draft.overlay, spec_pair.target.overlay) if path)
     raise PairError(
         f"pair '{spec_pair.name}' is incompatible: {report.reason}",
-        hint=f"both files are in place; give {entry} in {overlay} a draft of its target's family{force}",
+        hint=f"both files are in place; {_entry_to_fix(spec_pair)}{force}",
     )
+
+
+def _entry_to_fix(spec_pair) -> str:
+    """The user's entry to fix: their pair, or their [models.*] that replaced a packaged pair's files (the pair
+    itself is not in their file, so naming it sent them looking for a table they never wrote)."""
+    if spec_pair.overlay:
+        return f"give [pairs.{spec_pair.name}] in {spec_pair.overlay} a draft of its target's family"
+    mine = [model for model in (spec_pair.target, spec_pair.draft) if model.overlay]
+    tables = " and ".join(f"[models.{model.name}]" for model in mine)
+    return f"{tables} in {mine[0].overlay} replaced pair {spec_pair.name}'s files: give it files of one family"
 
 
 @app.command(
