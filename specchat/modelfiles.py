@@ -129,7 +129,8 @@ def not_gguf(model: ModelSpec, path: Path) -> ModelFileError | None:
     called it present, while `run` refused it and sent the user back to `pull`. The header is read (cached
     per size and mtime), as `run` reads it; a plugin backend's file is the plugin's to check."""
     from .backends import for_path
-    from .gguf import GGUF_HINT, check
+    from .gguf import check
+    from .ggufparse import GGUF_HINT
 
     if model.sha256 is not None or for_path(path).name != "llama.cpp":
         return None

@@ -503,13 +503,13 @@ def test_a_pull_on_a_file_system_without_locks_goes_on_without_one(tmp_path, mon
 def test_pull_keeps_the_hint_of_a_gguf_fault_another_pull_would_not_mend(tmp_path, monkeypatch, hint):
     """'delete it and pull again' for an overlay entry naming an embedding model (or a split model missing a part)
     fetched the same file, which failed the same way: only a damaged or foreign file is sent back to pull."""
-    from specchat import gguf
+    from specchat import gguf, ggufparse
 
     spec = ModelSpec(name="mine", repo="nobody/x-GGUF", file="x.gguf")
     path = tmp_path / "x.gguf"
     path.write_bytes(b"GGUF")
     monkeypatch.setattr(gguf, "check", lambda _path: (_ for _ in ()).throw(ModelFileError("x.gguf: no", hint=hint)))
     assert modelfiles.not_gguf(spec, path).hint == hint
-    damaged = ModelFileError("x.gguf is not a valid GGUF file", hint=gguf.GGUF_HINT)
+    damaged = ModelFileError("x.gguf is not a valid GGUF file", hint=ggufparse.GGUF_HINT)
     monkeypatch.setattr(gguf, "check", lambda _path: (_ for _ in ()).throw(damaged))
     assert modelfiles.not_gguf(spec, path).hint.startswith("delete it and run")

@@ -550,8 +550,8 @@ def test_the_gguf_check_cache_keeps_the_verdicts_of_two_llama_cpps_that_take_tur
     stat = model.stat()
     key = f"{model.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
     checks = []
-    real = gguf._check_bytes
-    monkeypatch.setattr(gguf, "_check_bytes", lambda *a, **k: checks.append(k.get("tensors", True)) or real(*a, **k))
+    real = gguf.check_bytes
+    monkeypatch.setattr(gguf, "check_bytes", lambda *a, **k: checks.append(k.get("tensors", True)) or real(*a, **k))
     for tag in ("one", "two", "one", "two"):
         monkeypatch.setattr(gguf, "reader_tag", lambda tag=tag: tag)
         gguf.check(model)
