@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE))
 import simulate  # noqa: E402
 
 from specchat.drafters.ngram import MAX_COPY, NgramDrafter  # noqa: E402
-from specchat.tuning import QUICK_BATCHES  # noqa: E402
+from specchat.tunemeasure import QUICK_BATCHES  # noqa: E402
 
 
 def oracle_speedup(trace: simulate.Trace, regime: simulate.Regime) -> float:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 from specchat.costmodel import measure  # noqa: E402
 from specchat.engine import Engine, gpu_offload_supported  # noqa: E402
 from specchat.engineconfig import EngineConfig  # noqa: E402
-from specchat.tuning import CALIBRATION_TEXT, FULL_BATCHES  # noqa: E402
+from specchat.tunemeasure import CALIBRATION_TEXT, FULL_BATCHES  # noqa: E402
 
 SIZES = (*FULL_BATCHES, 96, 128)
 

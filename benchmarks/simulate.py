@@ -50,7 +50,8 @@ from specchat.modes import MODES
 from specchat.paths import models_dir
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import Stats, speculative_decode
-from specchat.tuning import QUICK_BATCHES, Tuning
+from specchat.tunemeasure import QUICK_BATCHES
+from specchat.tuning import Tuning
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # also when loaded by path (the tests)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
     """One drafter per mode the loaded models allow; auto gets measured costs and the others as arms."""
-    from . import tuning
+    from . import tunemeasure, tuning
 
     options = pipeline.options
     priors = saved.priors if saved is not None else {}
@@ -43,7 +43,7 @@ def add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
         own = replace(pipeline.resolved, draft=None) if options.lone_target else pipeline.resolved
         own_draft = pipeline.draft if own.draft is not None else None
         key = tuning.key_for(own, options)
-        chosen = tuning.prepare(pipeline.target, own_draft, key, use_saved=options.use_tuning, notify=notify)
+        chosen = tunemeasure.prepare(pipeline.target, own_draft, key, use_saved=options.use_tuning, notify=notify)
         pipeline.tuning = chosen
         arms = [d for d in drafters.values() if own_draft is not None or d.name != "spec"]
         if own.draft is not None and not chosen.draft_model_can_pay():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
 
-from specchat import tuning
+from specchat import tunemeasure, tuning
 from specchat.costmodel import Costs, measure
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
@@ -442,20 +442,20 @@ def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
         measured.append(busy)
         return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04, busy=busy))
 
-    monkeypatch.setattr(tuning, "calibrate", fake_calibrate)
+    monkeypatch.setattr(tunemeasure, "calibrate", fake_calibrate)
     notes = []
-    first = tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    first = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert first.costs.busy and tuning.load("k1") is None and any("other programs" in n for n in notes)
-    second = tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    second = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert not second.costs.busy and tuning.trusted(tuning.load("k1"))
-    assert tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append).costs.busy is False
+    assert tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append).costs.busy is False
     assert len(measured) == 2  # the trusted one was reused
     saved = tuning.load("k1")
     saved.priors = {"spec": 0.71}  # measured by `specchat tune`
     tuning.save(saved)
     tuning.mark_stale(second)
     assert not tuning.trusted(tuning.load("k1"))
-    again = tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    again = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert len(measured) == 3 and tuning.trusted(tuning.load("k1"))
     assert again.priors == tuning.load("k1").priors == {"spec": 0.71}  # costs measured again, priors kept
 
@@ -464,12 +464,12 @@ def test_no_tuning_says_its_measurement_is_not_saved(tmp_path, monkeypatch):
     """--no-tuning measures on every run and saves nothing: its note said "(once; ...)", as if it were kept."""
     monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
     costs = Costs(dict(XEON.v), 0.45, 0.04, 0.04)
-    monkeypatch.setattr(tuning, "calibrate", lambda target, draft, key, *, full=False: tuning.Tuning(key, costs))
+    monkeypatch.setattr(tunemeasure, "calibrate", lambda target, draft, key, *, full=False: tuning.Tuning(key, costs))
     notes = []
-    tuning.prepare(None, None, "k1", use_saved=False, notify=notes.append)
+    tunemeasure.prepare(None, None, "k1", use_saved=False, notify=notes.append)
     assert tuning.load("k1") is None
     assert "(--no-tuning: for this run only, not saved)" in notes[0] and "once" not in notes[0]
-    tuning.prepare(None, None, "k1", use_saved=True, notify=notes.append)
+    tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert "(once; `specchat tune` refines)" in notes[-1]
 
 
@@ -692,7 +692,7 @@ def test_the_draft_model_starts_from_the_acceptance_tune_measured(fake_models, i
     from specchat.runtime import Options, Resolved, open_pipeline
 
     target, draft = fake_models
-    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tuning_module.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
+    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
     options = Options(target_path=target, draft_path=draft, mode="auto")
     key = tuning_module.key_for(Resolved(None, target, draft), options)
     tuning_module.save(tuning_module.Tuning(key, costs, priors={"spec": 0.9}, source="tune"))

@@ -353,7 +353,7 @@ def test_modes_md_says_how_long_a_writer_waits_for_the_history_s_lock():
 def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
     """The code changes fast and modes.md quotes its numbers in prose: each phrase below is built from the
     constant it states, so a changed constant fails here rather than leaving the doc stale."""
-    from specchat import costmodel, tuning
+    from specchat import costmodel, tunemeasure, tuning
     from specchat.drafters import auto, copyodds, model, ngram, rewrite, suffix
     from specchat.modes import AUTO, NGRAM, SPEC
     from specchat.tokenchains import LONGEST, ORDER, WALK
@@ -361,9 +361,9 @@ def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
     def listed(sizes) -> str:
         return ", ".join(map(str, sizes[:-1])) + f" and {sizes[-1]}"
 
-    full = [n for n in tuning.FULL_BATCHES if n > 16]
-    quick = [n for n in tuning.QUICK_BATCHES if n > 6]
-    assert tuning.FULL_BATCHES[:16] == tuple(range(1, 17)) and tuning.QUICK_BATCHES[:6] == tuple(range(1, 7))
+    full = [n for n in tunemeasure.FULL_BATCHES if n > 16]
+    quick = [n for n in tunemeasure.QUICK_BATCHES if n > 6]
+    assert tunemeasure.FULL_BATCHES[:16] == tuple(range(1, 17)) and tunemeasure.QUICK_BATCHES[:6] == tuple(range(1, 7))
     phrases = [
         f"of 1..16, {listed(full)} tokens",
         f"times 1-6, {listed(quick)} twice",

@@ -24,7 +24,8 @@ from specchat import export as exporting
 from specchat.cli import app
 from specchat.costmodel import Costs
 from specchat.export import TARGETS
-from specchat.tuning import QUICK_BATCHES, Tuning
+from specchat.tunemeasure import QUICK_BATCHES
+from specchat.tuning import Tuning
 
 runner = CliRunner()
 CPU_COSTS = Costs({n: float(n) for n in QUICK_BATCHES}, 0.7, 0.1, 0.1)  # a draft step costs 0.7 target steps

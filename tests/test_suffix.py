@@ -188,12 +188,12 @@ def test_auto_drafts_from_the_logged_history(isolated, seed_tuning, costs):
     batch really is cheaper than its tokens one by one and the guard's clock agrees with the costs."""
     import fake_backend
 
-    from specchat import tuning
+    from specchat import tunemeasure
     from specchat.costmodel import Costs
 
     target, draft = fake_backend.write_pair(isolated / "files", agree=0.0, reply=ANSWER, eval_sleep=0.002)
     if costs == "cpu":  # batches dear, a draft step 0.5: only long, sure copies pay
-        seed_tuning(target, draft, Costs({n: n**0.8 for n in tuning.QUICK_BATCHES}, 0.5, 1e-3, 1e-3), mode="auto")
+        seed_tuning(target, draft, Costs({n: n**0.8 for n in tunemeasure.QUICK_BATCHES}, 0.5, 1e-3, 1e-3), mode="auto")
     else:
         seed_tuning(target, draft, mode="auto")
     prompt = "Tell me about the moons of Jupiter and the missions that visited them."

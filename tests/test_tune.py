@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specchat.cli import app
-from specchat.tuning import FULL_BATCHES, conditional_rates
+from specchat.tunemeasure import FULL_BATCHES, conditional_rates
 
 
 def check_saved(config) -> dict:
@@ -149,7 +149,7 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
     fake_models, isolated, seed_tuning, monkeypatch, linked
 ):
     """A directory at the tuning file's path was found only by the save, after the whole measurement."""
-    from specchat import runtime, tuning
+    from specchat import runtime, tunemeasure
 
     def measured(*_args, **_kwargs):
         raise AssertionError("measured before the tuning's path was checked")
@@ -162,7 +162,7 @@ def test_a_directory_where_the_tuning_goes_is_one_line_before_measuring(
         path.symlink_to(isolated / "elsewhere")
     else:
         path.mkdir()
-    monkeypatch.setattr(tuning, "tune", measured)
+    monkeypatch.setattr(tunemeasure, "tune", measured)
     monkeypatch.setattr(runtime, "_load", measured)  # checked before the models load, too
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
@@ -192,13 +192,15 @@ def test_a_read_only_tuning_file_is_refused_before_measuring(fake_models, seed_t
 
 def test_a_tuning_path_that_cannot_be_searched_is_not_called_a_directory(fake_models, monkeypatch):
     """Any OSError of that check was reported as "it is a directory"; a folder that cannot be searched is not."""
-    from specchat import tuning
+    from specchat import tunemeasure, tuning
 
     def denied(key):
         raise PermissionError(13, "Permission denied", str(tuning.tuning_path(key)))
 
     monkeypatch.setattr(tuning, "check_replaceable", denied)
-    monkeypatch.setattr(tuning, "tune", lambda *_args, **_kwargs: (_ for _ in ()).throw(AssertionError("measured")))
+    monkeypatch.setattr(
+        tunemeasure, "tune", lambda *_args, **_kwargs: (_ for _ in ()).throw(AssertionError("measured"))
+    )
     target, draft = fake_models
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
@@ -326,13 +328,13 @@ def test_a_tune_under_load_keeps_the_quiet_costs_and_saves_the_acceptance(
 
 def test_a_tune_under_load_with_no_acceptance_to_keep_saves_nothing(fake_models, isolated, monkeypatch):
     """A lone --target measures no draft model's acceptance: beside a quiet tuning, nothing is saved."""
-    from specchat import costmodel, tuning
+    from specchat import costmodel, tunemeasure, tuning
     from specchat.costmodel import Costs
     from specchat.runtime import Options, Resolved
 
     target, _draft = fake_models
     key = tuning.key_for(Resolved(None, target, None), Options(target_path=target))
-    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tuning.QUICK_BATCHES}, None, 1e-3, 1e-3)
+    costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, None, 1e-3, 1e-3)
     path = tuning.save(tuning.Tuning(key, costs))
     before = path.read_bytes()
     monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
@@ -346,10 +348,10 @@ def test_a_tune_under_load_with_no_acceptance_to_keep_saves_nothing(fake_models,
 
 def test_a_context_too_small_for_what_tune_measures_is_refused_before_measuring(fake_models, isolated, monkeypatch):
     """`tune --ctx 64` measured for minutes on the real pair, then failed on the first prompt."""
-    from specchat import tuning
+    from specchat import tunemeasure
 
     measured = []
-    monkeypatch.setattr(tuning, "calibrate", lambda *args, **kwargs: measured.append(1))
+    monkeypatch.setattr(tunemeasure, "calibrate", lambda *args, **kwargs: measured.append(1))
     target, draft = fake_models
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "--ctx", "64"])
     assert result.exit_code == 2, result.output
@@ -362,7 +364,7 @@ def test_a_context_llama_cpp_rounds_up_is_named_as_asked_and_as_made(fake_models
     """`tune --ctx 64` on the real pair said "a context of 256 tokens": llama.cpp's rounding, not what was typed."""
     from fake_backend import FakeEngine
 
-    from specchat import tuning
+    from specchat import tunemeasure
 
     real_init = FakeEngine.__init__
 
@@ -370,7 +372,7 @@ def test_a_context_llama_cpp_rounds_up_is_named_as_asked_and_as_made(fake_models
         real_init(self, path, spec, -(-n_ctx // 256) * 256, interrupt)
 
     monkeypatch.setattr(FakeEngine, "__init__", rounded)
-    monkeypatch.setattr(tuning, "calibrate", lambda *args, **kwargs: pytest.fail("measured"))
+    monkeypatch.setattr(tunemeasure, "calibrate", lambda *args, **kwargs: pytest.fail("measured"))
     target, draft = fake_models
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "--ctx", "64"])
     assert result.exit_code == 2, result.output
@@ -407,7 +409,7 @@ def test_the_tune_table_never_cuts_a_number_on_a_narrow_terminal(width):
     from rich.console import Console
 
     from specchat.tableview import tune_table
-    from specchat.tuning import ModeEstimate
+    from specchat.tunemeasure import ModeEstimate
 
     estimates = [ModeEstimate("target", 0, None, 1.0), ModeEstimate("spec", 0, 0.48, 1.0, 1, 0.58)]
     estimates.append(ModeEstimate("ngram", 39, 0.06, 12.55, 39, 12.55))
@@ -611,7 +613,7 @@ def test_tune_names_the_batch_sizes_it_times_as_the_code_lists_them():
     the same words."""
     from pathlib import Path
 
-    from specchat.tuning import FULL_BATCHES, batch_sizes
+    from specchat.tunemeasure import FULL_BATCHES, batch_sizes
 
     assert batch_sizes(FULL_BATCHES) == "1..16, 20, 24, 28, 32, 40, 48, 56 and 64"
     assert batch_sizes((1, 2, 4)) == "1, 2 and 4" and batch_sizes((1,)) == "1"

@@ -42,8 +42,8 @@ def refuse_unreplaceable(resolved, usable) -> None:
 def measure_tuning(pipeline, prompts, max_tokens: int, err):
     """The tuning measured on the loaded models, its estimates, and the saved tuning it may replace (or None)."""
     from ..progressview import bench_progress
+    from ..tunemeasure import tune as run_tune
     from ..tuning import examine, key_for, written_by_newer
-    from ..tuning import tune as run_tune
     from ..view import note
 
     # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
