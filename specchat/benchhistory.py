@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .benchsuite import check_text, json_line, jsonl_lines, read_jsonl, shown
+from .benchjsonl import check_text, json_line, jsonl_lines, read_jsonl, shown
 from .errors import UsageError
 from .paths import expand_home
 

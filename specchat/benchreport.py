@@ -97,7 +97,7 @@ def _items(option: str, text: str) -> list[str]:
 
 def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, Path | None]) -> None:
     """-o or --plot naming the --prompts or --history file (or each other) would overwrite it at the end."""
-    from .benchsuite import is_stdin
+    from .benchjsonl import is_stdin
 
     for option, written in (("--output", output), ("--plot", plot)):
         others = {**inputs, "--plot": plot} if option == "--output" else inputs

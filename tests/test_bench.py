@@ -305,9 +305,9 @@ def test_bad_jsonl_on_stdin_is_named_as_stdin(option, content, needle):
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_an_endless_prompts_or_history_file_is_refused(monkeypatch):
     """`--prompts /dev/zero` (or `--history`) read until memory ran out: a MemoryError, or no end."""
-    from specchat import benchsuite
+    from specchat import benchjsonl
 
-    monkeypatch.setattr(benchsuite, "MAX_JSONL_BYTES", 1 << 20)
+    monkeypatch.setattr(benchjsonl, "MAX_JSONL_BYTES", 1 << 20)
     for option in ("--prompts", "--history"):
         result = runner.invoke(app, ["bench", "--modes", "suffix", option, "/dev/zero"])
         assert result.exit_code == 2 and "/dev/zero is over 1 MiB" in result.stderr, result.output

@@ -222,7 +222,7 @@ def test_how_it_works_code_map_names_every_module():
 
 def test_bench_md_gives_the_largest_prompts_file_the_bench_reads():
     """A --prompts or --history file over 256 MiB was refused (exit 2) by a limit no doc named."""
-    from specchat.benchsuite import MAX_JSONL_BYTES
+    from specchat.benchjsonl import MAX_JSONL_BYTES
 
     text = (ROOT / "docs" / "bench.md").read_text(encoding="utf-8")
     assert f"JSONL of at most {MAX_JSONL_BYTES >> 20} MiB" in text

@@ -25,7 +25,7 @@ def check_bench_options(
 ) -> tuple[list[int], list[str]]:
     """The draft model's lengths and the modes to measure; usage errors and notes before anything is read."""
     from .. import benchreport
-    from ..benchsuite import is_stdin
+    from ..benchjsonl import is_stdin
     from ..errors import UsageError
     from ..view import note, require_stdout
 
