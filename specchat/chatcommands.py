@@ -64,6 +64,12 @@ def unquoted(arg: str) -> str:
     return arg
 
 
+def _split(line: str) -> tuple[str, str]:
+    """A command line's name (after its slash) and its argument, split at the first blank or newline."""
+    name, _, arg = line[1:].replace("\n", " \n", 1).partition(" ")
+    return name.strip(), arg.strip()
+
+
 class SlashCommands:
     """The commands of a chat session; ChatSession holds the state they act on."""
 
@@ -81,10 +87,15 @@ class SlashCommands:
         """Every slash command, for completion."""
         return [f"/{name[5:]}" for name in dir(cls) if name.startswith("_cmd_")]
 
+    def names_a_command(self, text: str) -> bool:
+        """Whether a block of several lines is a command: its first word names one (`/system`, then Esc-Enter
+        and a prompt of several lines). Any other block that begins with a slash (a pasted log, a path) is a
+        message."""
+        return hasattr(self, f"_cmd_{_split(text)[0].lower()}")
+
     def command(self, line: str) -> bool:
         """Run a slash command; False means leave."""
-        name, _, arg = line[1:].partition(" ")
-        arg = arg.strip()
+        name, arg = _split(line)
         handler = getattr(self, f"_cmd_{name.lower()}", None)
         if not name:  # "/" or "/ help": no name to send with "//" either
             self._say("a / alone is no command: /help lists the commands", "yellow")
@@ -93,6 +104,10 @@ class SlashCommands:
             self._say(f"unknown command /{name}: /help lists the commands; //{name} sends it as a message", "yellow")
             return True
         if inspect.signature(handler).parameters:
+            if "\n" in arg and name.lower() != "system":  # a file name or a number with a newline in it: a slip
+                usage = f"usage: /{name.lower()} takes its argument on one line (/system TEXT may take several)"
+                self._say(usage, "yellow")
+                return True
             return handler(arg) is not False
         if arg:  # a command that takes none: `/bye now` or `/reset x` may be a slip, so it does not act
             self._say(f"usage: /{name.lower()} (it takes no argument)", "yellow")

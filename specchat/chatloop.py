@@ -72,7 +72,7 @@ def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
             continue
         if "\n" not in stripped and stripped.startswith("//"):  # a message that begins with a slash (a path)
             text = text.replace("/", "", 1)
-        elif stripped.startswith("/") and "\n" not in stripped:
+        elif stripped.startswith("/") and ("\n" not in stripped or session.names_a_command(stripped)):
             try:
                 with ctrl_c.stops():
                     if not session.command(stripped):

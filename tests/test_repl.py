@@ -536,7 +536,7 @@ def test_a_message_that_begins_with_a_slash_is_sent_with_two(live_chat, monkeypa
     from specchat import chatloop, repl
 
     chat, out = live_chat
-    pasted = "// a JavaScript comment\nlet x = 1;"  # many lines are never a command: sent as they are
+    pasted = "// a JavaScript comment\nlet x = 1;"  # a block whose first word is no command: sent as it is
     lines = iter(["/usr/bin/python is slow", "//usr/bin/python is slow, why?", pasted, "/bye"])
     monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
     assert repl.chat_loop(chat) == 0
@@ -545,6 +545,27 @@ def test_a_message_that_begins_with_a_slash_is_sent_with_two(live_chat, monkeypa
         "/usr/bin/python is slow, why?",
         pasted,
     ]
+
+
+def test_a_block_whose_first_word_is_a_command_is_that_command(live_chat, monkeypatch, tmp_path):
+    """`/system` then Esc-Enter and a system prompt of several lines (or one pasted) went to the model as a
+    user message, "/system ..." and all, and the system prompt stayed unset. A block whose first word names
+    a command is that command: /system takes the lines as its text, another command refuses an argument of
+    several lines rather than act on it (/save with a newline in the file's name)."""
+    from specchat import chatloop, repl
+
+    chat, out = live_chat
+    blocks = ["/system\nYou are a pirate.\nSay arr.", "/SAVE a.md\nb.md", "/k 2\n/stats", "/bye"]
+    lines = iter(blocks)
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert repl.chat_loop(chat) == 0
+    assert chat.conversation.system == "You are a pirate.\nSay arr." and chat.conversation.messages == []
+    text = out.getvalue()
+    assert "usage: /save takes its argument on one line (/system TEXT may take several)" in text
+    assert "usage: /k takes its argument on one line" in text and chat.settings.k is None
+    assert not os.listdir(".")
 
 
 def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, monkeypatch):
@@ -782,7 +803,8 @@ def test_turns_that_gave_way_do_not_cost_the_log_later_turns(tmp_path):
 def test_save_and_load_under_an_unknown_users_home_are_chat_lines_not_a_crash(tmp_path, monkeypatch):
     """/save ~nosuchuser/c.md raised Path.expanduser's RuntimeError, which ended the chat as an internal
     error; as in a shell, an unknown ~user is left as it is (here: a folder that does not exist)."""
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
     chat, out = session()
     assert chat.command("/save ~nosuchuser-specchat/c.md") and chat.command("/load ~nosuchuser-specchat/c.json")
     said = out.getvalue()
