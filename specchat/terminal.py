@@ -119,6 +119,23 @@ def keys_unechoed(*, dropped_on_error: bool = False) -> Iterator[None]:
                 termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, modes)
 
 
+@contextmanager
+def caret_c_ended() -> Iterator[None]:
+    """A Ctrl-C in here (a one-shot reply's load, where nothing is drawn) ends the line where the terminal echoed
+    it as ^C: the note after it stood glued to it ("^Cinterrupted"). Not the echo of control keys turned off: an
+    arrow key typed meanwhile was then echoed as the escape that moves the cursor."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        modes = _terminal_modes()
+        if modes is not None and sys.stderr.isatty():
+            import termios
+
+            if modes[3] & termios.ECHO and modes[3] & getattr(termios, "ECHOCTL", 0):
+                sys.stderr.write("\n")
+        raise
+
+
 def _foreground() -> bool:
     """In the terminal's foreground process group: a background process setting its modes would be stopped."""
     try:

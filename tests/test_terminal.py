@@ -680,6 +680,29 @@ def test_fake_chat_ctrl_d_while_the_models_load_leaves_at_the_prompt(tmp_path):
     assert_cursor_and_colours_restored(log)
 
 
+def test_fake_one_shot_ctrl_c_while_the_models_load_is_no_glued_caret_c(tmp_path):
+    """Ctrl-C while a one-shot reply's models load: the terminal echoed ^C, and the note after it stood glued to
+    it, "^Cinterrupted" (the chat's load echoes nothing). An arrow key typed meanwhile still echoes as ^[[A, not
+    as the escape that moves the cursor."""
+    import fake_backend
+
+    pyte = pytest.importorskip("pyte")
+    target, _draft = fake_backend.write_pair(tmp_path / "files", load_sleep=3)
+    child = spawn_in_terminal(f"--target {target} --mode target hello", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact("fake: loading")
+        child.send("\x1b[A")
+        time.sleep(0.3)
+        child.sendintr()
+        expect_exit(child, "130", timeout=20)
+    finally:
+        child.close(force=True)
+    screen = pyte.Screen(100, 30)
+    pyte.Stream(screen).feed((tmp_path / "session.log").read_bytes().decode().split("EXIT=")[0])
+    rows = [row.rstrip() for row in screen.display]
+    assert rows[:3] == ["fake: loading target.fake.gguf", "^[[A^C", "interrupted"]
+
+
 def test_fake_chat_keeps_a_reply_stopped_by_ctrl_c_pressed_twice(tmp_path):
     """Ctrl-C pressed again and again (as users do) stops the reply once: a later press landed while the
     stopped reply was being closed and logged, and the partial reply and its message were lost."""

@@ -3,7 +3,6 @@ reply cannot use, loading the models and answering one prompt."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from functools import partial
 from typing import NamedTuple
 
@@ -106,7 +105,7 @@ def load_models(options, conversation, settings, log, plain_chat: bool, ids: lis
     """The loaded pipeline; with a prompt, its ids appended to `ids` before auto measures the machine; for a
     chat, its template checked then (a base model is refused at once, not after the measuring)."""
     from ..repl import require_chat
-    from ..terminal import keys_unechoed
+    from ..terminal import caret_c_ended, keys_unechoed
 
     if conversation is not None:
         loaded = partial(_tokenize, conversation, settings, log, ids)
@@ -114,8 +113,9 @@ def load_models(options, conversation, settings, log, plain_chat: bool, ids: lis
         loaded = partial(require_chat, system=system) if settings.use_template else None
     # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
     # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed);
-    # if the load fails they are dropped, or the shell would read them
-    with keys_unechoed(dropped_on_error=True) if conversation is None and not plain_chat else nullcontext():
+    # if the load fails they are dropped, or the shell would read them. A one-shot reply's keys echo, ^C too
+    chat = conversation is None and not plain_chat
+    with keys_unechoed(dropped_on_error=True) if chat else caret_c_ended():
         return load_pipeline(options, loaded)
 
 
