@@ -41,6 +41,8 @@ def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
     console = session.console
     # The line editor reads Ctrl-C as a key (raw mode); plain line reading knows it only as a signal
     reading = nullcontext if isinstance(reader, TerminalInput) else ctrl_c.stops
+    # The line editor ends its line as Ctrl-C or Ctrl-D ends it; plain reading leaves the cursor after ^C or the prompt
+    fresh = "" if isinstance(reader, TerminalInput) else "\n"
     console.print(Text("specchat chat: /help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves", style="dim"))
     if session.log.cid is not None:
         count = len(session.conversation.messages)
@@ -50,13 +52,14 @@ def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
             with reading():
                 text = read_message(reader)
         except UnfinishedMessage as unfinished:  # typed text is sent, not dropped; a second Ctrl-D leaves
-            console.print(Text("\n(Ctrl-D ended the unfinished message: it is sent)", style="dim"))
+            console.print(Text(f"{fresh}(Ctrl-D ended the unfinished message: it is sent)", style="dim"))
             text = unfinished.text
         except EOFError:
-            console.print()
+            if fresh:
+                console.print()
             return 0
         except KeyboardInterrupt:
-            console.print(Text("\n(Ctrl-C at the prompt does not leave: use /bye or Ctrl-D)", style="dim"))
+            console.print(Text(f"{fresh}(Ctrl-C at the prompt does not leave: use /bye or Ctrl-D)", style="dim"))
             continue
         except UnicodeDecodeError:
             console.print(Text("that input was not valid UTF-8; please type it again", style="yellow"))

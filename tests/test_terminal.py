@@ -703,6 +703,34 @@ def test_fake_one_shot_ctrl_c_while_the_models_load_is_no_glued_caret_c(tmp_path
     assert rows[:3] == ["fake: loading target.fake.gguf", "^[[A^C", "interrupted"]
 
 
+def test_fake_chat_ctrl_c_and_ctrl_d_at_the_prompt_leave_no_blank_line(tmp_path):
+    """The line editor ends its line itself when Ctrl-C or Ctrl-D ends it; the chat's newline for plain line
+    reading (whose cursor stays after ^C) came on top: a blank line above the Ctrl-C note, and one between the
+    last prompt and the shell's."""
+    import fake_backend
+
+    pyte = pytest.importorskip("pyte")
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, fake_env(tmp_path))
+    try:
+        child.expect_exact(PROMPT)
+        child.send("abc")
+        time.sleep(0.3)
+        child.sendintr()
+        child.expect_exact("does not leave")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        expect_exit(child, "0", timeout=20)
+    finally:
+        child.close(force=True)
+    screen = pyte.Screen(100, 30)
+    pyte.Stream(screen).feed((tmp_path / "session.log").read_bytes().decode())  # its \r as they came
+    rows = [row.rstrip() for row in screen.display]
+    typed = rows.index(f"{PROMPT} abc")
+    assert rows[typed + 1].startswith("(Ctrl-C at the prompt does not leave")
+    assert rows[typed + 2] == PROMPT and rows[typed + 3].startswith("EXIT=0")
+
+
 def test_fake_chat_keeps_a_reply_stopped_by_ctrl_c_pressed_twice(tmp_path):
     """Ctrl-C pressed again and again (as users do) stops the reply once: a later press landed while the
     stopped reply was being closed and logged, and the partial reply and its message were lost."""
