@@ -428,7 +428,7 @@ def test_every_option_that_takes_one_of_a_few_words_takes_them_in_any_case():
 
 
 def test_a_list_of_words_takes_each_in_any_case():
-    from specchat.cli.app import any_case
+    from specchat.cli.options import any_case
 
     assert any_case("modes", "MODES", many=True)("spec, NGRAM,Auto,Turbo") == "spec,ngram,auto,Turbo"
 
@@ -436,7 +436,7 @@ def test_a_list_of_words_takes_each_in_any_case():
 def test_a_padded_word_is_taken_and_a_single_word_option_is_not_split_at_commas():
     """`--to "VLLM "` was refused as "unknown --to 'vllm '" (neither what was typed nor a choice), and
     `--to Vllm,x` was named 'vllm,x': a single-word option read as a list."""
-    from specchat.cli.app import any_case
+    from specchat.cli.options import any_case
 
     to = any_case("export", "TARGETS")
     assert to("VLLM ") == "vllm" and to(" Llama-Server") == "llama-server"

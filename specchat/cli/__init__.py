@@ -1,7 +1,7 @@
 """The command line, the only Typer code: it parses options, calls the layers below and renders.
 
-app.py holds the app, the options several commands share and the one error boundary; the commands
-are grouped in run.py (run, serve), measure.py (bench, tune) and manage.py (models, pull, logs, export);
+app.py holds the app and the one error boundary, options.py the options several commands share; the
+commands are grouped in run.py (run, serve), measure.py (bench, tune) and manage.py (models, pull, logs, export);
 runsteps.py, benchsteps.py and tunesteps.py hold the steps of run, bench and tune.
 habits.py refuses other tools' flags (habittable.py: which, and what to say; habitvalues.py: the values
 they are given; reading.py: how Click reads the arguments); helpfold.py folds the help tables.

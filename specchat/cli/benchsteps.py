@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from ..modes import unused_draft
-from .app import given, make_options, stderr_console
+from .app import make_options, stderr_console
+from .options import given
 
 
 def check_bench_options(

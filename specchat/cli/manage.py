@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from .app import (
+from .app import app, stderr_console
+from .options import (
     MODES_ANY_CASE,
     Ctx,
     Draft,
@@ -18,10 +19,8 @@ from .app import (
     PairArgument,
     Target,
     any_case,
-    app,
     given,
     one_pair,
-    stderr_console,
     utf8_text,
 )
 

@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 
 from ..benchsuite import CATEGORIES
-from .app import (
+from .app import app, load_pipeline, make_options, stderr_console
+from .benchsteps import check_bench_options, model_options, read_inputs
+from .options import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
     MODES_LIST_ANY_CASE,
@@ -27,14 +29,9 @@ from .app import (
     Threads,
     a_path,
     any_case,
-    app,
     finite,
-    load_pipeline,
-    make_options,
     one_pair,
-    stderr_console,
 )
-from .benchsteps import check_bench_options, model_options, read_inputs
 from .tunesteps import check_saveable, measure_tuning, refuse_unreplaceable, save_if_worth_it
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."

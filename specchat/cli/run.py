@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from ..modes import unused_draft
-from .app import (
+from .app import app, load_pipeline, make_options, stderr_console
+from .options import (
     FORMAT_HELP,
     K_HELP,
     MODE_HELP,
@@ -24,12 +25,8 @@ from .app import (
     Target,
     Threads,
     any_case,
-    app,
     finite,
     from_env,
-    load_pipeline,
-    make_options,
-    stderr_console,
     utf8_text,
 )
 from .runsteps import (

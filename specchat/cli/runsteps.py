@@ -9,7 +9,8 @@ from typing import NamedTuple
 import typer
 
 from ..modes import unused_draft
-from .app import given, load_pipeline, stderr_console
+from .app import load_pipeline, stderr_console
+from .options import given
 
 
 class View(NamedTuple):
