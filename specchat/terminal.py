@@ -127,8 +127,10 @@ def caret_c_ended() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        modes = _terminal_modes()
-        if modes is not None and sys.stderr.isatty():
+        # the terminal's modes read through stderr, where the note goes: stdin may be a pipe (`cat f | specchat
+        # run "..."`), and the terminal echoes ^C all the same
+        modes = _terminal_modes(sys.stderr)
+        if modes is not None:
             import termios
 
             if modes[3] & termios.ECHO and modes[3] & getattr(termios, "ECHOCTL", 0):
@@ -144,12 +146,12 @@ def _foreground() -> bool:
         return False
 
 
-def _terminal_modes() -> list | None:
-    """stdin's terminal modes (termios), or None: not a terminal, or no termios (Windows)."""
+def _terminal_modes(stream=None) -> list | None:
+    """The terminal modes (termios) of stdin (or `stream`), or None: not a terminal, or no termios (Windows)."""
     try:
         import termios
 
-        return termios.tcgetattr(sys.stdin.fileno())
+        return termios.tcgetattr((stream or sys.stdin).fileno())
     except Exception:  # ImportError, termios.error (no OSError), a closed or missing stdin
         return None
 

@@ -680,15 +680,17 @@ def test_fake_chat_ctrl_d_while_the_models_load_leaves_at_the_prompt(tmp_path):
     assert_cursor_and_colours_restored(log)
 
 
-def test_fake_one_shot_ctrl_c_while_the_models_load_is_no_glued_caret_c(tmp_path):
+@pytest.mark.parametrize("stdin", ["", " < /dev/null"])
+def test_fake_one_shot_ctrl_c_while_the_models_load_is_no_glued_caret_c(tmp_path, stdin):
     """Ctrl-C while a one-shot reply's models load: the terminal echoed ^C, and the note after it stood glued to
     it, "^Cinterrupted" (the chat's load echoes nothing). An arrow key typed meanwhile still echoes as ^[[A, not
-    as the escape that moves the cursor."""
+    as the escape that moves the cursor. With stdin piped (`cat f.py | specchat run "..."`) the terminal still
+    echoes ^C: its modes are read through stderr."""
     import fake_backend
 
     pyte = pytest.importorskip("pyte")
     target, _draft = fake_backend.write_pair(tmp_path / "files", load_sleep=3)
-    child = spawn_in_terminal(f"--target {target} --mode target hello", tmp_path, fake_env(tmp_path))
+    child = spawn_in_terminal(f"--target {target} --mode target hello{stdin}", tmp_path, fake_env(tmp_path))
     try:
         child.expect_exact("fake: loading")
         child.send("\x1b[A")
