@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -65,9 +66,10 @@ def unquoted(arg: str) -> str:
 
 
 def _split(line: str) -> tuple[str, str]:
-    """A command line's name (after its slash) and its argument, split at the first blank or newline."""
-    name, _, arg = line[1:].replace("\n", " \n", 1).partition(" ")
-    return name.strip(), arg.strip()
+    """A command line's name (after its slash) and its argument, split at the first run of blanks or newlines
+    (`/system One\nTwo`'s text is "One\nTwo", not "One \nTwo")."""
+    name, arg = re.fullmatch(r"/(\S*)\s*(.*)", line, re.DOTALL).groups()
+    return name, arg.strip()
 
 
 class SlashCommands:
@@ -101,16 +103,21 @@ class SlashCommands:
             self._say("a / alone is no command: /help lists the commands", "yellow")
             return True
         if handler is None:
+            name = visible(name)  # an Esc-Enter read by plain line reading is in the name: shown, not sent
             self._say(f"unknown command /{name}: /help lists the commands; //{name} sends it as a message", "yellow")
             return True
         if inspect.signature(handler).parameters:
             if "\n" in arg and name.lower() != "system":  # a file name or a number with a newline in it: a slip
-                usage = f"usage: /{name.lower()} takes its argument on one line (/system TEXT may take several)"
+                usage = (
+                    f"usage: /{name.lower()} takes its argument on one line (/system TEXT may take several); "
+                    f"//{name} sends the block as a message"
+                )
                 self._say(usage, "yellow")
                 return True
             return handler(arg) is not False
         if arg:  # a command that takes none: `/bye now` or `/reset x` may be a slip, so it does not act
-            self._say(f"usage: /{name.lower()} (it takes no argument)", "yellow")
+            block = f"; //{name} sends the block as a message" if "\n" in arg else ""  # pasted notes: "/help me..."
+            self._say(f"usage: /{name.lower()} (it takes no argument){block}", "yellow")
             return True
         return handler() is not False
 

@@ -73,7 +73,9 @@ def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
         stripped = text.strip()
         if not stripped:
             continue
-        if "\n" not in stripped and stripped.startswith("//"):  # a message that begins with a slash (a path)
+        if stripped.startswith("//") and ("\n" not in stripped or session.names_a_command(stripped[1:])):
+            # a message that begins with a slash (a path), or a block that begins with a command's name (pasted
+            # notes that start "/help me with this:"); a block that begins "// comment" is code, sent as it is
             text = text.replace("/", "", 1)
         elif stripped.startswith("/") and ("\n" not in stripped or session.names_a_command(stripped)):
             try:

@@ -563,9 +563,24 @@ def test_a_block_whose_first_word_is_a_command_is_that_command(live_chat, monkey
     assert repl.chat_loop(chat) == 0
     assert chat.conversation.system == "You are a pirate.\nSay arr." and chat.conversation.messages == []
     text = out.getvalue()
-    assert "usage: /save takes its argument on one line (/system TEXT may take several)" in text
+    assert "usage: /save takes its argument on one line (/system TEXT may take several); //SAVE sends" in text
     assert "usage: /k takes its argument on one line" in text and chat.settings.k is None
     assert not os.listdir(".")
+
+
+def test_a_block_with_text_on_the_command_line_and_a_block_escaped_with_two_slashes(live_chat, monkeypatch):
+    """`/system One\nTwo` set the prompt "One \nTwo" (a blank before the line break); a pasted block that
+    begins with a command's name ("/help me with this:") could not be sent at all: `//` before it sends it."""
+    from specchat import chatloop, repl
+
+    chat, out = live_chat
+    notes = "/help me with this:\nprint(1)"
+    lines = iter(["/system Be a pirate.\tSay arr.\nAlways.", notes, "/" + notes, "/bye"])
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
+    assert repl.chat_loop(chat) == 0
+    assert chat.conversation.system == "Be a pirate.\tSay arr.\nAlways."
+    assert "usage: /help (it takes no argument); //help sends the block as a message" in out.getvalue()
+    assert [m.content for m in chat.conversation.messages if m.role == "user"] == [notes]
 
 
 def test_ctrl_c_before_the_reply_starts_stops_the_turn_not_the_chat(live_chat, monkeypatch):

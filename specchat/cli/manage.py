@@ -100,7 +100,8 @@ def _entry_to_fix(spec_pair) -> str:
         return f"give [pairs.{spec_pair.name}] in {spec_pair.overlay} a draft of its target's family"
     mine = [model for model in (spec_pair.target, spec_pair.draft) if model.overlay]
     tables = " and ".join(f"[models.{model.name}]" for model in mine)
-    return f"{tables} in {mine[0].overlay} replaced pair {spec_pair.name}'s files: give it files of one family"
+    them = "them" if len(mine) > 1 else "it"
+    return f"{tables} in {mine[0].overlay} replaced pair {spec_pair.name}'s files: give {them} files of one family"
 
 
 @app.command(
