@@ -96,7 +96,7 @@ def _items(option: str, text: str) -> list[str]:
 
 
 def check_inputs_kept(output: Path | None, plot: Path | None, inputs: dict[str, Path | None]) -> None:
-    """-o or --plot naming the --prompts or --history file (or each other) would overwrite it at the end."""
+    """-o or --plot naming an input (--prompts, --history, a model file) or each other would overwrite it at the end."""
     from .benchjsonl import is_stdin
 
     for option, written in (("--output", output), ("--plot", plot)):

@@ -1171,3 +1171,17 @@ def test_an_interrupted_report_to_a_file_is_said_to_be_partial(fake_pair, tmp_pa
     assert result.exit_code == 130
     assert f"wrote {out}, interrupted (Ctrl-C): it holds only what was measured before it" in result.stderr
     assert out.read_text().startswith("category,")
+
+
+@pytest.mark.parametrize("option", ["--target", "--draft"])
+def test_a_report_over_a_model_file_is_refused(fake_pair, tmp_path, option):
+    """-o naming the --target (or --draft) file replaced the model with the report after the run, without a word,
+    as the guard above already kept the --prompts and --history files from it."""
+    _folder, files = fake_pair
+    at = files.index(option) + 1
+    model = tmp_path / "model.fake.gguf"
+    model.write_bytes(Path(files[at]).read_bytes())
+    given = [*files[:at], str(model), *files[at + 1 :]]
+    result = runner.invoke(app, ["bench", *given, "--suite", "tiny", "-r", "1", "-n", "4", "-o", str(model)])
+    assert result.exit_code == 2 and f"is the {option} file" in result.stderr, result.output
+    assert model.read_bytes() == Path(files[at]).read_bytes()

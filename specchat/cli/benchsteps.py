@@ -44,14 +44,15 @@ def check_bench_options(
     return k_list, mode_list
 
 
-def read_inputs(prompts: Path | None, suite: str, turns: str, history: str, mode_list: list[str], output, plot):
-    """The prompts to measure and the history to attach (benchhistory.load); the report may overwrite neither."""
+def read_inputs(prompts: Path | None, suite: str, turns: str, history: str, mode_list: list[str], output, plot, models):
+    """The prompts to measure and the history to attach (benchhistory.load); the report may overwrite neither, nor
+    the model files given (models: --target and --draft)."""
     from .. import benchhistory, benchreport
     from ..benchsuite import load_prompts_file, load_suite, select_turns
 
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)
-    benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path})
+    benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path, **models})
     return prompt_list, past
 
 

@@ -152,7 +152,9 @@ def bench(
     k_list, mode_list = check_bench_options(
         ctx, suite=suite, prompts=prompts, history=history, ks=ks, modes=modes, fmt=fmt, output=output, plot=plot
     )
-    prompt_list, past = read_inputs(prompts, suite, turns, history, mode_list, output, plot)
+    prompt_list, past = read_inputs(
+        prompts, suite, turns, history, mode_list, output, plot, {"--target": target, "--draft": draft}
+    )
     options = model_options(
         ctx, mode_list, target, draft, gpu_layers, pair=pair, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers,
