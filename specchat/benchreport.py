@@ -176,8 +176,22 @@ def to_markdown(result: BenchResult) -> str:
     cut = context_note(result)
     if cut:  # json and jsonl have each sample's stop_reason
         lines += ["", f"*{cut}*"]
+    lossless = lossless_line(result)
+    if lossless is not None:  # a report pasted into an issue: a MISMATCH (json has "lossless") must not drop out
+        lines += ["", f"*{lossless}*"]
     lines += ["", f"*{LEGEND}*"]
     return "\n".join(lines) + "\n"
+
+
+def lossless_line(result) -> str | None:
+    """The lossless check's line, or None where no greedy output was compared."""
+    lossless = result.lossless_summary()
+    if not lossless["checked"]:
+        return None
+    return (
+        f"lossless check: {lossless['checked']} greedy outputs vs target alone: {lossless['equal']} equal, "
+        f"{lossless['near-tie']} diverged at a near-tie, {lossless['MISMATCH']} mismatches"
+    )
 
 
 def _md_table(rows: list[list[str]]) -> list[str]:
@@ -302,14 +316,10 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
         console.print(cut, style="yellow", highlight=False)
     if result.cost is not None:
         console.print(cost_table(result.cost, ks))
-    lossless = result.lossless_summary()
-    if lossless["checked"]:
-        console.print(
-            f"lossless check: {lossless['checked']} greedy outputs vs target alone: {lossless['equal']} equal, "
-            f"{lossless['near-tie']} diverged at a near-tie, {lossless['MISMATCH']} mismatches",
-            style="red" if lossless["MISMATCH"] else "green",
-            highlight=False,
-        )
+    lossless = lossless_line(result)
+    if lossless is not None:
+        style = "red" if result.lossless_summary()["MISMATCH"] else "green"
+        console.print(lossless, style=style, highlight=False)
     else:  # sampled texts differ from run to run by design: a green "0 outputs" read as a check passed
         console.print("lossless check: not made (only greedy outputs can be compared)", style="dim", highlight=False)
     if any(row.k for row in result.rows()) and console.is_terminal:

@@ -1185,3 +1185,17 @@ def test_a_report_over_a_model_file_is_refused(fake_pair, tmp_path, option):
     result = runner.invoke(app, ["bench", *given, "--suite", "tiny", "-r", "1", "-n", "4", "-o", str(model)])
     assert result.exit_code == 2 and f"is the {option} file" in result.stderr, result.output
     assert model.read_bytes() == Path(files[at]).read_bytes()
+
+
+def test_a_markdown_report_says_the_lossless_check():
+    """-f md (a report pasted into an issue) held the table and its notes, but not the lossless check: a MISMATCH
+    showed on the terminal and in JSON, and the Markdown file passed for a clean run."""
+    result = BenchResult()
+    for variant, k, lossless in (("target", 0, "reference"), ("k=2", 2, "MISMATCH"), ("ngram", 4, "equal")):
+        sample = Sample("p1", "code", variant, k, 0, 20.0, 10, 0.5, 0.1, 4, 2 * k, k, 0.1, 0.2, [k] * k, [1] * k)
+        sample.lossless = lossless
+        result.samples.append(sample)
+    text = render(result, "md")
+    assert "*lossless check: 2 greedy outputs vs target alone: 1 equal, 0 diverged at a near-tie, 1 mismatches*" in text
+    result.samples = [s for s in result.samples if s.lossless == "reference"]  # sampled: nothing compared, no line
+    assert "lossless check" not in render(result, "md")
