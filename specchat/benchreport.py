@@ -17,7 +17,7 @@ from rich.text import Text
 
 from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
-from .paths import resolve_link, same_file
+from .paths import resolve_link, same_file, write_atomic
 from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
 from .view import note, one_line, say, stderr_console, stdout_console, write_stdout
 
@@ -274,9 +274,13 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
         # CSV has no place for INTERRUPTED: the file passed for a whole report, and "wrote" did not say otherwise
         partial = ", interrupted (Ctrl-C): it holds only what was measured before it" if result.interrupted else ""
         note(err, f"wrote {output}{partial}")
+    unsaved = None
     if plot is not None:
-        save_speedup_plot(result, plot)
-        note(err, f"wrote {plot}")
+        try:
+            save_speedup_plot(result, plot)
+            note(err, f"wrote {plot}")
+        except SpecchatError as exc:  # the report on stdout is still written, then this is the error
+            unsaved = exc
     if text is not None and output is None:
         write_stdout(text, "the report")
     elif text is None:
@@ -284,6 +288,8 @@ def write(result: BenchResult, fmt: str, output: Path | None, plot: Path | None,
     # Under the table, or in Markdown on stdout, it is said already; a file or JSON is not read on the spot.
     if text is not None and not (fmt == "md" and output is None):
         _say_skipped(err, result)
+    if unsaved is not None:
+        raise unsaved
 
 
 def _say_skipped(console: Console, result: BenchResult) -> None:
@@ -383,5 +389,12 @@ def save_speedup_plot(result, path) -> None:
     axis.set_title(result.meta.get("title", "specchat bench"))
     axis.legend()
     figure.tight_layout()
-    figure.savefig(path)
+    image = io.BytesIO()  # drawn in memory, then written whole: matplotlib's own write left an old plot empty
+    figure.savefig(image, format=path.suffix.lower()[1:])
     plt.close(figure)
+    try:
+        write_atomic(path, image.getvalue(), keep_read_only=True)
+    except OSError as exc:  # the disk filled up during the run, or the device refuses writes
+        raise SpecchatError(
+            f"cannot write {path}: {exc.strerror or exc}", hint="free some space or choose another --plot path"
+        ) from None

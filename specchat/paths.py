@@ -169,7 +169,7 @@ def is_special(path: Path) -> bool:
     return path.exists() and not path.is_file() and not path.is_dir()
 
 
-def write_atomic(path: Path, text: str, *, keep_read_only: bool = False) -> None:
+def write_atomic(path: Path, text: str | bytes, *, keep_read_only: bool = False) -> None:
     """Write text through a private temporary file and a rename: readers see the old file or the new
     one, never half of it, and concurrent writers cannot collide. Raises OSError; nothing stays behind.
 
@@ -178,14 +178,17 @@ def write_atomic(path: Path, text: str, *, keep_read_only: bool = False) -> None
     its place, and as root that replaced /dev/null); a file replaced keeps its permissions. keep_read_only
     (a file the user names or keeps: a report, /save, the tuning): a read-only one is refused
     (PermissionError), as by the shell's `>`, where the rename alone would have replaced it; specchat's own
-    caches are replaced, as before, rather than left stale for good by a mode restored from a backup."""
+    caches are replaced, as before, rather than left stale for good by a mode restored from a backup. Bytes (a
+    plot) are written as they are."""
     import tempfile
+
+    binary = isinstance(text, bytes)
 
     if is_special(path):  # the kernel follows /dev/stdout's link
         # Non-blocking to open: a FIFO that nobody reads fails at once (ENXIO) instead of hanging the chat.
         handle = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         os.set_blocking(handle, True)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with os.fdopen(handle, "wb") if binary else os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         return
     if path.is_symlink():
@@ -196,7 +199,7 @@ def write_atomic(path: Path, text: str, *, keep_read_only: bool = False) -> None
     folder = path.parent if str(path.parent) else Path(".")
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with os.fdopen(handle, "wb") if binary else os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(tmp, mode)
         os.replace(tmp, path)

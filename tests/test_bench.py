@@ -1199,3 +1199,36 @@ def test_a_markdown_report_says_the_lossless_check():
     assert "*lossless check: 2 greedy outputs vs target alone: 1 equal, 0 diverged at a near-tie, 1 mismatches*" in text
     result.samples = [s for s in result.samples if s.lossless == "reference"]  # sampled: nothing compared, no line
     assert "lossless check" not in render(result, "md")
+
+
+def test_a_plot_that_cannot_be_written_is_one_line_and_keeps_the_old_file(fake_pair, tmp_path, monkeypatch):
+    """A disk that filled up during the run: `--plot` was an internal error with a traceback's hint, the table on
+    stdout was lost, and the plot file there before was left empty (matplotlib writes it in place)."""
+    import errno
+    import os
+
+    plot = tmp_path / "bench.svg"
+    plot.write_text("<svg>the last run's</svg>", encoding="utf-8")
+
+    from matplotlib.figure import Figure
+
+    def no_space(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def savefig(figure, target, **kwargs):  # a file on the full disk: opened (truncated), then the write fails
+        if isinstance(target, str | os.PathLike):
+            open(target, "wb").close()
+            no_space()
+        return original(figure, target, **kwargs)
+
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    monkeypatch.setattr(os, "replace", no_space)
+    result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--plot", str(plot))
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {plot}: No space left on device"), lines
+    assert "hint: free some space" in lines[0] and "internal error" not in result.stderr, result.stderr
+    assert "speedup" in result.stdout  # the table measured is still shown
+    assert plot.read_text(encoding="utf-8") == "<svg>the last run's</svg>"
+    assert [p.name for p in tmp_path.iterdir()] == ["bench.svg"]
