@@ -71,6 +71,8 @@ def _way_out(exc: BaseException, folder: Path) -> str:
         return f"; {LEFT_HINT}"
     if isinstance(exc, NewerIndex):
         return "; upgrade specchat to draft from it (it is kept as it is)"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # what was committed is kept
+        return f"; the disk that holds {folder} is full: free some space"
     ours = isinstance(exc, OSError) and exc.filename and Path(exc.filename).is_relative_to(folder)
     # the lock holds nothing: removed, it is made again and the index is used as it is; any other file is data
     lock = ours and Path(exc.filename).name == LOCK_NAME
@@ -143,7 +145,9 @@ class History:
         """Off for this run, with the one notice that says why and the way out."""
         self.usable = False
         way_out = _way_out(exc, self.index.folder) if way_out is None else way_out
-        self.notify(f"history: not used in this run ({where}: {exc}){way_out}; --no-history hides this")
+        # An OSError without a file name (a write that failed) said "[Errno 28] No space left on device"
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror and not exc.filename else exc
+        self.notify(f"history: not used in this run ({where}: {why}){way_out}; --no-history hides this")
 
     def update(self) -> None:
         """Append what the log gained since the last update (a no-op when nothing did). Never raises."""

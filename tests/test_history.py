@@ -1132,3 +1132,27 @@ def test_a_first_index_of_a_long_log_is_said_once(tmp_path, monkeypatch):
     log_messages(tmp_path / "logs.db", "again", "short")
     past.update()
     assert len(notes) == 1
+
+
+def test_a_full_disk_is_one_notice_that_says_so(tmp_path, monkeypatch):
+    """A full disk left the history unused with "[Errno 28] No space left on device" and no way out, where the
+    reply's own warning says the disk is full and what to do; the committed index is left as it was."""
+    import errno
+
+    from specchat import historyindex
+
+    notes: list[str] = []
+    log_messages(tmp_path / "logs.db", "write a haiku", "old pond, a frog jumps in")
+    past = open_history(tmp_path, notes)
+    meta = next((tmp_path / "history").glob("*/meta.json"))
+    committed = meta.read_text()
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(historyindex, "_put", full)
+    log_messages(tmp_path / "logs.db", "again", "old pond, the water's sound")
+    past.update()
+    assert len(notes) == 1 and "No space left on device" in notes[0] and "[Errno" not in notes[0], notes
+    assert f"the disk that holds {past.index.folder} is full: free some space" in notes[0], notes
+    assert meta.read_text() == committed
