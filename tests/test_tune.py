@@ -142,6 +142,8 @@ def test_a_tuning_that_cannot_be_written_after_measuring_is_one_line(fake_models
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last.startswith("error: cannot save the tuning in ") and "No space left" in last, result.stderr
     assert "nothing was saved" in last and "internal error" not in result.output
+    # the folder is writable, the disk is full: "give specchat a writable config directory" sent the user astray
+    assert "hint: free some space on the disk that holds" in last and "writable" not in last, last
 
 
 @pytest.mark.parametrize("linked", [False, True])
