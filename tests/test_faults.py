@@ -1077,3 +1077,15 @@ def test_a_reply_stdout_cannot_encode_is_written_with_replacements(fake_models, 
     args = ["run", "--target", str(target), "--mode", "target", "-n", "60", "--json", "héllo ✓"]
     done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
     assert done.returncode == 0 and "héllo ✓" in json.loads(done.stdout)["text"], done.stdout
+
+
+def test_a_reply_an_ascii_locale_cannot_encode_is_written_with_replacements(fake_models, tmp_path):
+    """LC_ALL=C with PYTHONUTF8=0 (no UTF-8 mode) gives an ASCII stdout with 'surrogateescape', not 'strict':
+    `run` cut the reply at its first 'é' and `logs` stopped at its header's '·', each with an internal error."""
+    target, _draft = fake_models
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data"), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    for args in (["run", "--target", str(target), "--mode", "target", "-n", "60", "hello ✓"], ["logs"]):
+        done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
+        assert done.returncode == 0 and b"internal error" not in done.stderr, done.stderr
+        assert b"hello ?" in done.stdout, done.stdout

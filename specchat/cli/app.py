@@ -3,6 +3,7 @@ several commands share are in options.py; the commands are in run.py, measure.py
 
 from __future__ import annotations
 
+import codecs
 import inspect
 import os
 import sys
@@ -258,8 +259,18 @@ def _replace_what_cannot_be_written() -> None:
     """A character stdout's or stderr's encoding cannot hold (LANG=C with PYTHONIOENCODING=ascii; a redirected
     stdout in cp1252 on Windows, and an emoji) is written as '?': it was an internal error that cut the reply."""
     for stream in (sys.stdout, sys.stderr):
-        if stream is not None and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+        if stream is not None and _fails_to_write(stream) and hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+
+
+def _fails_to_write(stream) -> bool:
+    """Whether the stream raises on a character its encoding lacks. LC_ALL=C with PYTHONUTF8=0 gives an ASCII
+    stdout whose 'surrogateescape' fails on any other character too; on UTF-8 it fails on none of a reply's."""
+    errors = getattr(stream, "errors", None)
+    if errors == "surrogateescape":
+        with suppress(LookupError, TypeError):
+            return codecs.lookup(stream.encoding).name != "utf-8"
+    return errors == "strict"
 
 
 def say_interrupted() -> None:
