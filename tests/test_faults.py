@@ -1089,3 +1089,15 @@ def test_a_reply_an_ascii_locale_cannot_encode_is_written_with_replacements(fake
         done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
         assert done.returncode == 0 and b"internal error" not in done.stderr, done.stderr
         assert b"hello ?" in done.stdout, done.stdout
+
+
+def test_utf8_arguments_in_an_ascii_locale_are_no_bad_bytes(fake_models, tmp_path):
+    """Without UTF-8 mode in the C locale, Python passes every non-ASCII byte of argv as a surrogate: a
+    prompt of good UTF-8 ('héllo') was read back right, but warned of as 'not valid UTF-8'."""
+    target, _draft = fake_models
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data"), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    env["PYTHONIOENCODING"] = "utf-8"
+    args = ["run", "--target", str(target), "--mode", "target", "-n", "60", "--system", "ça", "héllo ✓"]
+    done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and b"not valid UTF-8" not in done.stderr, done.stderr
+    assert "héllo ✓" in done.stdout.decode(), done.stdout
