@@ -18,7 +18,7 @@ from rich.text import Text
 
 from .errors import SpecchatError
 from .lineinput import TerminalInput, UnfinishedMessage, read_message
-from .paths import replace_bad_bytes
+from .paths import replace_bad_bytes, replaced_any
 from .terminal import keys_unechoed, restore_terminal
 from .view import say
 
@@ -67,9 +67,9 @@ def _turns(session: ChatSession, reader, ctrl_c: CtrlC) -> int:
         if text is None:
             return 0
         fixed = replace_bad_bytes(text)
-        if fixed != text:  # a paste is pasted again the same: replaced, as in piped stdin, not refused
+        if replaced_any(text, fixed):  # a paste is pasted again the same: replaced, as in piped stdin, not refused
             console.print(Text("warning: that input was not valid UTF-8; bad bytes were replaced", style="yellow"))
-            text = fixed
+        text = fixed
         stripped = text.strip()
         if not stripped:
             continue

@@ -271,6 +271,12 @@ def replace_bad_bytes(text: str) -> str:
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+def replaced_any(text: str, fixed: str) -> bool:
+    """Whether replace_bad_bytes(text), fixed, replaced a byte. Where the locale is not UTF-8 (LC_ALL=C with
+    PYTHONUTF8=0; PYTHONIOENCODING=ascii for the chat's input) good UTF-8 comes as surrogates too: mended."""
+    return fixed.count("\ufffd") > text.count("\ufffd")
+
+
 def path_text(path: Path) -> str:
     """A path as text that encodes as UTF-8 (JSON, the log, HTTP): str() keeps the bytes of a file name that
     is not UTF-8 (a Latin-1 archive) as surrogates, which no encoder takes; here they are U+FFFD."""

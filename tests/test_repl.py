@@ -926,3 +926,16 @@ def test_many_short_turns_keep_the_newest_that_fit(tmp_path):
     assert 0 < dropped < 300 and len(prompt) <= 1024
     assert len(prompt) > 1024 // 4, "turns that fit in half the context are kept"
     assert conversation.messages[-3].content == "user 299" and conversation.messages[-1].content == "next question"
+
+
+def test_good_utf8_that_comes_as_surrogates_is_no_bad_bytes(live_chat, monkeypatch):
+    """Where stdin's encoding is ASCII (PYTHONIOENCODING=ascii; LC_ALL=C with PYTHONUTF8=0) prompt_toolkit
+    passes each byte of a typed 'ö' as a surrogate: mended right, but warned of as 'not valid UTF-8'."""
+    from specchat import chatloop, repl
+
+    chat, out = live_chat
+    lines = iter(["caf\udcc3\udca9 au lait", "/bye"])
+    monkeypatch.setattr(chatloop, "read_message", lambda _reader: next(lines))
+    assert repl.chat_loop(chat) == 0
+    assert "not valid UTF-8" not in out.getvalue()
+    assert chat.conversation.messages[0].content == "café au lait"

@@ -14,7 +14,7 @@ import typer
 
 from ..ctxsize import MAX_AUTO
 from ..errors import UsageError
-from ..paths import expand_home, replace_bad_bytes
+from ..paths import expand_home, replace_bad_bytes, replaced_any
 from ..view import stderr_console
 
 
@@ -24,7 +24,7 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
     if value is None:
         return None
     fixed = replace_bad_bytes(value)
-    if fixed.count("\ufffd") > value.count("\ufffd"):  # LC_ALL=C, PYTHONUTF8=0: good UTF-8 comes as surrogates too
+    if replaced_any(value, fixed):
         name = param.opts[0] if param.param_type_name == "option" else "the prompt"
         stderr_console().print(f"warning: {name} is not valid UTF-8; bad bytes were replaced", style="yellow")
     return fixed
