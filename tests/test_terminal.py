@@ -144,6 +144,25 @@ def test_fake_chat_takes_bytes_that_are_not_utf8(tmp_path):
         child.close(force=True)
 
 
+def test_fake_chat_saves_to_a_file_name_an_ascii_locale_cannot_encode(tmp_path):
+    """LC_ALL=C with PYTHONUTF8=0 makes the file system's encoding ASCII: `/save tälk.md` was an internal
+    error that ended the chat. The name typed is the name made, byte for byte."""
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    env = {**fake_env(tmp_path), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    child = spawn_in_terminal(f"--target {target} --mode target", tmp_path, env)
+    try:
+        child.expect_exact("you ")
+        child.send("/save tälk.md\r")
+        child.expect_exact("saved 0 messages")
+        child.sendline("/bye")
+        expect_exit(child, "0")
+    finally:
+        child.close(force=True)
+    assert (tmp_path / "tälk.md").is_file()
+
+
 def test_fake_chat_on_a_dumb_terminal_is_plain_text(tmp_path):
     """TERM=dumb (Emacs shell, some IDE terminals): the chat runs with plain line reading and replies as
     plain text, no escape code at all, and /bye leaves with exit 0."""
