@@ -1101,3 +1101,17 @@ def test_utf8_arguments_in_an_ascii_locale_are_no_bad_bytes(fake_models, tmp_pat
     done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
     assert done.returncode == 0 and b"not valid UTF-8" not in done.stderr, done.stderr
     assert "héllo ✓" in done.stdout.decode(), done.stdout
+
+
+def test_a_path_an_ascii_locale_passes_as_bytes_is_written_as_those_bytes(fake_models, tmp_path):
+    """Where the locale is not UTF-8, a file's name in argv holds its bytes as surrogates: `export` printed
+    the command with '?' for them, which named no file in the shell it was pasted into."""
+    target, _draft = fake_models
+    folder = tmp_path / "mödels"
+    folder.mkdir()
+    shutil.copy(target, folder / target.name)
+    env = {**fake_env(tmp_path), "SPECCHAT_DATA_DIR": str(tmp_path / "data"), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    args = ["export", "--to", "llama-server", "--mode", "ngram", "--target", str(folder / target.name)]
+    done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0 and str(folder).encode() in done.stdout, (done.stdout, done.stderr)
