@@ -1115,3 +1115,33 @@ def test_a_path_an_ascii_locale_passes_as_bytes_is_written_as_those_bytes(fake_m
     args = ["export", "--to", "llama-server", "--mode", "ngram", "--target", str(folder / target.name)]
     done = subprocess.run([sys.executable, "-m", "specchat", *args], env=env, capture_output=True, timeout=120)
     assert done.returncode == 0 and str(folder).encode() in done.stdout, (done.stdout, done.stderr)
+
+
+def test_fake_ctrl_c_while_the_reply_waits_for_a_locked_log_keeps_it(tmp_path, private_log):
+    """Another specchat writing the log (`xargs -P`, a `serve`) makes a reply wait for it, up to 5 s, after the reply
+    is shown; a Ctrl-C then lost the whole reply from the log, with `interrupted` alone said (the chat holds Ctrl-C
+    back there: Interrupt.settle). Now the reply is logged once the lock is free, then the run stops as interrupted."""
+    import sqlite3
+
+    target = fake_file(tmp_path, "t")
+    env = fake_env(tmp_path)
+    first = subprocess.run([sys.executable, "-m", "specchat", "run", "--target", str(target), "--mode", "target",
+                            "-n", "8", "First."], capture_output=True, env=env, timeout=120, check=False)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    other = sqlite3.connect(private_log / "logs.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer's transaction
+    child = Child(["run", "--target", str(target), "--mode", "target", "-n", "16", "Second."], env=env)
+    try:
+        child.wait_for(lambda: child.stdout.endswith(b"\n"), timeout=60)  # the reply is out: the log write waits
+        time.sleep(0.5)
+        os.killpg(child.process.pid, signal.SIGINT)
+        time.sleep(0.5)
+        other.execute("COMMIT")
+        child.process.wait(timeout=10)
+    finally:
+        other.close()
+        child.kill()
+    err = child.stderr.decode(errors="replace")
+    assert child.process.returncode == 130 and "Traceback" not in err, err
+    logged = sqlite3.connect(private_log / "logs.db").execute("SELECT content FROM messages WHERE role = 'user'")
+    assert [row[0] for row in logged] == ["First.", "Second."], err

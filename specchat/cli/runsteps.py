@@ -128,7 +128,11 @@ def reply_once(pipeline, conversation, ids: list[int], settings, log, console, f
     sink = outputs.make(fmt, pipeline, request, console, show_rejected=settings.show_rejected, verbose=settings.verbose)
     generation = outputs.reply(pipeline, ids, request, sink)
     if not generation.unanswered:  # as in the chat: logged, -c sent it again with every later turn
-        log.record_reply(conversation, generation, pipeline, request)  # after the reply is out
+        # After the reply is out. Ctrl-C while the write waits for another specchat's (up to 5 s) lost the shown
+        # reply from the log: it is held until the write is done, then stops the run (the chat's: Interrupt.settle).
+        with pipeline.interrupt.native():
+            log.record_reply(conversation, generation, pipeline, request)
+        pipeline.interrupt.check()
     outputs.after_reply(pipeline, request, generation, show_stats=settings.stats, reader_gone=sink.reader_gone)
 
 
