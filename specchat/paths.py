@@ -18,10 +18,14 @@ APP = "specchat"
 def expand_home(text: str) -> Path:
     """A path with ~ or ~user expanded. An unknown user, or no home directory, leaves it as it is, as a
     shell does: Path.expanduser raised RuntimeError there, an internal error (SPECCHAT_DATA_DIR, /save).
-    A name typed in the chat names the file by its UTF-8 bytes where the file system's encoding is another
-    (LC_ALL=C with PYTHONUTF8=0: `/save tälk.md` was an internal error); argv and environ come back the same."""
-    with suppress(UnicodeEncodeError):  # a surrogate that stands for no byte: open() says what is wrong
-        text = os.fsdecode(text.encode("utf-8", "surrogateescape"))
+    A name typed in the chat that the file system's encoding cannot hold names the file by its UTF-8 bytes
+    (LC_ALL=C with PYTHONUTF8=0: `/save tälk.md` was an internal error); a name it can hold (argv, environ, a
+    Latin-1 locale's 'täst') is left as it is: re-encoding every name as UTF-8 named another file there."""
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        with suppress(UnicodeError):  # a surrogate that stands for no byte: open() says what is wrong
+            text = os.fsdecode(text.encode("utf-8", "surrogateescape"))
     try:
         return Path(text).expanduser()
     except RuntimeError:

@@ -312,3 +312,22 @@ def test_a_file_in_place_of_a_folder_is_named_with_a_hint(tmp_path, monkeypatch,
     make_dirs(tmp_path / "a" / "b")  # the ordinary case: made, and made again without complaint
     make_dirs(tmp_path / "a" / "b")
     assert (tmp_path / "a" / "b").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "typed", "named"),
+    [
+        ("latin-1", "täst.gguf", "täst.gguf"),  # a name the locale holds: the same file
+        ("ascii", "tälk.md", "t\udcc3\udca4lk.md"),  # LC_ALL=C without UTF-8 mode: its UTF-8 bytes
+    ],
+)
+def test_a_typed_name_is_re_encoded_only_where_the_file_systems_encoding_cannot_hold_it(
+    monkeypatch, encoding, typed, named
+):
+    """`/save tälk.md` in the C locale without UTF-8 mode was an internal error, so names became their UTF-8
+    bytes; but every name did, and in a Latin-1 locale a good 'täst.gguf' (argv, environ) named another file."""
+    from specchat.paths import expand_home
+
+    monkeypatch.setattr(os, "fsencode", lambda text: text.encode(encoding, "surrogateescape"))
+    monkeypatch.setattr(os, "fsdecode", lambda data: data.decode(encoding, "surrogateescape"))
+    assert str(expand_home(typed)) == named
