@@ -1130,7 +1130,7 @@ def test_fake_ctrl_c_while_the_reply_waits_for_a_locked_log_keeps_it(tmp_path, p
     assert first.returncode == 0, first.stderr
     other = sqlite3.connect(private_log / "logs.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer's transaction
-    child = Child(["run", "--target", str(target), "--mode", "target", "-n", "16", "Second."], env=env)
+    child = Child(["run", "--target", str(target), "--mode", "target", "-n", "16", "--stats", "Second."], env=env)
     try:
         child.wait_for(lambda: child.stdout.endswith(b"\n"), timeout=60)  # the reply is out: the log write waits
         time.sleep(0.5)
@@ -1143,5 +1143,6 @@ def test_fake_ctrl_c_while_the_reply_waits_for_a_locked_log_keeps_it(tmp_path, p
         child.kill()
     err = child.stderr.decode(errors="replace")
     assert child.process.returncode == 130 and "Traceback" not in err, err
+    assert "tok/s (decode)" in err, err  # --stats is still said: the held Ctrl-C stops the run after it
     logged = sqlite3.connect(private_log / "logs.db").execute("SELECT content FROM messages WHERE role = 'user'")
     assert [row[0] for row in logged] == ["First.", "Second."], err

@@ -129,11 +129,11 @@ def reply_once(pipeline, conversation, ids: list[int], settings, log, console, f
     generation = outputs.reply(pipeline, ids, request, sink)
     if not generation.unanswered:  # as in the chat: logged, -c sent it again with every later turn
         # After the reply is out. Ctrl-C while the write waits for another specchat's (up to 5 s) lost the shown
-        # reply from the log: it is held until the write is done, then stops the run (the chat's: Interrupt.settle).
+        # reply from the log: it is held until the write is done, then stops the run once its stats are out.
         with pipeline.interrupt.native():
             log.record_reply(conversation, generation, pipeline, request)
-        pipeline.interrupt.check()
     outputs.after_reply(pipeline, request, generation, show_stats=settings.stats, reader_gone=sink.reader_gone)
+    pipeline.interrupt.check()  # a Ctrl-C held while the reply was logged: after its --stats and notes
 
 
 def _tokenize(conversation, settings, log, ids: list[int], pipeline) -> None:
