@@ -395,6 +395,6 @@ def save_speedup_plot(result, path) -> None:
     try:
         write_atomic(path, image.getvalue(), keep_read_only=True)
     except OSError as exc:  # the disk filled up during the run, or the device refuses writes
-        raise SpecchatError(
-            f"cannot write {path}: {exc.strerror or exc}", hint="free some space or choose another --plot path"
-        ) from None
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)  # else (read-only, no reader on a FIFO) space is not it
+        hint = "free some space or choose another --plot path" if full else "choose another --plot path"
+        raise SpecchatError(f"cannot write {path}: {exc.strerror or exc}", hint=hint) from None

@@ -1201,9 +1201,16 @@ def test_a_markdown_report_says_the_lossless_check():
     assert "lossless check" not in render(result, "md")
 
 
-def test_a_plot_that_cannot_be_written_is_one_line_and_keeps_the_old_file(fake_pair, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("code", "words", "hint"),
+    [("ENOSPC", "No space left on device", "free some space or choose"), ("EROFS", "Read-only file system", "choose")],
+)
+def test_a_plot_that_cannot_be_written_is_one_line_and_keeps_the_old_file(
+    fake_pair, tmp_path, monkeypatch, code, words, hint
+):
     """A disk that filled up during the run: `--plot` was an internal error with a traceback's hint, the table on
-    stdout was lost, and the plot file there before was left empty (matplotlib writes it in place)."""
+    stdout was lost, and the plot file there before was left empty (matplotlib writes it in place). The hint
+    speaks of space only where the disk is full."""
     import errno
     import os
 
@@ -1213,7 +1220,7 @@ def test_a_plot_that_cannot_be_written_is_one_line_and_keeps_the_old_file(fake_p
     from matplotlib.figure import Figure
 
     def no_space(*_args, **_kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
+        raise OSError(getattr(errno, code), words)
 
     def savefig(figure, target, **kwargs):  # a file on the full disk: opened (truncated), then the write fails
         if isinstance(target, str | os.PathLike):
@@ -1227,8 +1234,8 @@ def test_a_plot_that_cannot_be_written_is_one_line_and_keeps_the_old_file(fake_p
     result = bench(fake_pair, "--modes", "spec", "--ks", "1", "--plot", str(plot))
     assert result.exit_code == 1, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {plot}: No space left on device"), lines
-    assert "hint: free some space" in lines[0] and "internal error" not in result.stderr, result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {plot}: {words}"), lines
+    assert f"hint: {hint} another --plot path" in lines[0] and "internal error" not in result.stderr, result.stderr
     assert "speedup" in result.stdout  # the table measured is still shown
     assert plot.read_text(encoding="utf-8") == "<svg>the last run's</svg>"
     assert [p.name for p in tmp_path.iterdir()] == ["bench.svg"]

@@ -279,7 +279,7 @@ def _fails_to_write(stream) -> bool:
     errors = getattr(stream, "errors", None)
     if errors == "surrogateescape":
         with suppress(LookupError, TypeError):
-            return codecs.lookup(stream.encoding).name != "utf-8"
+            return codecs.lookup(getattr(stream, "encoding", None)).name != "utf-8"
     return errors == "strict"
 
 
