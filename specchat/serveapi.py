@@ -75,7 +75,9 @@ class Api:
         self.k = modes.get(self.mode).length(config.k)
         self.label = modes.get(self.mode).describe(self.k)
         self.jobs: set[Job] = set()  # admitted and not finished: what stop_all() stops
-        self.closing = False  # set by stop_all(): a cancelled job was cut by the shutdown, not by its client
+        # set by stop_all(): a cancelled job was cut by the shutdown, not by its client; a body still coming is not
+        # waited for
+        self.closing = asyncio.Event()
         # Names a client may send for this model: its id, the pair, the target's file name and stem.
         target = path_text(pipeline.resolved.target.name)
         self.aliases = {self.model, target, target.removesuffix(".gguf")}
@@ -180,13 +182,29 @@ class Api:
 
     async def _body(self, request: Request) -> dict:
         """The JSON body, read no further than max_body bytes (Content-Length may be absent or lie)."""
-        limit, data = self.config.max_body, bytearray()
+        limit = self.config.max_body
         # A length declared over the limit is refused before any of the body is read: read first, the 413 came
         # once 1 MB had arrived, and a client that declared more but sent little waited for it until it gave up.
         declared = request.headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > limit:  # isdigit() alone takes "²"
             raise ApiError(413, f"the body is larger than {limit} bytes (Content-Length {declared})",
                            code="body_too_large")  # fmt: skip
+        # Raced against stop_all(): a body still coming at the end of a shutdown's grace was cancelled by uvicorn
+        # a second later, with a traceback on the console and a plain-text 500 for the client.
+        reading, stopped = asyncio.ensure_future(self._read(request, limit)), asyncio.ensure_future(self.closing.wait())
+        try:
+            await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reading.cancel()  # no-ops where done
+            stopped.cancel()
+        if not reading.done() or reading.cancelled():
+            raise ApiError(503, "the server shut down before the request's body had come", "server_error",
+                           "shutting_down")  # fmt: skip
+        return openai_api.parse_json(reading.result())
+
+    @staticmethod
+    async def _read(request: Request, limit: int) -> bytes:
+        data = bytearray()
         try:
             async for chunk in request.stream():
                 data += chunk
@@ -194,7 +212,7 @@ class Api:
                     raise ApiError(413, f"the body is larger than {limit} bytes", code="body_too_large")
         except ClientDisconnect:
             raise ApiError(CLIENT_CLOSED, "the client went away while sending", code="client_disconnected") from None
-        return openai_api.parse_json(bytes(data))
+        return bytes(data)
 
     async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
         if parsed.model is not None:
@@ -286,7 +304,7 @@ class Api:
         the client stops listening (but for a job still queued then, which never runs: Engine.leave)."""
         task = asyncio.ensure_future(self._run(job))
         self.jobs.add(job)
-        if self.closing:  # still being tokenized when stop_all() ran: it must not run on to max_tokens either
+        if self.closing.is_set():  # still being tokenized when stop_all() ran: it must not run on to max_tokens either
             job.cancel()
 
         def done(finished: asyncio.Task) -> None:
@@ -305,13 +323,13 @@ class Api:
 
     def stop_all(self) -> None:
         """The server is shutting down: stop every job at its next round (queued ones never start)."""
-        self.closing = True
+        self.closing.set()
         for job in self.jobs:
             job.cancel()
 
     def check_shutdown(self, outcome: Outcome) -> None:
         """A reply cut by the shutdown is a 503, not a short text that looks complete."""
-        if self.closing and outcome.stop_reason == "cancelled":
+        if self.closing.is_set() and outcome.stop_reason == "cancelled":
             raise ApiError(503, "the server shut down before the reply was complete", "server_error", "shutting_down")
 
     def log(self, request: Request, status: int, *, outcome: Outcome | None = None, note: str = "") -> None:

@@ -1482,6 +1482,25 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
         running.process.wait(timeout=30)
 
 
+def test_a_shutdown_while_a_client_still_sends_its_body_answers_it_with_a_503_and_no_traceback(tmp_path):
+    """A request whose body had not all come when SIGTERM came waited for it past the 4 s grace: uvicorn cancelled
+    it at 5 s, with an ERROR line and a traceback on the console and a plain-text 500 for the client."""
+    running = Server(tmp_path, "--no-log")
+    try:
+        host, port = running.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as slow:
+            slow.sendall(b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prompt": ')
+            time.sleep(0.5)  # its handler reads the body
+            running.process.terminate()
+            answer = slow.recv(65536).decode()
+        assert running.process.wait(timeout=30) == -signal.SIGTERM
+        assert answer.startswith("HTTP/1.1 503") and '"shutting_down"' in answer, answer
+        assert "Traceback" not in running.console() and "ERROR" not in running.console(), running.console()
+    finally:
+        running.process.kill()
+        running.process.wait(timeout=30)
+
+
 def test_a_ctrl_c_that_the_server_was_started_to_ignore_is_ignored(tmp_path, monkeypatch):
     """A job started with `&` in a script gets SIGINT ignored, so that Ctrl-C for the script's foreground command
     (sent to the whole process group) leaves it running; `run` leaves it so. uvicorn took it all the same: the
