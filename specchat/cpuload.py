@@ -15,25 +15,41 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+PROC_STAT = "/proc/stat"  # the first line sums every CPU, then one line per CPU
 WINDOW_S = 0.5  # other programs' use is judged over at least this long (/proc counts in 10 ms ticks)
 FREE_DOWN = 0.5  # one thread fewer when fewer CPUs than threads - this are free ...
 FREE_UP = 0.75  # ... and one more again once threads + this are free (apart: no flapping at the edge)
 
 
 def cpu_counters() -> tuple[float, float] | None:
-    """(seconds all CPUs were busy, seconds this process ran) from /proc, or None where unavailable."""
+    """(seconds the CPUs this process may run on were busy, seconds this process ran) from /proc, or None where
+    unavailable. Only those CPUs: under `taskset -c 0` or a container's cpuset, a program busy on another CPU
+    takes nothing from ours (counted machine-wide, it made every calibration "busy" and left one thread)."""
     try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            fields = handle.readline().split()[1:]
+        with open(PROC_STAT, encoding="ascii") as handle:
+            rows = [line.split() for line in handle if line.startswith("cpu")]
         with open("/proc/self/stat", encoding="ascii") as handle:
             mine = handle.read().rsplit(")", 1)[1].split()
         tick = os.sysconf("SC_CLK_TCK")
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-        busy = (user + nice + system + irq + softirq + steal) / tick
+        ours_cpus = {f"cpu{n}" for n in _affinity()}
+        rows = [row for row in rows if row[0] in ours_cpus] or rows[:1]  # no per-CPU lines: the machine's
+        busy = sum(_busy_ticks(row[1:]) for row in rows) / tick
         ours = (int(mine[11]) + int(mine[12])) / tick  # utime, stime (fields 14 and 15 of stat(5))
         return busy, ours
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def _busy_ticks(fields: list[str]) -> int:
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return user + nice + system + irq + softirq + steal
+
+
+def _affinity() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except AttributeError:  # pragma: no cover - not Linux (nor /proc)
+        return set()
 
 
 def others_cpus(before: tuple[float, float], after: tuple[float, float], seconds: float) -> float:

@@ -95,3 +95,21 @@ def test_the_real_counters_read_this_machine():
         pytest.skip("no /proc here")
     busy, ours = counters
     assert busy >= ours > 0
+
+
+def test_only_the_cpus_specchat_may_run_on_count(tmp_path, monkeypatch):
+    """Under `taskset -c 0` (or a container's cpuset) a program busy on CPU 1 takes nothing from specchat's
+    one CPU: counted machine-wide, it made every calibration "busy" (never saved) and left one thread."""
+    from specchat import cpuload
+
+    stat = tmp_path / "stat"
+    stat.write_text(
+        "cpu  500 0 100 900 0 0 0 0 0 0\ncpu0 100 0 0 400 0 0 0 0 0 0\ncpu1 400 0 100 500 0 0 0 0 0 0\nintr 1\n",
+        encoding="ascii",
+    )
+    monkeypatch.setattr(cpuload, "PROC_STAT", str(stat))
+    monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    tick = cpuload.os.sysconf("SC_CLK_TCK")
+    assert cpu_counters()[0] == pytest.approx(100 / tick)
+    monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    assert cpu_counters()[0] == pytest.approx(600 / tick)
