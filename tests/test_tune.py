@@ -621,3 +621,18 @@ def test_tune_names_the_batch_sizes_it_times_as_the_code_lists_them():
     assert batch_sizes((1, 2, 4)) == "1, 2 and 4" and batch_sizes((1,)) == "1"
     modes_md = (Path(__file__).parent.parent / "docs" / "modes.md").read_text(encoding="utf-8")
     assert f"verify batches of {batch_sizes(FULL_BATCHES)} tokens" in " ".join(modes_md.split())
+
+
+def test_the_default_threads_on_fewer_cpus_than_the_machine_has_are_keyed_by_their_count(tmp_path, monkeypatch):
+    """`taskset -c 0` (or a container's cpuset) runs the default threads on 1 of 2 CPUs: keyed as "0" like the whole
+    machine's, its tuning (a `tune` of minutes) was trusted by a later run on both CPUs, costs measured on 1 thread."""
+    from specchat.tuning import machine_key
+
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"x")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    whole = machine_key(target, None, 0, 0, 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    assert machine_key(target, None, 0, 0, 0) != whole
+    assert machine_key(target, None, 0, 0, 0) == machine_key(target, None, 1, 0, 0)  # the threads it runs on
