@@ -53,9 +53,12 @@ def machine_info() -> dict:
         pass
     import os
 
+    from .cpuload import usable_cpus
+
     return {
         "cpu": cpu,
         "cpus": os.cpu_count(),
+        "usable_cpus": usable_cpus(),  # fewer under taskset or a container's cpuset: what the threads were capped to
         "system": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
     }

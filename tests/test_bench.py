@@ -1239,3 +1239,16 @@ def test_a_plot_that_cannot_be_written_is_one_line_and_keeps_the_old_file(
     assert "speedup" in result.stdout  # the table measured is still shown
     assert plot.read_text(encoding="utf-8") == "<svg>the last run's</svg>"
     assert [p.name for p in tmp_path.iterdir()] == ["bench.svg"]
+
+
+def test_the_machine_records_the_cpus_the_run_could_use(fake_pair, tmp_path, monkeypatch):
+    """Under `taskset -c 0` on 2 CPUs the report said `cpus: 2, threads: 1`: read later, nothing told the CPUs
+    were restricted, not the threads chosen low."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    out = tmp_path / "bench.json"
+    result = bench(fake_pair, "--modes", "spec", "--ks", "1", "-f", "json", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    machine = json.loads(out.read_text())["meta"]["machine"]
+    assert machine["usable_cpus"] == 1 and machine["cpus"] == os.cpu_count()
