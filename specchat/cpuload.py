@@ -10,11 +10,13 @@ busy, fewer threads.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota (cgroup v2, seen from inside it)
 PROC_STAT = "/proc/stat"  # the first line sums every CPU, then one line per CPU
 WINDOW_S = 0.5  # other programs' use is judged over at least this long (/proc counts in 10 ms ticks)
 FREE_DOWN = 0.5  # one thread fewer when fewer CPUs than threads - this are free ...
@@ -58,10 +60,23 @@ def others_cpus(before: tuple[float, float], after: tuple[float, float], seconds
 
 
 def usable_cpus() -> int:
+    """The CPUs this process may run on, and no more than a container's CPU quota (`docker run --cpus 1`)
+    gives time for: threads beyond it spin at llama.cpp's barriers through the quota, then wait out the period."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    return min(cpus, _quota_cpus() or cpus)
+
+
+def _quota_cpus() -> int | None:
+    """cgroup v2's cpu.max ("QUOTA PERIOD", or "max PERIOD": none) as whole CPUs, rounded up; None without one."""
+    try:
+        with open(CPU_MAX, encoding="ascii") as handle:
+            quota, period = handle.read().split()[:2]
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError, ZeroDivisionError):  # absent, "max", or not cgroup v2
+        return None
 
 
 @dataclass

@@ -113,3 +113,18 @@ def test_only_the_cpus_specchat_may_run_on_count(tmp_path, monkeypatch):
     assert cpu_counters()[0] == pytest.approx(100 / tick)
     monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     assert cpu_counters()[0] == pytest.approx(600 / tick)
+
+
+@pytest.mark.parametrize(("quota", "expected"), [("100000 100000\n", 1), ("150000 100000\n", 2), ("max 100000\n", 2)])
+def test_a_containers_cpu_quota_caps_the_usable_cpus(tmp_path, monkeypatch, quota, expected):
+    """`docker run --cpus 1` on 2 CPUs: both stay in the affinity, but 2 threads spinning at llama.cpp's barriers
+    use up one CPU's time in half the period and then wait out the rest."""
+    from specchat import cpuload
+
+    limit = tmp_path / "cpu.max"
+    limit.write_text(quota, encoding="ascii")
+    monkeypatch.setattr(cpuload, "CPU_MAX", str(limit))
+    monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    assert cpuload.usable_cpus() == expected
+    monkeypatch.setattr(cpuload, "CPU_MAX", str(tmp_path / "absent"))
+    assert cpuload.usable_cpus() == 2
