@@ -21,7 +21,8 @@ def capped_threads(asked: int) -> tuple[int, str | None]:
     usable = default_threads()
     if asked <= usable:
         return asked, None
-    return usable, f"--threads {asked} is more than the {usable} usable CPUs: using {usable}"
+    cpus = "the 1 usable CPU" if usable == 1 else f"the {usable} usable CPUs"
+    return usable, f"--threads {asked} is more than {cpus}: using {usable}"
 
 
 @dataclass(frozen=True)

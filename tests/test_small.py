@@ -331,3 +331,12 @@ def test_a_typed_name_is_re_encoded_only_where_the_file_systems_encoding_cannot_
     monkeypatch.setattr(os, "fsencode", lambda text: text.encode(encoding, "surrogateescape"))
     monkeypatch.setattr(os, "fsdecode", lambda data: data.decode(encoding, "surrogateescape"))
     assert str(expand_home(typed)) == named
+
+
+@pytest.mark.parametrize(("usable", "note"), [(1, "the 1 usable CPU: using 1"), (4, "the 4 usable CPUs: using 4")])
+def test_the_threads_cap_note_counts_cpus_in_good_english(monkeypatch, usable, note):
+    """`taskset -c 0 specchat run --threads 2` said "more than the 1 usable CPUs"."""
+    from specchat import engineconfig
+
+    monkeypatch.setattr(engineconfig, "default_threads", lambda: usable)
+    assert engineconfig.capped_threads(8) == (usable, f"--threads 8 is more than {note}")
