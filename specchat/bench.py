@@ -58,7 +58,7 @@ def machine_info() -> dict:
     return {
         "cpu": cpu,
         "cpus": os.cpu_count(),
-        "usable_cpus": usable_cpus(),  # fewer under taskset or a container's cpuset: what the threads were capped to
+        "usable_cpus": usable_cpus(),  # fewer under taskset, a cpuset or a CPU quota: the threads' cap
         "system": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
     }

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .cpuload import cpu_counters, others_cpus, usable_cpus
+from .cpuload import affinity_cpus, cpu_counters, others_cpus
 from .models_api import LanguageModel, readable_by
 from .modes import SPEC
 
@@ -345,7 +345,7 @@ class CpuLoad:
         elapsed = time.monotonic() - self.started_at
         if self.start is None or end is None or elapsed <= 0:
             return None
-        return others_cpus(self.start, end, elapsed) / usable_cpus()
+        return others_cpus(self.start, end, elapsed) / affinity_cpus()  # the CPUs whose load was read
 
     def busy(self) -> bool:
         share = self.other_share()

@@ -59,13 +59,20 @@ def others_cpus(before: tuple[float, float], after: tuple[float, float], seconds
     return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / seconds
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on, and no more than a container's CPU quota (`docker run --cpus 1`)
-    gives time for: threads beyond it spin at llama.cpp's barriers through the quota, then wait out the period."""
+def affinity_cpus() -> int:
+    """The CPUs this process may run on (`taskset`, a container's cpuset): those whose load cpu_counters() reads,
+    so the count other programs' use is judged against."""
     try:
-        cpus = max(1, len(os.sched_getaffinity(0)))
+        return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
-        cpus = max(1, os.cpu_count() or 1)
+        return max(1, os.cpu_count() or 1)
+
+
+def usable_cpus() -> int:
+    """affinity_cpus(), and no more than a container's CPU quota (`docker run --cpus 1`) gives time for: threads
+    beyond it spin at llama.cpp's barriers through the quota, then wait out the period. A cap on threads only:
+    the load is read over the affinity's CPUs (a whole host's without a cpuset), and judged against their count."""
+    cpus = affinity_cpus()
     return min(cpus, _quota_cpus() or cpus)
 
 
@@ -87,7 +94,7 @@ class ThreadGovernor:
     most: int
     counters: Callable[[], tuple[float, float] | None] = cpu_counters
     clock: Callable[[], float] = time.monotonic
-    cpus: int = field(default_factory=usable_cpus)
+    cpus: int = field(default_factory=affinity_cpus)  # the CPUs whose load is read; `most` holds the quota's cap
 
     def __post_init__(self) -> None:
         self.threads = self.most

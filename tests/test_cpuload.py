@@ -128,3 +128,26 @@ def test_a_containers_cpu_quota_caps_the_usable_cpus(tmp_path, monkeypatch, quot
     assert cpuload.usable_cpus() == expected
     monkeypatch.setattr(cpuload, "CPU_MAX", str(tmp_path / "absent"))
     assert cpuload.usable_cpus() == 2
+
+
+def test_under_a_quota_the_load_is_judged_against_the_cpus_it_was_read_on(tmp_path, monkeypatch):
+    """`docker run --cpus 4` on a 64-CPU host without a cpuset: the load is read over all 64, and other programs'
+    2.6 CPUs there (4 %) were divided by the quota's 4: every calibration judged busy, the governor at 1 thread
+    of 4. The quota caps the threads (`most`); the load is judged against the CPUs it was read on."""
+    from specchat import cpuload
+    from specchat.costmodel import BUSY_SHARE, CpuLoad
+
+    limit = tmp_path / "cpu.max"
+    limit.write_text("400000 100000\n", encoding="ascii")
+    monkeypatch.setattr(cpuload, "CPU_MAX", str(limit))
+    monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False)
+    assert cpuload.usable_cpus() == 4 and len(cpuload.os.sched_getaffinity(0)) == 64
+    machine = Machine()
+    threads = ThreadGovernor(cpuload.usable_cpus(), counters=machine.counters, clock=machine.clock)
+    assert machine.run(threads, 5.0, others=2.6) == 4
+    readings = iter([(0.0, 0.0), (2.6 + 4.0, 4.0)])  # one second: others 2.6 CPUs, specchat 4
+    monkeypatch.setattr("specchat.costmodel.cpu_counters", lambda: next(readings))
+    load = CpuLoad()
+    load.started_at -= 1.0
+    share = load.other_share()
+    assert share == pytest.approx(2.6 / 64, rel=0.05) and share < BUSY_SHARE
