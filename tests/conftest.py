@@ -70,6 +70,15 @@ def private_log(tmp_path, monkeypatch):
     return tmp_path / "data"
 
 
+@pytest.fixture(autouse=True)
+def no_cpu_quota(tmp_path, monkeypatch):
+    """A CI runner's own CPU quota (a container's cgroup cpu.max) would cap the usable CPUs the tests count on:
+    tests that want one write their own file."""
+    from specchat import cpuload
+
+    monkeypatch.setattr(cpuload, "CPU_MAX", str(tmp_path / "no-cpu.max"))
+
+
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
     """Config, models, cache and state directories of this test alone."""
