@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .cpuload import affinity_cpus, cpu_counters, others_cpus
+from .cpuload import Counters, affinity_cpus, cpu_counters, others_cpus
 from .models_api import LanguageModel, readable_by
 from .modes import SPEC
 
@@ -334,7 +334,7 @@ def _settled(values: Sequence[float]) -> bool:
 class CpuLoad:
     """How much CPU OTHER processes used since this was made (Linux /proc; elsewhere unknown = quiet)."""
 
-    start: tuple[float, float] | None = field(default=None)
+    start: Counters | None = field(default=None)
     started_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:

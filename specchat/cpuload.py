@@ -23,10 +23,14 @@ FREE_DOWN = 0.5  # one thread fewer when fewer CPUs than threads - this are free
 FREE_UP = 0.75  # ... and one more again once threads + this are free (apart: no flapping at the edge)
 
 
-def cpu_counters() -> tuple[float, float] | None:
-    """(seconds the CPUs this process may run on were busy, seconds this process ran) from /proc, or None where
+Counters = tuple[dict[str, float], float]  # (seconds each CPU read was busy, by /proc/stat's name; ours)
+
+
+def cpu_counters() -> Counters | None:
+    """(seconds each CPU this process may run on was busy, seconds this process ran) from /proc, or None where
     unavailable. Only those CPUs: under `taskset -c 0` or a container's cpuset, a program busy on another CPU
-    takes nothing from ours (counted machine-wide, it made every calibration "busy" and left one thread)."""
+    takes nothing from ours (counted machine-wide, it made every calibration "busy" and left one thread). Kept
+    per CPU, as the set may change between two readings (see others_cpus)."""
     try:
         with open(PROC_STAT, encoding="ascii") as handle:
             rows = [line.split() for line in handle if line.startswith("cpu")]
@@ -35,7 +39,7 @@ def cpu_counters() -> tuple[float, float] | None:
         tick = os.sysconf("SC_CLK_TCK")
         ours_cpus = {f"cpu{n}" for n in _affinity()}
         rows = [row for row in rows if row[0] in ours_cpus] or rows[:1]  # no per-CPU lines: the machine's
-        busy = sum(_busy_ticks(row[1:]) for row in rows) / tick
+        busy = {row[0]: _busy_ticks(row[1:]) / tick for row in rows}
         ours = (int(mine[11]) + int(mine[12])) / tick  # utime, stime (fields 14 and 15 of stat(5))
         return busy, ours
     except (OSError, ValueError, IndexError, AttributeError):
@@ -54,9 +58,13 @@ def _affinity() -> set[int]:
         return set()
 
 
-def others_cpus(before: tuple[float, float], after: tuple[float, float], seconds: float) -> float:
-    """How many CPUs other processes kept busy, on average, between two cpu_counters() readings."""
-    return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / seconds
+def others_cpus(before: Counters, after: Counters, seconds: float) -> float:
+    """How many CPUs other processes kept busy, on average, between two cpu_counters() readings: over the CPUs
+    both read only, as a CPU that joined between them (`taskset -pc`, a CPU brought online) brings its whole
+    busy time since boot (10000 CPUs "busy": one thread, every calibration judged busy)."""
+    common = before[0].keys() & after[0].keys()
+    busy = sum(after[0][cpu] - before[0][cpu] for cpu in common)
+    return max(0.0, busy - (after[1] - before[1])) / seconds
 
 
 def affinity_cpus() -> int:
@@ -92,7 +100,7 @@ class ThreadGovernor:
     programs use CPUs (never fewer than one). Where /proc cannot tell, always `most`."""
 
     most: int
-    counters: Callable[[], tuple[float, float] | None] = cpu_counters
+    counters: Callable[[], Counters | None] = cpu_counters
     clock: Callable[[], float] = time.monotonic
     cpus: int = field(default_factory=affinity_cpus)  # the CPUs whose load is read; `most` holds the quota's cap
 

@@ -18,8 +18,8 @@ class Machine:
     def clock(self) -> float:
         return self.now
 
-    def counters(self) -> tuple[float, float]:
-        return self.busy, self.ours
+    def counters(self) -> tuple[dict[str, float], float]:
+        return {"cpu": self.busy}, self.ours
 
     def run(self, governor: ThreadGovernor, seconds: float, others: float) -> int:
         """`seconds` of decoding (a call every 0.1 s) while others use `others` CPUs; the last advice."""
@@ -94,7 +94,7 @@ def test_the_real_counters_read_this_machine():
     if counters is None:
         pytest.skip("no /proc here")
     busy, ours = counters
-    assert busy >= ours > 0
+    assert sum(busy.values()) >= ours > 0
 
 
 def test_only_the_cpus_specchat_may_run_on_count(tmp_path, monkeypatch):
@@ -110,9 +110,9 @@ def test_only_the_cpus_specchat_may_run_on_count(tmp_path, monkeypatch):
     monkeypatch.setattr(cpuload, "PROC_STAT", str(stat))
     monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
     tick = cpuload.os.sysconf("SC_CLK_TCK")
-    assert cpu_counters()[0] == pytest.approx(100 / tick)
+    assert cpu_counters()[0] == {"cpu0": pytest.approx(100 / tick)}
     monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
-    assert cpu_counters()[0] == pytest.approx(600 / tick)
+    assert sum(cpu_counters()[0].values()) == pytest.approx(600 / tick)
 
 
 @pytest.mark.parametrize(("quota", "expected"), [("100000 100000\n", 1), ("150000 100000\n", 2), ("max 100000\n", 2)])
@@ -145,9 +145,29 @@ def test_under_a_quota_the_load_is_judged_against_the_cpus_it_was_read_on(tmp_pa
     machine = Machine()
     threads = ThreadGovernor(cpuload.usable_cpus(), counters=machine.counters, clock=machine.clock)
     assert machine.run(threads, 5.0, others=2.6) == 4
-    readings = iter([(0.0, 0.0), (2.6 + 4.0, 4.0)])  # one second: others 2.6 CPUs, specchat 4
+    readings = iter([({"cpu": 0.0}, 0.0), ({"cpu": 2.6 + 4.0}, 4.0)])  # one second: others 2.6 CPUs, specchat 4
     monkeypatch.setattr("specchat.costmodel.cpu_counters", lambda: next(readings))
     load = CpuLoad()
     load.started_at -= 1.0
     share = load.other_share()
     assert share == pytest.approx(2.6 / 64, rel=0.05) and share < BUSY_SHARE
+
+
+def test_a_cpu_joining_the_set_between_two_readings_is_no_load(tmp_path, monkeypatch):
+    """`taskset -pc 0,1 PID` on a running specchat (or a CPU coming online): the second reading took in CPU 1's
+    whole busy time since boot, and others_cpus() said 10000 CPUs were busy (one thread, calibrations "busy").
+    A delta is only taken over the CPUs both readings read."""
+    from specchat import cpuload
+
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(cpuload, "PROC_STAT", str(stat))
+    tick = cpuload.os.sysconf("SC_CLK_TCK")
+    stat.write_text("cpu  0 0 0 0 0 0 0 0\ncpu0 100 0 0 400 0 0 0 0\ncpu1 9000000 0 0 50 0 0 0 0\n", encoding="ascii")
+    monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0}, raising=False)
+    before = cpu_counters()
+    stat.write_text("cpu  0 0 0 0 0 0 0 0\ncpu0 150 0 0 450 0 0 0 0\ncpu1 9000100 0 0 50 0 0 0 0\n", encoding="ascii")
+    monkeypatch.setattr(cpuload.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    after = cpu_counters()
+    ours = after[1] - before[1]  # this test's own time between the readings
+    assert cpuload.others_cpus(before, after, 1.0) == pytest.approx(max(0.0, 50 / tick - ours))
+    assert cpuload.others_cpus(after, before, 1.0) == pytest.approx(0.0)  # and back to {0}: CPU 1 left

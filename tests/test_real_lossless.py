@@ -265,7 +265,7 @@ def test_threads_given_way_mid_reply_change_no_token(pipeline, prompts, referenc
     monkeypatch.setattr("specchat.cpuload.WINDOW_S", 0.0)
     for engine in engines:  # others use every CPU, all the time (from the second call on)
         engine.use_threads(engine.max_threads)  # a busy CI box may have made earlier tests' replies give way
-        busy = ThreadGovernor(engine.max_threads, counters=lambda: (time.monotonic() * 64, 0.0))
+        busy = ThreadGovernor(engine.max_threads, counters=lambda: ({"cpu": time.monotonic() * 64}, 0.0))
         monkeypatch.setattr(engine, "_governor", busy)
     for name in ("code-reverse", "prose-story"):
         for mode, k in (("target", 0), ("spec", 4), ("ngram", 8)):
