@@ -43,7 +43,9 @@ def add_drafters(pipeline: Pipeline, saved, notify: Notify) -> None:
         own = replace(pipeline.resolved, draft=None) if options.lone_target else pipeline.resolved
         own_draft = pipeline.draft if own.draft is not None else None
         key = tuning.key_for(own, options)
-        chosen = tunemeasure.prepare(pipeline.target, own_draft, key, use_saved=options.use_tuning, notify=notify)
+        chosen = tunemeasure.prepare(
+            pipeline.target, own_draft, key, use_saved=options.use_tuning, notify=notify, threads=options.threads
+        )
         pipeline.tuning = chosen
         arms = [d for d in drafters.values() if own_draft is not None or d.name != "spec"]
         if own.draft is not None and not chosen.draft_model_can_pay():

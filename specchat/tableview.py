@@ -307,6 +307,7 @@ def tune_json(resolved, tuning, estimates, path: Path | None, previous=None, *, 
         "pair": resolved.pair,
         "target": path_text(resolved.target),
         "draft": None if tuning.costs.draft_step is None else path_text(resolved.draft),
+        "machine": tuning.machine,  # bench's meta.machine's cpu, cpus and usable_cpus, and the threads used
         "estimates": [dict(vars(estimate)) for estimate in estimates],
         "now": costs(tuning),
         "saved": None if previous is None else costs(previous),

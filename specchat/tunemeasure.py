@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .costmodel import Costs, measure
-from .tuning import Tuning, examine, key_for, save, trusted, written_by_newer
+from .tuning import Tuning, examine, key_for, measured_on, save, trusted, written_by_newer
 
 # Batch sizes timed on a first run (once per pair and machine); auto drafts only to measured sizes.
 # Costs are not smooth in n (multiples of 16 suit llama.cpp's CPU kernels), so the powers of two and
@@ -23,8 +23,9 @@ CALIBRATION_TEXT = (
 )
 
 
-def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
-    """Time single steps, verify batches and a draft step, interleaved, after a real context. In a context
+def calibrate(target, draft, key: str, *, full: bool = False, threads: int = 0) -> Tuning:
+    """Time single steps, verify batches and a draft step, interleaved, after a real context, on `threads` (0:
+    the default), which the tuning records (measured_on). In a context
     too small for the text and a batch of 64 after it (another backend's exact `--ctx 128`), batches of up
     to half the context after the text's end: such a result is marked partial, for that run only."""
     context = target.tokenize(CALIBRATION_TEXT)
@@ -35,10 +36,10 @@ def calibrate(target, draft, key: str, *, full: bool = False) -> Tuning:
         context, sizes = context[-(target.n_ctx - largest) :], [n for n in sizes if n <= largest]
         details["partial"] = f"measured in a context of {target.n_ctx} tokens, too small for the whole measurement"
     costs = measure(target, draft, context, sizes, repeats=3 if full else 2)
-    return Tuning(key, costs, source="tune" if full else "calibration", details=details)
+    return Tuning(key, costs, source="tune" if full else "calibration", details=details, machine=measured_on(threads))
 
 
-def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
+def prepare(target, draft, key: str, *, use_saved: bool, notify, threads: int = 0) -> Tuning:
     """The tuning auto starts from: the saved one when it can be trusted, else a fresh calibration,
     saved only when it was taken on a quiet machine (priors measured by `tune` are kept)."""
     saved, problem = examine(key) if use_saved else (None, None)
@@ -53,7 +54,7 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify) -> Tuning:
     elif problem is not None:  # "once" read as if none had been saved, and the broken file went unnamed
         why = f"the saved tuning {problem}; `specchat tune` refines"
     notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why})")
-    tuning = calibrate(target, draft, key)
+    tuning = calibrate(target, draft, key, threads=threads)
     if saved is not None:
         tuning.priors = saved.priors
     partial = tuning.details.pop("partial", None)
@@ -132,7 +133,10 @@ def tune(pipeline, prompts: list, *, max_tokens: int, notify, progress=None) -> 
             hint=f"use --ctx {enough} or more (the default is 4096)",
         )
     notify(f"timing single steps and verify batches of {batch_sizes(FULL_BATCHES)} tokens")
-    result = calibrate(pipeline.target, pipeline.draft, key_for(pipeline.resolved, pipeline.options), full=True)
+    options = pipeline.options  # threads as capped to the usable CPUs
+    result = calibrate(
+        pipeline.target, pipeline.draft, key_for(pipeline.resolved, options), full=True, threads=options.threads
+    )
     if result.costs.busy:
         notify("other programs were using the CPUs while measuring: the numbers may be off; run tune again when idle")
     plan = [(m, k) for m, k in (("spec", 8), ("ngram", NGRAM.max_k - 1)) if pipeline.available(m)]

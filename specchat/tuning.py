@@ -38,6 +38,7 @@ class Tuning:
     source: str = "calibration"  # or "tune"
     details: dict = field(default_factory=dict)
     stale: bool = False
+    machine: dict = field(default_factory=dict)  # what it was measured on (measured_on); {}: a file written before
 
     def draft_model_can_pay(self) -> bool:
         """Could the draft model beat the target alone with BEST_ACCEPTANCE of its guesses accepted, or what tune
@@ -60,7 +61,18 @@ class Tuning:
             "stale": self.stale,
             "priors": self.priors,
             "details": self.details,
+            "machine": self.machine or None,
         }
+
+
+def measured_on(threads: int) -> dict:
+    """The CPUs and threads a tuning is measured with, as bench's meta.machine names them: the key's hash covers
+    them, but a tuning read later could not say what it had measured."""
+    from .bench import machine_info
+    from .engineconfig import default_threads
+
+    info = machine_info()
+    return {key: info[key] for key in ("cpu", "cpus", "usable_cpus")} | {"threads": threads or default_threads()}
 
 
 def machine_key(target: Path, draft: Path | None, threads: int, gpu_layers: int, draft_gpu_layers: int) -> str:
@@ -160,7 +172,8 @@ def parse(data: object, key: str) -> Tuning:
     priors = {str(m): _rate(p) for m, p in priors.items()}
     details = data.get("details") if isinstance(data.get("details"), dict) else {}
     source = data.get("source") if data.get("source") in ("calibration", "tune") else "calibration"
-    return Tuning(key, costs, priors, source, details, stale=data.get("stale") is True)
+    machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}  # shown, never decided on
+    return Tuning(key, costs, priors, source, details, stale=data.get("stale") is True, machine=machine)
 
 
 UNREADABLE = (OSError, ValueError, TypeError, RecursionError)  # what read() raises for a file it cannot use

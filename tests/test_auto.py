@@ -437,7 +437,7 @@ def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
     measured = []
 
-    def fake_calibrate(target, draft, key, *, full=False):
+    def fake_calibrate(target, draft, key, *, full=False, threads=0):
         busy = not measured  # the first measurement happens under load
         measured.append(busy)
         return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04, busy=busy))
@@ -464,7 +464,7 @@ def test_no_tuning_says_its_measurement_is_not_saved(tmp_path, monkeypatch):
     """--no-tuning measures on every run and saves nothing: its note said "(once; ...)", as if it were kept."""
     monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
     costs = Costs(dict(XEON.v), 0.45, 0.04, 0.04)
-    monkeypatch.setattr(tunemeasure, "calibrate", lambda target, draft, key, *, full=False: tuning.Tuning(key, costs))
+    monkeypatch.setattr(tunemeasure, "calibrate", lambda target, draft, key, **_: tuning.Tuning(key, costs))
     notes = []
     tunemeasure.prepare(None, None, "k1", use_saved=False, notify=notes.append)
     assert tuning.load("k1") is None

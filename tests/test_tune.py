@@ -490,7 +490,7 @@ def test_tune_json_is_one_object_of_what_the_table_says(fake_models, isolated):
     first = CliRunner().invoke(app, ["tune", *files, "--json"])
     assert first.exit_code == 0, first.output
     report = json.loads(first.stdout)
-    assert set(report) == {"pair", "target", "draft", "estimates", "now", "saved", "ceilings", "best"} | {
+    assert set(report) == {"pair", "target", "draft", "machine", "estimates", "now", "saved", "ceilings", "best"} | {
         "kept_saved_costs",
         "path",
     }
@@ -636,3 +636,38 @@ def test_the_default_threads_on_fewer_cpus_than_the_machine_has_are_keyed_by_the
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0}, raising=False)
     assert machine_key(target, None, 0, 0, 0) != whole
     assert machine_key(target, None, 0, 0, 0) == machine_key(target, None, 1, 0, 0)  # the threads it runs on
+
+
+def test_the_tuning_says_what_it_measured_on(fake_models, isolated):
+    """tune --json and the saved file named neither the threads nor the CPUs (only the key's hash covered them):
+    a tuning read later could not say what it measured. Both carry bench's meta.machine's cpu, cpus, usable_cpus
+    and the threads used."""
+    from specchat.bench import machine_info
+    from specchat.cpuload import usable_cpus
+
+    target, draft = fake_models
+    made = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8", "--json"])
+    assert made.exit_code == 0, made.output
+    machine = json.loads(made.stdout)["machine"]
+    info = machine_info()
+    assert machine == {"cpu": info["cpu"], "cpus": info["cpus"], "usable_cpus": usable_cpus(), "threads": usable_cpus()}
+    assert json.loads(check_saved_path(isolated).read_text(encoding="utf-8"))["machine"] == machine
+    again = CliRunner().invoke(
+        app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8", "--json", "--threads", "1"]
+    )
+    assert json.loads(again.stdout)["machine"]["threads"] == 1
+
+
+def test_a_tuning_saved_before_the_machine_was_recorded_is_read_and_kept(isolated):
+    """Files of the same version written before the machine block: read as they are, the block unknown."""
+    from specchat import tuning
+    from specchat.costmodel import Costs
+
+    saved = tuning.Tuning("k1", Costs({1: 1.0, 2: 1.1}, 0.5, 1e-3, 1e-3)).as_dict()
+    saved.pop("machine", None)
+    tuning.tuning_path("k1").parent.mkdir(parents=True)
+    tuning.tuning_path("k1").write_text(json.dumps(saved), encoding="utf-8")
+    old = tuning.load("k1")
+    assert old is not None and old.machine == {}
+    tuning.mark_stale(old)
+    assert tuning.load("k1").stale

@@ -36,8 +36,8 @@ from .tunesteps import check_saveable, measure_tuning, refuse_unreplaceable, sav
 
 TUNE_TOKENS_HELP = "Longest reply in tokens of each acceptance run (one per quick-suite prompt and drafter)."
 TUNE_JSON_HELP = (
-    "One JSON object on stdout instead of the table: pair, target, draft, estimates, now, saved, ceilings, best, "
-    "kept_saved_costs, path."
+    "One JSON object on stdout instead of the table: pair, target, draft, machine, estimates, now, saved, ceilings, "
+    "best, kept_saved_costs, path."
 )
 # Word options in any case (app.any_case): each reads its words from the module that checks them
 SUITE_WORDS, TURN_WORDS = any_case("benchsuite", "SUITES", "CATEGORIES"), any_case("benchsuite", "TURNS")
