@@ -76,7 +76,9 @@ def _say_set_aside(path) -> None:
 
 def print_lines(console: Console, texts: list[Text]) -> None:
     """console.print(text) for each text, in one print: at soft wrap (stdout_console's) Rich prints a text's lines,
-    each styled on its own, and a newline after it."""
+    each styled on its own, and a newline after it. (Rich 13.8-14.2 also dropped the blanks that end a line wider
+    than the terminal; they are kept here, as Rich 14.3 and later keep them.) Replies formatted but not yet
+    printed when Ctrl-C comes (at most a batch) are not printed."""
     if not texts:
         return
     plain, spans, offset = [], [], 0

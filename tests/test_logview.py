@@ -60,10 +60,20 @@ def test_the_view_prints_what_rich_printed_text_by_text(isolated, monkeypatch, e
         monkeypatch.setenv(name, value)
     write_log(2 * logview.REPLIES_A_WRITE + 5)  # batches, and a last one part full
     view = printed(monkeypatch, lambda: logview.show(limit=0, query=None, cid=None, as_json=False, full=full))
-    assert view == printed(monkeypatch, lambda: text_by_text(full))
+    reference = printed(monkeypatch, lambda: text_by_text(full))
+    if _trims_soft_wrapped_lines():  # Rich 13.8-14.2 dropped the blanks ending a line wider than the terminal
+        view, reference = (re.sub(r"[ \t\u3000]+(\x1b\[[0-9;]*m)*\n", r"\1\n", out) for out in (view, reference))
+    assert view == reference
     plain = re.sub("\x1b\\[[0-9;]*m", "", view)
     assert "you › 日本      x" in plain and "system › be     brief" in plain and "b␛[31m␇ [interrupted]" in plain
     assert ("\x1b[" in view) == bool(env)  # styled: the colours were compared too
+
+
+def _trims_soft_wrapped_lines() -> bool:
+    from importlib.metadata import version
+
+    major, minor = (int(part) for part in version("rich").split(".")[:2])
+    return (major, minor) < (14, 3)
 
 
 def test_replies_are_printed_a_batch_at_a_time_as_they_are_read(isolated, monkeypatch):
