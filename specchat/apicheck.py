@@ -197,6 +197,10 @@ SHAPING = {
     "typical_p": (NUMBER, (1,), "typical sampling; only 1"),
     "dry_multiplier": (NUMBER, (0,), "a DRY repeat penalty; only 0"),
     "xtc_probability": (NUMBER, (0,), "XTC sampling; only 0"),
+    # llama-server's (its web UI sends dynatemp_range 0): ignored, a dynamic temperature or a sigma cut was asked
+    # for and the reply was sampled without it
+    "dynatemp_range": (NUMBER, (0,), "dynamic temperature; only 0"),
+    "top_n_sigma": (NUMBER, (-1, 0), "top-n-sigma sampling; only -1 (off)"),
 }
 
 

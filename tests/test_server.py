@@ -1027,6 +1027,8 @@ def test_llama_servers_and_vllms_own_fields_that_shape_the_reply_are_refused_not
         {"typical_p": 0.5},
         {"dry_multiplier": 0.8},
         {"xtc_probability": 0.5},
+        {"dynatemp_range": 0.5},
+        {"top_n_sigma": 1.5},
     ):
         name = next(iter(extra))
         for parse, body in ((parse_chat, chat), (parse_completion, {"prompt": "a"})):
@@ -1044,7 +1046,7 @@ def test_llama_servers_and_vllms_own_fields_that_shape_the_reply_are_refused_not
     neutral = {"grammar": "", "json_schema": None, "guided_json": None, "guided_choice": None, "repeat_penalty": 1.0,
                "repetition_penalty": 1, "n_probs": 0, "ignore_eos": False, "min_tokens": 0, "mirostat": 0,
                "typical_p": 1.0, "dry_multiplier": 0.0, "xtc_probability": 0, "repeat_last_n": 64, "samplers": "kpt",
-               "cache_prompt": True}  # fmt: skip
+               "cache_prompt": True, "dynatemp_range": 0, "top_n_sigma": -1}  # fmt: skip
     assert parse_chat(chat | neutral, 2048).max_tokens == 2048
     answered = httpx.post(f"{server.url}/v1/completions", json={"prompt": "a", "max_tokens": 3} | neutral, timeout=60)
     assert answered.status_code == 200, answered.text
