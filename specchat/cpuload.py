@@ -69,11 +69,8 @@ def others_cpus(before: Counters, after: Counters, seconds: float) -> float:
 
 def affinity_cpus() -> int:
     """The CPUs this process may run on (`taskset`, a container's cpuset): those whose load cpu_counters() reads,
-    so the count other programs' use is judged against."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    so the count other programs' use is judged against (not Linux: every CPU)."""
+    return max(1, len(_affinity()) or os.cpu_count() or 1)
 
 
 def usable_cpus() -> int:
