@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .costmodel import Costs
-from .cpuload import usable_cpus
 from .modes import SPEC
 from .paths import config_dir, make_dirs, write_atomic
 
@@ -79,7 +78,6 @@ def machine_key(target: Path, draft: Path | None, threads: int, gpu_layers: int,
     """Tuning is valid for these files on this CPU/GPU setup and llama.cpp build. The default threads (0) on
     fewer CPUs than the machine has (`taskset`, a container's cpuset) are keyed by their count: as "0", costs
     measured on one thread were trusted by a later run on all the machine's."""
-    import os
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
@@ -89,9 +87,10 @@ def machine_key(target: Path, draft: Path | None, threads: int, gpu_layers: int,
         llama_version = version("llama-cpp-python")
     except PackageNotFoundError:
         llama_version = "?"
-    if threads == 0 and usable_cpus() != os.cpu_count():
-        threads = usable_cpus()
-    parts = [machine_info()["cpu"], platform.machine(), llama_version]
+    info = machine_info()
+    if threads == 0 and info["usable_cpus"] != info["cpus"]:
+        threads = info["usable_cpus"]
+    parts = [info["cpu"], platform.machine(), llama_version]
     parts += [str(threads), str(gpu_layers), str(draft_gpu_layers)]
     for path in (target, draft):
         if path is not None:
