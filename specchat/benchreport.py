@@ -17,7 +17,7 @@ from rich.text import Text
 
 from .benchresult import BenchResult, Row, peak_rss_mb
 from .errors import SpecchatError, UsageError
-from .paths import resolve_link, same_file, write_atomic
+from .paths import disk_full, resolve_link, same_file, write_atomic
 from .tableview import COLUMNS, bench_table, cost_table, row_cells, speedup_style
 from .view import note, one_line, say, stderr_console, stdout_console, write_stdout
 
@@ -395,6 +395,6 @@ def save_speedup_plot(result, path) -> None:
     try:
         write_atomic(path, image.getvalue(), keep_read_only=True)
     except OSError as exc:  # the disk filled up during the run, or the device refuses writes
-        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)  # else (read-only, no reader on a FIFO) space is not it
-        hint = "free some space or choose another --plot path" if full else "choose another --plot path"
+        # space only where the disk is full: a read-only file system or a FIFO with no reader is not about space
+        hint = "free some space or choose another --plot path" if disk_full(exc) else "choose another --plot path"
         raise SpecchatError(f"cannot write {path}: {exc.strerror or exc}", hint=hint) from None

@@ -25,7 +25,7 @@ from .historyindex import DEFAULT_CAPACITY, LOCK_NAME, HistoryIndex, IndexDamage
 from .logaside import file_identity, set_aside
 from .logdb import lenient_text, refuse_leftover_wal
 from .logfaults import LEFT_HINT, LeftoverWal, damaged
-from .paths import NotAFolder, data_dir, env_flag, log_file, moved_by, nearest_existing, writable
+from .paths import NotAFolder, data_dir, disk_full, env_flag, log_file, moved_by, nearest_existing, writable
 from .tokenchains import SEP, Chains
 
 SYNC_CHARS = 8_000_000  # new log text taken per update: a first use indexes the newest part of the log
@@ -71,7 +71,7 @@ def _way_out(exc: BaseException, folder: Path) -> str:
         return f"; {LEFT_HINT}"
     if isinstance(exc, NewerIndex):
         return "; upgrade specchat to draft from it (it is kept as it is)"
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # what was committed is kept
+    if disk_full(exc):  # what was committed is kept
         return f"; the disk that holds {folder} is full: free some space"
     ours = isinstance(exc, OSError) and exc.filename and Path(exc.filename).is_relative_to(folder)
     # the lock holds nothing: removed, it is made again and the index is used as it is; any other file is data

@@ -8,7 +8,6 @@ the Hub cannot give the file, as pip, wheels and the lock between two pulls conc
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from .errors import DownloadError
 from .modelfiles import CHUNK, Advance, local_path, remember_sha256
-from .paths import cache_dir, folder_hint, make_dirs, models_dir
+from .paths import cache_dir, disk_full, folder_hint, make_dirs, models_dir
 from .registry import ModelSpec
 
 MIRROR_BROKEN = "nothing was installed; report the mirror as broken"
@@ -120,7 +119,7 @@ def from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path:
 
 
 def _write_error(exc: OSError, target: Path, remaining: int) -> DownloadError:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if disk_full(exc):
         return DownloadError(
             f"disk full while writing {target.name}: at least {max(remaining, 0) / 1e9:.2f} GB more were needed "
             f"in {target.parent}",

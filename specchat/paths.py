@@ -126,6 +126,11 @@ def blocking_file(folder: Path) -> Path | None:
     return None if blocker is None or blocker.is_dir() else blocker
 
 
+def disk_full(exc: BaseException) -> bool:
+    """An OSError that says the disk (or the user's quota on it) is full: the folder is writable, space is not."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def folder_hint(exc: BaseException, default: str) -> str:
     """The hint for an OSError from make_dirs: NotAFolder's own, else the caller's `default`."""
     return exc.hint if isinstance(exc, NotAFolder) else default

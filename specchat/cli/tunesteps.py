@@ -3,7 +3,6 @@ measuring; the measuring on the loaded models; the save."""
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,10 +75,10 @@ def save_if_worth_it(tuning, previous):
 
 def _unsaved(exc: OSError, what: str) -> SpecchatError:
     from ..errors import SpecchatError
-    from ..paths import config_dir, folder_hint
+    from ..paths import config_dir, disk_full, folder_hint
 
     hint = folder_hint(exc, "give specchat a writable config directory (SPECCHAT_CONFIG_DIR moves it)")
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # the folder is writable: the disk is full
+    if disk_full(exc):  # the folder is writable: the disk is full
         hint = f"free some space on the disk that holds {config_dir()}, or move it (SPECCHAT_CONFIG_DIR)"
     return SpecchatError(
         f"cannot save the tuning in {config_dir() / 'tuning'}: {exc.strerror or exc}", hint=f"{hint}; {what}"
