@@ -400,3 +400,15 @@ def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
     phrases.append(f"({caution} standard error below the mean), since a wrong")
     text = " ".join((ROOT / "docs" / "modes.md").read_text(encoding="utf-8").split())  # lines folded anywhere
     assert [phrase for phrase in (" ".join(p.split()) for p in phrases) if phrase not in text] == []
+
+
+def test_install_md_removes_both_hub_repositories_of_the_default_pair(isolated):
+    """install.md's uninstall step gave `hf cache rm` the target's repository alone: the default pair's draft
+    (0.5B, 491 MB) stayed in the Hugging Face cache."""
+    from specchat.registry import load_registry
+
+    pair = load_registry().pair(None)
+    text = " ".join((ROOT / "docs" / "install.md").read_text(encoding="utf-8").split())
+    command = text[text.index("`hf cache rm") :]
+    command = command[: command.index("`", 1)]
+    assert f"model/{pair.target.repo}" in command and f"model/{pair.draft.repo}" in command
