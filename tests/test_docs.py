@@ -412,3 +412,15 @@ def test_install_md_removes_both_hub_repositories_of_the_default_pair(isolated):
     command = text[text.index("`hf cache rm") :]
     command = command[: command.index("`", 1)]
     assert f"model/{pair.target.repo}" in command and f"model/{pair.draft.repo}" in command
+
+
+def test_every_export_command_a_doc_gives_names_its_required_to():
+    """troubleshooting.md gave `specchat export --target T --mode spec` as the command that needs --draft; typed as
+    given it stops at "Missing option '--to'" instead. A mention of the bare command (no option) is prose."""
+    command = re.compile(r"specchat export( [^`|\n]*)")
+    missing = []
+    for doc in DOCS:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), start=1):
+            rest = [match.group(1) for match in command.finditer(line)]
+            missing += [f"{doc.name}:{number}" for flags in rest if FLAG.search(flags) and "--to" not in flags]
+    assert missing == []
