@@ -865,7 +865,7 @@ def test_control_characters_in_a_category_stay_out_of_the_chart_and_the_progress
 
 
 def test_a_mode_given_twice_is_benched_once():
-    from specchat.benchreport import check_options
+    from specchat.benchoptions import check_options
 
     assert check_options("table", None, None, "2", "spec,ngram,spec")[1] == ["spec", "ngram"]
 

@@ -25,14 +25,14 @@ def check_bench_options(
     plot: Path | None,
 ) -> tuple[list[int], list[str]]:
     """The draft model's lengths and the modes to measure; usage errors and notes before anything is read."""
-    from .. import benchreport
+    from .. import benchoptions
     from ..benchjsonl import is_stdin
     from ..errors import UsageError
     from ..view import note, require_stdout
 
     if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
         note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
-    k_list, mode_list = benchreport.check_options(fmt, plot, output, ks, modes)
+    k_list, mode_list = benchoptions.check_options(fmt, plot, output, ks, modes)
     if output is None or fmt == "table":  # the table goes to stdout even with --output: said before measuring
         require_stdout("the report")
     if prompts is not None and is_stdin(prompts) and is_stdin(history):  # one stdin: the first would read it all
@@ -47,12 +47,12 @@ def check_bench_options(
 def read_inputs(prompts: Path | None, suite: str, turns: str, history: str, mode_list: list[str], output, plot, models):
     """The prompts to measure and the history to attach (benchhistory.load); the report may overwrite neither, nor
     the model files given (models: --target and --draft)."""
-    from .. import benchhistory, benchreport
+    from .. import benchhistory, benchoptions
     from ..benchsuite import load_prompts_file, load_suite, select_turns
 
     prompt_list = select_turns(load_prompts_file(prompts) if prompts is not None else load_suite(suite), turns)
     past = benchhistory.load(history, mode_list)
-    benchreport.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path, **models})
+    benchoptions.check_inputs_kept(output, plot, {"--prompts": prompts, "--history": past and past.path, **models})
     return prompt_list, past
 
 
