@@ -23,7 +23,7 @@ from .errors import UsageError
 from .paths import expand_home
 
 NONE = "none"
-ROLES = ("user", "assistant")  # what the log's history indexes too (history._new_messages)
+ROLES = ("user", "assistant")  # what the log's history indexes too (historylog.new_messages)
 SHAPE = '{"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}'
 
 

@@ -80,7 +80,7 @@ class Meta:
     start: int = 0
     total: int = 0
     log_id: int = 0  # the last conversation-log message appended
-    log_mark: str = ""  # that message's history.mark(): a new log has another message under that id
+    log_mark: str = ""  # that message's historylog.mark(): a new log has another message under that id
     version: int = VERSION
 
     @classmethod
