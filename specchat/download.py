@@ -26,7 +26,7 @@ from .modelfiles import (
     verify_remembered,
 )
 from .paths import NotAFolder, blocking_file, dead_link, folder_hint, make_dirs, models_dir
-from .registry import ModelSpec
+from .registryentries import ModelSpec
 
 
 @dataclass(frozen=True)

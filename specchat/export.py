@@ -19,7 +19,8 @@ from . import download, modes
 from .engineconfig import capped_threads, default_threads
 from .errors import ModelFileError, PairError, UsageError
 from .paths import require_model_files, require_other_draft
-from .registry import ModelSpec, load_registry
+from .registry import load_registry
+from .registryentries import ModelSpec
 from .tuning import BEST_ACCEPTANCE
 
 TARGETS = ("llama-server", "vllm")
@@ -40,7 +41,7 @@ class Files:
     pair: str | None = None
     target_spec: ModelSpec | None = None
     draft_spec: ModelSpec | None = None
-    packaged: bool = False  # a packaged pair's own target and draft (registry.PairSpec.packaged)
+    packaged: bool = False  # a packaged pair's own target and draft (registryentries.PairSpec.packaged)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import DownloadError
 from .modelfiles import verify
-from .registry import ModelSpec
+from .registryentries import ModelSpec
 
 CACHE_WRITE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
 # `hf auth login` is huggingface-hub 0.34's; older ones (pyproject allows 0.25) have `huggingface-cli login`

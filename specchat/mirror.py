@@ -23,7 +23,7 @@ from pathlib import Path
 from .errors import DownloadError
 from .modelfiles import CHUNK, Advance, local_path, remember_sha256
 from .paths import cache_dir, disk_full, folder_hint, make_dirs, models_dir
-from .registry import ModelSpec
+from .registryentries import ModelSpec
 
 MIRROR_BROKEN = "nothing was installed; report the mirror as broken"
 Notify = Callable[[str], None]
@@ -70,7 +70,7 @@ def pull_lock(target: Path, notify: Notify) -> Iterator[None]:
 
 def from_mirror(model: ModelSpec, start: Callable[[str, int], Advance]) -> Path:
     mirror, size, expected = model.mirror, model.size, model.sha256
-    assert mirror is not None and size is not None and expected is not None  # guaranteed by registry.py
+    assert mirror is not None and size is not None and expected is not None  # guaranteed by registryentries.read_model
     target = local_path(model)
     # One wheel at a time is on disk next to the growing file, so the peak is size + one chunk.
     _check_space(target.parent, size + -(-size // mirror.parts) + 16 * CHUNK)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ModelFileError, SpecchatError
 from .paths import cache_dir, current_file_keys, make_dirs, models_dir, read_json_object, write_atomic
-from .registry import ModelSpec
+from .registryentries import ModelSpec
 
 CHUNK = 1 << 20
 Advance = Callable[[int], None]

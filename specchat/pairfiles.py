@@ -14,7 +14,8 @@ from .backends import for_path
 from .errors import ModelFileError, SpecchatError
 from .modelfiles import local_path
 from .paths import path_text, require_model_files, require_other_draft
-from .registry import ModelSpec, load_registry
+from .registry import load_registry
+from .registryentries import ModelSpec
 
 if TYPE_CHECKING:
     from .runtime import Notify, Options

@@ -1,6 +1,6 @@
 """Reading a registry's TOML file (BOM, UTF-8, syntax and nesting errors placed by line and column) and
 checking its values one by one: known keys, types, printable names, safe file names, Hub repo ids and
-revisions, each refusal a RegistryError naming the file and the table. Separate from registry.py, which
+revisions, each refusal a RegistryError naming the file and the table. Separate from registryentries.py, which
 builds the models and pairs from these checked values: how a file can be wrong is one concern, what a
 registry holds another.
 """

@@ -19,7 +19,7 @@ import pytest
 
 from specchat import download, mirror, modelfiles
 from specchat.errors import DownloadError, ModelFileError
-from specchat.registry import Mirror, ModelSpec
+from specchat.registryentries import Mirror, ModelSpec
 
 VERSION = "0.1.0"
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from specchat import download, gguf, modelfiles
 from specchat.chat import Message, TemplateError, prompt_tokens
 from specchat.cli import app
-from specchat.registry import Mirror, ModelSpec
+from specchat.registryentries import Mirror, ModelSpec
 from specchat.sampling import Sampler, SamplingParams
 from specchat.template import RENDER_CHARS, bounded_render
 
