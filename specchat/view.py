@@ -115,6 +115,11 @@ def stdout_json(value, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=not utf8, indent=indent)
 
 
+def guard_stdout(call, what: str):
+    """call() (which prints to stdout another way: Typer's help) with a write's failure made StdoutError."""
+    return _Stdout(what)._guard(call)
+
+
 def write_stdout(text: str, what: str = "the reply") -> None:
     out = _Stdout(what)
     out.write(text)

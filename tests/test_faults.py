@@ -870,6 +870,20 @@ def test_fake_models_to_a_full_disk(tmp_path):
     assert done.returncode == 1 and b"cannot write the list to stdout: no space left" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "what"), [("--help", "the help"), ("run --help", "the help"), ("--version", "the version")]
+)
+def test_fake_help_and_version_to_a_full_disk(tmp_path, args, what):
+    """`specchat --help > /dev/full` and `--version` ended in a Python traceback, `run --help` in "internal error":
+    they print before the command's error boundary, through Typer's own console and echo."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    done = _shell(f"{sys.executable} -m specchat {args} > /dev/full", tmp_path)
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 1 and len(err) == 1, done.stderr.decode()
+    assert err[0].startswith(f"error: cannot write {what} to stdout: no space left on device  hint:"), err
+
+
 @pytest.mark.parametrize("args", [["models"], ["logs"], ["models", "--json"], ["--help"], ["run", "--help"]])
 def test_fake_reader_gone_before_a_rich_listing_is_exit_0(tmp_path, args):
     """`specchat models | head -1` and `specchat logs | head` exited with 1: Rich's Console ends a broken pipe

@@ -19,7 +19,7 @@ from .. import __version__
 from ..errors import SpecchatError
 from ..paths import env_flag
 from ..terminal import restore_terminal
-from ..view import StdoutError, print_error, silence_stdout, stderr_console
+from ..view import StdoutError, guard_stdout, print_error, silence_stdout, stderr_console, write_stdout
 from .helpfold import folded_help, with_folded_help
 from .options import Opt, given
 
@@ -62,7 +62,7 @@ class SpecchatGroup(TyperGroup):
 
     def format_help(self, ctx, formatter):
         folded_help()
-        return super().format_help(ctx, formatter)
+        return guard_stdout(lambda: super(SpecchatGroup, self).format_help(ctx, formatter), "the help")
 
     def resolve_command(self, ctx, args):
         """Another tool's command or flags (llama.cpp's `-c 4096`) are refused with specchat's own name for
@@ -84,6 +84,10 @@ class SpecchatGroup(TyperGroup):
         except KeyboardInterrupt:
             say_interrupted()
             raise typer.Exit(130) from None
+        except StdoutError as exc:  # `specchat --help > /dev/full`: the root's help or --version
+            silence_stdout()
+            print_error(stderr_console(), exc.message, exc.hint)
+            raise typer.Exit(1) from None
         except typer.TyperException as exc:  # `specchat -v`, `specchat --debug=1`: Typer drew a boxed panel
             if type(exc).__name__ == "NoArgsIsHelpError":  # `specchat` alone: the help, shown already
                 raise
@@ -181,7 +185,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"specchat {__version__}")
+        write_stdout(f"specchat {__version__}\n", "the version")
         raise typer.Exit()
 
 

@@ -3,6 +3,8 @@ negative name under its own. Only where help is shown (app.py's SpecchatGroup an
 
 from __future__ import annotations
 
+from ..view import guard_stdout
+
 
 def folded_help() -> None:
     """Typer's help tables cut what does not fit with an ellipsis: on an 80-column terminal `run --help` showed
@@ -45,6 +47,6 @@ def _negatives_below(row: tuple) -> tuple:
 def with_folded_help(format_help):
     def format_folded(ctx, formatter):
         folded_help()
-        return format_help(ctx, formatter)
+        return guard_stdout(lambda: format_help(ctx, formatter), "the help")  # Typer prints it to stdout
 
     return format_folded
