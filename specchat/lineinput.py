@@ -9,6 +9,7 @@ directory. prompt_toolkit serves Windows consoles too (not tested here). The `\\
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Iterable
 from contextlib import suppress
@@ -89,7 +90,14 @@ class TerminalInput:
         # traceback: the chat ignores Ctrl-C there instead (chatloop.CtrlC).
         if isinstance(prompt, Text):
             prompt = FormattedText([("bold ansicyan", prompt.plain)])
-        return self.session.prompt(prompt, handle_sigint=False)
+        try:
+            return self.session.prompt(prompt, handle_sigint=False)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            # The terminal is gone (closed where SIGHUP is ignored: nohup, `trap '' HUP`): end of input, as a
+            # shell takes it; it was an internal error
+            raise EOFError from None
 
 
 def _continuation(width: int, _line: int, soft_wrap: bool) -> str:

@@ -892,3 +892,32 @@ def test_errors_and_notes_wrap_at_words_on_a_narrow_terminal(tmp_path, args, cod
     words = line.split()
     shown = " ".join(rows[start:]).split()[: len(words)]
     assert shown[:-1] == words[:-1] and words[-1].startswith(shown[-1]), rows  # no word cut in two
+
+
+def test_fake_chat_whose_terminal_closes_with_sighup_ignored_is_no_internal_error(tmp_path):
+    """The terminal closed at the chat's prompt where SIGHUP is ignored (nohup, `trap '' HUP`): prompt_toolkit's
+    writes fail with EIO, which ended the chat as "internal error ... this is a bug in specchat". It is the end
+    of input, as a shell takes it: the chat leaves as at Ctrl-D."""
+    import signal
+
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    env = {**os.environ, **fake_env(tmp_path), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    env["SPECCHAT_STATE_DIR"] = str(tmp_path)
+    err = tmp_path / "stderr.txt"
+    run = f"exec {sys.executable} -m specchat run --target {target} --mode target 2>{err}"
+
+    def hangup_ignored() -> None:
+        default_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    child = pexpect.spawn("/bin/bash", ["-c", run], env=env, dimensions=(30, 100), encoding="utf-8", timeout=120,
+                          preexec_fn=hangup_ignored)  # fmt: skip
+    child.expect_exact(PROMPT)
+    time.sleep(0.3)  # prompt_toolkit waits for a key
+    os.close(child.child_fd)  # the terminal goes away
+    child.closed = True
+    _pid, status = os.waitpid(child.pid, 0)
+    assert "internal error" not in err.read_text(encoding="utf-8"), err.read_text(encoding="utf-8")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 1)
