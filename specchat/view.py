@@ -17,6 +17,7 @@ from rich.text import Text
 
 from .errors import SpecchatError
 from .interrupt import Interrupt
+from .paths import disk_full
 
 
 class StdoutError(SpecchatError):
@@ -52,9 +53,7 @@ class _Stdout:
             raise
         except OSError as exc:
             reason = (exc.strerror or os.strerror(exc.errno or errno.EIO)).lower()
-            raise StdoutError(
-                f"cannot write {self.what} to stdout: {reason}", hint="free some space or redirect stdout elsewhere"
-            ) from None
+            raise StdoutError(f"cannot write {self.what} to stdout: {reason}", hint=_stdout_hint(exc)) from None
 
     def write(self, text: str) -> int:
         stream = self._stream()
@@ -73,6 +72,16 @@ class _Stdout:
     @property
     def encoding(self) -> str:
         return getattr(sys.stdout, "encoding", None) or "utf-8"
+
+
+def _stdout_hint(exc: OSError) -> str:
+    """A full disk wants space; EIO is a terminal closed under the run (SIGHUP ignored: nohup), where space is
+    not the matter."""
+    if disk_full(exc):
+        return "free some space or redirect stdout elsewhere"
+    if exc.errno == errno.EIO:
+        return "the terminal or device stdout went to is gone: redirect stdout to a file (`> reply.txt`)"
+    return "redirect stdout elsewhere (a file: `> reply.txt`)"
 
 
 def _no_color(flag: bool) -> bool:

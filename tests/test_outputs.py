@@ -75,7 +75,16 @@ def test_a_full_disk_is_one_clear_error(monkeypatch):
     with pytest.raises(view.StdoutError) as err:
         view.write_stdout("x")
     assert err.value.message == "cannot write the reply to stdout: no space left on device"
-    assert err.value.exit_code == 1 and err.value.hint
+    assert err.value.exit_code == 1 and "free some space" in err.value.hint
+
+
+def test_a_closed_terminal_is_not_told_to_free_space(monkeypatch):
+    """EIO: the terminal closed under a run that ignores SIGHUP (nohup); space is not what is wrong there."""
+    monkeypatch.setattr(sys, "stdout", Failing(OSError(errno.EIO, "Input/output error")))
+    with pytest.raises(view.StdoutError) as err:
+        view.write_stdout("x")
+    assert err.value.message == "cannot write the reply to stdout: input/output error"
+    assert "space" not in err.value.hint and "terminal" in err.value.hint, err.value.hint
 
 
 def test_a_broken_pipe_stays_a_broken_pipe(monkeypatch):
