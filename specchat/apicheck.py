@@ -113,7 +113,7 @@ def _text(content, refused: Callable[[str], ApiError]) -> str:
         # One line each, as llama-server and vLLM join them: "".join glued "Here is the file:" to its code
         content = "\n".join(part["text"] for part in content)
     if not isinstance(content, str):
-        raise refused(".content must be a string")
+        raise refused(".content must be a string or a list of text parts")
     return content
 
 

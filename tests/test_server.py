@@ -377,6 +377,16 @@ def test_an_integer_is_read_when_python_has_no_digit_limit(monkeypatch):
     assert parse_json(b'{"max_tokens": 16}')["max_tokens"] == 16
 
 
+def test_content_of_another_type_is_told_that_text_parts_are_read_too(server):
+    """A content that was neither a string nor a list (a lone part object, a number) was told it "must be a
+    string", though a list of text parts is read too: a client that sent one part unlisted was sent the wrong way."""
+    part = {"type": "text", "text": "Hi"}
+    body = {"model": "target.fake.gguf", "messages": [{"role": "user", "content": part}]}
+    error = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30).json()["error"]
+    assert error["message"] == "messages[0].content must be a string or a list of text parts"
+    assert error["param"] == "messages[0].content"
+
+
 def test_text_content_parts_reach_the_model_one_per_line(server):
     """Content as a list of text parts (as chat UIs send a message with an attachment) was joined with
     nothing between the parts: "Name three" and "colours." reached the model as "Name threecolours."."""
