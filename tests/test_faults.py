@@ -871,7 +871,13 @@ def test_fake_models_to_a_full_disk(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("args", "what"), [("--help", "the help"), ("run --help", "the help"), ("--version", "the version")]
+    ("args", "what"),
+    [
+        ("--help", "the help"),
+        ("run --help", "the help"),
+        ("--version", "the version"),
+        ("--show-completion bash", "the completion script"),  # Typer's own option: a traceback
+    ],
 )
 def test_fake_help_and_version_to_a_full_disk(tmp_path, args, what):
     """`specchat --help > /dev/full` and `--version` ended in a Python traceback, `run --help` in "internal error":
@@ -884,7 +890,9 @@ def test_fake_help_and_version_to_a_full_disk(tmp_path, args, what):
     assert err[0].startswith(f"error: cannot write {what} to stdout: no space left on device  hint:"), err
 
 
-@pytest.mark.parametrize("args", [["models"], ["logs"], ["models", "--json"], ["--help"], ["run", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["models"], ["logs"], ["models", "--json"], ["--help"], ["run", "--help"], ["--version"]]
+)
 def test_fake_reader_gone_before_a_rich_listing_is_exit_0(tmp_path, args):
     """`specchat models | head -1` and `specchat logs | head` exited with 1: Rich's Console ends a broken pipe
     with SystemExit(1), where docs/usage.md promises 0. A pipe whose reader is gone fails every write.

@@ -88,6 +88,15 @@ class SpecchatGroup(TyperGroup):
             silence_stdout()
             print_error(stderr_console(), exc.message, exc.hint)
             raise typer.Exit(1) from None
+        except BrokenPipeError:  # `specchat --version | true`: the reader left, as with a reply (exit 0)
+            silence_stdout()
+            raise typer.Exit(0) from None
+        except OSError as exc:  # Typer's own --show-completion > /dev/full; --install-completion's shell file
+            silence_stdout()
+            where = exc.filename or "the completion script to stdout"
+            reason = (exc.strerror or str(exc)).lower()
+            print_error(stderr_console(), f"cannot write {where}: {reason}", "free some space, or write elsewhere")
+            raise typer.Exit(1) from None
         except typer.TyperException as exc:  # `specchat -v`, `specchat --debug=1`: Typer drew a boxed panel
             if type(exc).__name__ == "NoArgsIsHelpError":  # `specchat` alone: the help, shown already
                 raise
