@@ -95,7 +95,7 @@ class TerminalInput:
         except OSError as exc:
             if exc.errno != errno.EIO:
                 raise
-            # The terminal is gone (closed where SIGHUP is ignored: nohup, `trap '' HUP`): end of input, as a
+            # The terminal is gone (closed where SIGHUP is ignored: `trap '' HUP`, a disowned job): end of input, as a
             # shell takes it; it was an internal error
             raise EOFError from None
 

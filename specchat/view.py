@@ -75,7 +75,7 @@ class _Stdout:
 
 
 def _stdout_hint(exc: OSError) -> str:
-    """A full disk wants space; EIO is a terminal closed under the run (SIGHUP ignored: nohup), where space is
+    """A full disk wants space; EIO is a terminal closed under the run (SIGHUP ignored: `trap '' HUP`), where space is
     not the matter."""
     if disk_full(exc):
         return "free some space or redirect stdout elsewhere"

@@ -79,7 +79,7 @@ def test_a_full_disk_is_one_clear_error(monkeypatch):
 
 
 def test_a_closed_terminal_is_not_told_to_free_space(monkeypatch):
-    """EIO: the terminal closed under a run that ignores SIGHUP (nohup); space is not what is wrong there."""
+    """EIO: the terminal closed under a run that ignores SIGHUP (`trap '' HUP`); space is not what is wrong there."""
     monkeypatch.setattr(sys, "stdout", Failing(OSError(errno.EIO, "Input/output error")))
     with pytest.raises(view.StdoutError) as err:
         view.write_stdout("x")

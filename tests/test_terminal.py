@@ -895,7 +895,7 @@ def test_errors_and_notes_wrap_at_words_on_a_narrow_terminal(tmp_path, args, cod
 
 
 def test_fake_chat_whose_terminal_closes_with_sighup_ignored_is_no_internal_error(tmp_path):
-    """The terminal closed at the chat's prompt where SIGHUP is ignored (nohup, `trap '' HUP`): prompt_toolkit's
+    """The terminal closed at the chat's prompt where SIGHUP is ignored (`trap '' HUP`): prompt_toolkit's
     writes fail with EIO, which ended the chat as "internal error ... this is a bug in specchat". It is the end
     of input, as a shell takes it: the chat leaves as at Ctrl-D."""
     import signal
