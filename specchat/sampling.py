@@ -104,8 +104,16 @@ def top_k_indices(logits: np.ndarray, k: int) -> np.ndarray:
     for margin in NEAR_MAX:
         near = np.flatnonzero(logits >= top - margin)
         if len(near) >= k:
-            return near[np.argpartition(logits[near], -k)[-k:]]
-    return np.argpartition(logits, -k)[-k:]
+            return _k_largest(near, logits[near], k)
+    return _k_largest(np.arange(len(logits)), logits, k)
+
+
+def _k_largest(ids: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """The k of `ids` (ascending) with the largest `values`, ties at the k-th place going to the lower ids as
+    np.argmax's do: argpartition kept an arbitrary one of them, and --top-k 1 then left the greedy reply."""
+    kth = np.partition(values, -k)[-k]
+    above, tied = ids[values > kth], ids[values == kth]
+    return np.concatenate([above, tied[: k - len(above)]])
 
 
 def best_token(logits: np.ndarray) -> int:

@@ -17,6 +17,7 @@ from specchat.errors import EngineError
 from specchat.sampling import (
     Sampler,
     SamplingParams,
+    best_token,
     draw,
     probabilities,
     top_k_indices,
@@ -189,6 +190,21 @@ def test_top_k_indices_are_the_k_largest(scale, k):
         logits[rng.integers(vocab)] += 100.0 * scale  # one far ahead of the rest
         expected = set(np.argsort(-logits, kind="stable")[:k].tolist())
         assert set(top_k_indices(logits, k).tolist()) == expected
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_top_k_breaks_ties_at_its_edge_as_greedy_does_toward_the_lower_id(k):
+    """Tied logits at the k-th place: the lower ids are kept, as np.argmax (greedy) and a stable sort pick them,
+    so that --top-k 1 at any temperature is the greedy reply token for token. argpartition kept an arbitrary one
+    of the tied: a row of 255 logits tied at the best three ways sampled id 252 where greedy took 8."""
+    rng = np.random.default_rng(k)
+    for vocab in (k + 1, 40, 255, 5000):
+        logits = rng.integers(0, 4, size=vocab).astype(np.float32)  # many exact ties, at the top too
+        expected = np.sort(np.argsort(-logits, kind="stable")[:k])
+        assert np.sort(top_k_indices(logits, k)).tolist() == expected.tolist()
+        if k == 1:
+            at_one = Sampler(SamplingParams(temperature=0.8, top_k=1, top_p=1.0, min_p=0.0, seed=k))
+            assert at_one.pick(logits)[0] == best_token(logits)
 
 
 def sorted_reference(logits: np.ndarray, sampling: SamplingParams) -> np.ndarray:
