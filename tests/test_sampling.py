@@ -535,3 +535,37 @@ def test_two_token_rounds_reproduce_the_joint_distribution(one_hot):
         counts[emitted[0], emitted[1]] += 1
     joint = P0[:, None] * P1
     assert chisquare_pvalue(counts, joint) > 0.001
+
+
+TARGET_LOGITS = np.log(np.array([0.30, 0.20, 0.15, 0.10, 0.10, 0.08, 0.05, 0.02]))
+DRAFT_LOGITS = np.log(np.array([0.05, 0.05, 0.10, 0.30, 0.20, 0.10, 0.10, 0.10]))
+FILTERED = {  # each filter at work, and at its edges (one token left: top-k 1, top-p 0, min-p 1, a tiny temperature)
+    "top-k 3": params(temperature=0.7, top_k=3),
+    "top-p 0.5": params(temperature=1.5, top_p=0.5),
+    "min-p 0.3": params(temperature=0.9, min_p=0.3),
+    "all three": params(temperature=1.3, top_k=6, top_p=0.8, min_p=0.1),
+    "top-k 1": params(temperature=2.0, top_k=1),
+    "top-p 0": params(temperature=2.0, top_p=0.0),
+    "min-p 1": params(temperature=2.0, min_p=1.0),
+    "temperature 1e-300": params(temperature=1e-300),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FILTERED))
+def test_sampler_verify_follows_the_filtered_target_distribution(case):
+    """Through Sampler.verify from raw logits, the draft's q processed with the same settings as the target's p (as
+    the engine does): the first token follows probabilities(target) under each filter and at its edges, where p and
+    q are cut to a few tokens, or one, and q's may be one the target never allows (chi-square, 20k rounds)."""
+    sampling = replace(FILTERED[case], seed=sorted(FILTERED).index(case))
+    sampler = Sampler(sampling)
+    p, q = probabilities(TARGET_LOGITS, sampling), probabilities(DRAFT_LOGITS, sampling)
+    rows = np.stack([TARGET_LOGITS, TARGET_LOGITS])
+    counts = np.zeros(len(p))
+    for _ in range(N):
+        guess = draw(q, sampler.rng)
+        accepted, token = sampler.verify([guess], [q], rows)
+        counts[guess if accepted else token] += 1
+    if np.count_nonzero(p) == 1:  # one token allowed: every round emits it, the draft's guess or not
+        assert counts[np.argmax(p)] == N
+    else:
+        assert chisquare_pvalue(counts, p) > 0.001
