@@ -173,7 +173,7 @@ def _number(data: dict, name: str, default: float, low: float, high: float) -> f
         return default
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise ApiError(400, f"'{name}' must be a number from {low:g} to {high:g}", code=f"invalid_{name}", param=name)
-    return float(value)
+    return float(value) + 0.0  # -0.0 becomes 0.0, as run's options read it
 
 
 # -- responses ------------------------------------------------------------------------------------------

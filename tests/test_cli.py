@@ -1818,3 +1818,10 @@ def test_pull_names_the_users_models_tables_when_they_replaced_a_packaged_pairs_
         f"[models.{pair.draft.name}] in {mine} replaced pair {pair.name}'s files: give it files of one family"
     )
     assert _entry_to_fix(replace(pair, overlay=mine)).startswith(f"give [pairs.{pair.name}] in {mine} a draft")
+
+
+def test_a_negative_zero_is_recorded_as_zero(files):
+    """`--temperature -0` (or --top-p, --min-p) was recorded as -0.0 in --json and the log, where the chat's /temp -0
+    reads 0: the same greedy setting, written two ways."""
+    payload = run_json(*files, "--json", "--temperature", "-0", "--min-p", "-0", "-n", "4", "Hello.")
+    assert json.dumps(payload["settings"]["temperature"]) == "0.0" and json.dumps(payload["settings"]["min_p"]) == "0.0"

@@ -672,6 +672,14 @@ def test_top_k_and_min_p_are_honoured_as_llama_server_reads_them():
         assert refused.value.status == 400 and refused.value.code == f"invalid_{next(iter(bad))}"
 
 
+def test_a_negative_zero_temperature_is_read_as_zero():
+    """A "temperature" of -0.0 was kept as -0.0, which the log recorded; run's --temperature -0 reads 0."""
+    from specchat.openai_api import parse_chat
+
+    params = parse_chat({"messages": [{"role": "user", "content": "a"}], "temperature": -0.0}, 2048).params
+    assert str(params.temperature) == "0.0"
+
+
 def test_a_batch_or_token_ids_as_a_completion_prompt_is_named_as_such(server):
     """The API's other prompt shapes were refused as "'prompt' must be a non-empty string", which reads as a
     malformed request: token ids, and a batch asked for as a stream, are now unsupported_parameter, saying which."""

@@ -131,7 +131,7 @@ def finite(low: float, high: float) -> Callable[[str], float]:
             raise typer.BadParameter(f"{text!r} is not a number: give one from {low:g} to {high:g}")
         if not low <= value <= high:
             raise typer.BadParameter(f"{text} is not in the range {low:g} to {high:g}")
-        return value
+        return value + 0.0  # -0.0 becomes 0.0: `--temperature -0` was recorded as -0.0 (the chat's /temp -0 as 0)
 
     return parse
 
