@@ -102,7 +102,12 @@ def bench(
     max_tokens: MaxTokens = 128,
     earlier_tokens: Annotated[int, Opt("--earlier-tokens", min=0, help=EARLIER_HELP)] = 512,
     temperature: Annotated[
-        float, typer.Option(parser=finite(0.0, 5.0), help="0-5; 0 = greedy (lossless check on).")
+        float,
+        typer.Option(
+            parser=finite(0.0, 5.0),
+            help="0-5; 0 = greedy (lossless check on); above 0 with run's default filters (top-k 40, top-p 0.95, "
+            "min-p 0.05).",
+        ),
     ] = 0.0,
     seed: Annotated[
         int, typer.Option(help="Sampling seed (with --temperature > 0; negative: one drawn, recorded).")
