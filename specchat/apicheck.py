@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .chat import Message
+from .template import RESERVED
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 TOOL_ROLES = ("tool", "function")  # a tool's result, the API's newer and older name: see _no_tools
@@ -132,6 +133,23 @@ def prediction(value) -> str | None:
     return _text(value.get("content"), refused)
 
 
+def template_kwargs(value, chat: bool) -> dict:
+    """llama-server's and vLLM's chat_template_kwargs: more variables for the chat template (Qwen3's
+    {"enable_thinking": false}), given to it as they are. Refused where they would replace what the server gives the
+    template (the messages, the generation prompt, the tools...), and on a plain completion, which no template
+    renders: ignored, the reply would not be what they asked for. Its type (an object) is checked with TYPED's."""
+    if not value:  # null or {} (or [], as PHP writes an empty map): none
+        return {}
+    if not chat:
+        message = "'chat_template_kwargs' is for chats: no chat template renders a completion's prompt"
+        raise ApiError(400, message, code="unsupported_parameter", param="chat_template_kwargs")
+    for key in value:
+        if key in RESERVED:
+            message = f"'chat_template_kwargs' may not set '{key}': the server gives the template that variable itself"
+            raise ApiError(400, message, code="invalid_chat_template_kwargs", param=f"chat_template_kwargs.{key}")
+    return dict(value)
+
+
 def unsupported(data: dict) -> None:
     """Refuse what this server cannot do rather than answer as if it had: a client that asked for a tool
     call, a JSON schema, log-probabilities, a logit bias, repeat penalties or audio must not get plain text that
@@ -228,6 +246,7 @@ TYPED = {
     **dict.fromkeys(("service_tier", "reasoning_effort", "verbosity"), TEXT),
     **dict.fromkeys(("metadata", "web_search_options", "response_format", "logit_bias", "audio"), OBJECT),
     "stream_options": OBJECT,  # only for "stream": true, which openai_api checks once its type is known
+    "chat_template_kwargs": OBJECT,  # llama-server's and vLLM's, honoured: template_kwargs
     **dict.fromkeys(("tools", "functions", "modalities"), LIST),
     **dict.fromkeys(("tool_choice", "function_call"), ((str, dict), "a string or an object")),
     # llama-server's and vLLM's own, refused unless they change nothing

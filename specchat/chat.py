@@ -9,6 +9,7 @@ models' templates drop the reasoning), as the model's own text.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -50,8 +51,11 @@ class Conversation:
         return head + self.messages
 
 
-def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool = True) -> list[int]:
-    """Token ids for the model to continue: the chat template with a generation prompt, or raw text."""
+def prompt_tokens(
+    engine: Engine, messages: list[Message], *, use_template: bool = True, template_kwargs: dict | None = None
+) -> list[int]:
+    """Token ids for the model to continue: the chat template with a generation prompt, or raw text.
+    template_kwargs: more variables for the template (an API request's chat_template_kwargs)."""
     if not use_template:
         text = "\n\n".join(m.content for m in messages)
         return engine.tokenize(text, add_special=True, parse_special=False)
@@ -61,7 +65,8 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
             f"{engine.path.name} has no chat template (tokenizer.chat_template)",
             hint="use --no-template to send the prompt as plain text",
         )
-    expected = _render(engine, template, [{"role": m.role, "content": m.content} for m in messages])
+    extra = template_kwargs or {}
+    expected = _render(engine, template, [{"role": m.role, "content": m.content} for m in messages], extra)
     # A template may look at contents: reasoning models' templates cut the reasoning off earlier replies,
     # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.
     every_sentinel = None  # all contents hidden, each sentinel found: what to use when neither gives `expected`
@@ -72,7 +77,7 @@ def prompt_tokens(engine: Engine, messages: list[Message], *, use_template: bool
         shown = [
             {"role": m.role, "content": _SENTINEL.format(i) if hidden(m) else m.content} for i, m in enumerate(messages)
         ]
-        rendered = _render(engine, template, shown)
+        rendered = _render(engine, template, shown, extra)
         if _SENTINEL_RE.sub(lambda found: messages[int(found[1])].content, rendered) == expected:
             return _tokens_around_contents(engine, rendered, messages)
         if every_sentinel is None and _sentinels(rendered) == list(range(len(messages))):
@@ -151,14 +156,15 @@ def _next_cut(messages: list[Message], sizes: list[float], start: int, excess: i
     return cut
 
 
-def _render(engine: Engine, template: str, messages: list[dict]) -> str:
+def _render(engine: Engine, template: str, messages: list[dict], extra: dict) -> str:
     def special(token: int) -> str:
         return engine.token_text(token).decode("utf-8", errors="replace") if token >= 0 else ""
 
-    # The fallback render holds the real message texts: they may be long, the template's own text is not.
-    limit = RENDER_CHARS + 4 * sum(len(m["content"]) for m in messages)
+    # The fallback render holds the real message texts: they may be long, the template's own text is not (nor
+    # are the extra variables, which a template may print).
+    limit = RENDER_CHARS + 4 * (sum(len(m["content"]) for m in messages) + len(json.dumps(extra)))
     try:
-        return bounded_render(template, messages, special(engine.eos), special(engine.bos), limit)
+        return bounded_render(template, messages, special(engine.eos), special(engine.bos), limit, extra)
     except Refused as exc:  # the same words as any failure; a server answers it as the client's fault
         # Gemma's and Mistral's templates refuse a system message: leaving it out is the fix that keeps the template
         system = any(m["role"] == "system" for m in messages)

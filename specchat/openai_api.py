@@ -39,6 +39,7 @@ class ApiRequest:
     prediction: str | None = None  # the text the reply is expected to hold (Predicted Outputs), for drafting
     prompts: list[str] = field(default_factory=list)  # a completion's: `prompt`, or a batch's (it is the first)
     seed_drawn: bool = False  # no seed (or a negative one) was given: params.seed was drawn, one per prompt
+    template_kwargs: dict = field(default_factory=dict)  # chat_template_kwargs: more variables for the chat template
 
     def prompt_params(self) -> list[SamplingParams]:
         """Each prompt's settings: a batch of one prompt sent three times (LangChain's generate([p, p, p])) asks for
@@ -142,11 +143,13 @@ def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
             param="stream_options.include_usage",
         )
     prediction = apicheck.prediction(data.get("prediction"))
+    template_kwargs = apicheck.template_kwargs(data.get("chat_template_kwargs"), chat=messages is not None)
     apicheck.unsupported(data)
     request = ApiRequest(
         model, messages, prompt, seeded, min(asked or cap, cap), stops, bool(stream), include_usage, prediction
     )
     request.seed_drawn = seeded is not params
+    request.template_kwargs = template_kwargs
     return request
 
 

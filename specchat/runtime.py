@@ -154,8 +154,10 @@ class Pipeline:
     def available(self, mode: str) -> bool:
         return mode == "target" or mode in self.drafters
 
-    def prompt(self, messages: list[Message], *, use_template: bool = True) -> list[int]:
-        return prompt_tokens(self.target, messages, use_template=use_template)
+    def prompt(
+        self, messages: list[Message], *, use_template: bool = True, template_kwargs: dict | None = None
+    ) -> list[int]:
+        return prompt_tokens(self.target, messages, use_template=use_template, template_kwargs=template_kwargs)
 
     def generate(
         self,

@@ -225,7 +225,8 @@ class Api:
         prompts = parsed.prompts or [parsed.prompt]  # a chat's prompt is its messages
         asks = [Ask(self.mode, self.k, params, parsed.max_tokens) for params in parsed.prompt_params()]
         pairs = zip(prompts, asks, strict=True)
-        jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction) for text, ask in pairs]
+        kwargs = parsed.template_kwargs
+        jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction, kwargs) for text, ask in pairs]
         for job in jobs[:-1]:  # a batch holds one queue place: its last job's, given back once that one is done
             job.holds_place = False
         try:  # before any status line: a prompt longer than the context is a 400, streamed or not

@@ -109,8 +109,10 @@ class Job:
         request: Request,
         stops: list[str],
         prediction: str | None = None,
+        template_kwargs: dict | None = None,
     ) -> None:
         self.messages = messages
+        self.template_kwargs = template_kwargs or {}  # more variables for the chat template (chat_template_kwargs)
         self.prompt = prompt
         self.prediction = prediction  # the text the reply is expected to hold (Predicted Outputs)
         self.request = request
@@ -194,10 +196,13 @@ class Engine:
             # A raw prompt's control tokens are read as such, as llama-server and vLLM read them: the client applied
             # a template or a fill-in-the-middle format (<|fim_prefix|>...) itself, and as text the model saw noise.
             return raw_prompt_ids(self.pipeline.target, job.prompt)
+        # The KV cache is reused by comparing these tokens: a chat_template_kwargs that changes the prompt changes them.
+        kwargs = job.template_kwargs
         if prefilled(job.messages):  # the reply continues it: its text after the template's assistant header
             *before, last = job.messages
-            return self.pipeline.prompt(before, use_template=True) + self.pipeline.target.tokenize(last.content)
-        return self.pipeline.prompt(job.messages, use_template=True)
+            head = self.pipeline.prompt(before, use_template=True, template_kwargs=kwargs)
+            return head + self.pipeline.target.tokenize(last.content)
+        return self.pipeline.prompt(job.messages, use_template=True, template_kwargs=kwargs)
 
     async def run(self, job: Job) -> Outcome:
         """Run the job on the worker thread (after the ones before it); admit() must have counted it and

@@ -18,13 +18,25 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from jinja2 import BaseLoader, nodes
+from jinja2.defaults import DEFAULT_NAMESPACE
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, _PassArg, generate_lorem_ipsum
 from jinja2.visitor import NodeTransformer
 
+# The names a template reads that the renderer sets itself (bounded_render's own variables, jinja2's globals, and
+# `self`, which jinja2 sets over any variable of that name): an API client's chat_template_kwargs may not set them.
+RESERVED = (
+    "messages", "eos_token", "bos_token", "raise_exception", "add_generation_prompt", "functions", "function_call",
+    "tools", "tool_choice", "strftime_now", *DEFAULT_NAMESPACE, "self",
+)  # fmt: skip
 
-def bounded_render(template: str, messages: list[dict], eos: str, bos: str, limit: int) -> str:
-    """What llama-cpp-python's Jinja2ChatFormatter renders, within RENDER_SECONDS and `limit` characters."""
+
+def bounded_render(
+    template: str, messages: list[dict], eos: str, bos: str, limit: int, extra: Mapping[str, Any] | None = None
+) -> str:
+    """What llama-cpp-python's Jinja2ChatFormatter renders, within RENDER_SECONDS and `limit` characters.
+    extra: more variables for the template (a request's chat_template_kwargs, such as enable_thinking); none of
+    them is one of RESERVED, which the caller checks (they are set under the renderer's own in any case)."""
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     def raise_exception(message: str):
@@ -32,6 +44,7 @@ def bounded_render(template: str, messages: list[dict], eos: str, bos: str, limi
 
     env = _BoundedEnvironment(limit, RENDER_SECONDS)
     variables = {
+        **(extra or {}),
         "messages": messages,
         "eos_token": eos,
         "bos_token": bos,
@@ -44,7 +57,7 @@ def bounded_render(template: str, messages: list[dict], eos: str, bos: str, limi
         "strftime_now": Jinja2ChatFormatter.strftime_now,
     }
     chunks, size = [], 0
-    for chunk in env.compile_bounded(template).generate(**variables):
+    for chunk in env.compile_bounded(template).generate(variables):  # a dict: a key "self" is no argument
         size += len(chunk)
         env.check(size)
         env.tick()

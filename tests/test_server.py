@@ -1167,6 +1167,54 @@ def test_messages_the_chat_template_refuses_are_a_400_not_a_500(tmp_path):
         running.stop()
 
 
+def test_chat_template_kwargs_reach_the_template(tmp_path):
+    """llama-server's and vLLM's chat_template_kwargs (Qwen3's {"enable_thinking": false}) were accepted and
+    ignored: a 200 whose prompt the template rendered without them. They are the template's variables now, and a
+    KV cache that holds the prompt of other values is reused only as far as the tokens agree."""
+    shows = "{% if enable_thinking is defined %}thinking={{ enable_thinking }} {{ deep.list[1] }}\n{% endif %}"
+    running = Server(tmp_path, "--no-log", template=shows + fake_backend.TEMPLATE, reply="{history}")
+    try:
+        for thinking in (False, True, None):
+            kwargs = {"enable_thinking": thinking, "deep": {"list": ["a", "b"]}} if thinking is not None else {}
+            reply = ask(running.client(), extra_body={"chat_template_kwargs": kwargs}).choices[0].message.content
+            assert reply.startswith(f"thinking={thinking} b\nuser\n" if thinking is not None else "user\n"), reply
+        for empty in (None, []):  # none, as {} (PHP writes an empty map as []), on a completion too
+            assert ask(running.client(), extra_body={"chat_template_kwargs": empty}).choices[0].message.content
+            body = {"prompt": PROMPT, "max_tokens": 4, "chat_template_kwargs": empty}
+            assert httpx.post(f"{running.url}/v1/completions", json=body, timeout=30).status_code == 200
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "code", "param"),
+    [
+        ("chat/completions", "no thinking", "invalid_chat_template_kwargs", "chat_template_kwargs"),
+        ("chat/completions", [{"enable_thinking": False}], "invalid_chat_template_kwargs", "chat_template_kwargs"),
+        *(
+            (
+                "chat/completions",
+                {"enable_thinking": False, key: "x"},
+                "invalid_chat_template_kwargs",
+                f"chat_template_kwargs.{key}",
+            )
+            for key in ("messages", "add_generation_prompt", "bos_token", "eos_token", "tools", "range", "self")
+        ),
+        ("completions", {"enable_thinking": False}, "unsupported_parameter", "chat_template_kwargs"),
+    ],
+)
+def test_chat_template_kwargs_of_a_wrong_shape_or_that_replace_the_servers_are_a_400(server, path, kwargs, code, param):
+    """Each was a 200 that ignored the field: the template's own variables (the messages, the generation prompt)
+    are the server's to set, and a completion's prompt has no template to give them to."""
+    body = {"chat_template_kwargs": kwargs, "max_tokens": 4}
+    body |= {"messages": [{"role": "user", "content": PROMPT}]} if path.startswith("chat") else {"prompt": PROMPT}
+    response = httpx.post(f"{server.url}/v1/{path}", json=body, timeout=30)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == (code, param)
+    assert param.rsplit(".", 1)[-1] in error["message"] and "chat_template_kwargs" in error["message"]
+
+
 def test_one_model_through_the_client(server):
     """models.retrieve(id) is GET /v1/models/{id}: the served model under any name it answers to, else a 404."""
     client = server.client()
