@@ -24,6 +24,7 @@ from .paths import expand_home
 
 NONE = "none"
 ROLES = ("user", "assistant")  # what the log's history indexes too (historylog.new_messages)
+SKIPPED = ("system", "developer", "tool", "function")  # OpenAI's other roles; another word is a mistake
 SHAPE = '{"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}'
 
 
@@ -73,6 +74,12 @@ def _texts(record: object, where: str) -> list[str]:
             raise UsageError(
                 f'{where}: "messages" item {bad} is not {{"role": ..., "content": "..."}}',
                 hint='every message has a "role" (user, assistant, system) and a string "content"',
+            )
+        strange = next((i for i, m in enumerate(messages, 1) if m["role"] not in ROLES + SKIPPED), None)
+        if strange is not None:  # skipped as a system message is, a misspelt role lost its message unsaid
+            raise UsageError(
+                f'{where}: "messages" item {strange} has the role {messages[strange - 1]["role"]!r}',
+                hint=f"a role is one of {', '.join(ROLES + SKIPPED)} (only user and assistant messages are indexed)",
             )
         return [text for m in messages if m["role"] in ROLES and (text := _text(m["content"]))]
     if isinstance(record, dict) and isinstance(record.get("turns"), list):  # Spec-Bench: the user's turns

@@ -109,6 +109,11 @@ def test_default_modes_leave_suffix_out(bench):
         ('{"messages": [{"role": "user"}]}\n', '"messages" item 1 is not'),
         ('{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}\n', '"messages" item 1 is not'),
         ('{"turns": ["a", 2]}\n', '"turns" must be a list of strings'),
+        # a role misspelt was skipped as a system message is: the history lost it without a word
+        (
+            '{"messages": [{"role": "user", "content": "a"}]}\n{"messages": [{"role": "usr", "content": "b"}]}\n',
+            "line 2: \"messages\" item 1 has the role 'usr'",
+        ),
     ],
 )
 def test_bad_history_file(tmp_path, content, needle):
