@@ -69,9 +69,13 @@ def single_turn(prompts: list[Prompt]) -> list[Prompt]:
     return [p for p in prompts if len(p.turns) == 1]
 
 
-def load_suite(name: str) -> list[Prompt]:
+def check_suite(name: str) -> None:
     if name not in SUITES:
         raise UsageError(f"unknown suite '{name}'", hint=f"choose one of: {', '.join(SUITES)}, or --prompts FILE")
+
+
+def load_suite(name: str) -> list[Prompt]:
+    check_suite(name)
     if name == "tiny":
         return [_prompt(record, "tiny", i) for i, record in enumerate(TINY, start=1)]
     source = resources.files("specchat").joinpath("suites/default.jsonl")

@@ -239,6 +239,16 @@ def test_suite_beside_prompts_is_named_as_not_used(fake_pair, tmp_path):
     assert {s["prompt_id"] for s in json.loads(result.stdout)["samples"]} == {"1"}
 
 
+def test_an_unknown_suite_beside_prompts_is_refused_as_alone(fake_pair, tmp_path):
+    """`--suite nope --prompts F` measured F with a note that "--suite nope is not used": a misspelt suite is
+    the error it is without --prompts, whatever else is given."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"category": "c", "turns": ["a"]}\n')
+    result = bench(fake_pair, "--modes", "ngram", "--prompts", str(path), "--suite", "nope", "-f", "json")
+    assert result.exit_code == 2 and "unknown suite 'nope'" in result.stderr, result.output
+    assert "is not used" not in result.stderr and result.stdout == ""
+
+
 def test_prompts_from_stdin(fake_pair):
     """`--prompts -` read a file called `-` ("prompts file not found: -"): `-` is stdin, as for most tools."""
     _folder, files = fake_pair

@@ -27,9 +27,11 @@ def check_bench_options(
     """The draft model's lengths and the modes to measure; usage errors and notes before anything is read."""
     from .. import benchoptions
     from ..benchjsonl import is_stdin
+    from ..benchsuite import check_suite
     from ..errors import UsageError
     from ..view import note, require_stdout
 
+    check_suite(suite)  # misspelt, an error even beside --prompts, which makes it unused: it was said "not used"
     if prompts is not None and given(ctx, "suite"):  # said, as an unused -k is: it was ignored without a word
         note(stderr_console(), f"--suite {suite} is not used: --prompts replaces the suite")
     k_list, mode_list = benchoptions.check_options(fmt, plot, output, ks, modes)
