@@ -20,7 +20,7 @@ from . import modes
 from .chat import decimal_number, whole_number
 from .errors import SpecchatError
 from .logstore import Recorder
-from .paths import expand_home
+from .paths import disk_full, expand_home
 from .runtime import Pipeline
 from .speculative import Stats
 from .statsview import position_bars, session_lines
@@ -255,6 +255,8 @@ class SlashCommands:
             # "No such file or directory" of a file that /save is to make: the folder is what is missing
             missing = isinstance(exc, FileNotFoundError) and not os.path.isdir(path.parent)  # never raises
             why = f"the folder {path.parent} does not exist" if missing else exc.strerror or exc
+            if disk_full(exc):  # the old file is whole (written atomically): what to do is the news
+                why = "the disk is full (free some space, or /save to another disk)"
             self._say(f"could not save to {path}: {why}", "red")
             return
         self._say(f"saved {len(self.conversation.messages)} messages to {path}")

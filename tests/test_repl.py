@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -265,6 +266,29 @@ def test_save_over_a_read_only_file_is_refused_and_keeps_it(tmp_path, read_only)
     read_only(kept)
     chat.command(f"/save {kept}")
     assert f"could not save to {kept}: Permission denied" in " ".join(out.getvalue().split())
+    assert kept.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.md"]
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_save_on_a_full_disk_says_so_and_keeps_the_old_file(tmp_path, monkeypatch, code):
+    """/save on a full disk said "No space left on device" (or "Disk quota exceeded") with no word of what to
+    do; it says the disk is full in one line, and the file it would replace stays whole, no temporary beside it."""
+    real_fdopen = os.fdopen
+
+    def full(handle, *args, **kwargs):
+        out = real_fdopen(handle, *args, **kwargs)
+        out.write = lambda text: (_ for _ in ()).throw(OSError(code, os.strerror(code)))
+        return out
+
+    chat, out = session()
+    chat.conversation.messages.append(Message("user", "hi"))
+    kept = tmp_path / "kept.md"
+    kept.write_text("old")
+    monkeypatch.setattr(os, "fdopen", full)
+    assert chat.command(f"/save {kept}")  # the chat goes on
+    said = " ".join(out.getvalue().split())
+    assert f"could not save to {kept}: the disk is full (free some space, or /save to another disk)" in said, said
+    assert len(out.getvalue().strip().splitlines()) == 1
     assert kept.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.md"]
 
 
