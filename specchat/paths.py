@@ -33,8 +33,10 @@ def expand_home(text: str) -> Path:
 
 
 def _from_env(name: str, default: str) -> Path:
+    """A relative value is taken from the current directory, and named whole in messages (`logs --path`): "data"
+    says nothing of where it is."""
     value = os.environ.get(name)
-    return expand_home(value) if value else Path(default)
+    return expand_home(value).absolute() if value else Path(default)
 
 
 def data_dir() -> Path:

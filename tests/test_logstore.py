@@ -1158,7 +1158,22 @@ def test_a_data_dir_under_an_unknown_users_home_is_not_an_internal_error(isolate
     error (Path.expanduser's RuntimeError); as in a shell, the unknown ~user is left as it is."""
     monkeypatch.chdir(isolated)
     monkeypatch.setenv("SPECCHAT_DATA_DIR", "~nosuchuser-specchat/d")
-    assert ok(invoke("logs", "--path")) == "~nosuchuser-specchat/d/logs.db\n"
+    assert ok(invoke("logs", "--path")) == f"{isolated / '~nosuchuser-specchat/d/logs.db'}\n"
+
+
+@pytest.mark.parametrize("name", [f"SPECCHAT_{n}_DIR" for n in ("DATA", "MODELS", "CONFIG", "CACHE")])
+def test_a_relative_folder_variable_is_taken_from_the_current_directory_and_shown_whole(isolated, monkeypatch, name):
+    """SPECCHAT_DATA_DIR=data: `logs --path` printed "data/logs.db", and every message named the folder so, a path
+    that says nothing of where it is once read elsewhere (each run takes it from its own directory, as docs say)."""
+    from specchat import paths
+
+    monkeypatch.chdir(isolated)
+    monkeypatch.setenv(name, "data")
+    folder = {"DATA": paths.data_dir, "MODELS": paths.models_dir, "CONFIG": paths.config_dir}
+    folder["CACHE"] = paths.cache_dir
+    assert folder[name.split("_")[1]]() == isolated / "data"
+    if name == "SPECCHAT_DATA_DIR":
+        assert ok(invoke("logs", "--path")) == f"{isolated / 'data' / 'logs.db'}\n"
 
 
 def test_logs_path_with_json_prints_json(isolated, private_log):
