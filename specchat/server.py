@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import errno
 import ipaddress
+import os
 import signal
 import socket
 
@@ -141,6 +142,32 @@ def _warn_if_no_chat(pipeline: Pipeline, console: Console) -> None:
     except SpecchatError as exc:
         warning = f"warning: /v1/chat/completions will fail: {exc.message}; /v1/completions serves"
         console.print(one_line(warning), style="yellow", highlight=False, markup=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def said_if_stopped_while_loading(console: Console):
+    """A SIGTERM before the server runs (the models' load) says so, then ends as before (the handler it finds
+    puts the terminal back; exit 143): a service's log ended at "loading", as if the server hung. Ignored, it
+    stays so (nohup)."""
+    before = signal.getsignal(signal.SIGTERM)
+    if before is signal.SIG_IGN:
+        yield
+        return
+
+    def say_and_stop(signum, frame) -> None:
+        with contextlib.suppress(OSError):  # a log pipe closed with the server: still exit 143
+            console.print("stopped while loading (SIGTERM)", highlight=False, markup=False)
+        signal.signal(signum, before if callable(before) else signal.SIG_DFL)
+        if callable(before):
+            before(signum, frame)
+        else:  # none was set up (serve called on its own): the signal's own end
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, say_and_stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
 
 
 def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socket.socket) -> None:

@@ -2036,3 +2036,26 @@ def test_a_batch_whose_prompt_fails_names_it(tmp_path):
         assert httpx.get(f"{running.url}/health").json()["busy"] == 0
     finally:
         running.stop()
+
+
+def test_sigterm_while_the_models_load_says_so(tmp_path):
+    """A SIGTERM (a service manager) before the models had loaded ended the server without a line: its log
+    said "loading" last, as if it had hung. It says "stopped while loading (SIGTERM)" and exits 143."""
+    target, draft = fake_backend.write_pair(tmp_path / "files", load_sleep=20)
+    log = tmp_path / "console.txt"
+    command = [sys.executable, "-m", "specchat", "serve", "--target", str(target), "--draft", str(draft)]
+    with open(log, "w") as sink:
+        process = subprocess.Popen(
+            [*command, "--mode", "spec", "--port", "0"], stdout=sink, stderr=subprocess.STDOUT,
+            env=child_env(tmp_path), cwd=tmp_path, preexec_fn=default_signals,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "fake: loading" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.05)
+        process.terminate()
+        assert process.wait(timeout=10) == -signal.SIGTERM, log.read_text()
+    finally:
+        process.kill()
+    assert log.read_text().endswith("stopped while loading (SIGTERM)\n"), log.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
@@ -189,7 +190,7 @@ def serve(
     """
     from ..cors import parse_origins
     from ..logstore import enabled as logging_on
-    from ..server import ServeConfig, check_host, listen
+    from ..server import ServeConfig, check_host, listen, said_if_stopped_while_loading
     from ..server import serve as run_server
     from ..view import note
 
@@ -208,5 +209,7 @@ def serve(
     config = ServeConfig(
         host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log, allow_origins=origins
     )
-    with sock, load_pipeline(options) as pipeline:
+    with sock, contextlib.ExitStack() as stack:
+        with said_if_stopped_while_loading(stderr_console()):
+            pipeline = stack.enter_context(load_pipeline(options))
         run_server(pipeline, config, stderr_console(), sock)
