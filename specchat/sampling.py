@@ -101,6 +101,8 @@ def top_k_indices(logits: np.ndarray, k: int) -> np.ndarray:
     if not 0 < k < len(logits):
         return np.arange(len(logits))
     top = logits.max()
+    if np.isnan(top):  # a broken row: kept whole, so that probabilities() refuses it as it refuses any NaN
+        return np.arange(len(logits))
     for margin in NEAR_MAX:
         near = np.flatnonzero(logits >= top - margin)
         if len(near) >= k:

@@ -288,6 +288,17 @@ def test_a_row_with_no_finite_probability_is_an_engine_error_not_an_index_error(
     assert probabilities(masked, params())[1] == 0.0
 
 
+@pytest.mark.parametrize("nans", [1, 40, 1000])
+def test_nan_logits_in_a_vocabulary_larger_than_top_k_are_the_engine_error(nans):
+    """top-k's tie-keeping partition dropped NaN ids (NaN is neither above nor equal to the k-th value): one NaN
+    sampled on from the broken row, k of them raised a bare ValueError (a 500 in serve) past the draft's
+    EngineError handler. The tests above use rows smaller than k, which never reach the partition."""
+    row = np.linspace(-3.0, 3.0, 1000).astype(np.float32)
+    row[np.random.default_rng(0).choice(1000, nans, replace=False)] = np.nan
+    with pytest.raises(EngineError, match="no finite probabilities"):
+        Sampler(SamplingParams(temperature=0.8, top_k=40, seed=1)).pick(row)
+
+
 @pytest.mark.parametrize(
     "row", [[0.0, np.nan, 5.0], [0.0, np.inf, 1.0], [-np.inf] * 3], ids=["nan", "inf", "all-masked"]
 )
