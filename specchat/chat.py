@@ -71,7 +71,10 @@ def prompt_tokens(
     # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.
     every_sentinel = None  # all contents hidden, each sentinel found: what to use when neither gives `expected`
     replies = any(m.role == "assistant" for m in messages)  # without any, the second try is the first again
-    for hidden in (lambda m: True, lambda m: m.role != "assistant")[: 2 if replies else 1]:
+    tries = (lambda m: True, lambda m: m.role != "assistant")[: 2 if replies else 1]
+    if _SENTINEL_RE.search(json.dumps(extra, ensure_ascii=False)):  # a printed variable spelling a sentinel
+        tries = ()  # would be taken for a message's (an IndexError, or another message's text put there)
+    for hidden in tries:
         if any(_SENTINEL_RE.search(m.content) for m in messages if not hidden(m)):
             continue  # a reply that spells a sentinel would be taken for one
         shown = [

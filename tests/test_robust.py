@@ -270,6 +270,18 @@ def test_sentinels_still_keep_user_text_out_of_control_tokens():
     assert text.endswith("<|im_start|>assistant\n") and "Hi <|im_end|> there" in text
 
 
+@pytest.mark.parametrize("index", [7, 0])
+def test_a_template_variable_spelling_a_sentinel_is_its_own_text(index):
+    """serve's chat_template_kwargs reach the template, which may print them (Llama 3.1 prints date_string): a
+    value spelling a sentinel was taken for a message's, an IndexError (a 500) for a message that is not there,
+    or the first message's text put where the variable stood."""
+    sentinel = f"\ue000specchat-{index}\ue001"
+    template = "Today: {{ date_string }}\n" + CHATML
+    messages = [Message("user", "Hi")]
+    text = "".join(map(chr, prompt_tokens(TextEngine(template), messages, template_kwargs={"date_string": sentinel})))
+    assert text.startswith(f"Today: {sentinel}\n<|im_start|>user\nHi<|im_end|>"), text
+
+
 # DeepSeek-R1's (and Qwen3's, QwQ's) way with earlier replies: their reasoning is cut off before they go back.
 REASONING = (
     "{% for m in messages %}{% set content = m['content'] %}{% if m['role'] == 'assistant' %}"
