@@ -890,6 +890,17 @@ def test_fake_help_and_version_to_a_full_disk(tmp_path, args, what):
     assert err[0].startswith(f"error: cannot write {what} to stdout: no space left on device  hint:"), err
 
 
+def test_fake_install_completion_into_a_path_it_cannot_write_names_that_path(tmp_path):
+    """Typer's --install-completion writes ~/.bashrc: a failure there was said as writing "to stdout" (full disk)
+    or hinted "free some space" (a directory in the way)."""
+    home = tmp_path / "home"
+    (home / ".bashrc").mkdir(parents=True)
+    done = _shell(f"HOME={home} {sys.executable} -m specchat --install-completion bash", tmp_path)
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 1 and len(err) == 1, done.stderr.decode()
+    assert err[0].startswith(f"error: cannot write {home / '.bashrc'}: is a directory  hint: check that path"), err
+
+
 @pytest.mark.parametrize(
     "args", [["models"], ["logs"], ["models", "--json"], ["--help"], ["run", "--help"], ["--version"]]
 )

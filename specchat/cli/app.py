@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..errors import SpecchatError
-from ..paths import env_flag
+from ..paths import disk_full, env_flag
 from ..terminal import restore_terminal
 from ..view import StdoutError, guard_stdout, print_error, silence_stdout, stderr_console, write_stdout
 from .helpfold import folded_help, with_folded_help
@@ -79,6 +79,7 @@ class SpecchatGroup(TyperGroup):
     def make_context(self, info_name, args, parent=None, **extra):
         """Ctrl-C while the root options are parsed, before invoke's boundary: Typer turns it into a
         silent exit 130, so it is said here."""
+        typed = list(args)  # the parse consumes `args`
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except KeyboardInterrupt:
@@ -91,11 +92,19 @@ class SpecchatGroup(TyperGroup):
         except BrokenPipeError:  # `specchat --version | true`: the reader left, as with a reply (exit 0)
             silence_stdout()
             raise typer.Exit(0) from None
-        except OSError as exc:  # Typer's own --show-completion > /dev/full; --install-completion's shell file
+        except OSError as exc:  # Typer's own --show-completion > /dev/full; --install-completion's shell files
             silence_stdout()
-            where = exc.filename or "the completion script to stdout"
+            shown = any(arg.startswith("--show-completion") for arg in typed)
+            where = exc.filename or ("the completion script to stdout" if shown else "the completion script")
             reason = (exc.strerror or str(exc)).lower()
-            print_error(stderr_console(), f"cannot write {where}: {reason}", "free some space, or write elsewhere")
+            hint = (
+                "free some space, or write elsewhere"
+                if disk_full(exc)
+                else "redirect stdout elsewhere"
+                if shown
+                else "check that path, or print the script with --show-completion"
+            )
+            print_error(stderr_console(), f"cannot write {where}: {reason}", hint)
             raise typer.Exit(1) from None
         except typer.TyperException as exc:  # `specchat -v`, `specchat --debug=1`: Typer drew a boxed panel
             if type(exc).__name__ == "NoArgsIsHelpError":  # `specchat` alone: the help, shown already
