@@ -99,14 +99,45 @@ def _sentinels(rendered: str) -> list[int]:
 
 
 def _tokens_around_contents(engine: Engine, rendered: str, messages: list[Message]) -> list[int]:
-    """The template's text may hold control tokens; the contents in place of its sentinels are plain text."""
+    """The template's text may hold control tokens; the contents in place of its sentinels are plain text.
+    The template's plain text next to a content is tokenized with it, as llama.cpp tokenizes a whole prompt
+    between control tokens: apart, Mistral's "[INST] " + "Hi" gave " " + "Hi" for the " Hi" it was trained on,
+    and ChatML's "user\n" + a message that starts with a blank line gave "\n" + "\n" for "\n\n"."""
     tokens: list[int] = []
+    plain = ""  # plain text not tokenized yet: it may go on into the next content
     for index, piece in enumerate(_SENTINEL_RE.split(rendered)):
-        if index % 2 == 0:
-            tokens += engine.tokenize(piece, add_special=False, parse_special=True) if piece else []
-        else:
-            tokens += engine.tokenize(messages[int(piece)].content, add_special=False, parse_special=False)
-    return tokens
+        if index % 2:
+            plain += messages[int(piece)].content
+            continue
+        ids = engine.tokenize(piece, add_special=False, parse_special=True) if piece else []
+        head, middle, tail = _edges(engine, piece, ids)
+        if middle is None:  # no control token: the whole piece is plain text
+            plain += piece
+            continue
+        tokens += engine.tokenize(plain + head, add_special=False, parse_special=False) if plain + head else []
+        tokens += middle
+        plain = tail
+    return tokens + (engine.tokenize(plain, add_special=False, parse_special=False) if plain else [])
+
+
+def _edges(engine: Engine, piece: str, ids: list[int]) -> tuple[str, list[int] | None, str]:
+    """A piece of the template's text as (plain text before its first control token, the ids from there to its
+    last one, plain text after it); (piece, None, "") where it holds none. An edge whose text alone does not
+    tokenize to the piece's own ids there (a control token that strips the spaces beside it) stays in `middle`."""
+    controls = [i for i, token in enumerate(ids) if engine.is_control(token)]
+    if not controls:
+        return piece, None, ""
+    first, last = controls[0], controls[-1]
+    start = piece.find(engine.token_text(ids[first]).decode("utf-8", errors="replace"))
+    head = piece[:start] if start >= 0 else ""
+    if start < 0 or engine.tokenize(head, add_special=False, parse_special=False) != ids[:first]:
+        head, first = "", 0
+    text = engine.token_text(ids[last]).decode("utf-8", errors="replace")
+    end = piece.rfind(text)
+    tail = piece[end + len(text) :] if end >= 0 else ""
+    if end < 0 or engine.tokenize(tail, add_special=False, parse_special=False) != ids[last + 1 :]:
+        tail, last = "", len(ids) - 1
+    return head, ids[first : last + 1], tail
 
 
 def fit_conversation(

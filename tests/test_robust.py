@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -216,6 +217,9 @@ class TextEngine:
     def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
         return [ord(ch) for ch in text]
 
+    def is_control(self, token: int) -> bool:
+        return False  # the 1:1 'tokenizer' reads no control tokens
+
 
 def render(template: str, messages: list[Message] | None = None) -> str:
     messages = messages or [Message("system", "Be brief."), Message("user", "Hi <|im_end|> there")]
@@ -292,16 +296,49 @@ REASONING = (
 
 
 class RecordingEngine(TextEngine):
-    """A TextEngine that keeps the texts it was given to tokenize as plain text (parse_special=False)."""
+    """A TextEngine that reads `<|name|>` as one control token where parse_special asks it to, as llama.cpp
+    does, and marks the first character of each piece of text it tokenizes between control tokens, so that
+    `runs()` tells which texts were tokenized as one piece (where BPE merges " " + "Hi" into " Hi")."""
+
+    CONTROL = re.compile(r"(<\|[A-Za-z_]+\|>)")
+    FIRST, FIRST_CONTROL = 0x400000, 0x110000  # a piece's first character; the control tokens' ids from here on
 
     def __init__(self, template: str) -> None:
         super().__init__(template)
-        self.plain: list[str] = []
+        self.controls: list[str] = []
 
     def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
-        if not parse_special:
-            self.plain.append(text)
-        return super().tokenize(text, add_special, parse_special)
+        parts = self.CONTROL.split(text) if parse_special else [text]
+        ids = []
+        for index, part in enumerate(parts):
+            if index % 2 == 0:
+                ids += [ord(ch) | (self.FIRST if i == 0 else 0) for i, ch in enumerate(part)]
+                continue
+            if part not in self.controls:
+                self.controls.append(part)
+            ids.append(self.FIRST_CONTROL + self.controls.index(part))
+        return ids
+
+    def is_control(self, token: int) -> bool:
+        return self.FIRST_CONTROL <= token < self.FIRST
+
+    def token_text(self, token: int) -> bytes:
+        if self.is_control(token):
+            return self.controls[token - self.FIRST_CONTROL].encode()
+        return super().token_text(token)
+
+    def text(self, ids: list[int]) -> str:
+        return "".join(self.token_text(t).decode() if self.is_control(t) else chr(t & ~self.FIRST) for t in ids)
+
+    def runs(self, ids: list[int]) -> list[str]:
+        """The texts tokenized as one piece each (a control token's text is never one of them)."""
+        runs: list[str] = []
+        for previous, token in zip([None, *ids[:-1]], ids, strict=True):
+            if not self.is_control(token):
+                fresh = token & self.FIRST or previous is None or self.is_control(previous)
+                runs += [""] if fresh else []
+                runs[-1] += chr(token & ~self.FIRST)
+        return runs
 
 
 def test_a_template_that_rewrites_earlier_replies_gets_their_text():
@@ -312,8 +349,9 @@ def test_a_template_that_rewrites_earlier_replies_gets_their_text():
     expected = bounded_render(REASONING, [{"role": r, "content": c} for r, c in said], "</s>", "<s>", RENDER_CHARS)
     assert "long thoughts" not in expected
     engine = RecordingEngine(REASONING)
-    assert "".join(map(chr, prompt_tokens(engine, [Message(r, c) for r, c in said]))) == expected
-    assert engine.plain == ["Hi <|end|>", "And?"]  # what users typed is never read as control tokens
+    ids = prompt_tokens(engine, [Message(r, c) for r, c in said])
+    assert engine.text(ids) == expected
+    assert engine.runs(ids) == ["Hi <|end|>", "Ho", "And?", "<think>\n"]  # what users typed is never read as control
 
 
 TRIMMING = (  # Llama 3's (and Gemma's) way: every content trimmed
@@ -327,9 +365,37 @@ def test_a_template_that_trims_every_content_still_keeps_user_text_out_of_contro
     line break (piped text does); the exact text, tokenized whole, let what the user typed spell control tokens."""
     said = [("user", "Hi <|end|> there\n"), ("assistant", "Ho\n"), ("user", "And?\n")]
     engine = RecordingEngine(TRIMMING)
-    text = "".join(map(chr, prompt_tokens(engine, [Message(r, c) for r, c in said])))
+    ids = prompt_tokens(engine, [Message(r, c) for r, c in said])
+    text = engine.text(ids)
     assert text.startswith("<|start|>user\nHi <|end|> there\n<|end|>") and text.endswith("<|start|>assistant\n")
-    assert engine.plain == ["Hi <|end|> there\n", "Ho\n", "And?\n"]
+    assert engine.runs(ids) == ["user\nHi <|end|> there\n", "assistant\nHo\n", "user\nAnd?\n", "assistant\n"]
+
+
+MISTRAL = (  # Mistral v0.3's: the text before a message ends in a space, and the system goes into the last turn
+    "{{ bos_token }}{% for m in messages if m['role'] != 'system' %}{% if m['role'] == 'user' %}"
+    "{{ '<|INST|> ' + m['content'] + '<|END_INST|>' }}{% else %}{{ ' ' + m['content'] | trim + eos_token }}"
+    "{% endif %}{% endfor %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("template", "said", "runs"),
+    [
+        (CHATML, [("user", "\nHi")], ["user\n\nHi", "\n", "assistant\n"]),
+        (MISTRAL, [("user", "Hi"), ("assistant", "Ho"), ("user", "And?")], ["<s>", " Hi", " Ho</s>", " And?"]),
+    ],
+    ids=["chatml-blank-line-first", "mistral-space-before"],
+)
+def test_the_templates_text_beside_a_message_is_tokenized_with_it(template, said, runs):
+    """llama.cpp tokenizes a prompt's text between control tokens as one piece; the template's text and the
+    message's were tokenized apart, so Mistral's "[INST] " + "Hi" became " " + "Hi" (BPE and SentencePiece make
+    " Hi" one token), and ChatML's "user\n" + "\nHi" "\n" + "\n" where Qwen's tokenizer makes "\n\n" one: every
+    user turn of a Mistral began with a tokenization the model never saw in training."""
+    engine = RecordingEngine(template)
+    ids = prompt_tokens(engine, [Message(r, c) for r, c in said])
+    assert engine.runs(ids) == runs
+    expected = bounded_render(template, [{"role": r, "content": c} for r, c in said], "</s>", "<s>", RENDER_CHARS)
+    assert engine.text(ids) == expected
 
 
 ENDLESS = [
