@@ -51,6 +51,7 @@ class Recorder:
     warned: bool = False
     notice: str | None = None  # the last write found the log damaged and set it aside: the line that says so
     log_identity: tuple[int, int] | None = None  # file_identity() of the log that holds conversation cid
+    gone: list[Message] = field(default_factory=list)  # messages that gave way before they were logged
 
     @classmethod
     def start(cls, *, no_log: bool, latest_one: bool = False, cid: int | None = None) -> Recorder:
@@ -93,14 +94,16 @@ class Recorder:
             hint = f"the latest is {newest}: /load {newest}"
         return LogError(f"no conversation {what}: the ids are the numbers `specchat logs` lists", hint=hint)
 
-    def gave_way(self, count: int) -> None:
-        """The conversation's `count` oldest messages left it (chat.fit_conversation): the ones logged
-        already are no longer in it, so fewer of its messages are logged."""
-        self.logged = max(0, self.logged - count)
+    def gave_way(self, messages: list[Message]) -> None:
+        """The conversation's oldest messages left it (chat.fit_conversation): the ones logged already are no
+        longer in it, so fewer of its messages are logged; the others (a loaded file's) are logged before the
+        next reply, or a file's turns that gave way with its first reply never reached the log."""
+        self.gone += messages[self.logged :]
+        self.logged = max(0, self.logged - len(messages))
 
     def restart(self) -> None:
         """The next reply starts a new conversation in the log (/reset, /load FILE)."""
-        self.cid, self.logged, self.history = None, 0, None
+        self.cid, self.logged, self.history, self.gone = None, 0, None, []
 
     def conversation(self, system: str | None) -> Conversation:
         """The conversation to go on with: the history (a new --system replaces its own), or a new one."""
@@ -122,7 +125,7 @@ class Recorder:
         raises: a failure is one warning line."""
         try:
             self.cid = self.write(conversation, reply)
-            self.logged = len(conversation.messages)
+            self.logged, self.gone = len(conversation.messages), []
         except (sqlite3.Error, OSError) as exc:
             self._warn(exc)
         if self.notice:
@@ -165,7 +168,7 @@ class Recorder:
                 ).lastrowid
             else:  # /system may have changed it since
                 conn.execute("UPDATE conversations SET system = ? WHERE id = ?", (conversation.system, cid))
-            new = conversation.messages[self.logged :]
+            new = self.gone + conversation.messages[self.logged :]
             # The reply's own system prompt, with its settings: the conversation's row keeps only the latest (`-c
             # --system`, the chat's /system), which `logs` showed for every earlier reply too
             answered = json.dumps({**reply["settings"], "system": conversation.system})

@@ -63,9 +63,9 @@ def fit_turns(pipeline, conversation, settings, log) -> tuple[list[int], str | N
     """The prompt ids of a conversation whose last message is the new one; when it has outgrown the
     context its oldest turns give way (the log is told, so that later turns are still logged), and the
     note that says so is returned (None when nothing gave way)."""
-    before = len(conversation.messages)
+    before = list(conversation.messages)
     ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template)
-    log.gave_way(before - len(conversation.messages))
+    log.gave_way(before[: len(before) - len(conversation.messages)])
     if not dropped:
         return ids, None
     turns = f"{dropped} oldest turns" if dropped > 1 else "oldest turn"  # not "the 1 oldest turn"

@@ -963,3 +963,29 @@ def test_good_utf8_that_comes_as_surrogates_is_no_bad_bytes(live_chat, monkeypat
     assert repl.chat_loop(chat) == 0
     assert "not valid UTF-8" not in out.getvalue()
     assert chat.conversation.messages[0].content == "café au lait"
+
+
+def test_a_loaded_file_s_turns_that_gave_way_are_logged_too(tmp_path):
+    """A conversation loaded from a file is logged whole with its first new reply (logstore.Recorder), but when
+    that reply's prompt outgrew the context, the turns that gave way were never logged: the log (and `-c`
+    from it) began with the turns that were kept, while /load ID and -c keep every turn in the log."""
+    import fake_backend
+
+    from specchat import logread, logstore
+    from specchat.runtime import Options, open_pipeline
+
+    saved = Conversation("Be brief.", [])
+    for turn in range(4):
+        saved.messages += [Message("user", words(150, turn)), Message("assistant", "Noted.")]
+    save_conversation(saved, tmp_path / "long.json")
+    target, _draft = fake_backend.write_pair(tmp_path / "files", reply="Noted.")
+    log = logstore.Recorder(enabled=True, path=tmp_path / "logs.db")
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=1024), lambda _m: None) as pipeline:
+        out = io.StringIO()
+        chat = ChatSession(pipeline, ChatSettings(mode="target"), Console(file=out), None, log)
+        chat.command(f"/load {tmp_path / 'long.json'}")
+        chat.ask(words(150, 9))
+    assert "gave way" in out.getvalue()
+    logged = logread.load(tmp_path / "logs.db", log.cid)
+    assert [m.content for m in logged.messages if m.role == "user"] == [words(150, t) for t in (0, 1, 2, 3, 9)]
+    assert logged.system == "Be brief."
