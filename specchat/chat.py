@@ -141,13 +141,14 @@ def _edges(engine: Engine, piece: str, ids: list[int]) -> tuple[str, list[int] |
 
 
 def fit_conversation(
-    engine: Engine, conversation: Conversation, max_tokens: int = 0, use_template: bool = True
+    engine: Engine, conversation: Conversation, max_tokens: int = 0, use_template: bool = True, chat: bool = True
 ) -> tuple[list[int], int]:
     """The prompt ids of the conversation (its last message is the new one) and how many of its oldest
     turns gave way so that the reply has room. Turns are dropped only when the whole does not fit,
     and then down to half the context: the next turns append to the KV cache again instead of
     re-reading a conversation that shifts every turn. The system prompt always stays. Raises
-    ContextFullError, leaving the conversation as it was, when the new message alone is too long."""
+    ContextFullError, leaving the conversation as it was, when the new message alone is too long (its hint
+    names the chat's /system and "start the chat" only for a `chat`, not for `run -c`)."""
     n_ctx = engine.n_ctx
     room = min(n_ctx // REPLY_SHARE, max_tokens or n_ctx)
     prompt = prompt_tokens(engine, conversation.as_messages(), use_template=use_template)
@@ -166,11 +167,12 @@ def fit_conversation(
         kept = Conversation(conversation.system, messages[start:]).as_messages()
         prompt = prompt_tokens(engine, kept, use_template=use_template)
     if len(prompt) + min(room, MIN_REPLY) > n_ctx:
+        system_hint = " or the system prompt (/system, --system)" if chat else " or the system prompt (--system)"
         raise ContextFullError(
             f"this message takes {len(prompt)} tokens with the system prompt; the context holds {n_ctx}",
             # a system prompt can take most of the room: "shorten it" alone sent the user to the wrong text
-            hint=f"shorten it{' or the system prompt (/system, --system)' if conversation.system else ''}, "
-            "or start the chat with a larger --ctx",
+            hint=f"shorten it{system_hint if conversation.system else ''}, "
+            + ("or start the chat with a larger --ctx" if chat else "or raise --ctx"),
         )
     dropped = sum(1 for m in messages[:start] if m.role == "user")
     del messages[:start]

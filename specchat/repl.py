@@ -59,12 +59,13 @@ class ChatSettings:
         return Request(self.effective_mode, self.effective_k, self.params.seeded(), self.max_tokens)
 
 
-def fit_turns(pipeline, conversation, settings, log) -> tuple[list[int], str | None]:
+def fit_turns(pipeline, conversation, settings, log, chat: bool = True) -> tuple[list[int], str | None]:
     """The prompt ids of a conversation whose last message is the new one; when it has outgrown the
     context its oldest turns give way (the log is told, so that later turns are still logged), and the
-    note that says so is returned (None when nothing gave way)."""
+    note that says so is returned (None when nothing gave way). `chat`: False for `run -c`, whose errors
+    name no chat command."""
     before = list(conversation.messages)
-    ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template)
+    ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template, chat)
     log.gave_way(before[: len(before) - len(conversation.messages)])
     if not dropped:
         return ids, None

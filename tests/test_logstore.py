@@ -1393,3 +1393,13 @@ def test_a_ctrl_c_inside_a_search_is_a_ctrl_c_not_a_log_to_move_aside(isolated, 
         signal.signal(signal.SIGINT, previous)
     assert result.exit_code == 130, result.output
     assert "cannot read" not in result.stderr and "Traceback" not in result.output
+
+
+def test_a_continued_run_too_long_for_the_context_names_only_its_own_options(files):
+    """`run -c` whose message no longer fits with the system prompt gave the chat's hint: /system and
+    "start the chat", in a one-shot run that has neither."""
+    ok(invoke("run", *files, "Name a fruit."))
+    result = invoke("run", *files, "-c", "--ctx", "256", "--system", "be brief " * 120, "Say hi.")
+    assert_one_line_error(result, 1, "this message takes")
+    assert "/system" not in result.stderr and "chat" not in result.stderr, result.stderr
+    assert "shorten it or the system prompt (--system), or raise --ctx" in result.stderr, result.stderr

@@ -158,7 +158,7 @@ def _prompt(pipeline, conversation, settings, log) -> list[int]:
 
     if len(conversation.messages) == 1:
         return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
-    ids, gave_way = fit_turns(pipeline, conversation, settings, log)
+    ids, gave_way = fit_turns(pipeline, conversation, settings, log, chat=False)
     if gave_way:
         note(stderr_console(), gave_way)
     return ids
