@@ -27,9 +27,21 @@ def save_conversation(conversation: Conversation, path: Path) -> None:
         blocks = []
         for m in messages:
             mark = " (interrupted)" if m.interrupted else ""
-            blocks.append(f"## {m.role}{mark}\n\n{m.content}\n")
+            blocks.append(f"## {m.role}{mark}\n\n{_closed(m.content)}\n")
         body = "\n".join(blocks)
     write_atomic(path, body, keep_read_only=True)
+
+
+def _closed(text: str) -> str:
+    """The text with a fenced code block it leaves open closed: a reply cut off (-n, Ctrl-C) inside one
+    made every later heading of the file code. A heading put after it shows whether one is open, as
+    CommonMark reads it (fences of ~~~ or of more backticks, indented ones, ones that a list item ends)."""
+    from markdown_it import MarkdownIt
+
+    last = MarkdownIt("commonmark").parse(f"{text}\n\n## next\n")[-1]
+    if last.type != "fence" or last.level != 0:  # the heading came out (or a list item's code block ended)
+        return text
+    return text + ("" if text.endswith("\n") else "\n") + last.markup
 
 
 def load_conversation(path: Path) -> Conversation:

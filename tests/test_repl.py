@@ -989,3 +989,53 @@ def test_a_loaded_file_s_turns_that_gave_way_are_logged_too(tmp_path):
     logged = logread.load(tmp_path / "logs.db", log.cid)
     assert [m.content for m in logged.messages if m.role == "user"] == [words(150, t) for t in (0, 1, 2, 3, 9)]
     assert logged.system == "Be brief."
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Here:\n\n```python\nprint(1)",  # cut off by -n inside the block
+        "````markdown\n```\nnot the end",  # a longer fence: ``` inside it closes nothing
+        "~~~\nx = 1\n```",  # a tilde fence is not closed by backticks
+        "   ```\nindented up to three spaces is a fence",
+        "```\nshown\n```\n\nthen ```` ~~~\n```js\nlet a",  # the second block is the open one
+    ],
+)
+def test_save_markdown_closes_a_code_block_the_reply_left_open(tmp_path, reply):
+    """A reply cut off (-n, Ctrl-C) inside a code block left its fence open in /save FILE.md: every later
+    heading (## user, ## assistant) was read as code."""
+    from markdown_it import MarkdownIt
+
+    chat, _out = session()
+    chat.conversation.messages += [Message("user", "code?"), Message("assistant", reply, interrupted=True)]
+    chat.conversation.messages += [Message("user", "thanks"), Message("assistant", "You're welcome.")]
+    chat.command(f"/save {tmp_path / 'c.md'}")
+    text = (tmp_path / "c.md").read_text()
+    headings = [t.map[0] for t in MarkdownIt("commonmark").parse(text) if t.type == "heading_open"]
+    assert len(headings) == 4, text
+    assert reply in text  # the reply itself is kept as it was
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "```\nclosed\n```",
+        "    ```\nfour spaces: indented code, not a fence",
+        "1. step\n\n   ```\n   code in a list item",  # the list item ends at the heading, and its code with it
+    ],
+)
+def test_save_markdown_adds_no_fence_where_none_is_open(tmp_path, reply):
+    chat, _out = session()
+    chat.conversation.messages += [Message("assistant", reply), Message("user", "thanks")]
+    chat.command(f"/save {tmp_path / 'c.md'}")
+    assert (tmp_path / "c.md").read_text() == f"## assistant\n\n{reply}\n\n## user\n\nthanks\n"
+
+
+def test_save_markdown_closes_no_earlier_block_for_an_html_block_left_open(tmp_path):
+    """Only an open code fence is closed: a fence appended for another open block (an HTML block that the reply
+    left open) would open a code block of its own."""
+    reply = "```\nclosed\n```\n\n<pre>\nnot closed"
+    chat, _out = session()
+    chat.conversation.messages += [Message("assistant", reply)]
+    chat.command(f"/save {tmp_path / 'c.md'}")
+    assert (tmp_path / "c.md").read_text() == f"## assistant\n\n{reply}\n"
