@@ -239,10 +239,13 @@ def _read_stream(what: str = "the prompt") -> str | None:
 def require_chat(pipeline: Pipeline, system: str | None = None) -> None:
     """A target whose chat template is missing (a base model) or cannot render refused every message of the
     chat with 'use --no-template', an option a running chat cannot take: said before the first prompt (with the
-    chat's system message, which some templates want first)."""
-    opening = [Message("system", system)] if system else []
-    with contextlib.suppress(MessagesRefused):  # refused these messages (a system one), not every chat: said when sent
-        pipeline.prompt([*opening, Message("user", "Hi")])
+    chat's system message, which some templates want first; one that the template refuses, as Gemma 2's does, is
+    refused here too, not with the first message)."""
+    if system:
+        pipeline.prompt([Message("system", system), Message("user", "Hi")])
+        return
+    with contextlib.suppress(MessagesRefused):  # refused these messages, not every chat: said when sent
+        pipeline.prompt([Message("user", "Hi")])
 
 
 def chat_loop(session: ChatSession, *, history: bool = False) -> int:

@@ -695,6 +695,34 @@ def test_a_template_that_refuses_a_system_message_hints_to_leave_it_out(fake_mod
     assert plain.exit_code == 0, plain.output
 
 
+def test_a_system_prompt_the_template_refuses_is_refused_when_set(fake_models, tmp_path):
+    """/system TEXT said "system prompt set" under a template that refuses a system message (Gemma 2's), and the
+    error came only with the next message; a --system the chat starts with was refused only then too."""
+    import io
+
+    from rich.console import Console
+
+    from specchat.chat import MessagesRefused
+    from specchat.repl import ChatSession, ChatSettings, require_chat
+    from specchat.runtime import Options, open_pipeline
+
+    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    target = fake_file(tmp_path, "gemma", template=refusing + fake_backend.TEMPLATE)
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=4096), lambda _m: None) as pipeline:
+        with pytest.raises(MessagesRefused, match="System role not supported"):
+            require_chat(pipeline, system="Be brief.")
+        require_chat(pipeline)  # without one the chat starts
+        console = Console(file=io.StringIO(), width=200, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="target", max_tokens=8), console, None)
+        chat.command("/system Be brief.")
+        shown = console.file.getvalue()
+        assert "System role not supported" in shown and "system prompt set" not in shown, shown
+        assert chat.conversation.system is None  # the previous one (none) is kept
+        chat.command("/system off")
+        assert "system prompt cleared" in console.file.getvalue()
+        chat.ask("Hi")  # the chat goes on
+
+
 def test_fake_model_without_a_template(fake_models, tmp_path):
     target = fake_file(tmp_path, "bare", template=None)
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")

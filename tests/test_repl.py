@@ -22,7 +22,10 @@ def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
     console = Console(file=out, width=100, force_terminal=False)
     available = {"target", "ngram", "auto"} | ({"spec"} if drafter else set())
     # interrupt: the chat sets its settle (a Pipeline has one, as every pipeline the CLI opens)
-    pipeline = SimpleNamespace(available=available.__contains__, interrupt=SimpleNamespace(settle=False))
+    # prompt: /system renders its text once (a template that takes it); no template refuses one here
+    pipeline = SimpleNamespace(
+        available=available.__contains__, interrupt=SimpleNamespace(settle=False), prompt=lambda _messages: []
+    )
     return ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None), out
 
 
