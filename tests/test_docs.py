@@ -425,3 +425,19 @@ def test_every_export_command_a_doc_gives_names_its_required_to():
             rest = [match.group(1) for match in command.finditer(line)]
             missing += [f"{doc.name}:{number}" for flags in rest if FLAG.search(flags) and not to_option.search(flags)]
     assert missing == []
+
+
+def test_the_system_row_says_what_no_template_sends_and_it_is_so(tmp_path):
+    """--system's row did not say what --no-template does with the system prompt: it is the first text of the
+    plain prompt, a blank line before the message."""
+    from fake_backend import FakeEngine
+
+    from specchat.chat import Message, prompt_tokens
+
+    lines = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8").splitlines()
+    row = next(line for line in lines if line.startswith("| `--system`"))
+    assert "with `--no-template` the system prompt is sent first, then a blank line, then the message" in row
+    shown = re.search(r"`(Be brief\.[^`]*)`", row).group(1).encode().decode("unicode_escape")
+    engine = FakeEngine(tmp_path / "t.fake.gguf", {"role": "target"}, 4096)
+    messages = [Message("system", "Be brief."), Message("user", "Hi")]
+    assert engine.detokenize(prompt_tokens(engine, messages, use_template=False)) == shown == "Be brief.\n\nHi"
