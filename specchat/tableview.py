@@ -101,6 +101,8 @@ def models_table(rows: list[dict]) -> Table:
     caption = "* = file name not verified on the Hub"
     if any(row["checksum_ok"] is not None for row in rows):
         caption += "\nchecked = as models.toml lists it (size, sha256; without a sha256, also a well-formed GGUF)"
+    if not all(row["size"] for row in rows):
+        caption += "\n? = size not listed in models.toml"
     if any(row["gated"] for row in rows):
         caption += "\n(gated) = accept its licence on the Hub and set HF_TOKEN to pull it"
     table = Table(

@@ -1259,6 +1259,14 @@ def test_models_shows_which_files_are_gated(isolated):
     assert {row["role"]: row["gated"] for row in rows if row["pair"] == "mine"} == {"target": True, "draft": False}
 
 
+def test_models_says_what_a_size_of_question_mark_means(isolated):
+    """The bigger pairs' size column read "?" with no word on it (the caption explained only "*"): their sizes
+    are not pinned in models.toml."""
+    listed = invoke("models")
+    assert listed.exit_code == 0 and "│ ?" in listed.stdout
+    assert "? = size not listed in models.toml" in listed.stdout
+
+
 def test_models_names_a_directory_in_a_files_place(isolated):
     """A directory under a model's file name showed as simply not present, and --verify said nothing (exit 0)."""
     models = isolated / "models"
