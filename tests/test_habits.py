@@ -431,6 +431,25 @@ def test_a_prompt_of_several_unquoted_words_says_to_quote_it(isolated):
 
 
 @pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["add type hints", "{f}"], 'a file goes in on stdin: specchat run "add type hints" < {f}'),
+        (["{f}", "add type hints"], 'a file goes in on stdin: specchat run "add type hints" < {f}'),
+        (["{f}", "{f}"], "files go in on stdin: cat {f} {f} | specchat run"),
+    ],
+)
+def test_a_file_named_after_the_prompt_says_its_text_goes_in_on_stdin(isolated, monkeypatch, args, hint):
+    """`specchat run "add type hints" some_file.py` (as llm, aichat or a shell habit would have it) said to quote
+    the words into one prompt, `specchat run "add type hints some_file.py"`: the model got the file's name, never
+    its text. A word that names a file says how the file goes in."""
+    monkeypatch.chdir(isolated)
+    (isolated / "some_file.py").write_text("def f(x):\n    return x\n")
+    result = invoke("run", *[arg.format(f="some_file.py") for arg in args])
+    assert_one_line_error(result, 2, "the prompt is one argument: 2 were given")
+    assert hint.format(f="some_file.py") in result.stderr
+
+
+@pytest.mark.parametrize(
     ("args", "quoted"),
     [
         (["--", "why", "is", "the", "sky", "blue"], 'specchat run "why is the sky blue"'),

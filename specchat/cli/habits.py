@@ -11,7 +11,10 @@ the same table for people.
 
 from __future__ import annotations
 
+import shlex
+from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..errors import UsageError
 from .habittable import COMMANDS, FLAG_HINTS, FOREIGN, GLUED_NUMBER, HINT, LLAMA_SHORT, SUBCOMMANDS
@@ -222,12 +225,24 @@ SEVERAL_WORDS_TOO = 'an option\'s value of several words too: --system "be brief
 
 def _several_words(command_name: str, positionals: list[str]) -> None:
     if command_name == "run" and len(positionals) > 1:  # Ollama's `run MODEL why is the sky blue` joins them
-        words = " ".join(positionals)
+        files = [word for word in positionals if _is_file(word)]
+        words = " ".join(word for word in positionals if word not in files)
         words = words if len(words) <= 60 else f"{words[:59]}…"
-        raise UsageError(
-            f"the prompt is one argument: {len(positionals)} were given",
-            hint=f"quote it: specchat run {_quoted(words)} ({SEVERAL_WORDS_TOO})",
-        )
+        hint = f"quote it: specchat run {_quoted(words)} ({SEVERAL_WORDS_TOO})"
+        if files:  # `run "add type hints" a.py`: quoted into the prompt, the model got the file's name, not its text
+            prompt = f" {_quoted(words)}" if words else ""
+            names = " ".join(shlex.quote(name) for name in files)
+            if len(files) == 1:
+                hint = f"a file goes in on stdin: specchat run{prompt} < {names}"
+            else:
+                hint = f"files go in on stdin: cat {names} | specchat run{prompt}"
+        raise UsageError(f"the prompt is one argument: {len(positionals)} were given", hint=hint)
+
+
+def _is_file(word: str) -> bool:
+    with suppress(OSError, ValueError):  # a name too long for the system, a NUL in it: a word of the prompt
+        return Path(word).is_file()
+    return False
 
 
 def _quoted(words: str) -> str:
