@@ -32,6 +32,12 @@ LEGEND = (
     "n = replies measured (the prompts' turns x repetitions); tok/s excludes prefill; speedup = median of paired "
     "ratios, with its 95% interval (CI) over these prompts' replies, not what other prompts would give"
 )
+# The columns a first reader could not tell from the measured speedup without the docs.
+COLUMNS_LEGEND = (
+    "S(k), S(t/r) = the speedup the cost model predicts from the acceptance rate, from the measured tokens per round; "
+    "acc/rnd = accepted draft tokens per round (not counting the target's own); draft% = draft time share; "
+    "every column: docs/bench.md, 'Reading each figure'"
+)
 
 
 def context_note(result: BenchResult) -> str | None:
@@ -58,7 +64,7 @@ def to_markdown(result: BenchResult) -> str:
     lossless = lossless_line(result)
     if lossless is not None:  # a report pasted into an issue: a MISMATCH (json has "lossless") must not drop out
         lines += ["", f"*{lossless}*"]
-    lines += ["", f"*{LEGEND}*"]
+    lines += ["", f"*{LEGEND}; {COLUMNS_LEGEND}*"]
     return "\n".join(lines) + "\n"
 
 
@@ -212,7 +218,8 @@ def print_bench(console: Console, result, ks: list[int]) -> None:
     peak = peak_rss_mb()
     memory = f"peak memory {peak:.0f} MB; " if peak is not None else ""
     console.print(
-        f"{memory}{LEGEND}; uncoloured where that interval holds 1.00x: this run cannot tell it from the target alone",
+        f"{memory}{LEGEND}; uncoloured where that interval holds 1.00x: this run cannot tell it from the target "
+        f"alone; {COLUMNS_LEGEND}",
         style="dim",
         highlight=False,
     )

@@ -1110,6 +1110,18 @@ def test_every_report_says_that_n_counts_replies_and_the_interval_is_over_these_
         assert "95% interval (CI) over these prompts' replies, not what other prompts would give" in text
 
 
+def test_every_report_says_what_its_model_columns_are(fake_pair):
+    """The footer defined n, tok/s and the speedup, but not S(k), S(t/r), acc/rnd or draft%: a first reader saw
+    "speedup 0.63x" beside "S(k) 0.76x" with nothing on the screen to say which was measured."""
+    for args in ((), ("-f", "md")):
+        shown = bench(fake_pair, "--modes", "spec", "--ks", "1", *args)
+        assert shown.exit_code == 0, shown.output
+        text = " ".join(shown.stdout.split())
+        assert "S(k), S(t/r) = the speedup the cost model predicts" in text, text
+        assert "acc/rnd = accepted draft tokens per round" in text and "draft% = " in text
+        assert "docs/bench.md, 'Reading each figure'" in text
+
+
 @pytest.mark.parametrize("modes", ["ngram", "ngram,suffix"])
 def test_a_draft_no_mode_measured_drafts_with_is_noted_and_not_loaded(fake_pair, modes):
     """`bench --target T --draft D --modes ngram` loaded D, which nothing measured drafted with, without a word
