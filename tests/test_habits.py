@@ -37,7 +37,11 @@ def test_c_with_a_prompt_still_continues(files):
         (["export", "--to", "vllm", "-m", "Qwen/Qwen2.5-7B"], "-m is --mode here"),
         (["tune", "-m", "x.gguf"], "-m is not an option here: a model file is --target FILE"),
         (["run", "-p", "write a haiku"], '-p is --pair here; the prompt is the argument: specchat run "write a haiku"'),
-        (["run", "-f", "prompt.txt"], "-f is --format here; a prompt from a file is stdin: specchat run < prompt.txt"),
+        (
+            ["run", "-f", "prompt.txt", "add type hints"],  # llama-cli's -f FILE with an instruction: kept in the hint
+            "-f is --format here; a prompt from a file is stdin: specchat run < prompt.txt (with an instruction: "
+            'specchat run "..." < prompt.txt)',
+        ),
         (["bench", "-f", "p.jsonl"], "-f is --format here; prompts from a file: --prompts p.jsonl"),
         (["run", "--draft", "8", "hi"], "--draft is the draft model's file here; the draft length is -k 8"),
     ],

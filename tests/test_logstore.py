@@ -119,6 +119,16 @@ def test_system_dash_with_nothing_on_stdin_says_so(files):
     assert logged()[0]["system"] is None
 
 
+def test_a_prompt_that_names_a_file_is_sent_as_given_with_a_note(files, tmp_path, monkeypatch):
+    """`specchat run notes.py`: the model got the file's name, the user meant its text, and nothing said so."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.py").write_text("print(1)\n")
+    result = invoke("run", *files, "notes.py")
+    assert result.exit_code == 0 and "notes.py is a file here, but its name is the prompt" in result.stderr
+    assert "specchat run < notes.py" in result.stderr and logged()[0]["prompt"] == "notes.py"
+    assert "is a file here" not in invoke("run", *files, "no-such-file.py").stderr
+
+
 def test_system_dash_with_nothing_on_stdin_keeps_the_conversations_with_c(files):
     ok(invoke("run", *files, "--system", "Be brief.", "Hi"))
     result = invoke("run", *files, "-c", "--system", "-", "Again", input="  \n")

@@ -11,6 +11,13 @@ PER_REQUEST = ("serve", "has no equivalent in serve: each request sets its sampl
 OWN_OPTIONS = (
     "each setting is an option of its own here (--temperature T, --top-k K, --top-p P, --min-p P, --seed N, -n N)"
 )
+
+
+def file_on_stdin(name: str) -> str:
+    """llama-cli's -f FILE "instruction": the hint gave `run < FILE` alone, which dropped the instruction."""
+    return f'a prompt from a file is stdin: specchat run < {name} (with an instruction: specchat run "..." < {name})'
+
+
 TEMPLATE = "has no equivalent: the GGUF's own chat template is always used here"
 # Where the template can be left out: run's flag, serve's plain-text route (elsewhere there is none to name)
 TEMPLATES = (("run", f"{TEMPLATE} (--no-template: none)"), ("serve", f"{TEMPLATE} (POST /v1/completions: none)"))
@@ -98,7 +105,7 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--draft-p-min": [_is("--p-min")],
     "--spec-type": [_is("--mode", "spec: the draft model, ngram: prompt lookup"), _is("--modes")],
     "--prompt": [("run", 'has no equivalent: the prompt is the argument: specchat run "PROMPT"'), _is("--prompts")],
-    "--file": [("run", "has no equivalent: a prompt from a file is stdin: specchat run < FILE"), _is("--prompts")],
+    "--file": [("run", f"has no equivalent: {file_on_stdin('FILE')}"), _is("--prompts")],
     "-s": [_is("--seed"), PER_REQUEST],
     "--temp": [_is("--temperature"), PER_REQUEST],
     "--temperature": [PER_REQUEST],
@@ -156,7 +163,7 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     ),
     "-pg": [("bench", "has no equivalent: the prompts are --suite's or --prompts' (-n N: the tokens generated)")],
     "--prompt-file": [
-        ("run", "has no equivalent: a prompt from a file is stdin: specchat run < FILE"),
+        ("run", f"has no equivalent: {file_on_stdin('FILE')}"),
         _is("--prompts"),
     ],
     "--ignore-eos": [("--max-tokens", f"has no equivalent: {REPLY_END}")],

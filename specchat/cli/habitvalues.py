@@ -12,6 +12,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from ..errors import SpecchatError, UsageError
+from .habittable import file_on_stdin
 
 MODEL_FILE = re.compile(r"\S+\.gguf", re.IGNORECASE)  # one word: "how do I make a .gguf" is a prompt
 NAME_WORD = re.compile(r"[\w.:-]+")  # one word that could name a model or pair (no space, no slash)
@@ -135,7 +136,7 @@ def _format_file(command: str, value: str) -> str | None:
         return None
     if command == "bench":
         return f"-f is --format here; prompts from a file: --prompts {value}"
-    return f"-f is --format here; a prompt from a file is stdin: specchat run < {value}"
+    return f"-f is --format here; {file_on_stdin(value)}"
 
 
 def _no_limit(flag: str) -> Callable[[str, str], str | None]:

@@ -3,7 +3,10 @@ reply cannot use, loading the models and answering one prompt."""
 
 from __future__ import annotations
 
+import shlex
+from contextlib import suppress
 from functools import partial
+from pathlib import Path
 from typing import NamedTuple
 
 import typer
@@ -68,10 +71,22 @@ def open_log_and_read_input(prompt, system, view: View, *, raw: bool, no_log: bo
     from_stdin, system = system == "-", read_system(system)  # stdin, before the prompt reads what is left
     text = read_prompt(prompt, chat=view.chat, why_no_chat=view.why_no_chat, raw=raw)
     system = system if system and system.strip() else None  # blank, as /system: the template's own
+    if _names_a_file(prompt):  # `specchat run notes.md`: the model got the name, the user meant the text
+        note(stderr_console(), f"{prompt} is a file here, but its name is the prompt: its text goes in on stdin "
+                               f"(specchat run < {shlex.quote(prompt)})")  # fmt: skip
     if from_stdin and system is None:  # a pipe forgotten (cron, a script): not in silence
         kept = "the conversation's" if latest or cid is not None else "the template's"
         note(stderr_console(), f"--system - read nothing but blanks from stdin: {kept} system prompt is used")
     return log, system, text
+
+
+def _names_a_file(prompt: str | None) -> bool:
+    """A prompt of one word that names a file (not `-`, stdin's name)."""
+    if prompt is None or prompt == "-" or not prompt.strip() or any(c.isspace() for c in prompt):
+        return False
+    with suppress(OSError, ValueError):  # a name too long for the system, a NUL in it: a word, not a file
+        return Path(prompt).is_file()
+    return False
 
 
 def draft_after_unused_notes(
