@@ -36,6 +36,7 @@ LEGEND = (
 COLUMNS_LEGEND = (
     "S(k), S(t/r) = the speedup the cost model predicts from the acceptance rate, from the measured tokens per round; "
     "acc/rnd = accepted draft tokens per round (not counting the target's own); draft% = draft time share; "
+    "TTFT = seconds to the first token (median; the same prefill with or without drafting); "
     "every column: docs/bench.md, 'Reading each figure'"
 )
 
