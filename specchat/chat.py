@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,11 @@ if TYPE_CHECKING:  # only named: importing it loads llama.cpp, which a command t
 
 REPLY_SHARE = 4  # a conversation may fill the context up to the last quarter, kept free for the reply
 MIN_REPLY = 64  # a message leaving less room than this for its reply is refused
-_SENTINEL = "\ue000specchat-{}\ue001"
-_SENTINEL_RE = re.compile("\ue000specchat-(\\d+)\ue001")
+# A message's place in the rendered template. The nonce (this process's own) keeps text a client chose from
+# spelling one: a template variable (serve's chat_template_kwargs), two of them side by side, or a message.
+_NONCE = secrets.token_hex(8)
+_SENTINEL = f"\ue000specchat-{_NONCE}-{{}}\ue001"
+_SENTINEL_RE = re.compile(f"\ue000specchat-{_NONCE}-(\\d+)\ue001")
 
 
 class TemplateError(SpecchatError):
@@ -71,10 +75,7 @@ def prompt_tokens(
     # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.
     every_sentinel = None  # all contents hidden, each sentinel found: what to use when neither gives `expected`
     replies = any(m.role == "assistant" for m in messages)  # without any, the second try is the first again
-    tries = (lambda m: True, lambda m: m.role != "assistant")[: 2 if replies else 1]
-    if _SENTINEL_RE.search(json.dumps(extra, ensure_ascii=False)):  # a printed variable spelling a sentinel
-        tries = ()  # would be taken for a message's (an IndexError, or another message's text put there)
-    for hidden in tries:
+    for hidden in (lambda m: True, lambda m: m.role != "assistant")[: 2 if replies else 1]:
         if any(_SENTINEL_RE.search(m.content) for m in messages if not hidden(m)):
             continue  # a reply that spells a sentinel would be taken for one
         shown = [

@@ -274,16 +274,19 @@ def test_sentinels_still_keep_user_text_out_of_control_tokens():
     assert text.endswith("<|im_start|>assistant\n") and "Hi <|im_end|> there" in text
 
 
-@pytest.mark.parametrize("index", [7, 0])
-def test_a_template_variable_spelling_a_sentinel_is_its_own_text(index):
+@pytest.mark.parametrize(
+    "values",
+    [{"a": "\ue000specchat-7\ue001"}, {"a": "\ue000specchat-0\ue001"}, {"a": "\ue000specchat-", "b": "7\ue001"}],
+)
+def test_template_variables_spelling_a_sentinel_are_their_own_text(values):
     """serve's chat_template_kwargs reach the template, which may print them (Llama 3.1 prints date_string): a
-    value spelling a sentinel was taken for a message's, an IndexError (a 500) for a message that is not there,
-    or the first message's text put where the variable stood."""
-    sentinel = f"\ue000specchat-{index}\ue001"
-    template = "Today: {{ date_string }}\n" + CHATML
+    value spelling a sentinel, or two printed side by side, were taken for a message's: an IndexError (a 500) for
+    a message that is not there, or the first message's text put where the variable stood. The sentinels carry
+    this process's nonce, which no client can spell."""
+    template = "Today: {{ a }}{{ b }}\n" + CHATML
     messages = [Message("user", "Hi")]
-    text = "".join(map(chr, prompt_tokens(TextEngine(template), messages, template_kwargs={"date_string": sentinel})))
-    assert text.startswith(f"Today: {sentinel}\n<|im_start|>user\nHi<|im_end|>"), text
+    text = "".join(map(chr, prompt_tokens(TextEngine(template), messages, template_kwargs={"b": "", **values})))
+    assert text.startswith(f"Today: {values['a']}{values.get('b', '')}\n<|im_start|>user\nHi<|im_end|>"), text
 
 
 # DeepSeek-R1's (and Qwen3's, QwQ's) way with earlier replies: their reasoning is cut off before they go back.
