@@ -36,7 +36,13 @@ def _from_env(name: str, default: str) -> Path:
     """A relative value is taken from the current directory, and named whole in messages (`logs --path`): "data"
     says nothing of where it is."""
     value = os.environ.get(name)
-    return expand_home(value).absolute() if value else Path(default)
+    if not value:
+        return Path(default)
+    path = expand_home(value)
+    try:
+        return path.absolute()
+    except OSError:  # the current directory was deleted: the path as given, which its own use then names
+        return path
 
 
 def data_dir() -> Path:

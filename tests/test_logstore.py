@@ -1186,6 +1186,17 @@ def test_a_relative_folder_variable_is_taken_from_the_current_directory_and_show
         assert ok(invoke("logs", "--path")) == f"{isolated / 'data' / 'logs.db'}\n"
 
 
+def test_a_relative_folder_variable_in_a_deleted_directory_is_no_internal_error(isolated, monkeypatch):
+    """Made absolute (this session), a relative SPECCHAT_DATA_DIR needed the current directory: deleted under a
+    shell still in it, `logs --path` was "internal error: FileNotFoundError"; the path is kept as given there."""
+    gone = isolated / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", "data")
+    assert ok(invoke("logs", "--path")) == "data/logs.db\n"
+
+
 def test_logs_path_with_json_prints_json(isolated, private_log):
     """`logs --path --json` printed the bare path, which a JSON reader cannot parse; it is an object, as
     every other --json output is."""
