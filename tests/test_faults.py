@@ -838,9 +838,10 @@ def test_fake_non_utf8_arguments_are_replaced_with_a_warning(fake_models):
 
 
 def _shell(command: str, tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", "-c", command], capture_output=True, timeout=120, check=False, env=fake_env(tmp_path), cwd=tmp_path
-    )
+    # Typer's completion options take the shell named, not one looked for among the parent processes: `bash -c`
+    # execs its last command, so pytest's parent was asked (CI, nohup: "Shell None is not supported")
+    env = {**fake_env(tmp_path), "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    return subprocess.run(["bash", "-c", command], capture_output=True, timeout=120, check=False, env=env, cwd=tmp_path)
 
 
 def test_fake_broken_pipe_is_quiet(tmp_path):
