@@ -225,7 +225,7 @@ SEVERAL_WORDS_TOO = 'an option\'s value of several words too: --system "be brief
 
 def _several_words(command_name: str, positionals: list[str]) -> None:
     if command_name == "run" and len(positionals) > 1:  # Ollama's `run MODEL why is the sky blue` joins them
-        files = [word for word in positionals if _is_file(word)]
+        files = [word for word in positionals if names_a_file(word)]
         words = " ".join(word for word in positionals if word not in files)
         words = words if len(words) <= 60 else f"{words[:59]}…"
         hint = f"quote it: specchat run {_quoted(words)} ({SEVERAL_WORDS_TOO})"
@@ -239,7 +239,8 @@ def _several_words(command_name: str, positionals: list[str]) -> None:
         raise UsageError(f"the prompt is one argument: {len(positionals)} were given", hint=hint)
 
 
-def _is_file(word: str) -> bool:
+def names_a_file(word: str) -> bool:
+    """A word of the prompt that names a file (runsteps notes a one-word prompt that does)."""
     with suppress(OSError, ValueError):  # a name too long for the system, a NUL in it: a word of the prompt
         return Path(word).is_file()
     return False

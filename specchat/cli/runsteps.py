@@ -4,9 +4,7 @@ reply cannot use, loading the models and answering one prompt."""
 from __future__ import annotations
 
 import shlex
-from contextlib import suppress
 from functools import partial
-from pathlib import Path
 from typing import NamedTuple
 
 import typer
@@ -82,11 +80,11 @@ def open_log_and_read_input(prompt, system, view: View, *, raw: bool, no_log: bo
 
 def _names_a_file(prompt: str | None) -> bool:
     """A prompt of one word that names a file (not `-`, stdin's name)."""
+    from .habits import names_a_file
+
     if prompt is None or prompt == "-" or not prompt.strip() or any(c.isspace() for c in prompt):
         return False
-    with suppress(OSError, ValueError):  # a name too long for the system, a NUL in it: a word, not a file
-        return Path(prompt).is_file()
-    return False
+    return names_a_file(prompt)
 
 
 def draft_after_unused_notes(
