@@ -38,6 +38,21 @@ class MessagesRefused(TemplateError):
     """The chat template refused these messages by its own raise_exception (Gemma's "roles must alternate")."""
 
 
+def system_refusal(pipeline, system: str) -> TemplateError | None:
+    """Why the chat template refuses this system prompt (Gemma 2's "System role not supported"), or None: also
+    where it refuses a user's message alone, which is not the system prompt's doing (the chat says that itself).
+    `pipeline`: anything with prompt(messages), as runtime.Pipeline."""
+    try:
+        pipeline.prompt([Message("system", system), Message("user", "Hi")])
+    except TemplateError as exc:
+        try:
+            pipeline.prompt([Message("user", "Hi")])
+        except TemplateError:
+            return None
+        return exc
+    return None
+
+
 @dataclass
 class Message:
     role: str

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import modes
-from .chat import Message, TemplateError, decimal_number, whole_number
+from .chat import decimal_number, system_refusal, whole_number
 from .errors import SpecchatError
 from .logstore import Recorder
 from .paths import disk_full, expand_home
@@ -225,10 +225,9 @@ class SlashCommands:
         clear = arg.lower() == "off"
         if not clear and self.settings.use_template:
             # A template that refuses a system message (Gemma 2's) refused it only with the next message
-            try:
-                self.pipeline.prompt([Message("system", arg), Message("user", "Hi")])
-            except TemplateError as exc:
-                self._say(f"{exc.message} (the system prompt is left as it was)", "red")
+            refused = system_refusal(self.pipeline, arg)
+            if refused is not None:
+                self._say(f"{refused.message} (the system prompt is left as it was)", "red")
                 return
         self.conversation.system = None if clear else arg
         self._say("system prompt cleared (the template's default)" if clear else "system prompt set")

@@ -723,6 +723,26 @@ def test_a_system_prompt_the_template_refuses_is_refused_when_set(fake_models, t
         chat.ask("Hi")  # the chat goes on
 
 
+def test_a_template_that_refuses_every_message_does_not_blame_the_system_prompt(fake_models, tmp_path):
+    """The system prompt's check (this session) blamed it for a template that refuses every message: --system X
+    exited 1 with "leave out the system prompt", which would not help, and /system said the same. Only a
+    template that takes the user's message alone refuses the system prompt."""
+    import io
+
+    from rich.console import Console
+
+    from specchat.repl import ChatSession, ChatSettings, require_chat
+    from specchat.runtime import Options, open_pipeline
+
+    target = fake_file(tmp_path, "nope", template="{{ raise_exception('nope') }}" + fake_backend.TEMPLATE)
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=4096), lambda _m: None) as pipeline:
+        require_chat(pipeline, system="Be brief.")  # as without one: the refusal is said when a message is sent
+        console = Console(file=io.StringIO(), width=200, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="target", max_tokens=8), console, None)
+        chat.command("/system Be brief.")
+        assert "system prompt set" in console.file.getvalue() and chat.conversation.system == "Be brief."
+
+
 def test_fake_model_without_a_template(fake_models, tmp_path):
     target = fake_file(tmp_path, "bare", template=None)
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "Hi")
