@@ -723,6 +723,30 @@ def test_a_system_prompt_the_template_refuses_is_refused_when_set(fake_models, t
         chat.ask("Hi")  # the chat goes on
 
 
+def test_a_loaded_conversation_whose_system_prompt_the_template_refuses_says_so_at_once(fake_models, tmp_path):
+    """/load of a conversation with a system prompt (another model's) under a template that refuses one: the
+    load said nothing, and the next message failed on it."""
+    import io
+
+    from rich.console import Console
+
+    from specchat.chat import Conversation, Message
+    from specchat.repl import ChatSession, ChatSettings
+    from specchat.runtime import Options, open_pipeline
+    from specchat.transcript import save_conversation
+
+    saved = tmp_path / "talk.json"
+    save_conversation(Conversation("Be brief.", [Message("user", "Hi"), Message("assistant", "Hello")]), saved)
+    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    target = fake_file(tmp_path, "gemma", template=refusing + fake_backend.TEMPLATE)
+    with open_pipeline(Options(target_path=target, mode="target", n_ctx=4096), lambda _m: None) as pipeline:
+        console = Console(file=io.StringIO(), width=200, force_terminal=False)
+        chat = ChatSession(pipeline, ChatSettings(mode="target", max_tokens=8), console, None)
+        chat.command(f"/load {saved}")
+        shown = console.file.getvalue()
+        assert "loaded" in shown and "System role not supported" in shown and "/system off" in shown, shown
+
+
 def test_a_template_that_refuses_every_message_does_not_blame_the_system_prompt(fake_models, tmp_path):
     """The system prompt's check (this session) blamed it for a template that refuses every message: --system X
     exited 1 with "leave out the system prompt", which would not help, and /system said the same. Only a
