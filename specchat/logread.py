@@ -78,7 +78,7 @@ turns AS ({turns})
 SELECT m.id, m.conversation_id, t.turn, m.created, {prompt} AS prompt,
        CAST(c.system AS TEXT) AS system, CAST(m.content AS TEXT) AS reply, m.interrupted,
        CAST(c.pair AS TEXT) AS pair, CAST(c.target AS TEXT) AS target, CAST(c.draft AS TEXT) AS draft,
-       CAST(m.label AS TEXT) AS label, m.settings, m.stats
+       NULL AS answered_by, CAST(m.label AS TEXT) AS label, m.settings, m.stats
 FROM messages m CROSS JOIN conversations c ON c.id = m.conversation_id CROSS JOIN turns t ON t.id = m.id
 WHERE m.id IN picked ORDER BY m.id
 """  # columns in the order docs/usage.md lists the keys of `logs --json`; text CAST AS TEXT: a BLOB another program
@@ -149,11 +149,25 @@ def _reply(row: sqlite3.Row) -> dict:
     item["interrupted"] = bool(item["interrupted"])
     for key in ("settings", "stats"):
         item[key] = _json_object(item[key])
-    if item["settings"] is not None and "system" in item["settings"]:
-        system = item["settings"].pop("system")
+    settings = item["settings"] or {}
+    if "system" in settings:
+        system = settings.pop("system")
         if system is None or isinstance(system, str):  # a garbled one: the conversation's stands
             item["system"] = system
+    item["answered_by"] = _answered_by({key: settings.pop(key) for key in MODEL_FILES if key in settings}, item)
     return item
+
+
+MODEL_FILES = ("pair", "target", "draft")  # kept with each reply's settings, and the conversation's as it began
+
+
+def _answered_by(files: dict, item: dict) -> dict:
+    """The pair and files that answered a reply: the conversation's where its settings do not hold them (a reply
+    logged before specchat kept them per reply, one it did not write) or hold them garbled."""
+    whole = len(files) == len(MODEL_FILES) and isinstance(files["target"], str)
+    if whole and all(files[key] is None or isinstance(files[key], str) for key in ("pair", "draft")):
+        return files
+    return {key: item[key] for key in MODEL_FILES}
 
 
 def _encoding(conn: sqlite3.Connection) -> str:

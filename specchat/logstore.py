@@ -21,7 +21,7 @@ from .chat import Conversation, Message, whole_number
 from .logaside import file_identity, set_aside
 from .logdb import connect, transaction
 from .logfaults import LogError, NotSetAside, damaged, not_logged_because, reason
-from .logread import latest, load
+from .logread import MODEL_FILES, latest, load
 from .paths import env_flag, expand_home, log_file
 from .transcript import TranscriptError, load_conversation
 
@@ -169,9 +169,11 @@ class Recorder:
             else:  # /system may have changed it since
                 conn.execute("UPDATE conversations SET system = ? WHERE id = ?", (conversation.system, cid))
             new = self.gone + conversation.messages[self.logged :]
-            # The reply's own system prompt, with its settings: the conversation's row keeps only the latest (`-c
-            # --system`, the chat's /system), which `logs` showed for every earlier reply too
-            answered = json.dumps({**reply["settings"], "system": conversation.system})
+            # The reply's own system prompt and model files, with its settings: the conversation's row keeps only the
+            # latest system prompt (`-c --system`, the chat's /system) and the files it began with, which `logs` showed
+            # for every reply, one that `-c --target OTHER`, --pair, --mode or the chat's /mode made with others too
+            files = {key: reply[key] for key in MODEL_FILES}
+            answered = json.dumps({**reply["settings"], "system": conversation.system, **files})
             for index, message in enumerate(new):
                 meta = (reply["label"], answered, json.dumps(reply["stats"])) if index == len(new) - 1 else (None,) * 3
                 conn.execute(

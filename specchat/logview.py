@@ -143,8 +143,7 @@ def _header(row: dict) -> Text:
 
 
 def _details(row: dict) -> str:
-    model = row["pair"] or (row["target"] or "").rsplit("/", 1)[-1]
-    parts = [model, row["label"] or ""]
+    parts = [_model(row), row["label"] or ""]
     # numbers only: a stats object edited by hand ("tokens_per_s": "x") failed the whole view at the format
     stats = {k: v for k, v in (row["stats"] or {}).items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if stats:
@@ -152,6 +151,28 @@ def _details(row: dict) -> str:
         if stats.get("drafted"):
             parts.append(f"{stats.get('acceptance_rate', 0):.0%} of {stats['drafted']:.0f} drafts accepted")
     return "  ·  ".join(part for part in parts if part)
+
+
+def _model(row: dict) -> str:
+    """What answered the reply: its pair, or its target's file name. Where that is the conversation's name but
+    not its files (`-c --draft OTHER`, a target of that name elsewhere), the files that differ are named too."""
+    answered, began = row["answered_by"], {key: row[key] for key in logread.MODEL_FILES}
+    name = _name(answered)
+    if answered == began or name != _name(began):
+        return name
+    if answered["target"] != began["target"] and not answered["pair"]:
+        name = answered["target"]
+    if answered["draft"] and answered["draft"] != began["draft"]:
+        name += f" (draft {_file_name(answered['draft'])})"
+    return name
+
+
+def _name(files: dict) -> str:
+    return files["pair"] or _file_name(files["target"] or "")
+
+
+def _file_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
 def _local(stamp: str) -> str:

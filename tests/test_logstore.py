@@ -98,6 +98,62 @@ def test_each_reply_is_logged_with_the_system_prompt_it_was_answered_under(files
     assert all("system" not in row["settings"] for row in logged())
 
 
+def details(text: str) -> list[str]:
+    """The line under each reply's header in `logs` (its model, mode and statistics)."""
+    lines = text.splitlines()
+    return [lines[n + 1] for n, line in enumerate(lines) if line.startswith("conversation ")]
+
+
+def test_a_reply_another_model_answered_is_logged_and_shown_with_that_model(files, isolated):
+    """The log kept the pair, target and draft once per conversation, as it began: after `run -c --target OTHER`
+    (or --pair, --draft, --mode, the chat's /mode), `logs` and `logs --json` showed the reply under the first model,
+    with nothing to say that another one answered it. Each reply keeps the files that answered it."""
+    target, draft = Path(files[1]), isolated / "files" / "draft.fake.gguf"
+    other = shutil.copy(target, isolated / "files" / "other.fake.gguf")
+    ok(invoke("run", *files, "Name a fruit."))
+    ok(invoke("run", *files, "-c", "--target", str(other), "Name a bird."))
+    ok(invoke("run", *files, "-c", "--draft", str(draft), "--mode", "spec", "Name a tree."))
+    rows = logged()
+    assert [row["answered_by"] for row in rows] == [
+        {"pair": None, "target": str(target), "draft": None},
+        {"pair": None, "target": str(other), "draft": None},
+        {"pair": None, "target": str(target), "draft": str(draft)},
+    ]
+    assert all(row["target"] == str(target) and row["draft"] is None for row in rows)  # the conversation's, as it began
+    assert all(not {"pair", "target", "draft"} & set(row["settings"]) for row in rows)  # run --json's settings
+    shown = [line.split("  ·  ")[:2] for line in details(ok(invoke("logs")))]
+    assert shown == [
+        ["target.fake.gguf", "target alone"],
+        ["other.fake.gguf", "target alone"],
+        ["target.fake.gguf (draft draft.fake.gguf)", "spec k=4"],
+    ]
+
+
+def test_replies_of_the_model_a_conversation_began_with_are_shown_as_before(files):
+    """The common case: every reply answered by the conversation's files, each line under a header as it was."""
+    ok(invoke("run", *files, "Name a fruit."))
+    ok(invoke("run", *files, "-c", "Name a bird."))
+    rows = logged()
+    assert [row["answered_by"] for row in rows] == [{key: row[key] for key in logread.MODEL_FILES} for row in rows]
+    assert [re.sub(r"\d+ tokens?, [\d.]+ tok/s", "N", line) for line in details(ok(invoke("logs")))] == [
+        "target.fake.gguf  ·  target alone  ·  N"
+    ] * 2
+
+
+def test_a_reply_logged_before_replies_kept_their_model_reads_as_the_conversations(files):
+    """A log that an earlier specchat wrote has no files in a reply's settings: the conversation's answered it."""
+    ok(invoke("run", *files, "Name a fruit."))
+    ok(invoke("run", *files, "-c", "Name a bird."))
+    with sqlite3.connect(log_file()) as conn:
+        old = "json_remove(settings, '$.pair', '$.target', '$.draft')"  # as an earlier specchat wrote it
+        conn.execute(f"UPDATE messages SET settings = {old} WHERE id = 2")
+        conn.execute("UPDATE messages SET settings = json_set(settings, '$.target', 7) WHERE id = 4")  # garbled
+    rows = logged()
+    assert [row["answered_by"] for row in rows] == [{"pair": None, "target": files[1], "draft": None}] * 2
+    assert [row["settings"]["max_tokens"] for row in rows] == [400, 400]
+    assert [line.split("  ·  ")[0] for line in details(ok(invoke("logs")))] == ["target.fake.gguf"] * 2
+
+
 def test_system_dash_reads_the_system_prompt_from_stdin(files):
     """`--system -` was the system prompt "-": a dash is stdin, as the prompt's is; the prompt is the argument."""
     ok(invoke("run", *files, "--system", "-", "Summarise", input="Be brief.\n"))
