@@ -24,6 +24,7 @@ from .registryentries import ModelSpec
 from .tuning import BEST_ACCEPTANCE
 
 TARGETS = ("llama-server", "vllm")
+EXPORTED_MODES = ("auto", "spec", "ngram")  # those llama-server and vLLM have an equivalent of
 ASSUMED_ACCEPTANCE = 0.6  # the draft model's prior in runtime before anything is measured
 NGRAM_TYPE = "ngram-mod"  # llama-server's draftless type closest to specchat on edits (docs/bench.md: 1.02x)
 VLLM_LOOKUP = (2, 4)  # prompt_lookup_min/max: specchat's prompt lookup matches 1..4 tokens; 1 guesses too often
@@ -141,7 +142,7 @@ def choose(tuning, has_draft: bool, mode: str = "auto", k: int | None = None, no
     why there is no tuning, when there is none."""
     from .tuning import trusted
 
-    if mode not in ("auto", "spec", "ngram"):
+    if mode not in EXPORTED_MODES:
         raise UsageError(_unexported(mode), hint="choose auto, spec or ngram")
     if mode == "spec" and not has_draft:
         raise UsageError("--mode spec needs a draft model", hint="give --draft FILE beside --target")

@@ -4,7 +4,8 @@ app.py holds the app and the one error boundary, options.py the options several 
 commands are grouped in run.py (run, serve), measure.py (bench, tune) and manage.py (models, pull, logs, export);
 runsteps.py, benchsteps.py and tunesteps.py hold the steps of run, bench and tune.
 habits.py refuses other tools' flags (habittable.py: which, and what to say; habitvalues.py: the values
-they are given; reading.py: how Click reads the arguments); helpfold.py folds the help tables.
+they are given; reading.py: how Click reads the arguments); helpfold.py folds the help tables;
+complete.py completes option values on Tab.
 """
 
 import os

@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
+from . import complete
 from .app import app, stderr_console
 from .options import (
-    MODES_ANY_CASE,
+    MODE_WORDS,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -18,10 +19,10 @@ from .options import (
     PairAlso,
     PairArgument,
     Target,
-    any_case,
     given,
     one_pair,
     utf8_text,
+    words,
 )
 
 VERIFY_HELP = "Read every present file: size and sha256 as models.toml lists them (no sha256: also a well-formed GGUF)."
@@ -136,6 +137,8 @@ def logs(
     logview.show(limit=count, query=query, cid=cid, as_json=as_json, full=full)
 
 
+# read as any mode (the error for target and suffix says they have no equivalent), completed as those exported
+EXPORT_MODE_WORDS = {**MODE_WORDS, "autocompletion": complete.words("export", "EXPORTED_MODES")}
 EXPORT_MODE_HELP = (
     "auto: what this machine's saved tuning says pays; spec: the draft model; ngram: prompt lookup (no draft model)."
 )
@@ -149,11 +152,11 @@ EXPORT_K_HELP = (
 @app.command(epilog="Examples:\n\n  specchat export --to llama-server\n\n  specchat export --to vllm --pair qwen2.5-7b")
 def export(
     ctx: typer.Context,
-    to: Annotated[str, Opt("--to", help="llama-server or vllm.", callback=any_case("export", "TARGETS"))],
+    to: Annotated[str, Opt("--to", help="llama-server or vllm.", **words("export", "TARGETS"))],
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP, callback=MODES_ANY_CASE)] = "auto",
+    mode: Annotated[str, Opt("--mode", "-m", help=EXPORT_MODE_HELP, **EXPORT_MODE_WORDS)] = "auto",
     draft_tokens: Annotated[int | None, Opt("--draft-tokens", "-k", min=1, max=64, help=EXPORT_K_HELP)] = None,
     n_ctx: Ctx = 4096,
     threads: Annotated[int, Opt("--threads", min=0, help=EXPORT_THREADS_HELP)] = 0,

@@ -15,7 +15,7 @@ from .benchsteps import check_bench_options, model_options, read_inputs
 from .options import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
-    MODES_LIST_ANY_CASE,
+    MODE_LIST_WORDS,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -28,9 +28,9 @@ from .options import (
     Target,
     Threads,
     a_path,
-    any_case,
     finite,
     one_pair,
+    words,
 )
 from .tunesteps import check_saveable, measure_tuning, refuse_unreplaceable, save_if_worth_it
 
@@ -39,9 +39,9 @@ TUNE_JSON_HELP = (
     "One JSON object on stdout instead of the table: pair, target, draft, machine, estimates, now, saved, ceilings, "
     "best, kept_saved_costs, path."
 )
-# Word options in any case (app.any_case): each reads its words from the module that checks them
-SUITE_WORDS, TURN_WORDS = any_case("benchsuite", "SUITES", "CATEGORIES"), any_case("benchsuite", "TURNS")
-REPORT_WORDS = any_case("benchreport", "FORMATS")
+# Word options in any case, completed by Tab (options.words): each reads its words from the module that checks them
+SUITE_WORDS, TURN_WORDS = words("benchsuite", "SUITES", "CATEGORIES"), words("benchsuite", "TURNS")
+REPORT_WORDS = words("benchreport", "FORMATS")
 SUITE_HELP = f"Built-in suite: default, quick, tiny, or one category ({', '.join(CATEGORIES)})."
 
 
@@ -75,7 +75,7 @@ def bench(
     pair: Pair = None,
     target: Target = None,
     draft: Draft = None,
-    suite: Annotated[str, typer.Option(help=SUITE_HELP, callback=SUITE_WORDS)] = "default",
+    suite: Annotated[str, typer.Option(help=SUITE_HELP, **SUITE_WORDS)] = "default",
     prompts: Annotated[
         Path | None,
         Opt(
@@ -90,12 +90,12 @@ def bench(
         Opt(
             "--turns",
             help="Measure every turn of a record (all) or only the first.",
-            callback=TURN_WORDS,
+            **TURN_WORDS,
         ),
     ] = "all",
     ks: Annotated[str, Opt("--ks", help="Draft-model lengths (1-16) to compare with the target alone.")] = "1,2,4,8",
     modes: Annotated[
-        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", callback=MODES_LIST_ANY_CASE)
+        str, Opt("--modes", help="Compare: spec (per k), ngram, suffix, auto.", **MODE_LIST_WORDS)
     ] = "spec,ngram,auto",
     history: Annotated[str, Opt("--history", help=BENCH_HISTORY_HELP, metavar="none|FILE")] = "none",
     reps: Annotated[int, typer.Option("--reps", "-r", min=1, help="Repetitions of every prompt and variant.")] = 3,
@@ -118,7 +118,7 @@ def bench(
     draft_gpu_layers: DraftGpuLayers = -1,
     fmt: Annotated[
         str,
-        typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.", callback=REPORT_WORDS),
+        typer.Option("--format", "-f", help="Output: table, md, csv, json, jsonl.", **REPORT_WORDS),
     ] = "table",
     output: Annotated[
         Path | None,

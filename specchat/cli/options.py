@@ -16,6 +16,7 @@ from ..ctxsize import MAX_AUTO
 from ..errors import UsageError
 from ..paths import expand_home, replace_bad_bytes, replaced_any
 from ..view import stderr_console
+from . import complete
 
 
 def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
@@ -51,16 +52,30 @@ def any_case(module: str, *names: str, many: bool = False) -> Callable[[str], st
     return lower
 
 
-MODES_ANY_CASE = any_case("modes", "MODES")  # --mode of run, serve and export
-MODES_LIST_ANY_CASE = any_case("modes", "MODES", many=True)  # bench's --modes
+def words(module: str, *names: str, many: bool = False) -> dict:
+    """A word option's callback (any_case) and Tab completion (complete.words), from one list of words:
+    `Opt("--to", **words("export", "TARGETS"))`."""
+    return {
+        "callback": any_case(module, *names, many=many),
+        "autocompletion": complete.words(module, *names, many=many),
+    }
+
+
+MODE_WORDS = words("modes", "MODES")  # --mode of run, serve and export
+# bench's --modes: read as any mode (the error for target says it is always measured), completed as those it compares
+MODE_LIST_WORDS = {
+    **words("modes", "MODES", many=True),
+    "autocompletion": complete.words("modes", "DRAFTING", many=True),
+}
 
 
 Opt = typer.Option
 PAIR_HELP = "Pair from `specchat models`, which marks the default one."
-Pair = Annotated[str | None, typer.Option("--pair", "-p", help=PAIR_HELP)]
-PairArgument = Annotated[str | None, typer.Argument(help=PAIR_HELP)]
+Pair = Annotated[str | None, typer.Option("--pair", "-p", help=PAIR_HELP, autocompletion=complete.pairs)]
+PairArgument = Annotated[str | None, typer.Argument(help=PAIR_HELP, autocompletion=complete.pairs)]
 # tune and pull take the pair as an argument; run, serve, bench and export as --pair/-p, which people type here too
-PairAlso = Annotated[str | None, typer.Option("--pair", "-p", help="The same as the PAIR argument.")]
+PAIR_ALSO_HELP = "The same as the PAIR argument."
+PairAlso = Annotated[str | None, typer.Option("--pair", "-p", help=PAIR_ALSO_HELP, autocompletion=complete.pairs)]
 
 
 def one_pair(argument: str | None, option: str | None) -> str | None:
