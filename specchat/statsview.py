@@ -78,10 +78,10 @@ def summary_line(stats: Stats, label: str) -> Text:
 def session_lines(totals: Stats) -> list[str]:
     """The chat's /stats: every reply of the session, merged. Its speed is the replies' own (generated tokens
     over decode time, as under each reply), not tokens over draft + verify time, which leaves out the
-    sampling and the view and read faster than any reply had run."""
-    lines = [
-        f"session: {n_tokens(totals.generated)} in {totals.rounds} rounds, {totals.tokens_per_s:.1f} tok/s (decode)"
-    ]
+    sampling and the view and read faster than any reply had run. Rounds are shown only next to drafts: with
+    none, a reply's last round made only the end token, and '14 tokens in 15 rounds' read as a miscount."""
+    rounds = f" in {totals.rounds} rounds" if totals.drafted else ""
+    lines = [f"session: {n_tokens(totals.generated)}{rounds}, {totals.tokens_per_s:.1f} tok/s (decode)"]
     if totals.drafted:
         share = _draft_share(totals)
         lines.append(

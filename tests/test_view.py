@@ -351,7 +351,15 @@ def test_session_lines():
     lines = session_lines(totals)
     assert lines[0] == "session: 20 tokens in 8 rounds, 8.0 tok/s (decode)"
     assert "accepted 9/12 drafts (75%)" in lines[1] and "25% draft / 75% verify" in lines[1]
-    assert session_lines(Stats()) == ["session: 0 tokens in 0 rounds, 0.0 tok/s (decode)"]
+    assert session_lines(Stats()) == ["session: 0 tokens, 0.0 tok/s (decode)"]
+
+
+def test_a_session_that_drafted_nothing_does_not_count_more_rounds_than_tokens():
+    """Auto with nothing drafted printed 'session: 14 tokens in 15 rounds': the round that made only the
+    end-of-reply token is a round but not a token. Rounds tell something only next to drafts."""
+    totals = Stats(generated=14, rounds=15, verify_s=2.0, rounds_by_source={"target": 15})
+    totals.total_s, totals.prefill_s = 3.0, 0.2
+    assert session_lines(totals) == ["session: 14 tokens, 5.0 tok/s (decode)"]
 
 
 def test_the_sessions_speed_is_the_speed_its_replies_were_said_to_run():
@@ -363,7 +371,7 @@ def test_the_sessions_speed_is_the_speed_its_replies_were_said_to_run():
         reply.total_s, reply.prefill_s = 1.5, 0.5
         assert summary_line(reply, "target alone").plain.startswith("── 10 tokens, 10.0 tok/s")
         totals.merge(reply)
-    assert session_lines(totals)[0] == "session: 20 tokens in 20 rounds, 10.0 tok/s (decode)"
+    assert session_lines(totals)[0] == "session: 20 tokens, 10.0 tok/s (decode)"
 
 
 def test_a_long_note_on_stderr_that_is_not_a_terminal_stays_one_line(monkeypatch):
