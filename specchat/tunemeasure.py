@@ -45,13 +45,14 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify, threads: int = 
     saved, problem = examine(key) if use_saved else (None, None)
     if trusted(saved):
         return saved
-    why = "once; `specchat tune` refines"
-    if not use_saved:  # --no-tuning: "once" read as if it were kept, and every such run measures again
+    # not "once": a calibration taken while the CPUs are busy is not saved, and every such run measures again
+    why = "none saved yet; `specchat tune` refines"
+    if not use_saved:  # --no-tuning: "yet" read as if this one would be kept, and every such run measures again
         why = "--no-tuning: for this run only, not saved"
-    elif saved is not None:  # `tune` ran: "once" read as if it had not
+    elif saved is not None:  # `tune` ran: "none saved" read as if it had not
         why = "the saved one is stale" if saved.stale else "the saved one was measured under load"
         why += "; `specchat tune` refines"
-    elif problem is not None:  # "once" read as if none had been saved, and the broken file went unnamed
+    elif problem is not None:  # "none saved" hid the broken file, which went unnamed
         why = f"the saved tuning {problem}; `specchat tune` refines"
     notify(f"measuring llama.cpp's costs on this machine for --mode auto ({why})")
     tuning = calibrate(target, draft, key, threads=threads)

@@ -446,8 +446,11 @@ def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
     notes = []
     first = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert first.costs.busy and tuning.load("k1") is None and any("other programs" in n for n in notes)
+    notes.clear()
     second = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert not second.costs.busy and tuning.trusted(tuning.load("k1"))
+    # measured again after a busy run: "(once; ...)" was false on every run while the CPUs stayed busy
+    assert "(none saved yet; `specchat tune` refines)" in notes[0] and "once" not in notes[0]
     assert tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append).costs.busy is False
     assert len(measured) == 2  # the trusted one was reused
     saved = tuning.load("k1")
@@ -470,7 +473,7 @@ def test_no_tuning_says_its_measurement_is_not_saved(tmp_path, monkeypatch):
     assert tuning.load("k1") is None
     assert "(--no-tuning: for this run only, not saved)" in notes[0] and "once" not in notes[0]
     tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
-    assert "(once; `specchat tune` refines)" in notes[-1]
+    assert "(none saved yet; `specchat tune` refines)" in notes[-1]
 
 
 @pytest.mark.parametrize(

@@ -991,7 +991,7 @@ def test_a_first_auto_run_in_a_small_context_measures_what_fits_for_that_run_onl
     assert small.exit_code == 0 and small.stdout.strip(), small.output
     assert "in a context of 128 tokens, too small for the whole measurement: used for this run only" in small.stderr
     full = invoke("run", *files, "-n", "4", "Hi")  # nothing was saved: measured again
-    assert "measuring llama.cpp's costs" in full.stderr and "(once;" in full.stderr, full.output
+    assert "measuring llama.cpp's costs" in full.stderr and "(none saved yet;" in full.stderr, full.output
     seed_tuning(*fake_models)  # a whole measurement saved (the fake's own timings mean nothing)
     again = invoke("run", *files, "--ctx", "128", "-n", "4", "Hi")
     assert again.exit_code == 0 and "measuring" not in again.stderr, again.output

@@ -297,7 +297,7 @@ def test_run_after_a_tune_under_load_says_why_it_measures_again(fake_models, iso
     seed_tuning(target, draft, costs)
     result = CliRunner().invoke(app, ["run", "--target", str(target), "--draft", str(draft), "-n", "8", "Hi"])
     assert result.exit_code == 0, result.output
-    assert "(the saved one was measured under load;" in result.stderr and "(once;" not in result.stderr
+    assert "(the saved one was measured under load;" in result.stderr and "(none saved yet;" not in result.stderr
 
 
 def test_a_tune_under_load_keeps_the_quiet_costs_and_saves_the_acceptance(
@@ -451,7 +451,7 @@ def test_a_broken_saved_tuning_is_named_by_run_and_tune_and_measured_again(
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0 and "Traceback" not in result.output, result.output
         line = next(line for line in result.stderr.splitlines() if line.startswith(said))
-        assert f"the saved tuning {path} cannot be used: {reason}" in line and "(once;" not in line, result.stderr
+        assert f"the saved tuning {path} cannot be used: {reason}" in line and "none saved" not in line, result.stderr
 
 
 @pytest.mark.parametrize("command", [["tune"], ["bench", "--prompts", "-"], ["bench", "--prompts", "-", "-o", "r.md"]])
