@@ -144,7 +144,7 @@ class BenchResult:
             _median([s.tokens_per_s for s in mine if s.tokens_per_s]),  # no tokens, no speed: as in the ratios
             statistics.median(ratios) if ratios else None,
             rate,
-            accepted / rounds if k and rounds else None,
+            accepted / rounds if drafted and rounds else None,  # no drafts: not 0.00 beside an accept of "-"
             positions,
             sum(s.draft_s for s in mine) / busy if k and busy else None,
             statistics.median(s.ttft_s for s in mine),
@@ -205,8 +205,9 @@ DEFINITIONS = {
     "speedup_low": "with speedup_high: a 95% confidence interval of that median from the order statistics of the "
     "paired ratios (distribution-free; null below 6 pairs, where none exists), over the replies to these prompts: "
     "whether this run can tell the variant from the target alone on them, not what other prompts would give",
-    "acceptance_rate": "accepted draft tokens / drafted tokens, pooled",
-    "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token",
+    "acceptance_rate": "accepted draft tokens / drafted tokens, pooled (null where nothing was drafted)",
+    "mean_accepted_length": "accepted draft tokens per round, pooled; does NOT count the target's own token "
+    "(null where nothing was drafted)",
     "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did), "
     "up to the last position any round drafted",
     "draft_share": "draft time / (draft + verify time)",

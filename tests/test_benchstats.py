@@ -158,3 +158,16 @@ def test_a_reply_of_no_tokens_is_no_speed_in_the_rows_tok_s_either():
     assert ngram.tokens_per_s is None and row_cells(ngram)[3] == "-" and ngram.speedup is None
     for fmt in ("md", "csv", "json", "jsonl"):
         render(BenchResult(samples=samples), fmt)  # no format fails on the missing figure
+
+
+def test_a_row_that_drafted_nothing_has_neither_acceptance_nor_accepted_per_round():
+    """Auto's row where nothing was drafted showed `accept` "-" beside `acc/rnd` "0.00": accepted draft tokens
+    per round of no drafts is as unmeasured as their rate. Both are "-" (null in JSON), as the target's are."""
+    from specchat.benchresult import BenchResult
+    from specchat.tableview import COLUMNS, row_cells
+
+    samples = [_sample("target", 0, 0, 20.0), _sample("auto", 64, 0, 20.0)]
+    _, auto = BenchResult(samples=samples).rows()
+    assert auto.acceptance_rate is None and auto.mean_accepted_length is None
+    cells = dict(zip(COLUMNS, row_cells(auto), strict=True))
+    assert cells["accept"] == cells["acc/rnd"] == "-"
