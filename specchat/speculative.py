@@ -125,8 +125,12 @@ class Stats:
         return [a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
 
     def position_acceptance(self) -> list[float | None]:
-        """position_rates as reports give them: 4 decimals, None (JSON null) where nothing was drafted."""
-        return [None if rate is None else round(rate, 4) for rate in self.position_rates()]
+        """position_rates as reports give them: 4 decimals, None (JSON null) where nothing was drafted, up to
+        the last position drafted (auto is allowed 64: a reply that drafted none carried 64 nulls)."""
+        rates = [None if rate is None else round(rate, 4) for rate in self.position_rates()]
+        while rates and rates[-1] is None:
+            rates.pop()
+        return rates
 
     def as_dict(self) -> dict:
         return {

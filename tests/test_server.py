@@ -547,6 +547,19 @@ def test_a_null_max_completion_tokens_leaves_max_tokens_in_force():
     assert parse_chat({"messages": messages, "max_tokens": None}, 2048).max_tokens == 2048
 
 
+def test_a_reply_that_drafted_nothing_lists_no_draft_positions():
+    """Auto is allowed 64 draft positions: a reply where it drafted none carried 64 nulls in
+    speculative.position_acceptance, and one that drafted up to 3 a list of 64 too. The list ends at the last
+    position drafted, as the bench's rows do."""
+    from specchat.openai_api import speculative
+    from specchat.speculative import Stats
+
+    idle = Stats(generated=5, rounds=6, drafted_at=[0] * 64, accepted_at=[0] * 64, rounds_by_source={"target": 6})
+    assert speculative(idle, "auto", "auto")["position_acceptance"] == []
+    some = Stats(drafted=6, accepted=3, drafted_at=[3, 2, 1] + [0] * 61, accepted_at=[2, 1, 0] + [0] * 61)
+    assert speculative(some, "auto", "auto")["position_acceptance"] == [0.6667, 0.5, 0.0]
+
+
 def test_an_empty_list_as_stream_options_is_not_given_as_for_every_object_field():
     """PHP writes an empty map as [], which docs/serve.md reads as not given wherever an object is asked for:
     "stream_options": [] was a 400 ("'stream_options' is an object"), with "stream": true too."""

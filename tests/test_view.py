@@ -299,7 +299,7 @@ def test_acceptance_bars_shrink_to_fit_a_narrow_console(columns):
 def test_positions_no_round_drafted_are_not_measured_not_zero():
     stats = Stats(drafted=3, accepted=2, drafted_at=[2, 1, 0, 0], accepted_at=[2, 0, 0, 0])
     assert stats.position_rates() == [1.0, 0.0, None, None]
-    assert stats.as_dict()["position_acceptance"] == [1.0, 0.0, None, None]
+    assert stats.as_dict()["position_acceptance"] == [1.0, 0.0]  # up to the last position drafted
     assert " ".join(stats_lines(stats, 64, "auto")).endswith("by position: 100% 0%")
 
 
