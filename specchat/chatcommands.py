@@ -248,9 +248,13 @@ class SlashCommands:
             self._say(f"{exc.message} ({exc.hint})" if exc.hint else exc.message, "red")
             return
         self._say(f"loaded {where}: {len(self.conversation.messages)} messages; the next reply continues it")
+        self.check_kept_system()
+
+    def check_kept_system(self) -> None:
+        """A conversation taken up (/load, `run -c`) whose system prompt this model's template refuses (another
+        model's, under Gemma 2's): said at once, as /system says it, not by the next message's failure."""
         system = self.conversation.system
         if system and self.settings.use_template and (refused := system_refusal(self.pipeline, system)) is not None:
-            # said now, as /system says it: the next message would fail on it (a conversation of another model)
             self._say(f"{refused.message}: its system prompt cannot be sent (/system off clears it)", "yellow")
 
     def _cmd_save(self, arg: str) -> None:

@@ -747,6 +747,22 @@ def test_a_loaded_conversation_whose_system_prompt_the_template_refuses_says_so_
         assert "loaded" in shown and "System role not supported" in shown and "/system off" in shown, shown
 
 
+def test_continuing_a_conversation_whose_system_prompt_the_template_refuses_names_the_log(
+    fake_models, tmp_path, monkeypatch
+):
+    """`run -c` under a template that refuses the logged conversation's system prompt: the hint said "leave out
+    the system prompt (--system...)", which the user had not given (and `--system ""` keeps the log's)."""
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
+    plain = fake_file(tmp_path, "plain")
+    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    gemma = fake_file(tmp_path, "gemma", template=refusing + fake_backend.TEMPLATE)
+    first = invoke("run", "--target", str(plain), "--mode", "target", "-n", "4", "--system", "Be brief.", "Hi")
+    assert first.exit_code == 0, first.output
+    result = invoke("run", "--target", str(gemma), "--mode", "target", "-n", "4", "-c", "Again")
+    assert_one_line_error(result, 1, "System role not supported")
+    assert "system prompt (from the log)" in result.stderr and "--system;" not in result.stderr, result.stderr
+
+
 def test_a_template_that_refuses_every_message_does_not_blame_the_system_prompt(fake_models, tmp_path):
     """The system prompt's check (this session) blamed it for a template that refuses every message: --system X
     exited 1 with "leave out the system prompt", which would not help, and /system said the same. Only a

@@ -146,6 +146,8 @@ def run(
         console.soft_wrap = not wraps_at_words(console)
         if conversation is None:
             session = ChatSession(pipeline, settings, console, system, log, plain=view.plain_chat)
+            if system is None:  # -c, --cid: the conversation's own (a given one was checked in the load)
+                session.check_kept_system()
             raise typer.Exit(chat_loop(session, history=True))
         # inside the `with`: a Ctrl-C that cut the reply short leaves without freeing the models first
         reply_once(pipeline, conversation, ids, settings, log, console, view.fmt)

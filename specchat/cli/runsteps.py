@@ -166,12 +166,23 @@ def _tokenize(conversation, settings, log, ids: list[int], pipeline) -> None:
 def _prompt(pipeline, conversation, settings, log) -> list[int]:
     """The prompt ids. Continuing a conversation (-c, --cid), its oldest turns give way when it has outgrown
     the context, as in the chat (a one-line note says so); a new one is sent whole."""
+    from ..chat import MessagesRefused, system_refusal
     from ..repl import fit_turns
     from ..view import note
 
     if len(conversation.messages) == 1:
         return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
-    ids, gave_way = fit_turns(pipeline, conversation, settings, log, chat=False)
+    try:
+        ids, gave_way = fit_turns(pipeline, conversation, settings, log, chat=False)
+    except MessagesRefused as exc:  # "leave out the system prompt (--system...)" named one not given here
+        if log.history is None or conversation.system != log.history.system or not conversation.system:
+            raise
+        if system_refusal(pipeline, conversation.system) is None:
+            raise
+        hint = (
+            "the conversation's system prompt (from the log) is what it refuses: continue it with the model it began "
+        )
+        raise MessagesRefused(exc.message, hint=hint + "with, or start a new one (no -c, --cid)") from None
     if gave_way:
         note(stderr_console(), gave_way)
     return ids
