@@ -35,6 +35,7 @@ def complete(line: str, shell: str = "bash") -> tuple[list[str], str]:
         ("specchat run --mode ", ["auto", "spec", "ngram", "suffix", "target"]),
         ("specchat export --mode ", ["auto", "spec", "ngram"]),  # the modes it has an equivalent of
         ("specchat bench --modes spec,", ["spec,auto", "spec,ngram", "spec,suffix"]),  # target: always measured
+        ("specchat bench --modes Spec,", ["Spec,auto", "Spec,ngram", "Spec,suffix"]),  # any case, as the option
         ("specchat bench --suite q", ["quick"]),
         ("specchat bench --suite code", ["code", "code-edit"]),
         ("specchat bench --turns ", ["all", "first"]),
@@ -54,6 +55,13 @@ def test_pairs_complete_from_the_registry_and_the_overlay(overlay):
         assert {"qwen2.5-coder-1.5b", "llama3.1-8b", "mine"} <= set(candidates) and not err, line
     assert complete("specchat bench --pair qwen2.5-coder-1")[0] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-14b"]
     assert complete("specchat tune m") == (["mine"], "")
+
+
+def test_a_description_of_several_lines_is_one_line_of_help():
+    """An overlay's description may hold line breaks: zsh's list took each line for a candidate of its own."""
+    from specchat.cli.complete import _short
+
+    assert _short("A pair\nof my own") == "A pair of my own"
 
 
 def test_fish_gets_one_line_for_each_candidate_with_its_description():

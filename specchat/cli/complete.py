@@ -44,8 +44,8 @@ def words(module: str, *names: str, many: bool = False) -> Callable[[str], Candi
         if not many:
             return list(table.items())
         given, _, _ = incomplete.rpartition(",")
-        before = given.split(",") if given else []
-        start = f"{given}," if given else ""
+        before = [word.strip().lower() for word in given.split(",")]  # `Spec,`: spec is given, in any case
+        start = f"{given}," if given else ""  # as typed: a shell offers only what starts with the word typed
         return [(start + word, text) for word, text in table.items() if word not in before]
 
     return complete
@@ -61,6 +61,7 @@ def _short(text: str) -> str:
     wraps at 80 columns, and fish took the wrapped rest of a pair's description for a candidate of its own."""
     from rich.markup import escape
 
+    text = " ".join(text.split())  # an overlay's description may hold line breaks: one a candidate, to zsh
     for end in ("; ", ": ", " ("):
         text = text.split(end, 1)[0]
     return escape(text if len(text) <= HELP_WIDTH else text[: HELP_WIDTH - 1].rstrip() + "…")
