@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .benchreport import FILE_FORMATS, FORMATS, require_matplotlib
 from .errors import UsageError
-from .paths import resolve_link, same_file
+from .filechecks import same_file
+from .paths import resolve_link
 
 
 def check_options(fmt: str, plot: Path | None, output: Path | None, ks: str, modes: str) -> tuple[list[int], list[str]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import download, modes
 from .engineconfig import capped_threads, default_threads
 from .errors import ModelFileError, PairError, UsageError
-from .paths import require_model_files, require_other_draft
+from .filechecks import require_model_files, require_other_draft
 from .registry import load_registry
 from .registryentries import ModelSpec
 from .tuning import BEST_ACCEPTANCE

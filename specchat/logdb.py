@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
+from .filechecks import file_problem
 from .logaside import BUSY_S, hold_off_set_aside, resolved, wait_for_set_aside
 from .logfaults import (
     DAMAGED_READ_HINT,
@@ -33,7 +34,7 @@ from .logfaults import (
     locked,
     reason,
 )
-from .paths import NotAFolder, blocking_file, file_problem, make_dirs, moved_by, writable
+from .paths import NotAFolder, blocking_file, make_dirs, moved_by, writable
 
 VERSION = 1  # PRAGMA user_version once the tables below exist
 SCHEMA = (

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from . import download
 from .backends import for_path
 from .errors import ModelFileError, SpecchatError
+from .filechecks import require_model_files, require_other_draft
 from .modelfiles import local_path
-from .paths import path_text, require_model_files, require_other_draft
+from .paths import path_text
 from .registry import load_registry
 from .registryentries import ModelSpec
 

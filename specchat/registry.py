@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RegistryError, UnknownPairError
-from .paths import LINK_LOOP, NotAFolder, blocking_file, dead_link, file_problem, overlay_file
+from .filechecks import LINK_LOOP, file_problem
+from .paths import NotAFolder, blocking_file, dead_link, overlay_file
 from .registrychecks import check_keys, plain, read_toml, table, table_value
 from .registryentries import ModelSpec, PairSpec, check_local_names, nearest, read_model, read_pair
 

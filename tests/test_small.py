@@ -239,7 +239,8 @@ def test_write_atomic_refuses_a_read_only_file_only_where_the_user_keeps_it(tmp_
 
 def test_write_atomic_through_a_loop_of_links_is_an_oserror(tmp_path):
     """Every caller handles OSError (/save, bench -o); pathlib's RuntimeError for a loop was an internal error."""
-    from specchat.paths import same_file, write_atomic
+    from specchat.filechecks import same_file
+    from specchat.paths import write_atomic
 
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
