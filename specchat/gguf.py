@@ -15,9 +15,10 @@ import mmap
 from pathlib import Path
 
 from .errors import ModelFileError
+from .filecache import current_file_keys, read_json_object
 from .ggmltypes import reader_tag
 from .ggufparse import GGUF_HINT, check_bytes
-from .paths import cache_dir, current_file_keys, make_dirs, read_json_object, write_atomic
+from .paths import cache_dir, make_dirs, write_atomic
 
 # The version of the rules (here and in ggufparse.py): a file remembered as checked under older ones is checked
 # again (raise it when a rule is added).

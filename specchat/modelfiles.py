@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ModelFileError, SpecchatError
-from .paths import cache_dir, current_file_keys, make_dirs, models_dir, read_json_object, write_atomic
+from .filecache import current_file_keys, read_json_object
+from .paths import cache_dir, make_dirs, models_dir, write_atomic
 from .registryentries import ModelSpec
 
 CHUNK = 1 << 20

@@ -647,7 +647,7 @@ def test_the_gguf_check_cache_keeps_the_verdicts_of_two_llama_cpps_that_take_tur
 def test_a_file_cache_keeps_entries_it_cannot_look_at(tmp_path, monkeypatch):
     """A key of a drive not mounted (its folder gone) or of a folder not readable stays: hashing a model again
     is slow. And a folder not readable raised PermissionError out of the check (Python 3.11's is_file)."""
-    from specchat.paths import current_file_keys
+    from specchat.filecache import current_file_keys
 
     unreadable = str(tmp_path / "locked" / "m.gguf")
     real_stat = os.stat

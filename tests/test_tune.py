@@ -227,7 +227,7 @@ def test_a_measured_acceptance_of_zero_is_kept(isolated):
 
 def test_a_fifo_in_place_of_a_saved_tuning_does_not_hang(isolated):
     """load() read the path whatever it was: a FIFO there blocked `export`, `run --mode auto` and `tune`
-    forever (the caches in paths.read_json_object already refuse one)."""
+    forever (the caches in filecache.read_json_object already refuse one)."""
     import os
     import threading
 
