@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import modes
+from . import memorycheck, modes
 from .backends import for_path
 from .chat import Message, prompt_tokens
 from .compat import PairReport, require_compatible
@@ -20,7 +20,7 @@ from .drafters import Drafter
 from .drafters.auto import AutoDrafter
 from .drafterset import add_drafters, suffix_drafter
 from .engineconfig import EngineConfig, capped_threads
-from .errors import EngineError, PairError, UsageError
+from .errors import PairError, UsageError
 from .interrupt import Interrupt
 from .models_api import CachedModel
 from .pairfiles import Resolved, resolve
@@ -98,41 +98,6 @@ class Generation:
     def unanswered(self) -> bool:
         """Stopped (Ctrl-C) before its first token: no reply to show stats of, nor to keep in a conversation."""
         return self.stats.stop_reason == "interrupted" and not self.tokens
-
-
-OVERHEAD_BYTES = 300_000_000  # per model: compute buffers, context, output logits (measured ~200 MB here)
-
-
-def available_memory() -> int | None:
-    """Bytes the kernel says can be allocated without swapping (Linux); None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def check_memory(paths: list[Path], n_ctx: int, without_draft: str | None = None) -> None:
-    """Refuse, with the numbers, models that cannot fit in RAM: better than an OOM kill mid-load. without_draft: the
-    command's own option that loads the target alone, where a draft model is among the paths (None: none is, or the
-    command measures the draft model and has none: bench, tune)."""
-    available = available_memory()
-    needs = [for_path(path).memory_needed(path, n_ctx) for path in paths]
-    if available is None or any(need is None for need in needs):
-        return  # unknown, or weights go to a GPU whose free memory is not known here
-    weights = sum(w for w, _ in needs)
-    kv = sum(k + OVERHEAD_BYTES for _, k in needs)
-    if weights + kv > available:
-        raise EngineError(
-            f"not enough memory: the models need about {(weights + kv) / 1e9:.1f} GB (weights "
-            f"{weights / 1e9:.1f} GB + KV cache and buffers {kv / 1e9:.1f} GB at --ctx {n_ctx}), "
-            f"{available / 1e9:.1f} GB are available",
-            hint="use a smaller --ctx, a smaller pair"
-            + (f", or {without_draft} (the target without its draft)" if without_draft else ""),
-        )
 
 
 class Pipeline:
@@ -287,12 +252,14 @@ def open_pipeline(
     draft_path = None if skip_draft else resolved.draft
     paths = [p for p in (resolved.target, draft_path) if p is not None]
     if options.n_ctx == ctxsize.AUTO:
-        options = replace(options, n_ctx=ctxsize.choose(paths, available_memory(), OVERHEAD_BYTES))
+        options = replace(
+            options, n_ctx=ctxsize.choose(paths, memorycheck.available_memory(), memorycheck.OVERHEAD_BYTES)
+        )
     elif too_long := ctxsize.beyond_training(resolved.target, draft_path, options.n_ctx, options.ctx_default):
         notify(too_long)
     # The target without its draft, in an option run and serve both take (bench and tune have none): --no-spec
     # clashed with a run's own --mode spec; offered to a run that loads no draft, it was the option already given
-    check_memory(paths, options.n_ctx, None if draft_path is None or options.keep_draft else "--mode ngram")
+    memorycheck.check_memory(paths, options.n_ctx, None if draft_path is None or options.keep_draft else "--mode ngram")
     interrupt = Interrupt()
     with interrupt.armed():
         target = _load(resolved.target, options, options.target_gpu_layers, interrupt)

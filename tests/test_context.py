@@ -10,7 +10,7 @@ from fake_backend import REPLY
 from test_gguf import s, tiny_gguf
 from typer.testing import CliRunner
 
-from specchat import ctxsize, gguf, runtime
+from specchat import ctxsize, gguf, memorycheck, runtime
 from specchat.cli import app
 
 runner = CliRunner()
@@ -36,7 +36,7 @@ def test_a_reply_longer_than_512_tokens_runs_to_its_end(fake_models, tmp_path):
 
 
 def test_the_default_context_is_the_trained_one(fake_models, tmp_path, monkeypatch):
-    monkeypatch.setattr(runtime, "available_memory", lambda: None)
+    monkeypatch.setattr(memorycheck, "available_memory", lambda: None)
     target = fake_target(tmp_path, context_length=6144)
     args = ["run", "--target", str(target), "--mode", "target", "--json", "Hi."]
     assert json.loads(runner.invoke(app, args).stdout)["settings"]["ctx"] == 6144

@@ -628,9 +628,9 @@ def test_bad_overlay_is_one_line_with_the_place(tmp_path, monkeypatch, overlay, 
 
 @pytest.mark.real
 def test_not_enough_memory_through_the_cli(default_pair_paths, monkeypatch):
-    from specchat import runtime
+    from specchat import memorycheck
 
-    monkeypatch.setattr(runtime, "available_memory", lambda: 1_000_000_000)
+    monkeypatch.setattr(memorycheck, "available_memory", lambda: 1_000_000_000)
     # The estimate guards CPU memory; with layers offloaded to a GPU, llama.cpp's own checks apply.
     result = invoke("run", "--mode", "spec", "--gpu-layers", "0", "--draft-gpu-layers", "0", "-n", "4", "Hi")
     assert_one_line_error(result, 1, "not enough memory")

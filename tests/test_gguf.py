@@ -147,14 +147,14 @@ def test_cli_refuses_an_empty_target(tmp_path):
 @pytest.mark.real
 def test_memory_estimate_refuses_with_numbers(default_pair_paths, monkeypatch):
     """A pair that cannot fit is refused before loading, with the numbers and a hint."""
-    from specchat import runtime
+    from specchat import memorycheck, runtime
     from specchat.errors import EngineError
 
     target, draft = default_pair_paths
     weights, kv = gguf.memory_needed(target, 4096)
     assert weights == target.stat().st_size
     assert kv == 4096 * 28 * 2 * (128 + 128) * 2  # Qwen2.5 1.5B: 28 layers, 2 KV heads of 128, f16
-    monkeypatch.setattr(runtime, "available_memory", lambda: 1_000_000_000)
+    monkeypatch.setattr(memorycheck, "available_memory", lambda: 1_000_000_000)
     options = runtime.Options(target_path=target, draft_path=draft, mode="spec", n_ctx=4096)
     with pytest.raises(EngineError) as err:
         runtime.open_pipeline(options, lambda _message: None)
