@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.segment import Segment as RichSegment
 from rich.text import Text
 
-from .runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
+from .generation import ACCEPTED, REJECTED, TARGET, Segment, Update
 from .speculative import Stats
 from .statsview import footer
 from .terminal import cursor_kept_hidden

@@ -26,8 +26,9 @@ from .paths import env_flag, expand_home, log_file
 from .transcript import TranscriptError, load_conversation
 
 if TYPE_CHECKING:
+    from .generation import Generation
     from .outputs import Request
-    from .runtime import Generation, Pipeline
+    from .runtime import Pipeline
 
 
 def enabled(no_log: bool) -> bool:

@@ -24,7 +24,8 @@ from .view import dumb_term, note, redrawn, stderr_console, stdout_json, write_s
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .runtime import Generation, Pipeline, Update
+    from .generation import Generation, Update
+    from .runtime import Pipeline
 
 FORMATS = ("auto", "text", "json", "jsonl", "live")  # auto: live on a terminal, else text
 

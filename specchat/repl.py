@@ -18,10 +18,11 @@ from . import chatloop, modes
 from .chat import Message, MessagesRefused, fit_conversation, system_refusal
 from .chatcommands import SlashCommands
 from .errors import SpecchatError, UsageError
+from .generation import Generation
 from .lineinput import make_reader
 from .logstore import Recorder
 from .outputs import LiveOutput, Output, Request, TextOutput, print_reply_stats, reply
-from .runtime import Generation, Pipeline
+from .runtime import Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats
 from .statsview import summary_line

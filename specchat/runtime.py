@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import memorycheck, modes
@@ -21,6 +21,7 @@ from .drafters.auto import AutoDrafter
 from .drafterset import add_drafters, suffix_drafter
 from .engineconfig import EngineConfig, capped_threads
 from .errors import PairError, UsageError
+from .generation import ACCEPTED, REJECTED, TARGET, Generation, Segment, Update
 from .interrupt import Interrupt
 from .models_api import CachedModel
 from .pairfiles import Resolved, resolve
@@ -28,7 +29,6 @@ from .sampling import Sampler, SamplingParams
 from .speculative import Round, Stats, speculative_decode
 from .textstream import TextStream
 
-ACCEPTED, TARGET, REJECTED = "accepted", "target", "rejected"
 Notify = Callable[[str], None]
 
 
@@ -67,37 +67,6 @@ class Options:
         if self.mode == "auto" and self.lone_target:
             return self.keep_draft  # a lone --target: auto copies with prompt lookup
         return modes.get(self.mode).needs_draft_model or self.keep_draft
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Text of one round as the user sees it: accepted draft tokens, the target's own, or ghost text."""
-
-    text: str
-    kind: str  # ACCEPTED | TARGET | REJECTED
-
-
-@dataclass(frozen=True)
-class Update:
-    """One streamed step of a reply: the round (None: text with no round of its own), its text, the stats so far."""
-
-    round: Round | None
-    segments: list[Segment]
-    stats: Stats
-
-
-@dataclass
-class Generation:
-    text: str
-    tokens: list[int]
-    stats: Stats
-    set_aside: dict[str, int] = field(default_factory=dict)  # auto: drafters its guard set aside in this reply
-    threads: tuple[int, int] | None = None  # (fewest, most) llama.cpp threads in this reply (cpuload.py)
-
-    @property
-    def unanswered(self) -> bool:
-        """Stopped (Ctrl-C) before its first token: no reply to show stats of, nor to keep in a conversation."""
-        return self.stats.stop_reason == "interrupted" and not self.tokens
 
 
 class Pipeline:

@@ -16,10 +16,11 @@ from rich.console import Console
 
 from . import logstore
 from .chat import Conversation, Message
+from .generation import Generation
 from .logfaults import not_logged_because
 from .outputs import summary
 from .paths import log_file
-from .runtime import Generation, Pipeline
+from .runtime import Pipeline
 from .servequeue import Job, Outcome, prefilled
 
 

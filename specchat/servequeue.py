@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .chat import Message
+from .generation import Update
 from .outputs import Request
-from .runtime import Pipeline, Update
+from .runtime import Pipeline
 from .speculative import Stats, check_fits
 
 

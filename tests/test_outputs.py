@@ -10,7 +10,7 @@ import pytest
 
 from specchat import outputs, view
 from specchat.errors import UsageError
-from specchat.runtime import Generation, Segment, Update
+from specchat.generation import Generation, Segment, Update
 from specchat.sampling import SamplingParams
 from specchat.speculative import Stats
 

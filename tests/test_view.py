@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from specchat.chatview import STYLES, ReplyView, legend
+from specchat.generation import ACCEPTED, REJECTED, TARGET, Segment, Update
 from specchat.progressview import bench_progress
-from specchat.runtime import ACCEPTED, REJECTED, TARGET, Segment, Update
 from specchat.speculative import Round, Stats
 from specchat.statsview import footer, position_bars, session_lines, stats_lines, summary_line
 
