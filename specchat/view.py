@@ -116,7 +116,7 @@ def stdout_console(no_color: bool = False, what: str = "the reply") -> Console:
 def stdout_json(value, indent: int | None = None) -> str:
     """JSON for stdout: characters as they are where stdout writes UTF-8; escaped (\u00e9) where its encoding
     may not hold them (LANG=C with PYTHONIOENCODING=ascii, cp1252 on Windows), which a JSON reader reads back
-    the same, where stdout's '?' for them (cli.app) would change the data."""
+    the same, where stdout's '?' for them (cli/streamencoding.py) would change the data."""
     try:
         utf8 = codecs.lookup(getattr(sys.stdout, "encoding", None) or "ascii").name == "utf-8"  # utf8, UTF-8, U8
     except LookupError:

@@ -5,6 +5,7 @@ commands are grouped in run.py (run, serve), measure.py (bench, tune) and manage
 runsteps.py, benchsteps.py and tunesteps.py hold the steps of run, bench and tune.
 habits.py refuses other tools' flags (habittable.py: which, and what to say; habitvalues.py: the values
 they are given; reading.py: how Click reads the arguments); helpfold.py folds the help tables;
+streamencoding.py writes '?' for a character stdout's or stderr's encoding cannot hold;
 complete.py completes option values on Tab.
 """
 
