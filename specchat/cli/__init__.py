@@ -6,7 +6,7 @@ runsteps.py, benchsteps.py and tunesteps.py hold the steps of run, bench and tun
 habits.py refuses other tools' flags (habittable.py: which, and what to say; habitvalues.py: the values
 they are given; reading.py: how Click reads the arguments); helpfold.py folds the help tables;
 streamencoding.py writes '?' for a character stdout's or stderr's encoding cannot hold;
-complete.py completes option values on Tab.
+helptext.py gives each command its help from its docstring; complete.py completes option values on Tab.
 """
 
 import os
@@ -42,7 +42,8 @@ def _leave_on_ctrl_c() -> bool:
 
 _ours = _leave_on_ctrl_c()
 try:
-    from .app import app, main, wrap_help
+    from .app import app, main
+    from .helptext import wrap_help
 
     # isort: off
     from . import run, measure, manage  # noqa: F401  (importing them registers their commands, in this order)

@@ -3,7 +3,6 @@ several commands share are in options.py; the commands are in run.py, measure.py
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 import traceback
@@ -20,6 +19,7 @@ from ..paths import disk_full, env_flag
 from ..terminal import restore_terminal
 from ..view import StdoutError, guard_stdout, print_error, silence_stdout, stderr_console, write_stdout
 from .helpfold import folded_help, with_folded_help
+from .helptext import untyped_flags
 from .options import Opt, given
 from .streamencoding import replace_what_cannot_be_written
 
@@ -37,25 +37,16 @@ def _debug(ctx: typer.Context) -> bool:
     return isinstance(ctx.obj, Settings) and ctx.obj.debug
 
 
-def _untyped_flags(params: list) -> list:
-    """Typer's help shows each option's type, `<bool>` for flags too, which reads as if `--stats` took a
-    value: a flag's type column is left empty. (By attribute: Typer 0.29 carries its own copy of click.)"""
-    for param in params:
-        if getattr(param, "is_flag", False):
-            param.metavar = ""
-    return params
-
-
 class SpecchatGroup(TyperGroup):
     """The single error boundary: library errors become one line + hint, never a traceback."""
 
     def get_params(self, ctx):
-        return _untyped_flags(super().get_params(ctx))
+        return untyped_flags(super().get_params(ctx))
 
     def get_command(self, ctx, cmd_name):
         command = super().get_command(ctx, cmd_name)
         if command is not None:
-            _untyped_flags(command.get_params(ctx))
+            untyped_flags(command.get_params(ctx))
             if "format_help" not in vars(command):
                 command.format_help = with_folded_help(command.format_help)
         return command
@@ -242,20 +233,6 @@ def load_pipeline(options, loaded=None, before_load=None):
     err = stderr_console()
     with download_progress(err) as start:
         return open_pipeline(options, lambda message: note(err, message), start, loaded, before_load)
-
-
-def _reflow(doc: str) -> str:
-    """A docstring as help text: paragraphs kept, line breaks inside them joined, so that Rich wraps
-    the text to the terminal's width (Typer's rich mode keeps them: a 100-column source line wrapped
-    on an 80-column terminal left a ragged line after every one)."""
-    return "\n\n".join(" ".join(paragraph.split()) for paragraph in doc.split("\n\n"))
-
-
-def wrap_help(typer_app: typer.Typer) -> None:
-    """Every command's help from its docstring, reflowed (see _reflow)."""
-    for command in typer_app.registered_commands:
-        if command.help is None and command.callback is not None and command.callback.__doc__:
-            command.help = _reflow(inspect.cleandoc(command.callback.__doc__))
 
 
 def main() -> None:
