@@ -373,7 +373,7 @@ class TraceDraft(TraceModel):
 
 def make_drafter(name: str, target: TraceModel, draft: TraceModel, costs: Costs, clock: Clock):
     """(drafter or None, k) for a strategy name: target, spec:K, ngram:K, auto or one of PEERS. auto is built as
-    runtime._add_drafters builds it: prompt lookup (stopping before control tokens) and, where the
+    drafterset.add_drafters builds it: prompt lookup (stopping before control tokens) and, where the
     calibration says it could pay, the draft model, with its own copy of the costs."""
     if name in PEERS:
         return PEERS[name](), draftless_peers.N_MAX
