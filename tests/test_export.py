@@ -21,6 +21,7 @@ from conftest import MINE
 from typer.testing import CliRunner
 
 from specchat import export as exporting
+from specchat import exportchoice
 from specchat.cli import app
 from specchat.costmodel import Costs
 from specchat.export import TARGETS
@@ -181,23 +182,23 @@ def test_spec_with_a_target_and_no_draft_names_the_missing_flag(fake_models):
 
 def test_choice_follows_measured_acceptance():
     costs = Costs({n: 1.0 + 0.3 * (n - 1) for n in QUICK_BATCHES}, 0.3, 0.1, 0.1)
-    good = exporting.choose(Tuning("k", costs, {"spec": 0.95}), True)
-    poor = exporting.choose(Tuning("k", costs, {"spec": 0.05}), True)
+    good = exportchoice.choose(Tuning("k", costs, {"spec": 0.95}), True)
+    poor = exportchoice.choose(Tuning("k", costs, {"spec": 0.05}), True)
     assert good.method == "draft" and good.k >= 2 and "measured by tune" in good.why
     assert poor.method == "ngram" and "would lose" in poor.why
-    assert exporting.choose(Tuning("k", costs, {"spec": 0.05}), True, k=6) == replace(poor, k=6)
-    assert exporting.choose(poor_tuning := Tuning("k", costs, {"spec": 0.05}), True, "spec").method == "draft"
-    assert exporting.choose(poor_tuning, False).method == "ngram"  # no draft model at all
+    assert exportchoice.choose(Tuning("k", costs, {"spec": 0.05}), True, k=6) == replace(poor, k=6)
+    assert exportchoice.choose(poor_tuning := Tuning("k", costs, {"spec": 0.05}), True, "spec").method == "draft"
+    assert exportchoice.choose(poor_tuning, False).method == "ngram"  # no draft model at all
     busy = Tuning("k", replace(costs, busy=True))
-    assert exporting.choose(busy, True).k == 4 and "other programs" in exporting.choose(busy, True).why
+    assert exportchoice.choose(busy, True).k == 4 and "other programs" in exportchoice.choose(busy, True).why
 
 
 def test_an_untrusted_tuning_asks_for_tune_again_not_first():
     """Right after a `tune` measured under load (or a run found it stale), export said 'run `specchat tune`
     first', as if none had run."""
     costs = Costs({n: 1.0 + 0.3 * (n - 1) for n in QUICK_BATCHES}, 0.3, 0.1, 0.1)
-    busy = exporting.choose(Tuning("k", replace(costs, busy=True), source="tune"), True).why
-    stale = exporting.choose(Tuning("k", costs, stale=True), True).why
+    busy = exportchoice.choose(Tuning("k", replace(costs, busy=True), source="tune"), True).why
+    stale = exportchoice.choose(Tuning("k", costs, stale=True), True).why
     assert "tune` again when the machine is idle" in busy and "first" not in busy, busy
     assert "tune` again" in stale and "idle" not in stale and "first" not in stale, stale
     assert busy.startswith("the saved tuning was taken while other programs used the CPUs: a default"), busy

@@ -138,7 +138,7 @@ def logs(
 
 
 # read as any mode (the error for target and suffix says they have no equivalent), completed as those exported
-EXPORT_MODE_WORDS = {**MODE_WORDS, "autocompletion": complete.words("export", "EXPORTED_MODES")}
+EXPORT_MODE_WORDS = {**MODE_WORDS, "autocompletion": complete.words("exportchoice", "EXPORTED_MODES")}
 EXPORT_MODE_HELP = (
     "auto: what this machine's saved tuning says pays; spec: the draft model; ngram: prompt lookup (no draft model)."
 )
