@@ -1,6 +1,6 @@
 """Terminal output (Rich): the consoles, stdout's writes and their failures, and errors and notes as one line each.
-The stats lines are in statsview.py, bench's progress in progressview.py, the tables of models, bench and tune in
-tableview.py, and the terminal's state (cursor, stdin's modes) in terminal.py."""
+The stats lines are in statsview.py, bench's progress in progressview.py, the tables of bench and tune in
+tableview.py, that of models in modelsview.py, and the terminal's state (cursor, stdin's modes) in terminal.py."""
 
 from __future__ import annotations
 

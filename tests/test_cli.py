@@ -1398,7 +1398,7 @@ def test_models_verify_shows_its_progress_while_it_reads_a_file(isolated):
     """`models --verify` read every file (a 32B pair's 20 GB) without a sign of life until the table came."""
     import hashlib
 
-    from specchat.tableview import model_rows
+    from specchat.modelsview import model_rows
 
     models = isolated / "models"
     models.mkdir()

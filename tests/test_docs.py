@@ -120,7 +120,7 @@ def test_usage_md_names_every_key_of_run_json_and_no_other():
 
 
 def test_pairs_md_names_every_key_of_models_json(isolated):
-    from specchat.tableview import model_rows
+    from specchat.modelsview import model_rows
 
     text = (ROOT / "docs" / "pairs.md").read_text(encoding="utf-8")
     start = text.index("`--json` gives")

@@ -38,7 +38,7 @@ def models(
     Add your own pairs in the overlay file (same schema as the packaged models.toml):
     $SPECCHAT_CONFIG_DIR/models.toml, by default in the user config directory.
     """
-    from ..tableview import print_models
+    from ..modelsview import print_models
 
     print_models(as_json=as_json, verify=verify)
 
