@@ -1,14 +1,13 @@
 """Where a reply goes: plain text, one JSON object, one JSON event per round, or the live view.
 
 Every sink has the same shape (`Output`): a context manager around one generation that sees each
-`runtime.Update` as it happens, then the finished `runtime.Generation`. Sinks only show what the loop
+`generation.Update` as it happens, then the finished `generation.Generation`. Sinks only show what the loop
 reports; none counts rounds or tokens itself. A new format is one class here plus one entry in FORMATS.
+replying.py generates a reply into a sink and says on stderr what follows it.
 """
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,9 +16,9 @@ from . import modes
 from .errors import UsageError
 from .paths import path_text
 from .sampling import SamplingParams
-from .statsview import position_bars, print_stats, summary_line
+from .statsview import position_bars, summary_line
 from .textstream import TextStream
-from .view import dumb_term, note, redrawn, stderr_console, stdout_json, write_stdout
+from .view import dumb_term, redrawn, stdout_json, write_stdout
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -76,7 +75,7 @@ def choose(fmt: str, *, as_json: bool = False, jsonl: bool = False, terminal: bo
 class Output:
     """The protocol every sink follows (the base does nothing)."""
 
-    reader_gone = False  # stdout's reader went away (`| head`): set by reply(), which then writes no more
+    reader_gone = False  # stdout's reader went away (`| head`): set by replying.reply(), which then writes no more
 
     def __enter__(self) -> Output:
         return self
@@ -215,15 +214,6 @@ class LiveOutput(Output):
         return not self.view.drawn  # view.redrawn: not with FORCE_COLOR into a pipe either
 
 
-def set_aside_note(counts: dict[str, int]) -> str:
-    """What auto's guard did in a reply, in words (`--stats`)."""
-    from .modes import label_of
-
-    times = {1: "once", 2: "twice"}
-    names = ", ".join(f"{label_of(name)} {times.get(n, f'{n} times')}" for name, n in sorted(counts.items()))
-    return f"auto: set aside {names} (rounds that really ran slower than the target alone; tried again later)"
-
-
 def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dict:
     """The JSON description of a reply: "mode" is the mode's name, "label" how views show it."""
     resolved, params = pipeline.resolved, request.params
@@ -261,66 +251,3 @@ def make(fmt: str, pipeline: Pipeline, request: Request, console: Console | None
         assert console is not None
         return LiveOutput(console, request, **live)
     return TextOutput()
-
-
-def reply(pipeline: Pipeline, prompt: list[int], request: Request, output: Output) -> Generation:
-    """Generate one reply into a sink. A reader that goes away (`| head`) stops the reply as Ctrl-C does, so that
-    it is still returned (and logged, cut short); after_reply() then ends the run as the broken pipe would have."""
-
-    def update(update: Update) -> None:
-        if output.reader_gone:
-            return
-        try:
-            output.update(update)
-        except BrokenPipeError:
-            output.reader_gone = pipeline.interrupt.requested = True  # the loop stops at its next step
-
-    generation = None
-    try:
-        with output:
-            generation = pipeline.generate(
-                prompt,
-                request.params,
-                mode=request.mode,
-                k=request.k,
-                max_tokens=request.max_tokens or sys.maxsize,
-                on_update=update,
-            )
-        if not output.reader_gone:
-            output.finish(generation)
-    except BrokenPipeError:  # the live view's last lines, or --json's one write
-        if generation is None:
-            raise
-        output.reader_gone = True
-    return generation
-
-
-def print_reply_stats(pipeline: Pipeline, request: Request, generation: Generation, *, mode_note: bool = True) -> None:
-    """--stats on stderr: speed, stop, rounds and acceptance; auto's note (unless mode_note is False: the chat says
-    it once), what it set aside, threads given up."""
-    err = stderr_console()
-    print_stats(err, generation.stats, request.k, request.label)
-    if mode_note and request.mode == "auto" and pipeline.mode_note:
-        note(err, pipeline.mode_note)
-    if generation.set_aside:
-        note(err, set_aside_note(generation.set_aside))
-    if generation.threads and generation.threads[0] < generation.threads[1]:
-        fewest, most = generation.threads
-        note(err, f"llama.cpp ran on {fewest} of {most} threads for some of this reply: other programs kept CPUs "
-             "busy (--threads N keeps a count)")  # fmt: skip
-
-
-def after_reply(
-    pipeline: Pipeline, request: Request, generation: Generation, *, show_stats: bool, reader_gone: bool = False
-) -> None:
-    """On stderr: why the reply stopped early, and --stats; then a Ctrl-C or a reader gone that cut it short goes
-    on (a quiet exit 0 for the reader)."""
-    err, stats = stderr_console(), generation.stats
-    if stats.stop_reason == "context":
-        note(err, f"stopped: the context of {pipeline.target.n_ctx} tokens is full (raise --ctx for longer replies)")
-    if show_stats and not generation.unanswered:  # as in the chat: '0 tokens, no token' said nothing
-        print_reply_stats(pipeline, request, generation)
-    if reader_gone:
-        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-    if stats.stop_reason == "interrupted":
-        raise KeyboardInterrupt

@@ -21,7 +21,8 @@ from .errors import SpecchatError, UsageError
 from .generation import Generation
 from .lineinput import make_reader
 from .logstore import Recorder
-from .outputs import LiveOutput, Output, Request, TextOutput, print_reply_stats, reply
+from .outputs import LiveOutput, Output, Request, TextOutput
+from .replying import print_reply_stats, reply
 from .runtime import Pipeline
 from .sampling import SamplingParams
 from .speculative import Stats

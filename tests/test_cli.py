@@ -1067,12 +1067,12 @@ def test_specchat_alone_is_still_its_help(isolated):
 
 
 def test_a_bug_is_one_line_and_debug_has_the_traceback(files, monkeypatch):
-    from specchat import outputs
+    from specchat import replying
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(outputs, "reply", broken)
+    monkeypatch.setattr(replying, "reply", broken)
     result = invoke("run", *files[:2], "--mode", "target", "Hi")  # --target alone: no note for an unused --draft
     assert_one_line_error(result, 1, "internal error: RuntimeError: boom")
     assert "rerun as `specchat --debug COMMAND ...`" in result.stderr

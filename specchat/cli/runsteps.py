@@ -135,17 +135,17 @@ def load_models(options, conversation, settings, log, plain_chat: bool, ids: lis
 
 def reply_once(pipeline, conversation, ids: list[int], settings, log, console, fmt: str) -> None:
     """Answer the one prompt, log the reply, and show its summary."""
-    from .. import outputs
+    from .. import outputs, replying
 
     request = settings.request()
     sink = outputs.make(fmt, pipeline, request, console, show_rejected=settings.show_rejected, verbose=settings.verbose)
-    generation = outputs.reply(pipeline, ids, request, sink)
+    generation = replying.reply(pipeline, ids, request, sink)
     if not generation.unanswered:  # as in the chat: logged, -c sent it again with every later turn
         # After the reply is out. Ctrl-C while the write waits for another specchat's (up to 5 s) lost the shown
         # reply from the log: it is held until the write is done, then stops the run once its stats are out.
         with pipeline.interrupt.native():
             log.record_reply(conversation, generation, pipeline, request)
-    outputs.after_reply(pipeline, request, generation, show_stats=settings.stats, reader_gone=sink.reader_gone)
+    replying.after_reply(pipeline, request, generation, show_stats=settings.stats, reader_gone=sink.reader_gone)
     pipeline.interrupt.check()  # a Ctrl-C held while the reply was logged: after its --stats and notes
 
 
