@@ -9,7 +9,7 @@ with a few tokens changed (what users asking for the same kind of thing again lo
 
 - build: the whole history appended in chunks of 1M tokens (a first update from a long log);
 - append: one reply of ~300 tokens after the build (what every later reply costs), median;
-- open: mapping the committed index in a new HistoryIndex and checking its sample (historyindex.damage_in),
+- open: mapping the committed index in a new HistoryIndex and checking its sample (historycheck.damage_in),
   page cache warm; with `--cold N`, also N opens in fresh processes with the page cache dropped before
   each (`/proc/sys/vm/drop_caches`: root only; without it, said and skipped), what a run's start pays
   after a reboot;

@@ -668,25 +668,26 @@ def test_an_index_that_adds_up_is_not_rebuilt(tmp_path):
 def test_the_check_at_open_reads_a_few_pages_of_a_big_index():
     """The sample was 4,096 positions spread at random: on a full index (32 MB of tokens) as many pages,
     which a cold disk reads one seek each. Now a few runs of neighbours, and links followed for a few hundred."""
-    from specchat import historyindex
+    from specchat import historycheck
+    from specchat.historyindex import DEFAULT_CAPACITY
 
-    sample = historyindex._sample(0, historyindex.DEFAULT_CAPACITY)
-    assert len(sample) == historyindex.RUNS * historyindex.RUN + historyindex.NEWEST
-    assert len(set((sample * 4 // 4096).tolist())) <= 2 * historyindex.RUNS + 2  # pages of the tokens file
+    sample = historycheck._sample(0, DEFAULT_CAPACITY)
+    assert len(sample) == historycheck.RUNS * historycheck.RUN + historycheck.NEWEST
+    assert len(set((sample * 4 // 4096).tolist())) <= 2 * historycheck.RUNS + 2  # pages of the tokens file
 
 
 def test_a_read_only_index_seen_while_its_writer_commits_is_looked_at_again(tmp_path, monkeypatch):
     """A reader of a read-only index takes no lock: one that sampled slots a writer was rewriting (it commits
     the eviction, then writes) read them as damage and ran without history. A meta.json that changed under
     the check is read again, once."""
-    from specchat import historyindex
+    from specchat import historycheck
 
     rng = np.random.default_rng(5)
     index = HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300)
     with index.lock:
         index.create()
     index.append(np.array([*rng.integers(0, 300, 500), SEP]), 1)
-    real, seen = historyindex.damage_in, []
+    real, seen = historycheck.damage_in, []
 
     def torn_once(chains, n_vocab):
         if not seen:  # the writer commits while this reader checks
@@ -695,12 +696,12 @@ def test_a_read_only_index_seen_while_its_writer_commits_is_looked_at_again(tmp_
             return "links between different n-grams"
         return real(chains, n_vocab)
 
-    monkeypatch.setattr(historyindex, "damage_in", torn_once)
+    monkeypatch.setattr(historycheck, "damage_in", torn_once)
     reader = HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300)
     reader.open()
     assert reader.meta.log_id == 2
     seen.clear()
-    monkeypatch.setattr(historyindex, "damage_in", lambda chains, n_vocab: "links between different n-grams")
+    monkeypatch.setattr(historycheck, "damage_in", lambda chains, n_vocab: "links between different n-grams")
     with pytest.raises(IndexDamaged):  # damage that stays when nothing was committed is damage
         HistoryIndex(tmp_path / "fp", "fp", 20_000, n_vocab=300).open()
 
