@@ -3,15 +3,15 @@
 Routes: POST /v1/chat/completions and /v1/completions, GET /v1/models and /v1/models/{id}, GET /health, each
 with a trailing slash too. Every failure a client causes is an OpenAI error object with a status; the console
 shows one line per request. Apart from server.py (binding the socket, running uvicorn, shutting down), from
-servestream.py (a streamed reply's events) and from serveerrors.py (a failure made an error object and its
-response), so that each reads on its own.
+servestream.py (a streamed reply's events), from serveerrors.py (a failure made an error object and its
+response) and from serveintake.py (the API key, the body read, the prompts measured), so that each reads on
+its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -20,18 +20,18 @@ from pathlib import Path
 from rich.console import Console
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import cors, modes, openai_api, servestream
-from .ctxsize import shorten_hint, trained_context
-from .errors import ContextFullError
+from .ctxsize import trained_context
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
 from .paths import path_text
 from .runtime import Pipeline
 from .serveerrors import as_api_errors, error_response, internal_error, name_prompt
+from .serveintake import authorize, measure_all, read_body
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull, batch_outcome
 from .servestream import CLIENT_CLOSED
@@ -129,7 +129,7 @@ class Api:
         async def endpoint(request: Request) -> Response:
             try:
                 if auth:
-                    self._authorize(request)
+                    authorize(request, self.config.api_key)
                 return await handler(request)
             except ApiError as exc:
                 self.log(request, exc.status, note=exc.message)
@@ -140,15 +140,6 @@ class Api:
                 return error_response(error)
 
         return endpoint
-
-    def _authorize(self, request: Request) -> None:
-        key = self.config.api_key
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        # The scheme is case-insensitive (RFC 9110: "bearer" and "BEARER" are the same); the key is not.
-        # compare_digest: the time taken must not tell how much of a guessed key was right.
-        if key and not (scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), key.encode())):
-            raise ApiError(401, "missing or wrong API key (Authorization: Bearer KEY)", "authentication_error",
-                           "invalid_api_key")  # fmt: skip
 
     async def health(self, _request: Request) -> Response:
         return JSONResponse({"status": "ok", "model": self.model, "mode": self.mode, "busy": self.engine.waiting})
@@ -173,46 +164,12 @@ class Api:
                            code="model_not_found", param="model")  # fmt: skip
 
     async def chat(self, request: Request) -> Response:
-        parsed = openai_api.parse_chat(await self._body(request), self.config.max_tokens)
-        return await self._answer(request, parsed, chat=True)
+        body = await read_body(request, self.config.max_body, self.closing)
+        return await self._answer(request, openai_api.parse_chat(body, self.config.max_tokens), chat=True)
 
     async def completions(self, request: Request) -> Response:
-        parsed = openai_api.parse_completion(await self._body(request), self.config.max_tokens)
-        return await self._answer(request, parsed, chat=False)
-
-    async def _body(self, request: Request) -> dict:
-        """The JSON body, read no further than max_body bytes (Content-Length may be absent or lie)."""
-        limit = self.config.max_body
-        # A length declared over the limit is refused before any of the body is read: read first, the 413 came
-        # once 1 MB had arrived, and a client that declared more but sent little waited for it until it gave up.
-        declared = request.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > limit:  # isdigit() alone takes "²"
-            raise ApiError(413, f"the body is larger than {limit} bytes (Content-Length {declared})",
-                           code="body_too_large")  # fmt: skip
-        # Raced against stop_all(): a body still coming at the end of a shutdown's grace was cancelled by uvicorn
-        # a second later, with a traceback on the console and a plain-text 500 for the client.
-        reading, stopped = asyncio.ensure_future(self._read(request, limit)), asyncio.ensure_future(self.closing.wait())
-        try:
-            await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            reading.cancel()  # no-ops where done
-            stopped.cancel()
-        if not reading.done() or reading.cancelled():
-            raise ApiError(503, "the server shut down before the request's body had come", "server_error",
-                           "shutting_down")  # fmt: skip
-        return openai_api.parse_json(reading.result())
-
-    @staticmethod
-    async def _read(request: Request, limit: int) -> bytes:
-        data = bytearray()
-        try:
-            async for chunk in request.stream():
-                data += chunk
-                if len(data) > limit:
-                    raise ApiError(413, f"the body is larger than {limit} bytes", code="body_too_large")
-        except ClientDisconnect:
-            raise ApiError(CLIENT_CLOSED, "the client went away while sending", code="client_disconnected") from None
-        return bytes(data)
+        body = await read_body(request, self.config.max_body, self.closing)
+        return await self._answer(request, openai_api.parse_completion(body, self.config.max_tokens), chat=False)
 
     async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
         if parsed.model is not None:
@@ -230,7 +187,7 @@ class Api:
         for job in jobs[:-1]:  # a batch holds one queue place: its last job's, given back once that one is done
             job.holds_place = False
         try:  # before any status line: a prompt longer than the context is a 400, streamed or not
-            await self._measure_all(jobs)
+            await measure_all(self.engine, jobs, self.trained)
         except BaseException:
             self.engine.release(jobs[-1])
             raise
@@ -276,29 +233,6 @@ class Api:
             raise
         finally:
             watcher.cancel()
-
-    async def _measure_all(self, jobs: list[Job]) -> None:
-        """Every prompt is measured before any runs; a batch's refusal names the prompt's place in it."""
-        for i, job in enumerate(jobs):
-            try:
-                await self._measure(job)
-            except ApiError as exc:
-                if len(jobs) > 1:
-                    name_prompt(exc, i)
-                raise
-
-    async def _measure(self, job: Job) -> None:
-        """The prompt's tokens, checked against the context before the request waits for the engine or
-        gets a status line (a streamed one's would already say 200 when the loop refused it)."""
-        field = "prompt" if job.messages is None else "messages"
-        with as_api_errors(field):
-            try:
-                await self.engine.measure(job)
-            except ContextFullError as exc:  # job.ids are set: measured, then found too long
-                # No --ctx holds a prompt as long as the model was trained for (as `run` says it)
-                if (hint := shorten_hint(len(job.ids), self.trained, f"the {field}")) is None:
-                    raise
-                raise ApiError(400, f"{exc.message}; {hint}", code="context_length_exceeded", param=field) from None
 
     def start(self, job: Job) -> asyncio.Task:
         """The generation as a task; its queue place is given back when the worker is done with it, not when
