@@ -133,8 +133,9 @@ def run(
             _job_size(
                 len(prompts), turns, len(variants), reps=reps, max_tokens=max_tokens, earlier_tokens=earlier_tokens
             )
-            + "; measuring the cost model for the report first "
-            "(single steps, verify batches of 1..16; auto uses its own calibration, up to 64)"
+            + "; measuring the cost model for the report first (single steps, verify batches of 1..16"
+            # auto's own calibration is worth a word only where auto runs
+            + ("; auto uses its own calibration, up to 64)" if any(v.mode == "auto" for v in variants) else ")")
         )
         # After as much of the first prompt as leaves room for a batch of 16: a prompt that fits with room
         # for a short reply (255 tokens at --ctx 64, a context of 256) failed the bench before it began.

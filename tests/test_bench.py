@@ -202,6 +202,14 @@ def test_a_record_without_a_category_is_in_prompts(fake_pair, tmp_path):
     }
 
 
+def test_job_line_names_autos_calibration_only_when_auto_runs(fake_pair):
+    """The line before the runs said "auto uses its own calibration, up to 64" with auto not in --modes."""
+    without = bench(fake_pair, "--modes", "spec", "--ks", "2", "-f", "json")
+    assert without.exit_code == 0 and "calibration" not in without.stderr, without.output
+    with_auto = bench(fake_pair, "--modes", "auto", "-f", "json")
+    assert with_auto.exit_code == 0 and "auto uses its own calibration" in with_auto.stderr, with_auto.output
+
+
 def test_ks_without_spec_is_named_as_not_used_and_not_recorded(fake_pair):
     """--ks sets the draft model's lengths: with spec not in --modes it was validated, ignored without a word,
     and recorded in the report's settings as if measured."""
