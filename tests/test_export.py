@@ -257,6 +257,13 @@ def test_paths_with_spaces_are_quoted(isolated):
     assert value(argv, "-m") == str(target.resolve()) and value(argv, "-md") == str(draft.resolve())
 
 
+def test_a_missing_to_names_the_servers_it_takes(isolated):
+    """`specchat export` alone said "Missing option '--to'" with the hint to read --help for its two words."""
+    result = run_export()
+    assert result.exit_code == 2 and "Missing option '--to'" in result.stderr, result.output
+    assert "--to llama-server or --to vllm" in result.stderr
+
+
 def test_errors(isolated):
     bad = run_export("--to", "ollama")
     assert bad.exit_code == 2 and "unknown --to 'ollama'" in bad.stderr and "llama-server, vllm" in bad.stderr

@@ -142,6 +142,10 @@ def _say_usage(exc: Exception, command: str) -> None:
         message, hint = "--debug goes before the command", f"{DEBUG_USAGE} (or SPECCHAT_DEBUG=1)"
     elif root_option == "--version":  # Click offered the command's --json or --verbose, which print no version
         message, hint = "--version goes before the command", "`specchat --version`"
+    elif command == "specchat export" and "'--to'" in message:  # missing, or without its value
+        from ..export import TARGETS  # the hint was --help, for one of two words
+
+        hint = " or ".join(f"--to {name}" for name in TARGETS) + f" (see `{command} --help`)"
     elif command == "specchat bench" and root_option in ("--json", "--jsonl"):  # the other commands' habit
         fmt = root_option.removeprefix("--")  # Click offered --ks, a draft length, for a report format
         message = f"bench has no {root_option}: its report is -f {fmt}"
