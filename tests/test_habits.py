@@ -128,6 +128,21 @@ def test_a_model_where_the_prompt_goes_ollama_run_or_vllm_serve(isolated, comman
     assert_one_line_error(invoke(*command), 2, needle)
 
 
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["bench", "qwen2.5-coder-7b"], "is a pair: give it as --pair qwen2.5-coder-7b (bench takes no argument)"),
+        (["export", "--to", "vllm", "qwen2.5-7b"], "give it as --pair qwen2.5-7b (export takes no argument)"),
+        (["bench", "model.gguf"], "model.gguf reads as a model: here a model file is --target FILE"),
+        (["export", "--to", "vllm", "bartowski/Qwen2.5-7B-Instruct-GGUF"], "give it as --pair qwen2.5-7b (export"),
+    ],
+)
+def test_a_pair_or_model_given_to_bench_or_export_as_tune_and_pull_take_it(isolated, command, needle):
+    """`tune PAIR` and `pull PAIR` take the pair as a word; `bench PAIR` and `export --to vllm PAIR` said "Got
+    unexpected extra argument(s)" without naming --pair, which `serve PAIR` names."""
+    assert_one_line_error(invoke(*command), 2, needle)
+
+
 def test_a_one_word_prompt_with_a_slash_is_a_prompt(files):
     result = invoke("run", *files, "src/a.py")
     assert result.exit_code == 0 and "src/a.py" in result.stdout, result.output

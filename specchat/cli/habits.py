@@ -188,11 +188,14 @@ def _glued(command_name: str, token: str, names: set[str], here: bool) -> None:
         return
 
 
+NO_WORD = ("serve", "bench", "export")  # commands that take the pair as --pair alone, where tune and pull take a word
+
+
 def _positional(command_name: str, positionals: list[str], model_given: bool = False) -> None:
     """`specchat run MODEL` (ollama run), `specchat serve MODEL` (vllm serve): a model where a prompt, or
     nothing, goes; `specchat pull qwen2.5-coder:7b` (ollama pull): Ollama's name for a pair. With a model given
     (--pair, --target, --draft), run's word is the prompt, unless it is a model file."""
-    if not positionals or command_name not in ("pull", "tune", "run", "serve"):
+    if not positionals or command_name not in ("pull", "tune", "run", *NO_WORD):
         return
     first = positionals[0]
     if command_name in ("pull", "tune"):  # their PAIR argument: Ollama's name, or a Hub repository
@@ -209,12 +212,14 @@ def _positional(command_name: str, positionals: list[str], model_given: bool = F
     if message:
         raise UsageError(message, hint=HINT)
     # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); serve takes no word at all
-    if command_name == "serve" and _model_like(first):
+    if command_name in NO_WORD and _model_like(first):
         raise UsageError(model, hint=HINT)
     pair = _pair_named(first)
     if pair is not None:
-        place = "the prompt goes after it" if command_name == "run" else "serve takes no argument"
+        place = "the prompt goes after it" if command_name == "run" else f"{command_name} takes no argument"
         raise UsageError(f"{first} is a pair: give it as --pair {pair} ({place})", hint=HINT)
+    if command_name != "run" and command_name != "serve":  # Ollama's names: its `run` and `serve`
+        return
     message = _ollama_model(first)  # `ollama run llama3.2:latest`: no pair of that name
     if message:
         raise UsageError(message, hint=HINT)

@@ -93,8 +93,9 @@ def _hub_repo(command: str, word: str) -> str | None:
         return None
     pair = _pair_of_repo(match["repo"])
     if pair is not None:
-        give = {"run": f"--pair {pair} (the prompt goes after it)", "serve": f"--pair {pair} (serve takes no argument)"}
-        return f"{word} is pair {pair}'s Hugging Face repository: give it as {give.get(command, pair)}"
+        give = f"--pair {pair} ({command} takes no argument)"  # serve, bench, export
+        give = {"run": f"--pair {pair} (the prompt goes after it)", "pull": pair, "tune": pair}.get(command, give)
+        return f"{word} is pair {pair}'s Hugging Face repository: give it as {give}"
     # the Hub's GGUF repositories are NAME-GGUF (a folder of a prompt, `src/gguf`, `my-notes/GGUF`, is none)
     if match["host"] or re.search(r"\w[-_]gguf$", match["repo"], re.IGNORECASE):
         also = f"; {AS_PROMPT}" if command == "run" else ""
