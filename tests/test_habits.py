@@ -143,6 +143,22 @@ def test_a_pair_or_model_given_to_bench_or_export_as_tune_and_pull_take_it(isola
     assert_one_line_error(invoke(*command), 2, needle)
 
 
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["bench", "data/prompts.jsonl"], "unexpected extra argument"),  # --prompts was meant: no model
+        (["bench", "--prompts", "p.jsonl", "results/out.json"], "unexpected extra argument"),  # -o was meant
+        (["export", "--to", "vllm", "--json", "out/x.json"], "--json takes no value ('out/x.json' after it)"),
+    ],
+)
+def test_a_path_given_to_bench_or_export_is_not_called_a_model(isolated, command, needle):
+    """The pair-as-a-word hint (this session) took any word with a slash for a model, the rule serve has: a path
+    given to bench or export is a file meant for an option, and "--json takes no value" said it better."""
+    result = invoke(*command)
+    assert_one_line_error(result, 2, needle)
+    assert "reads as a model" not in result.stderr
+
+
 def test_a_one_word_prompt_with_a_slash_is_a_prompt(files):
     result = invoke("run", *files, "src/a.py")
     assert result.exit_code == 0 and "src/a.py" in result.stdout, result.output

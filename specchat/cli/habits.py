@@ -50,7 +50,10 @@ def check(command_name: str, params: list, args: list[str]) -> None:
         return
     reading = Reading(params)
     scan = _scan(command_name, reading, args[:end])
-    if not scan.value_of_unknown:  # `run --bogus x.gguf`: x.gguf may be --bogus's value, no model given as a prompt
+    # `run --bogus x.gguf`: x.gguf may be --bogus's value, no model given as a prompt; `export --json out/x.json`:
+    # "--json takes no value" (_no_argument) says it better than a guess at what the word is
+    flag_first = command_name in ("bench", "export") and scan.after_flag
+    if not scan.value_of_unknown and not flag_first:
         # after `--` a word is taken as it is: the way to send any prompt
         _positional(command_name, scan.positionals, scan.model_given)
     if scan.unknown:  # `run --bogus 3 hello`: 3 may be --bogus's value; Click's "No such option" is the error
@@ -211,8 +214,9 @@ def _positional(command_name: str, positionals: list[str], model_given: bool = F
     message = _hub_repo(command_name, first)
     if message:
         raise UsageError(message, hint=HINT)
-    # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); serve takes no word at all
-    if command_name in NO_WORD and _model_like(first):
+    # a one-word prompt may well have a slash (`specchat run src/a.py < diff`); serve takes no word at all, and a
+    # path given to bench or export is a file that goes with an option (`--prompts`, `-o`), not a model
+    if command_name == "serve" and _model_like(first):
         raise UsageError(model, hint=HINT)
     pair = _pair_named(first)
     if pair is not None:
