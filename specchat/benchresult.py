@@ -197,6 +197,7 @@ class BenchResult:
 
 
 DEFINITIONS = {
+    "k": "the draft length the variant ran at; auto's is the most it may draft in a round (64), not a length it chose",
     "n": "replies measured for the row: its prompts' turns x repetitions (not prompts)",
     "tokens_per_s": "generated tokens / decode time (prefill excluded), median over the samples that generated "
     "tokens (null where none did)",

@@ -1109,6 +1109,7 @@ def test_every_report_says_that_n_counts_replies_and_the_interval_is_over_these_
     _result, out, _plot = bench_run
     definitions = json.loads(out.read_text())["definitions"]
     assert "replies measured" in definitions["n"] and "not prompts" in definitions["n"]
+    assert "not a length it chose" in definitions["k"]  # auto's k of 64 read as the length it drafted
     assert "not what other prompts would give" in definitions["speedup_low"]
     for args in ((), ("-f", "md")):
         shown = bench(fake_pair, "--modes", "spec", "--ks", "1", *args)
