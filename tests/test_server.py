@@ -790,6 +790,15 @@ def test_the_console_line_shows_a_request_as_it_came(server):
     assert "GET /v1/:thumbs_up:[/] 404" in server.console()
 
 
+def _read_to_close(sock: socket.socket) -> bytes:
+    """All the server sends until it closes the connection: one recv() may hold the headers alone (the body comes
+    in a packet of its own, often on a loaded machine)."""
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
+
+
 def test_what_serve_md_says_of_content_types_duplicate_keys_and_requests_that_are_not_http(server):
     """Read as llama-server reads them, and now said in docs/serve.md: any Content-Type, the last of a key given
     twice; a malformed HTTP request is uvicorn's, with its own console line."""
@@ -800,9 +809,7 @@ def test_what_serve_md_says_of_content_types_duplicate_keys_and_requests_that_ar
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as raw:
         raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
-        answer = b""
-        while chunk := raw.recv(4096):  # to the close: the body may come in a packet of its own
-            answer += chunk
+        answer = _read_to_close(raw)
     head, _, text = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and b"text/plain" in head and text == b"Invalid HTTP request received."
     server.wait_for("WARNING:  Invalid HTTP request received.")
@@ -821,9 +828,7 @@ def test_a_declared_length_over_the_limit_is_a_413_at_once_and_the_connection_cl
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=60) as sending:  # the timeout: a hang fails, not waits
         sending.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{"me')
-        answer = b""
-        while chunk := sending.recv(65536):  # to the end: the server closes the connection
-            answer += chunk
+        answer = _read_to_close(sending)  # the server closes the connection
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413") and b"connection: close" in head.lower(), answer
     assert json.loads(body)["error"]["code"] == "body_too_large"
@@ -1563,20 +1568,6 @@ def test_a_second_ctrl_c_stops_the_running_reply_now_with_its_503_and_no_traceba
         running.process.wait(timeout=30)
 
 
-def _whole_response(sock: socket.socket) -> str:
-    """An HTTP response read to its Content-Length: one recv() may hold the headers alone (a loaded machine, CI)."""
-    data = b""
-    while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
-    )
-    while len(body) < length and (chunk := sock.recv(65536)):
-        body += chunk
-    return (head + b"\r\n\r\n" + body).decode()
-
-
 def test_a_shutdown_while_a_client_still_sends_its_body_answers_it_with_a_503_and_no_traceback(tmp_path):
     """A request whose body had not all come when SIGTERM came waited for it past the 4 s grace: uvicorn cancelled
     it at 5 s, with an ERROR line and a traceback on the console and a plain-text 500 for the client."""
@@ -1587,7 +1578,7 @@ def test_a_shutdown_while_a_client_still_sends_its_body_answers_it_with_a_503_an
             slow.sendall(b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prompt": ')
             time.sleep(0.5)  # its handler reads the body
             running.process.terminate()
-            answer = _whole_response(slow)
+            answer = _read_to_close(slow).decode()  # the server exits: the connection closes
         assert running.process.wait(timeout=30) == -signal.SIGTERM
         assert answer.startswith("HTTP/1.1 503") and '"shutting_down"' in answer, answer
         assert "Traceback" not in running.console() and "ERROR" not in running.console(), running.console()
