@@ -53,7 +53,7 @@ class _Stdout:
             raise
         except OSError as exc:
             reason = (exc.strerror or os.strerror(exc.errno or errno.EIO)).lower()
-            raise StdoutError(f"cannot write {self.what} to stdout: {reason}", hint=_stdout_hint(exc)) from None
+            raise StdoutError(f"cannot write {self.what} to stdout: {reason}", hint=stdout_hint(exc)) from None
 
     def write(self, text: str) -> int:
         stream = self._stream()
@@ -74,9 +74,9 @@ class _Stdout:
         return getattr(sys.stdout, "encoding", None) or "utf-8"
 
 
-def _stdout_hint(exc: OSError) -> str:
-    """A full disk wants space; EIO is a terminal closed under the run (SIGHUP ignored: `trap '' HUP`), where space is
-    not the matter."""
+def stdout_hint(exc: OSError) -> str:
+    """What to do where a write to stdout failed (Typer's own writes too: cli/app.py). A full disk wants space;
+    EIO is a terminal closed under the run (SIGHUP ignored: `trap '' HUP`), where space is not the matter."""
     if disk_full(exc):
         return "free some space or redirect stdout elsewhere"
     if exc.errno == errno.EIO:

@@ -17,7 +17,15 @@ from .. import __version__
 from ..errors import SpecchatError
 from ..paths import disk_full, env_flag
 from ..terminal import restore_terminal
-from ..view import StdoutError, guard_stdout, print_error, silence_stdout, stderr_console, write_stdout
+from ..view import (
+    StdoutError,
+    guard_stdout,
+    print_error,
+    silence_stdout,
+    stderr_console,
+    stdout_hint,
+    write_stdout,
+)
 from .helpfold import folded_help, with_folded_help
 from .helptext import untyped_flags
 from .options import Opt, given
@@ -85,17 +93,14 @@ class SpecchatGroup(TyperGroup):
             raise typer.Exit(0) from None
         except OSError as exc:  # Typer's own --show-completion > /dev/full; --install-completion's shell files
             silence_stdout()
-            shown = any(arg.startswith("--show-completion") for arg in typed)
-            where = exc.filename or ("the completion script to stdout" if shown else "the completion script")
             reason = (exc.strerror or str(exc)).lower()
-            hint = (
-                "free some space, or write elsewhere"
-                if disk_full(exc)
-                else "redirect stdout elsewhere"
-                if shown
-                else "check that path, or print the script with --show-completion"
-            )
-            print_error(stderr_console(), f"cannot write {where}: {reason}", hint)
+            if exc.filename is None and any(arg.startswith("--show-completion") for arg in typed):
+                message, hint = f"cannot write the completion script to stdout: {reason}", stdout_hint(exc)
+            else:
+                message = f"cannot write {exc.filename or 'the completion script'}: {reason}"
+                elsewhere = "check that path, or print the script with --show-completion"
+                hint = "free some space, or write elsewhere" if disk_full(exc) else elsewhere
+            print_error(stderr_console(), message, hint)
             raise typer.Exit(1) from None
         except typer.TyperException as exc:  # `specchat -v`, `specchat --debug=1`: Typer drew a boxed panel
             if type(exc).__name__ == "NoArgsIsHelpError":  # `specchat` alone: the help, shown already
