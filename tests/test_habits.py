@@ -121,25 +121,17 @@ def test_help_is_shown_whatever_else_is_given(isolated):
             "--dtype has no equivalent",  # vLLM's flag after it: named as it is read, before the model
         ),
         (["run", "--bogus=1", "model.gguf"], "model.gguf reads as a model"),  # --bogus has its value
-    ],
-)
-def test_a_model_where_the_prompt_goes_ollama_run_or_vllm_serve(isolated, command, needle):
-    """`specchat run MODEL` (Ollama's habit) answered the model's name as a prompt."""
-    assert_one_line_error(invoke(*command), 2, needle)
-
-
-@pytest.mark.parametrize(
-    ("command", "needle"),
-    [
+        # `tune PAIR` and `pull PAIR` take the pair as a word; bench's and export's "Got unexpected extra argument(s)"
+        # did not name --pair, which `serve PAIR` names
         (["bench", "qwen2.5-coder-7b"], "is a pair: give it as --pair qwen2.5-coder-7b (bench takes no argument)"),
         (["export", "--to", "vllm", "qwen2.5-7b"], "give it as --pair qwen2.5-7b (export takes no argument)"),
         (["bench", "model.gguf"], "model.gguf reads as a model: here a model file is --target FILE"),
         (["export", "--to", "vllm", "bartowski/Qwen2.5-7B-Instruct-GGUF"], "give it as --pair qwen2.5-7b (export"),
     ],
 )
-def test_a_pair_or_model_given_to_bench_or_export_as_tune_and_pull_take_it(isolated, command, needle):
-    """`tune PAIR` and `pull PAIR` take the pair as a word; `bench PAIR` and `export --to vllm PAIR` said "Got
-    unexpected extra argument(s)" without naming --pair, which `serve PAIR` names."""
+def test_a_model_where_the_prompt_goes_ollama_run_or_vllm_serve(isolated, command, needle):
+    """`specchat run MODEL` (Ollama's habit) answered the model's name as a prompt; a pair or model given to bench
+    or export as a word is named as serve names it."""
     assert_one_line_error(invoke(*command), 2, needle)
 
 
