@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from . import chatloop, modes
-from .chat import Message, MessagesRefused, fit_conversation, system_refusal
+from .chat import Message, MessagesRefused, TemplateError, fit_conversation, system_refusal
 from .chatcommands import SlashCommands
 from .errors import SpecchatError, UsageError
 from .generation import Generation
@@ -243,8 +243,12 @@ def require_chat(pipeline: Pipeline, system: str | None = None) -> None:
     chat with 'use --no-template', an option a running chat cannot take: said before the first prompt (with the
     chat's system message, which some templates want first; one that the template refuses, as Gemma 2's does, is
     refused here too, not with the first message)."""
-    if system and (refused := system_refusal(pipeline, system)) is not None:
-        raise refused
+    if system:
+        with contextlib.suppress(TemplateError):
+            pipeline.prompt([Message("system", system), Message("user", "Hi")])
+            return  # the chat's opening renders, its system prompt with it: nothing to render again
+        if (refused := system_refusal(pipeline, system)) is not None:
+            raise refused
     with contextlib.suppress(MessagesRefused):  # refused these messages, not every chat: said when sent
         pipeline.prompt([Message("user", "Hi")])
 
