@@ -63,6 +63,7 @@ def open_log_and_read_input(prompt, system, view: View, *, raw: bool, no_log: bo
     from ..logstore import Recorder
     from ..repl import check_system, read_prompt, read_system
     from ..view import note
+    from .habittable import file_on_stdin
 
     check_system(system, prompt)  # a usage error before the log's state errors
     log = Recorder.start(no_log=no_log, latest_one=latest, cid=cid)
@@ -70,8 +71,10 @@ def open_log_and_read_input(prompt, system, view: View, *, raw: bool, no_log: bo
     text = read_prompt(prompt, chat=view.chat, why_no_chat=view.why_no_chat, raw=raw)
     system = system if system and system.strip() else None  # blank, as /system: the template's own
     if _names_a_file(prompt):  # `specchat run notes.md`: the model got the name, the user meant the text
-        note(stderr_console(), f"{prompt} is a file here, but its name is the prompt: its text goes in on stdin "
-                               f"(specchat run < {shlex.quote(prompt)})")  # fmt: skip
+        note(
+            stderr_console(),
+            f"{prompt} is a file here, but its name is the prompt; {file_on_stdin(shlex.quote(prompt))}",
+        )
     if from_stdin and system is None:  # a pipe forgotten (cron, a script): not in silence
         kept = "the conversation's" if latest or cid is not None else "the template's"
         note(stderr_console(), f"--system - read nothing but blanks from stdin: {kept} system prompt is used")
