@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from .benchsuite import Prompt
 from .costmodel import Costs, iid_expected
-from .speculative import Stats
+from .speculative import Stats, position_acceptance
 
 
 @dataclass(frozen=True)
@@ -237,16 +237,11 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
 
 
 def _pooled_positions(samples: list[Sample]) -> list[float | None]:
-    """Per draft position, accepted / drafted over the samples; None where none drafted it. Up to the last
-    position drafted: auto may draft 64 and mostly drafts a few, and its row held 64 entries, most of them
-    null. A None before that stays, so that entry i is still position i + 1."""
+    """Per draft position, accepted / drafted over the samples, as a reply's are given (speculative's rule)."""
     width = max((len(s.drafted_at) for s in samples), default=0)
     drafted = [sum(s.drafted_at[i] for s in samples if i < len(s.drafted_at)) for i in range(width)]
     accepted = [sum(s.accepted_at[i] for s in samples if i < len(s.accepted_at)) for i in range(width)]
-    while drafted and not drafted[-1]:
-        drafted.pop()
-        accepted.pop()
-    return [round(a / d, 4) if d else None for a, d in zip(accepted, drafted, strict=True)]
+    return position_acceptance(drafted, accepted)
 
 
 def peak_rss_mb() -> float | None:

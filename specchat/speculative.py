@@ -44,6 +44,16 @@ class Round:
         return bool(self.drafted) and self.accepted == len(self.drafted)
 
 
+def position_acceptance(drafted_at: Sequence[int], accepted_at: Sequence[int]) -> list[float | None]:
+    """Per draft position, accepted / drafted as reports give it (a reply's, a bench row's pooled counts): 4
+    decimals, None (JSON null) where nothing was drafted, up to the last position drafted (auto is allowed 64: a
+    reply that drafted none carried 64 nulls). A None before that stays, so that entry i is still position i + 1."""
+    rates = [round(a / d, 4) if d else None for a, d in zip(accepted_at, drafted_at, strict=True)]
+    while rates and rates[-1] is None:
+        rates.pop()
+    return rates
+
+
 @dataclass
 class Stats:
     """What a generation did and cost. Times are wall-clock seconds."""
@@ -125,12 +135,7 @@ class Stats:
         return [a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at, strict=True)]
 
     def position_acceptance(self) -> list[float | None]:
-        """position_rates as reports give them: 4 decimals, None (JSON null) where nothing was drafted, up to
-        the last position drafted (auto is allowed 64: a reply that drafted none carried 64 nulls)."""
-        rates = [None if rate is None else round(rate, 4) for rate in self.position_rates()]
-        while rates and rates[-1] is None:
-            rates.pop()
-        return rates
+        return position_acceptance(self.drafted_at, self.accepted_at)
 
     def as_dict(self) -> dict:
         return {
