@@ -683,11 +683,14 @@ def test_fake_template_that_fails_to_render(fake_models, tmp_path):
     assert plain.exit_code == 0 and len(plain.stdout.strip()) == 4
 
 
+# Gemma 2's way: a chat template that refuses a system message with its own raise_exception
+REFUSES_SYSTEM = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+
+
 def test_a_template_that_refuses_a_system_message_hints_to_leave_it_out(fake_models, tmp_path):
     """Gemma's and Mistral's templates refuse a system message; the hint only named --no-template, which drops
     the template for every turn, where leaving out --system keeps it."""
-    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-    target = fake_file(tmp_path, "gemma", template=refusing + "{{ messages[-1]['content'] }}")
+    target = fake_file(tmp_path, "gemma", template=REFUSES_SYSTEM + "{{ messages[-1]['content'] }}")
     result = invoke("run", "--target", str(target), "--mode", "target", "-n", "4", "--system", "Be brief.", "Hi")
     assert_one_line_error(result, 1, "System role not supported")
     assert "leave out the system prompt (--system; in the chat /system off)" in result.stderr
@@ -706,8 +709,7 @@ def test_a_system_prompt_the_template_refuses_is_refused_when_set(fake_models, t
     from specchat.repl import ChatSession, ChatSettings, require_chat
     from specchat.runtime import Options, open_pipeline
 
-    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-    target = fake_file(tmp_path, "gemma", template=refusing + fake_backend.TEMPLATE)
+    target = fake_file(tmp_path, "gemma", template=REFUSES_SYSTEM + fake_backend.TEMPLATE)
     with open_pipeline(Options(target_path=target, mode="target", n_ctx=4096), lambda _m: None) as pipeline:
         with pytest.raises(MessagesRefused, match="System role not supported"):
             require_chat(pipeline, system="Be brief.")
@@ -737,8 +739,7 @@ def test_a_loaded_conversation_whose_system_prompt_the_template_refuses_says_so_
 
     saved = tmp_path / "talk.json"
     save_conversation(Conversation("Be brief.", [Message("user", "Hi"), Message("assistant", "Hello")]), saved)
-    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-    target = fake_file(tmp_path, "gemma", template=refusing + fake_backend.TEMPLATE)
+    target = fake_file(tmp_path, "gemma", template=REFUSES_SYSTEM + fake_backend.TEMPLATE)
     with open_pipeline(Options(target_path=target, mode="target", n_ctx=4096), lambda _m: None) as pipeline:
         console = Console(file=io.StringIO(), width=200, force_terminal=False)
         chat = ChatSession(pipeline, ChatSettings(mode="target", max_tokens=8), console, None)
@@ -754,8 +755,7 @@ def test_continuing_a_conversation_whose_system_prompt_the_template_refuses_name
     the system prompt (--system...)", which the user had not given (and `--system ""` keeps the log's)."""
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path / "data"))
     plain = fake_file(tmp_path, "plain")
-    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-    gemma = fake_file(tmp_path, "gemma", template=refusing + fake_backend.TEMPLATE)
+    gemma = fake_file(tmp_path, "gemma", template=REFUSES_SYSTEM + fake_backend.TEMPLATE)
     first = invoke("run", "--target", str(plain), "--mode", "target", "-n", "4", "--system", "Be brief.", "Hi")
     assert first.exit_code == 0, first.output
     result = invoke("run", "--target", str(gemma), "--mode", "target", "-n", "4", "-c", "Again")
