@@ -1025,6 +1025,8 @@ def test_save_markdown_closes_a_code_block_the_reply_left_open(tmp_path, reply):
         "```\nclosed\n```",
         "    ```\nfour spaces: indented code, not a fence",
         "1. step\n\n   ```\n   code in a list item",  # the list item ends at the heading, and its code with it
+        # only an open code fence is closed: a fence appended for an HTML block left open would open a code block
+        "```\nclosed\n```\n\n<pre>\nnot closed",
     ],
 )
 def test_save_markdown_adds_no_fence_where_none_is_open(tmp_path, reply):
@@ -1032,13 +1034,3 @@ def test_save_markdown_adds_no_fence_where_none_is_open(tmp_path, reply):
     chat.conversation.messages += [Message("assistant", reply), Message("user", "thanks")]
     chat.command(f"/save {tmp_path / 'c.md'}")
     assert (tmp_path / "c.md").read_text() == f"## assistant\n\n{reply}\n\n## user\n\nthanks\n"
-
-
-def test_save_markdown_closes_no_earlier_block_for_an_html_block_left_open(tmp_path):
-    """Only an open code fence is closed: a fence appended for another open block (an HTML block that the reply
-    left open) would open a code block of its own."""
-    reply = "```\nclosed\n```\n\n<pre>\nnot closed"
-    chat, _out = session()
-    chat.conversation.messages += [Message("assistant", reply)]
-    chat.command(f"/save {tmp_path / 'c.md'}")
-    assert (tmp_path / "c.md").read_text() == f"## assistant\n\n{reply}\n"
