@@ -60,7 +60,8 @@ def true_decode_s(
     target, draft = simulate.trace_models(trace, clock, target_cost, draft_cost)
     drafter, k = simulate.make_drafter(strategy, target, draft, regime.costs(), clock)
     prefill: list[float] = []  # true seconds of the target's prefill, taken before round 1
-    read: list[float] = []  # true seconds of a draft model reading the prompt, after the first token (warm)
+    read: list[float] = []  # true seconds of a draft model reading the prompt before the first token
+    first_out: list[bool] = []
 
     def mark() -> None:
         if not prefill:
@@ -69,17 +70,20 @@ def true_decode_s(
     feed, propose = target.eval, getattr(drafter, "propose", None)
 
     def eval_(tokens, n_logits):
-        if target.n_past:  # past the prompt's prefill: the first round (of the target alone) starts
-            mark()
-        return feed(tokens, n_logits)
+        if not target.n_past:
+            return feed(tokens, n_logits)
+        mark()  # past the prompt's prefill: the first round starts
+        logits = feed(tokens, n_logits)
+        first_out.append(True)  # the first token is out
+        return logits
 
     def propose_(*args, **kwargs):  # a drafter's first proposal comes before the round's target eval
         mark()
         return propose(*args, **kwargs)
 
     def reading(arm, catch_up):
-        def catch_up_(context) -> None:  # called by warm, or by auto for the first round
-            before, cold = draft_cost.true_spent, arm.cold
+        def catch_up_(context) -> None:  # called by auto for the first round (prefill), or later (drafting)
+            before, cold = draft_cost.true_spent, arm.cold and not first_out
             catch_up(context)
             if cold:
                 read.append(draft_cost.true_spent - before)
@@ -98,8 +102,8 @@ def true_decode_s(
     )
     if tokens != trace.target:
         raise AssertionError(f"{strategy} on {trace.id}: not the recorded text")
-    # As Stats.decode_s: without the prefills, the draft model's included (Draft.prefill_s where auto had it
-    # read the prompt for the first round).
+    # As Stats.decode_s: without the prefills, the draft model's where auto had it read the prompt for the
+    # first round (Draft.prefill_s); its reading after the first token is decode, as the user waits for it.
     return target_cost.true_spent + draft_cost.true_spent - prefill[0] - sum(read)
 
 

@@ -152,7 +152,8 @@ def test_auto_keeps_a_draft_models_prefill_out_of_the_first_token_where_it_is_de
     source, draft_evals, stats = first_round(XEON, 300)
     assert source != "spec" and draft_evals == 0  # the target alone, or a copy of the (repetitive) prompt
     assert stats.first_token_s <= XEON.batch(299) + XEON.batch(65)
-    assert stats.prefill_s == pytest.approx(XEON.batch(299) + XEON.c * XEON.batch(300))
+    assert stats.prefill_s == pytest.approx(XEON.batch(299))
+    assert stats.draft_s >= XEON.c * XEON.batch(300)
 
 
 def test_auto_drafts_the_first_round_with_a_cold_draft_model_where_its_prefill_is_cheap():

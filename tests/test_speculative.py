@@ -147,8 +147,8 @@ def test_the_draft_model_waits_for_the_first_token():
     warm = draft_model.calls[0]
     assert (warm.kv_before, list(warm.tokens), warm.n_logits) == ([], PROMPTS[0], 0)
     assert stats.first_token_s == 2.0  # the target's prefill and its first round
-    assert stats.prefill_s == 1.0 + 100.0  # the target's prefill, then the draft model's
-    assert stats.draft_s == 800.0  # two rounds of 4 draft-model evals each
+    assert stats.prefill_s == 1.0  # the target's prefill; the draft model's comes after the first token, and
+    assert stats.draft_s == 100.0 + 800.0  # the user waits for it: drafting, with two rounds of 4 draft evals
 
 
 def test_a_reply_that_ends_at_its_first_token_never_runs_the_draft_model():

@@ -78,7 +78,7 @@ class Drafter(Protocol):
     def warm(self, context: Sequence[int]) -> None:
         """After the first token, which the target gives alone: the costly part of warming up (a draft
         model evaluates the prompt), so that it never delays the first token, as in llama-server. Its
-        time counts as prefill, not as drafting."""
+        time counts as drafting: the user waits for the next token meanwhile."""
         ...
 
     def offer(self, context: Sequence[int], k_max: int) -> Offer:
