@@ -143,24 +143,35 @@ def first_round(machine: Machine, prompt_len: int):
         CachedModel(target), drafter, prompt, Sampler(SamplingParams()), k=64, max_tokens=32, on_round=on_round,
         clock=clock,
     )  # fmt: skip
-    return *seen[0], stats
+    return *seen[0], stats, len(draft_model.calls)
 
 
 def test_auto_keeps_a_draft_models_prefill_out_of_the_first_token_where_it_is_dear():
     """On a CPU the draft model's prefill of a long prompt costs many target steps: the first token is the
-    target's alone, and that prefill comes after it (counted as prefill, not as the first token's time)."""
-    source, draft_evals, stats = first_round(XEON, 300)
+    target's alone, and the draft model reads the prompt only if auto ever drafts with it. Here it never
+    does (a 300-token read for a 32-token reply): read at once, it cost a third of the reply's time."""
+    source, draft_evals, stats, evals = first_round(XEON, 300)
     assert source != "spec" and draft_evals == 0  # the target alone, or a copy of the (repetitive) prompt
     assert stats.first_token_s <= XEON.batch(299) + XEON.batch(65)
     assert stats.prefill_s == pytest.approx(XEON.batch(299))
-    assert stats.draft_s >= XEON.c * XEON.batch(300)
+    assert stats.rounds_by_source.get("spec", 0) == 0 and evals == 0
+
+
+def test_a_draft_model_that_pays_reads_a_long_prompt_after_the_first_token_and_drafts():
+    """On a GPU the same reading is worth it: auto reads the prompt in the draft model once the first token
+    is out (drafting's time, not the first token's) and drafts with it."""
+    source, draft_evals, stats, evals = first_round(GPU, 1500)
+    assert source != "spec" and draft_evals == 0 and evals > 0
+    assert stats.first_token_s <= GPU.batch(1499) + GPU.batch(65)  # the draft model read nothing before it
+    assert stats.rounds_by_source["spec"] >= stats.rounds / 2
+    assert stats.draft_s >= GPU.c * GPU.batch(1499)
 
 
 def test_auto_drafts_the_first_round_with_a_cold_draft_model_where_its_prefill_is_cheap():
     """On a GPU a short prompt costs the draft model a fraction of a step: worth it, charged in full. Its
     reading of the prompt is prefill (in the first token's time, as auto chose), not drafting, and no
     later catch-up is booked as prefill."""
-    source, draft_evals, stats = first_round(GPU, 12)
+    source, draft_evals, stats, _ = first_round(GPU, 12)
     assert source == "spec" and draft_evals > 1
     reading = GPU.c * GPU.batch(11)  # the prompt but its last token, which the first round evaluates
     assert stats.prefill_s == pytest.approx(GPU.batch(11) + reading)

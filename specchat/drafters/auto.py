@@ -29,6 +29,8 @@ from .base import Draft, Drafter, Offer, Outcome
 EXPLORE_SHARE = 0.03  # exploration may cost at most this share of the reply's time
 EXPLORE_MAX_K = 4  # exploration drafts short: it is for learning, not for winning
 CATCH_UP_SHARED = 4  # a draft model's catch-up is charged to this many of the rounds it then drafts
+# ... and its first reading of the prompt to this many: read once, it serves the whole reply after it
+PROMPT_READ_SHARED = 16
 CHEAP_GROWTH = 1.2  # beyond what a drafter vouches for: only batches costing at most this much more
 GUARD_DECAY = 0.9  # per round of that drafter: recent rounds decide
 GUARD_ROUNDS = 2.0  # rounds of evidence before realized speed can set a drafter aside
@@ -102,7 +104,11 @@ class Guard:
         return self.allowed(name) and mine is not None and reference is not None and mine <= reference
 
     def needs_reference(self) -> bool:
-        """Time to run the target alone once: without it the guard would judge against a stale number."""
+        """Time to run the target alone once: without it the guard would judge against a stale number, or,
+        where the target alone never ran in this reply (a draft model that drafted from the first round),
+        against the cost model's, which a wrong calibration makes wrong with the drafts it judges."""
+        if "target" not in self.realized:
+            return self.round >= GUARD_ROUNDS
         return self.round - self.last_target_round >= REFERENCE_EVERY
 
     def record(
@@ -154,7 +160,8 @@ class AutoDrafter:
     def __post_init__(self) -> None:
         self.guard = Guard()
         self.budget = Budget()
-        self._draft_s = self._catch_up_s = 0.0
+        self._first_out = False  # the reply's first token is out (warm)
+        self._draft_s = self._catch_up_s = self._read_s = 0.0
         self._source, self._explore = "target", False  # of the round being drafted
 
     def reset(self) -> None:
@@ -167,10 +174,16 @@ class AutoDrafter:
         for drafter in self.drafters:
             drafter.prefill(context)
         self.budget = Budget()
+        self._first_out = False
 
     def warm(self, context: Sequence[int]) -> None:
+        # A draft model reads the prompt only once auto chooses it, its reading weighed then (_catch_up_cost):
+        # read at once, as spec mode must, a reply that then never drafted with it (prose on a CPU where
+        # only code pays) waited for it all the same: a fifth of the reply on a long prompt.
+        self._first_out = True
         for drafter in self.drafters:
-            drafter.warm(context)
+            if not drafter.uses_model:
+                drafter.warm(context)
 
     def offer(self, context: Sequence[int], k_max: int):
         raise NotImplementedError("auto combines offers; it does not make one")
@@ -181,13 +194,15 @@ class AutoDrafter:
     def _catch_up_cost(self, drafter: Drafter, offer: Offer, shared: bool = True) -> float:
         """A lagging draft model first evaluates what it missed, in one batch: c x v(tokens) target steps
         (the target's batch curve stands in for the draft's). Once caught up it serves the rounds after
-        too, so a round is charged a share of it; a trial, which may not be followed by more, all of it
-        (see _trial), and so is the prompt before the first token: after it the prompt is evaluated
-        anyway (warm), and before it the whole cost delays that token."""
+        too, so a round is charged a share of it (of its first reading of the prompt, a smaller share: it
+        serves the whole reply); a trial, which may not be followed by more, all of it (see _trial), and
+        so is the prompt before the first token, where the whole cost delays that token."""
         if not offer.catch_up or not drafter.uses_model:
             return 0.0
         full = (self.costs.draft_step or 0.0) * self.costs.v(offer.catch_up)
-        return full / CATCH_UP_SHARED if shared and not offer.cold else full
+        if not shared or (offer.cold and not self._first_out):
+            return full
+        return full / (PROMPT_READ_SHARED if offer.cold else CATCH_UP_SHARED)
 
     def choose(self, context: Sequence[int], k_max: int) -> Choice:
         """The best choice for this round (no side effects beyond the drafters' remembered offers)."""
@@ -257,7 +272,7 @@ class AutoDrafter:
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         self.last = choice = self.choose(context, k)
-        self._draft_s = self._catch_up_s = 0.0
+        self._draft_s = self._catch_up_s = self._read_s = 0.0
         self._source, self._explore = "target", choice.explore
         drafter = next((d for d in self.drafters if d.name == choice.source), None)
         if drafter is None or choice.k == 0:
@@ -273,8 +288,9 @@ class AutoDrafter:
         else:
             draft = drafter.propose(context, choice.k, sampler)
         self._draft_s, self._catch_up_s = self.clock() - started, drafting - started
-        if cold:  # it read the prompt, which it would have after the first token anyway: that is prefill
+        if cold and not self._first_out:  # it read the prompt before the first token (auto's choice): prefill
             draft.prefill_s = self._catch_up_s
+        self._read_s = self._catch_up_s if cold else 0.0
         self._source = drafter.name if drafter.uses_model else "target"
         return draft
 
@@ -295,12 +311,15 @@ class AutoDrafter:
             drafter.learn(outcome)
         seconds = self._draft_s + outcome.verify_s
         lookup = used is not None and not used.uses_model
-        self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s, predicted, lookup)
+        # The prompt read once is not what a round of the draft model costs: judged in, its first round
+        # would set it aside for what the rounds after it never pay again.
+        guarded = seconds - self._read_s
+        self.guard.record(source, len(outcome.produced), guarded, self.costs.step_s, predicted, lookup)
         steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
         if self._explore:
             self.budget.spent += max(0.0, steps - len(outcome.produced))
         # A round the loop verifies without asking for a draft (the reply's last token) must not be
         # booked with this one's drafting.
-        self._draft_s = self._catch_up_s = 0.0
+        self._draft_s = self._catch_up_s = self._read_s = 0.0
         self._source, self._explore = "target", False
