@@ -128,6 +128,9 @@ class Pipeline:
         engines = [e for e in (self.target, self.draft) if hasattr(e, "fewest_threads")]  # llama.cpp's
         for engine in engines:
             engine.fewest_threads = engine.threads
+        from .costmodel import CpuLoad
+
+        load = CpuLoad()  # other programs' use of the CPUs during this reply (_check_drift)
         with self.interrupt.armed():
             if cancel is not None and cancel.is_set():  # set before armed() forgot the interrupt it raised
                 self.interrupt.requested = True
@@ -141,14 +144,16 @@ class Pipeline:
             finally:  # for this reply only
                 if lookup is not None and expected:
                     lookup.expect(())
-        self._check_drift(drafter)
+        self._check_drift(drafter, load)
         aside = drafter.guard.times_aside if isinstance(drafter, AutoDrafter) else {}
         set_aside = {name: n - aside_before.get(name, 0) for name, n in aside.items() if n > aside_before.get(name, 0)}
         threads = (min(e.fewest_threads for e in engines), max(e.max_threads for e in engines)) if engines else None
         return Generation("".join(pieces), tokens, stats, set_aside, threads)
 
-    def _check_drift(self, drafter) -> None:
-        if isinstance(drafter, AutoDrafter) and drafter.costs.drifted and self.tuning is not None:
+    def _check_drift(self, drafter, load) -> None:
+        # A reply slowed by other programs (a second terminal's reply) says nothing of the machine's speed, and
+        # the measurement a stale calibration sends the next start to take would be busy, so never saved.
+        if isinstance(drafter, AutoDrafter) and drafter.costs.drifted and self.tuning is not None and not load.busy():
             from .tuning import mark_stale
 
             mark_stale(self.tuning)

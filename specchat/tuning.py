@@ -3,7 +3,8 @@ calibration the first time `--mode auto` runs), so that auto starts from this ma
 
 A calibration is only saved when it was taken on a quiet machine: one taken while other processes
 used the CPUs is used for that run alone and taken again next time. A run whose step time drifts far
-from the saved calibration marks it stale, so the next start measures again. Measuring is tunemeasure.py's.
+from the saved calibration, the CPUs not busy, marks it stale, so the next start measures again. Measuring is
+tunemeasure.py's.
 """
 
 from __future__ import annotations
