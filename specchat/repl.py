@@ -8,6 +8,7 @@ reads messages (lineinput: prompt_toolkit on a terminal) and its Ctrl-C handling
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import sys
 from dataclasses import dataclass, field
@@ -231,6 +232,11 @@ def _read_stream(what: str = "the prompt") -> str | None:
             f"stdin is larger than {MAX_STDIN_BYTES:,} bytes",
             hint="pass a shorter text; specchat refuses rather than silently truncating",
         )
+    # UTF-16 with its byte order mark (Notepad's "Unicode", Windows PowerShell's `>`): read as UTF-8, it was a
+    # warning of bad bytes and a prompt of U+FFFD and NULs. Bytes that are no UTF-16 are read as UTF-8 below
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode("utf-16")
     # utf-8-sig: a leading byte order mark (Notepad, PowerShell) is no text: sent on, an "empty" file was a prompt
     text = data.decode("utf-8-sig", errors="replace")
     if "\ufffd" in text and "\ufffd".encode() not in data:

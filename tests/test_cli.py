@@ -405,6 +405,16 @@ def test_a_byte_order_mark_on_stdin_is_not_part_of_the_prompt(files):
     assert_one_line_error(invoke("run", *files, "-", input="\ufeff\n"), 2, "the prompt is empty")
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_file_with_its_byte_order_mark_on_stdin_is_read_as_text(files, encoding):
+    """A file saved as UTF-16 with its byte order mark (Notepad's "Unicode", Windows PowerShell's `>`) was
+    decoded as UTF-8: a warning of bad bytes, and a prompt of U+FFFD and NULs sent to the model."""
+    data = ("\ufeff" if encoding == "utf-16-be" else "") + "Context: the sky ✓.\r\n"
+    result = invoke("run", *files, "--mode", "target", "Reply.", input=data.encode(encoding))
+    assert result.exit_code == 0 and "not valid UTF-8" not in result.stderr, result.output
+    assert result.stdout == reply_to("Context: the sky ✓.\n\nReply.") + "\n"
+
+
 def test_a_format_and_a_mode_in_capitals_are_taken(files):
     """`-f JSON` and `--mode Target` were "unknown --format 'JSON'": users of other tools type them in any case."""
     payload = run_json(*files, "--mode", "Target", "-f", "JSON", "-n", "4", input="Hi.")
