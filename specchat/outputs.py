@@ -132,7 +132,11 @@ class JsonlOutput(JsonOutput):
         event = update.round
         if event is None:
             return
-        kept = [self._kept(t, i < len(event.emitted)) for i, t in enumerate([*event.accepted_tokens, event.token])]
+        kept = [self._kept(t, i < len(event.emitted)) for i, t in enumerate(event.accepted_tokens)]
+        # the guess the accepted tokens left, decoded on from them as the live view shows it (one by one, a guess at
+        # the rest of a character they began was a U+FFFD)
+        guessed = self._stream.guessed(event.rejected_tokens)
+        kept.append(self._kept(event.token, len(event.accepted_tokens) < len(event.emitted)))
         # An accepted end of turn ended the reply inside the draft: the target's token after it is no part of the
         # reply (named, its text joined the reply's and a stray character)
         ended_in_draft = len(event.emitted) < len(event.accepted_tokens)
@@ -141,7 +145,7 @@ class JsonlOutput(JsonOutput):
             "round": event.index,
             "source": event.source,
             "accepted": kept[:-1],
-            "rejected": [self._token(t) for t in event.rejected_tokens],
+            "rejected": [{"id": t, "text": text} for t, text in zip(event.rejected_tokens, guessed, strict=True)],
             "target": None if ended_in_draft else kept[-1],
             "emitted": len(event.emitted),
             "draft_s": round(event.draft_s, 6),

@@ -28,5 +28,11 @@ class TextStream:
         a character begun by the pushed tokens is completed, one the guess leaves unfinished left out.
         Decoded on their own, the tokens of a guess inside a character (an emoji, a rarer CJK character)
         showed U+FFFD."""
-        pending, _flag = self.decoder.getstate()
-        return (pending + b"".join(self.engine.piece(t) for t in tokens)).decode("utf-8", errors="ignore")
+        return "".join(self.guessed(tokens))
+
+    def guessed(self, tokens: Sequence[int]) -> list[str]:
+        """guess() token by token (`--jsonl`'s rejected tokens): a character is whole in the token that ends it,
+        "" in the others, so the texts join to guess()'s."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+        decoder.setstate(self.decoder.getstate())
+        return [decoder.decode(self.engine.piece(t)) for t in tokens]

@@ -605,6 +605,17 @@ def test_jsonl_token_texts_join_to_the_reply_where_a_character_spans_tokens(file
     assert text == records[-1]["text"] == reply_to("h\u00e9llo \U0001f600")
 
 
+def test_jsonl_rejected_guesses_inside_a_character_are_no_replacement_characters(files):
+    """A rejected guess at the rest of a character the accepted tokens began (日 guessed as 旦) was decoded token
+    by token: a U+FFFD in the round's event, where the live view showed the whole character guessed. Its tokens
+    now continue the reply's decoder as the live view's guess does: whole characters, "" for a part."""
+    result = invoke("run", *files, "--mode", "spec", "--jsonl", "\u00e9\U0001f44d\U0001f3fdx\u65e5\u672c")
+    assert result.exit_code == 0, result.output
+    rounds = [json.loads(line) for line in result.stdout.splitlines()][:-1]
+    rejected = [t["text"] for r in rounds for t in r["rejected"]]
+    assert rejected and "\ufffd" not in "".join(rejected), rejected
+
+
 def test_jsonl_after_an_accepted_end_of_turn_has_no_target_token(isolated):
     """A draft whose end-of-turn token the target accepted ended the reply inside the round, yet the event named the
     target's token after it (never part of the reply) as its `target`: the texts joined to the reply and a stray
