@@ -354,6 +354,22 @@ def test_auto_runs_the_target_alone_when_the_guard_needs_a_reference():
     assert (choice.source, choice.k) == ("target", 0) and "reference" in choice.reason
 
 
+class FixedModel(FixedOffer):
+    name, uses_model = "spec", True
+
+
+@pytest.mark.parametrize("drafter, early", [(FixedModel, True), (FixedOffer, False)])
+def test_the_guard_times_the_target_early_where_it_never_ran_only_for_a_draft_model(drafter, early):
+    """A draft model that drafted from the first round is judged against the cost model's step until the
+    target alone runs, and a wrong calibration is wrong about both: the target alone runs after two
+    rounds. A lookup's winning streak is not broken for it (it was, in a 3-round reply: 45x became 22x)."""
+    auto = AutoDrafter(GPU.costs(), [drafter(Offer([0.9] * 8, [0.9] * 8))])
+    auto.guard.round = 2
+    assert (auto.choose([1, 2, 3], 8).source == "target") is early
+    auto.guard.record("target", 1, 1.0, 1.0)
+    assert auto.choose([1, 2, 3], 8).source == drafter.name  # measured once: the 32-round rule only
+
+
 def test_a_drafter_once_set_aside_drafts_no_further_than_it_vouches_for():
     """On a GPU a drafter may draft past what it vouches for (batches cost little more); not once it
     has lost time, since then the costs are in doubt."""

@@ -103,12 +103,14 @@ class Guard:
         reference = self.realized.get("target", Realized()).step_s(evidence=1.0)
         return self.allowed(name) and mine is not None and reference is not None and mine <= reference
 
-    def needs_reference(self) -> bool:
+    def needs_reference(self, for_model: bool = False) -> bool:
         """Time to run the target alone once: without it the guard would judge against a stale number, or,
-        where the target alone never ran in this reply (a draft model that drafted from the first round),
-        against the cost model's, which a wrong calibration makes wrong with the drafts it judges."""
-        if "target" not in self.realized:
-            return self.round >= GUARD_ROUNDS
+        where the target alone never ran (a draft model that drafted from the first round; `for_model`:
+        a draft model would draft this round), against the cost model's, which a wrong calibration makes
+        wrong with the draft model's costs. A lookup's winning streak is not broken for it: its drafting
+        costs nothing, and its verify batches are the target's own."""
+        if for_model and "target" not in self.realized and self.round >= GUARD_ROUNDS:
+            return True
         return self.round - self.last_target_round >= REFERENCE_EVERY
 
     def record(
@@ -235,7 +237,8 @@ class AutoDrafter:
                 trial = self._trial(drafter, offer, step, fixed, trial, best)
         if trial is not None:
             return trial
-        if best.k and self.guard.needs_reference():
+        chosen = next((d for d in self.drafters if d.name == best.source), None)
+        if best.k and self.guard.needs_reference(for_model=chosen is not None and chosen.uses_model):
             return Choice("target", 0, 1.0, "timing the target alone (the guard's reference)")
         return best
 
