@@ -441,3 +441,43 @@ def test_the_system_row_says_what_no_template_sends_and_it_is_so(tmp_path):
     engine = FakeEngine(tmp_path / "t.fake.gguf", {"role": "target"}, 4096)
     messages = [Message("system", "Be brief."), Message("user", "Hi")]
     assert engine.detokenize(prompt_tokens(engine, messages, use_template=False)) == shown == "Be brief.\n\nHi"
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The #fragments GitHub makes of a doc's headings (code blocks aside): lower case, punctuation but `-`
+    dropped, spaces as `-`; a heading met again gets `-1`, `-2`."""
+    text = re.sub(r"^(```|~~~).*?^\1", "", doc.read_text(encoding="utf-8"), flags=re.S | re.M)
+    anchors, seen = set(), {}
+    for heading in re.findall(r"^#+ (.*)$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_every_link_between_the_docs_leads_to_a_file_and_heading_there():
+    """A heading reworded (or a file renamed) leaves the links to it leading to the top of a long page."""
+    wrong = []
+    for doc in DOCS:
+        for link in re.findall(r"\]\(([^)\s]+)\)", doc.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", link):
+                continue
+            path, _, fragment = link.partition("#")
+            target = (doc.parent / path) if path else doc
+            if not target.exists() or (fragment and target.suffix == ".md" and fragment not in _anchors(target)):
+                wrong.append(f"{doc.name}: {link}")
+    assert wrong == []
+
+
+def test_every_doc_section_the_code_points_to_is_there():
+    """Messages and --help send the reader to "docs/X.md, 'Section'": a section renamed would send them nowhere."""
+    cited = set()
+    for source in (ROOT / "specchat").rglob("*.py"):
+        cited |= set(re.findall(r"docs/([\w.-]+\.md), '([^']+)'", source.read_text(encoding="utf-8")))
+    assert cited, "the pattern found no citation: it no longer matches how the code writes them"
+    headings = {
+        (name, h)
+        for name in {n for n, _ in cited}
+        for h in re.findall(r"^#+ (.*)$", (ROOT / "docs" / name).read_text(encoding="utf-8"), flags=re.M)
+    }
+    assert cited - headings == set()
