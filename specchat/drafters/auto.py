@@ -103,14 +103,8 @@ class Guard:
         reference = self.realized.get("target", Realized()).step_s(evidence=1.0)
         return self.allowed(name) and mine is not None and reference is not None and mine <= reference
 
-    def needs_reference(self, for_model: bool = False) -> bool:
-        """Time to run the target alone once: without it the guard would judge against a stale number, or,
-        where the target alone never ran (a draft model that drafted from the first round; `for_model`:
-        a draft model would draft this round), against the cost model's, which a wrong calibration makes
-        wrong with the draft model's costs. A lookup's winning streak is not broken for it: its drafting
-        costs nothing, and its verify batches are the target's own."""
-        if for_model and "target" not in self.realized and self.round >= GUARD_ROUNDS:
-            return True
+    def needs_reference(self) -> bool:
+        """Time to run the target alone once: without it the guard would judge against a stale number."""
         return self.round - self.last_target_round >= REFERENCE_EVERY
 
     def record(
@@ -163,7 +157,7 @@ class AutoDrafter:
         self.guard = Guard()
         self.budget = Budget()
         self._first_out = False  # the reply's first token is out (warm)
-        self._draft_s = self._catch_up_s = self._read_s = 0.0
+        self._draft_s = self._catch_up_s = 0.0
         self._source, self._explore = "target", False  # of the round being drafted
 
     def reset(self) -> None:
@@ -179,13 +173,25 @@ class AutoDrafter:
         self._first_out = False
 
     def warm(self, context: Sequence[int]) -> None:
-        # A draft model reads the prompt only once auto chooses it, its reading weighed then (_catch_up_cost):
-        # read at once, as spec mode must, a reply that then never drafted with it (prose on a CPU where
-        # only code pays) waited for it all the same: a fifth of the reply on a long prompt.
+        # A draft model reads the prompt now only where drafting with it alone pays on its plain estimate,
+        # that reading counted (a share: it serves the rest of the reply); else only once auto chooses it.
+        # Read at once whatever it costs, as spec mode must, a reply that then never drafted with it (on a
+        # Xeon-like CPU only some code pays) waited for it all the same: a fifth of a reply on a long
+        # prompt. Read only when chosen, a draft model that pays on its own (a desktop CPU) stayed unread:
+        # its cautious estimate, before it ever drafted, rarely pays, and unread it never learned better.
         self._first_out = True
         for drafter in self.drafters:
-            if not drafter.uses_model:
+            if not drafter.uses_model or self._pays_alone(drafter, context):
                 drafter.warm(context)
+
+    def _pays_alone(self, drafter: Drafter, context: Sequence[int]) -> bool:
+        """Drafting with it alone is expected to pay (the plain estimate), its catch-up counted."""
+        offer = self._within_reach(drafter.offer(context, MODES[drafter.name].max_k), drafter.name)
+        if not offer.rates or not self.guard.trusted(drafter.name):
+            return False
+        rates, fixed = offer.mean or offer.rates, self._catch_up_cost(drafter, offer)
+        k, _ = self.costs.best_length(rates, self._step_cost(drafter) or 0.0, fixed)
+        return k > 0
 
     def offer(self, context: Sequence[int], k_max: int):
         raise NotImplementedError("auto combines offers; it does not make one")
@@ -237,8 +243,7 @@ class AutoDrafter:
                 trial = self._trial(drafter, offer, step, fixed, trial, best)
         if trial is not None:
             return trial
-        chosen = next((d for d in self.drafters if d.name == best.source), None)
-        if best.k and self.guard.needs_reference(for_model=chosen is not None and chosen.uses_model):
+        if best.k and self.guard.needs_reference():
             return Choice("target", 0, 1.0, "timing the target alone (the guard's reference)")
         return best
 
@@ -275,7 +280,7 @@ class AutoDrafter:
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
         self.last = choice = self.choose(context, k)
-        self._draft_s = self._catch_up_s = self._read_s = 0.0
+        self._draft_s = self._catch_up_s = 0.0
         self._source, self._explore = "target", choice.explore
         drafter = next((d for d in self.drafters if d.name == choice.source), None)
         if drafter is None or choice.k == 0:
@@ -293,7 +298,6 @@ class AutoDrafter:
         self._draft_s, self._catch_up_s = self.clock() - started, drafting - started
         if cold and not self._first_out:  # it read the prompt before the first token (auto's choice): prefill
             draft.prefill_s = self._catch_up_s
-        self._read_s = self._catch_up_s if cold else 0.0
         self._source = drafter.name if drafter.uses_model else "target"
         return draft
 
@@ -314,15 +318,12 @@ class AutoDrafter:
             drafter.learn(outcome)
         seconds = self._draft_s + outcome.verify_s
         lookup = used is not None and not used.uses_model
-        # The prompt read once is not what a round of the draft model costs: judged in, its first round
-        # would set it aside for what the rounds after it never pay again.
-        guarded = seconds - self._read_s
-        self.guard.record(source, len(outcome.produced), guarded, self.costs.step_s, predicted, lookup)
+        self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s, predicted, lookup)
         steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
         if self._explore:
             self.budget.spent += max(0.0, steps - len(outcome.produced))
         # A round the loop verifies without asking for a draft (the reply's last token) must not be
         # booked with this one's drafting.
-        self._draft_s = self._catch_up_s = self._read_s = 0.0
+        self._draft_s = self._catch_up_s = 0.0
         self._source, self._explore = "target", False
