@@ -182,10 +182,13 @@ def fit_conversation(
         start = cut
         kept = Conversation(conversation.system, messages[start:]).as_messages()
         prompt = prompt_tokens(engine, kept, use_template=use_template)
-    if len(prompt) + min(room, MIN_REPLY) > n_ctx:
+    reserve = min(room, MIN_REPLY)
+    if len(prompt) + reserve > n_ctx:
         system_hint = " or the system prompt (/system, --system)" if chat else " or the system prompt (--system)"
         raise ContextFullError(
-            f"this message takes {len(prompt)} tokens with the system prompt; the context holds {n_ctx}",
+            # the reply's share named: "takes 200 tokens; the context holds 256" alone read as a contradiction
+            f"this message takes {len(prompt)} tokens with the system prompt; "
+            f"the context holds {n_ctx}, {reserve} of them kept for the reply",
             # a system prompt can take most of the room: "shorten it" alone sent the user to the wrong text
             hint=f"shorten it{system_hint if conversation.system else ''}, "
             + ("or start the chat with a larger --ctx" if chat else "or raise --ctx"),

@@ -955,6 +955,26 @@ def test_many_short_turns_keep_the_newest_that_fit(tmp_path):
     assert conversation.messages[-3].content == "user 299" and conversation.messages[-1].content == "next question"
 
 
+def test_a_message_that_fits_but_leaves_too_little_for_a_reply_says_so(tmp_path):
+    """A message of 200 tokens in a context of 256 (`run -c --ctx 256`) was refused as "this message takes 200
+    tokens with the system prompt; the context holds 256", which read as a contradiction: what it lacked was the
+    room kept for the reply, which the error did not name."""
+    import fake_backend
+
+    from specchat.chat import MIN_REPLY, Conversation, Message, fit_conversation
+    from specchat.errors import ContextFullError
+    from specchat.runtime import Options, open_pipeline
+
+    target, _draft = fake_backend.write_pair(tmp_path / "files")
+    conversation = Conversation(None, [Message("user", "x" * 200)])  # a byte a token on the fake
+    options = Options(target_path=target, mode="target", n_ctx=256)
+    with open_pipeline(options, lambda _m: None) as pipeline, pytest.raises(ContextFullError) as raised:
+        fit_conversation(pipeline.target, conversation)
+    tokens = int(raised.value.message.split("takes ")[1].split()[0])
+    assert 256 - MIN_REPLY < tokens < 256  # the case: it fits, the reply's share does not
+    assert raised.value.message.endswith(f"the context holds 256, {MIN_REPLY} of them kept for the reply")
+
+
 def test_good_utf8_that_comes_as_surrogates_is_no_bad_bytes(live_chat, monkeypatch):
     """Where stdin's encoding is ASCII (PYTHONIOENCODING=ascii; LC_ALL=C with PYTHONUTF8=0) prompt_toolkit
     passes each byte of a typed 'ö' as a surrogate: mended right, but warned of as 'not valid UTF-8'."""
