@@ -245,6 +245,15 @@ def worth_saving(measured: Tuning, previous: Tuning | None) -> tuple[Tuning | No
     return (replace(previous, priors=priors) if priors != previous.priors else None), True
 
 
+def save_measured(measured: Tuning) -> tuple[Path | None, bool, Tuning | None]:
+    """(the file `tune` saved, None for none; whether the saved costs were kept; the saved tuning it decided on):
+    decided on the file as it is now, read again. Read before minutes of measuring, a stale mark a drifting run
+    made meanwhile was undone, and a quiet calibration a run saved meanwhile replaced by the old costs."""
+    previous = load(measured.key)
+    saving, kept = worth_saving(measured, previous)
+    return (None if saving is None else save(saving)), kept, previous
+
+
 def check_writable() -> None:
     """Before `tune` measures for minutes: the folder its result goes to can be written (OSError if not)."""
     folder = config_dir() / "tuning"

@@ -671,3 +671,41 @@ def test_a_tuning_saved_before_the_machine_was_recorded_is_read_and_kept(isolate
     assert old is not None and old.machine == {}
     tuning.mark_stale(old)
     assert tuning.load("k1").stale
+
+
+@pytest.mark.parametrize("meanwhile", ["marked stale", "calibrated again"])
+def test_a_tune_under_load_decides_on_the_tuning_saved_when_it_saves(
+    fake_models, isolated, seed_tuning, monkeypatch, meanwhile
+):
+    """tune read the saved tuning before minutes of measuring and, busy, saved that old copy with the acceptance
+    measured: a run that marked it stale meanwhile was undone (stale: false, trusted again), and a quiet
+    calibration another run saved meanwhile was replaced by the old costs. The other writer runs at the moment
+    the measuring ends; tune decides on what the file holds then."""
+    from specchat import costmodel, tunemeasure, tuning
+    from specchat.costmodel import Costs
+
+    target, draft = fake_models
+    path = seed_tuning(target, draft, keep_draft=True, mode="spec")
+    key = path.stem
+    fresh = Costs({n: 1.0 + 0.05 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, 0.07, 2e-3, 2e-3)
+    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    real = tunemeasure.calibrate
+
+    def calibrate(*args, **kwargs):
+        measured = real(*args, **kwargs)
+        if meanwhile == "marked stale":  # a run whose steps drifted from the saved costs
+            tuning.mark_stale(tuning.load(key))
+        else:  # a run that found it stale and saved a quiet calibration
+            tuning.save(tuning.Tuning(key, fresh))
+        return measured
+
+    monkeypatch.setattr(tunemeasure, "calibrate", calibrate)
+    result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    saved, report = tuning.load(key), json.loads(result.stdout)
+    if meanwhile == "marked stale":  # the busy measurement is no better: either way the next start measures
+        assert not tuning.trusted(saved), json.loads(path.read_text())
+    else:  # the quiet costs kept are the fresh ones, with the acceptance measured now
+        assert saved.costs.verify == fresh.verify and saved.costs.draft_step == fresh.draft_step
+        assert tuning.trusted(saved) and 0 < saved.priors["spec"] <= 1
+        assert report["kept_saved_costs"] and report["saved"]["c"] == fresh.draft_step  # the costs it kept

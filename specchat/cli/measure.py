@@ -232,8 +232,8 @@ def tune(
     prompts = single_turn(load_suite("quick"))  # one reply per prompt, comparable with earlier tunings
     with _templated("tune"), load_pipeline(options, before_load=refuse_unreplaceable) as pipeline:
         title = pipeline.resolved.name
-        tuning, estimates, previous = measure_tuning(pipeline, prompts, max_tokens, err)
-    path, kept = save_if_worth_it(tuning, previous)
+        tuning, estimates = measure_tuning(pipeline, prompts, max_tokens, err)
+    path, kept, previous = save_if_worth_it(tuning)
     if as_json:
         write_stdout(tune_json(pipeline.resolved, tuning, estimates, path, previous, kept=kept), what="the report")
     else:

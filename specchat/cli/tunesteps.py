@@ -40,7 +40,7 @@ def refuse_unreplaceable(resolved, usable) -> None:
 
 
 def measure_tuning(pipeline, prompts, max_tokens: int, err):
-    """The tuning measured on the loaded models, its estimates, and the saved tuning it may replace (or None)."""
+    """The tuning measured on the loaded models and its estimates."""
     from ..progressview import bench_progress
     from ..tunemeasure import tune as run_tune
     from ..tuning import examine, key_for, written_by_newer
@@ -48,29 +48,25 @@ def measure_tuning(pipeline, prompts, max_tokens: int, err):
 
     # pipeline.options: threads as capped to the usable CPUs, the count the new tuning is saved under
     key = key_for(pipeline.resolved, pipeline.options)
-    previous, problem = examine(key)
+    problem = examine(key)[1]
     if problem is not None:  # replaced without a word, a hand-edited file seemed lost to a bug
         newer = " (upgrade specchat to keep using it)" if written_by_newer(key) else ""
         note(err, f"the saved tuning {problem}; this measurement replaces it{newer}")
     with bench_progress(err, len(prompts) * (2 if pipeline.draft is not None else 1)) as progress:
-        tuning, estimates = run_tune(
+        return run_tune(
             pipeline, prompts, max_tokens=max_tokens, notify=lambda message: note(err, message), progress=progress
         )
-    return tuning, estimates, previous
 
 
-def save_if_worth_it(tuning, previous):
-    """The saved file's path (None: nothing saved) and whether the saved costs were kept (tuning.worth_saving)."""
-    from ..tuning import save, worth_saving
+def save_if_worth_it(tuning):
+    """The saved file's path (None: nothing saved), whether the saved costs were kept (tuning.worth_saving), and
+    the saved tuning that was decided on (None if none)."""
+    from ..tuning import save_measured
 
-    saving, kept = worth_saving(tuning, previous)
-    path = None
-    if saving is not None:
-        try:
-            path = save(saving)
-        except OSError as exc:
-            raise _unsaved(exc, "nothing was saved") from None
-    return path, kept
+    try:
+        return save_measured(tuning)
+    except OSError as exc:
+        raise _unsaved(exc, "nothing was saved") from None
 
 
 def _unsaved(exc: OSError, what: str) -> SpecchatError:
