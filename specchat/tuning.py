@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -249,9 +250,14 @@ def save_measured(measured: Tuning) -> tuple[Path | None, bool, Tuning | None]:
     """(the file `tune` saved, None for none; whether the saved costs were kept; the saved tuning it decided on):
     decided on the file as it is now, read again. Read before minutes of measuring, a stale mark a drifting run
     made meanwhile was undone, and a quiet calibration a run saved meanwhile replaced by the old costs."""
-    previous = load(measured.key)
-    saving, kept = worth_saving(measured, previous)
-    return (None if saving is None else save(saving)), kept, previous
+    path = tuning_path(measured.key)
+    make_dirs(path.parent)
+    with _writing():
+        previous = load(measured.key)
+        saving, kept = worth_saving(measured, previous)
+        if saving is not None:
+            _write(saving)
+    return (None if saving is None else path), kept, previous
 
 
 def check_writable() -> None:
@@ -290,21 +296,58 @@ def check_replaceable(key: str) -> None:
 
 
 def save(tuning: Tuning) -> Path:
-    """Atomic, so concurrent first runs cannot collide."""
+    """Atomic, so concurrent first runs cannot collide; in turn with the other writers (_writing)."""
     path = tuning_path(tuning.key)
     make_dirs(path.parent)
-    write_atomic(path, json.dumps(tuning.as_dict(), indent=2), keep_read_only=True)
+    with _writing():
+        _write(tuning)
     return path
 
 
+def _write(tuning: Tuning) -> None:
+    write_atomic(tuning_path(tuning.key), json.dumps(tuning.as_dict(), indent=2), keep_read_only=True)
+
+
+LOCK_WAIT_S = 5.0  # a writer holds the lock for a read and a write, milliseconds
+
+
+@contextlib.contextmanager
+def _writing() -> Iterator[None]:
+    """Writers of the saved tunings take turns (a lock file in their folder, kept: one removed while another
+    process waited would let both in), so that one that reads a file and writes it back (mark_stale, tune's save)
+    cannot undo a write another process made in between. Where it cannot be taken (a folder not there or
+    read-only, a file system without locks, a writer that hangs), the write goes ahead without it, as before."""
+    from filelock import FileLock
+
+    lock: FileLock | None = FileLock(config_dir() / "tuning" / ".lock")
+    try:
+        lock.acquire(timeout=LOCK_WAIT_S)
+    except (OSError, NotImplementedError):  # filelock's Timeout is an OSError too
+        lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def mark_stale(tuning: Tuning) -> None:
-    """The machine ran at another speed than the saved calibration says: measure again next start."""
-    saved = load(tuning.key)
-    if saved is None or saved.stale:
+    """The machine ran at another speed than the saved calibration says: measure again next start. Only the
+    calibration the run drifted from: one another run saved since is of the machine as it is now."""
+    if not tuning_path(tuning.key).is_file():  # nothing to mark: no lock (nor its folder) made for it
         return
-    saved.stale = True
-    with contextlib.suppress(OSError):  # then it is simply trusted once more
-        save(saved)
+    with _writing():
+        saved = load(tuning.key)
+        if saved is None or saved.stale or _measurement(saved.costs) != _measurement(tuning.costs):
+            return
+        saved.stale = True
+        with contextlib.suppress(OSError):  # then it is simply trusted once more
+            _write(saved)
+
+
+def _measurement(costs: Costs) -> tuple:
+    """What tells one measurement from another (as saved: a drifting run's step_s has moved since)."""
+    return costs.verify, costs.draft_step, costs.calibrated_step_s, costs.busy
 
 
 def key_for(resolved, options) -> str:

@@ -132,10 +132,10 @@ def test_a_tuning_that_cannot_be_written_after_measuring_is_one_line(fake_models
 
     from specchat import tuning
 
-    def full(_tuning):
+    def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(tuning, "save", full)
+    monkeypatch.setattr(tuning, "write_atomic", full)
     target, draft = fake_models
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1, result.output
@@ -567,7 +567,8 @@ def test_a_tuning_file_that_cannot_be_written_is_one_line_before_loading(
     what, kind = ("a FIFO or device nobody reads", "FIFO or device") if blocker == "fifo" else ("a link to ", "link")
     assert len(lines) == 1 and lines[0].startswith(f"error: cannot save the tuning as {path}: it is {what}"), lines
     assert f"hint: remove that {kind} (tune saves its file there); nothing was measured" in lines[0]
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing written beside it, no probe left
+    beside = [p.name for p in path.parent.iterdir() if p.name != ".lock"]  # the writers' lock (seed_tuning's), kept
+    assert beside == [path.name]  # nothing written beside it, no probe left
 
 
 def test_a_newer_specchats_tuning_is_kept_by_run_and_named_by_tune(fake_models, isolated, seed_tuning, monkeypatch):
@@ -709,3 +710,61 @@ def test_a_tune_under_load_decides_on_the_tuning_saved_when_it_saves(
         assert saved.costs.verify == fresh.verify and saved.costs.draft_step == fresh.draft_step
         assert tuning.trusted(saved) and 0 < saved.priors["spec"] <= 1
         assert report["kept_saved_costs"] and report["saved"]["c"] == fresh.draft_step  # the costs it kept
+
+
+def _quiet_costs(slope: float):
+    from specchat.costmodel import Costs
+
+    return Costs({n: 1.0 + slope * (n - 1) for n in (1, 2, 4, 8, 16)}, 0.05, 1e-3, 1e-3)
+
+
+def test_a_drift_from_costs_no_longer_saved_leaves_the_saved_ones_alone(isolated):
+    """mark_stale marked whatever the file held: a run that drifted from the old costs marked stale the quiet
+    calibration another run had saved since, and the next start measured again for nothing."""
+    from specchat import tuning
+
+    old, fresh = tuning.Tuning("k1", _quiet_costs(0.02)), tuning.Tuning("k1", _quiet_costs(0.05))
+    tuning.save(old)
+    tuning.save(fresh)
+    tuning.mark_stale(old)
+    assert tuning.trusted(tuning.load("k1")) and tuning.load("k1").costs.verify == fresh.costs.verify
+    tuning.mark_stale(fresh)
+    assert tuning.load("k1").stale
+
+
+def test_a_calibration_saved_while_mark_stale_writes_is_not_replaced(isolated, monkeypatch):
+    """mark_stale read the file and wrote it back marked stale: a quiet calibration another process saved in
+    between was replaced by the old costs marked stale. Writers take turns: the other process, started at that
+    moment, finds the lock held (it says so, then saves), or without one saves at once, as it did before."""
+    import subprocess
+    import sys
+
+    from specchat import tuning
+
+    old = tuning.Tuning("k1", _quiet_costs(0.02))
+    tuning.save(old)
+    script = (
+        "import sys\nfrom filelock import FileLock, Timeout\nfrom specchat import tuning\n"
+        "from specchat.costmodel import Costs\n"
+        "lock = FileLock(tuning.tuning_path('k1').parent / '.lock')\n"
+        "try:\n    lock.acquire(timeout=0)\nexcept Timeout:\n    print('held', flush=True)\n"
+        "else:\n    lock.release()\n    print('free', flush=True)\n"
+        "verify = {n: 1.0 + 0.05 * (n - 1) for n in (1, 2, 4, 8, 16)}\n"
+        "tuning.save(tuning.Tuning('k1', Costs(verify, 0.05, 1e-3, 1e-3)))\n"
+    )
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
+    real, children = tuning.load, []
+
+    def load(key):
+        saved = real(key)
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+        children.append(child)
+        if child.stdout.readline().strip() == "free":  # nothing holds it: the other save lands before the write
+            child.wait(timeout=60)
+        return saved
+
+    monkeypatch.setattr(tuning, "load", load)
+    tuning.mark_stale(old)
+    assert children and children[0].wait(timeout=60) == 0
+    saved = real("k1")
+    assert tuning.trusted(saved) and saved.costs.verify == _quiet_costs(0.05).verify
