@@ -77,13 +77,12 @@ def _check_file(path: Path) -> None:
     # Another llama.cpp may read other tensor types: a file passed under one is checked again under another.
     prefix = f"{RULES}:{reader_tag()}:"
     key = f"{prefix}{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-    known = _load_cache()
-    if known.get(key):
+    if _load_cache().get(key):
         return
     _require_header_size(path, stat.st_size)
     with _mapped(path) as data:
         _require_language_model(path.name, check_bytes(data, path.name, keep=True))
-    known = _kept(known, prefix)
+    known = _kept(_load_cache(), prefix)  # read again: another process's verdicts written meanwhile are kept
     known[key] = True
     _save_cache(known)
 

@@ -179,16 +179,16 @@ def cached_sha256(path: Path, hashing: Callable[[], Advance | None] = lambda: No
     known = read_json_object(_sha256_store(), _is_sha256)  # anything odd in it: hash again and rewrite it
     if (digest := known.get(_file_key(path))) is None:
         digest = sha256_of(path, hashing())
-        remember_sha256(path, digest, known)
+        remember_sha256(path, digest)
     return digest
 
 
-def remember_sha256(path: Path, digest: str, known: dict | None = None) -> None:
+def remember_sha256(path: Path, digest: str) -> None:
     """Keep a file's sha256 (a pull that just computed it while writing the file: the next pull reads nothing)."""
     import json
 
-    if known is None:
-        known = read_json_object(_sha256_store(), _is_sha256)
+    # Read now, not before the hash: what another process wrote during minutes of hashing is kept.
+    known = read_json_object(_sha256_store(), _is_sha256)
     try:
         key = _file_key(path)
         # What the cache knew of this path before it changed, and of files since deleted (test runs, a

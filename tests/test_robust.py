@@ -644,6 +644,47 @@ def test_the_gguf_check_cache_keeps_the_verdicts_of_two_llama_cpps_that_take_tur
     assert sorted(cache) == sorted(f"{gguf.RULES}:{tag}:{key}" for tag in ("two", "three", "four"))
 
 
+def test_the_sha256_cache_keeps_what_another_process_wrote_while_this_one_hashed(tmp_path, monkeypatch):
+    """cached_sha256 read the cache, hashed for minutes (gigabytes), and wrote back what it had read with its
+    digest: a digest another process (a pull beside it) wrote meanwhile was dropped, and hashed again later."""
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    data, other = tmp_path / "model.gguf", tmp_path / "other.gguf"
+    data.write_bytes(b"weights")
+    other.write_bytes(b"other weights")
+    real = modelfiles.sha256_of
+
+    def sha256_of(path, advance=None):
+        modelfiles.remember_sha256(other, hashlib.sha256(b"other weights").hexdigest())  # the other process
+        return real(path, advance)
+
+    monkeypatch.setattr(modelfiles, "sha256_of", sha256_of)
+    modelfiles.cached_sha256(data)
+    store = json.loads((tmp_path / "cache" / "sha256.json").read_text())
+    assert sorted(key.rsplit(":", 2)[0] for key in store) == sorted([str(data.resolve()), str(other.resolve())])
+
+
+def test_the_gguf_check_cache_keeps_what_another_process_wrote_while_this_one_checked(tmp_path, monkeypatch):
+    """gguf.check read the cache before reading the file's tensors, and wrote back what it had read: another
+    process's verdict written meanwhile was dropped, and that file checked again next time."""
+    monkeypatch.setenv("SPECCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    model, other = tmp_path / "tiny.gguf", tmp_path / "other.gguf"
+    model.write_bytes(tiny_gguf())
+    other.write_bytes(tiny_gguf())
+    real = gguf.check_bytes
+
+    def check_bytes(data, name, **kwargs):
+        if name == model.name and kwargs.get("tensors", True):  # the whole check, not the metadata read after it
+            gguf.check(other)  # the other process
+        return real(data, name, **kwargs)
+
+    monkeypatch.setattr(gguf, "check_bytes", check_bytes)
+    gguf.check(model)
+    cache = json.loads((tmp_path / "cache" / "gguf-checked.json").read_text())
+    assert sorted(key.rsplit(":", 2)[0].rpartition(":")[2] for key in cache) == sorted(
+        [str(model.resolve()), str(other.resolve())]
+    )
+
+
 def test_a_file_cache_keeps_entries_it_cannot_look_at(tmp_path, monkeypatch):
     """A key of a drive not mounted (its folder gone) or of a folder not readable stays: hashing a model again
     is slow. And a folder not readable raised PermissionError out of the check (Python 3.11's is_file)."""
