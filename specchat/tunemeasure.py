@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .costmodel import Costs, measure
-from .tuning import Tuning, examine, key_for, measured_on, save, trusted, written_by_newer
+from .tuning import Tuning, examine, key_for, measured_on, save_calibration, trusted, written_by_newer
 
 # Batch sizes timed on a first run (once per pair and machine); auto drafts only to measured sizes.
 # Costs are not smooth in n (multiples of 16 suit llama.cpp's CPU kernels), so the powers of two and
@@ -67,7 +67,7 @@ def prepare(target, draft, key: str, *, use_saved: bool, notify, threads: int = 
         notify("used for this run only: the newer specchat's tuning is kept (upgrade specchat to start from it)")
     elif use_saved:
         try:
-            save(tuning)
+            save_calibration(tuning)
         except OSError as exc:  # not worth failing a run for: next time it measures again
             notify(f"could not save the measurement ({exc.strerror or exc}); it will be repeated next time")
     return tuning

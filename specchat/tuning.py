@@ -304,6 +304,15 @@ def save(tuning: Tuning) -> Path:
     return path
 
 
+def save_calibration(tuning: Tuning) -> None:
+    """A run's quiet calibration, unless the file now holds a trusted tuning, saved by another process while this
+    one measured: a quick calibration replaced a `tune` that ended meanwhile, its batches and acceptance."""
+    make_dirs(tuning_path(tuning.key).parent)
+    with _writing():
+        if not trusted(load(tuning.key)):
+            _write(tuning)
+
+
 def _write(tuning: Tuning) -> None:
     write_atomic(tuning_path(tuning.key), json.dumps(tuning.as_dict(), indent=2), keep_read_only=True)
 

@@ -733,3 +733,20 @@ def test_the_draft_model_starts_from_the_acceptance_tune_measured(fake_models, i
     tuning_module.save(tuning_module.Tuning(key, costs, priors={"spec": 0.9}, source="tune"))
     with open_pipeline(options, lambda _message: None) as pipeline:
         assert pipeline.drafters["spec"].offer([5], 16).mean[0] == pytest.approx(0.9)
+
+
+def test_a_calibration_does_not_replace_a_tuning_another_process_saved_while_it_measured(tmp_path, monkeypatch):
+    """A first auto run read no tuning, measured, and saved its quick calibration over whatever was saved
+    meanwhile: a `tune` that ended in those seconds lost its full batches and its measured acceptance."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    tuned = tuning.Tuning("k1", Costs(dict(XEON.v), 0.4, 0.05, 0.05), priors={"spec": 0.8}, source="tune")
+
+    def fake_calibrate(target, draft, key, *, full=False, threads=0):
+        tuning.save(tuned)  # the other process's tune ends while this run measures
+        return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04))
+
+    monkeypatch.setattr(tunemeasure, "calibrate", fake_calibrate)
+    used = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=lambda _message: None)
+    assert used.costs.draft_step == 0.45  # this run goes on with what it measured
+    saved = tuning.load("k1")
+    assert saved.source == "tune" and saved.priors == {"spec": 0.8} and saved.costs.draft_step == 0.4
