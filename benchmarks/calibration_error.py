@@ -7,8 +7,10 @@ deciding on wrong batch costs while the machine runs the regime's true ones.
 A single timed batch on a 2-core VM spreads by about 15% from one timing to the next, and a calibration
 takes the median of a few, so each v(n) it saves may be off by several percent: `--cv` sets the spread of
 that error (log-normal, each size on its own, `--seeds` draws), and the rows "sizes of 8 and more x F" bias
-every large batch alike. Prints the geometric mean of auto's speedup over the target alone (true costs),
-and its worst prompt.
+every large batch alike, and "draft step x F" a draft model's step (c) measured too cheap or too dear: too
+cheap, it makes the draft model look worth loading where it is not; "every ratio x F" both, as a single
+target step timed slow (the one every ratio is divided by) makes them. Prints the geometric mean of
+auto's speedup over the target alone (true costs), and its worst prompt.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ sys.path.insert(0, str(HERE))
 import simulate  # noqa: E402
 
 
-def speedups(traces, regime: simulate.Regime, believed: dict[int, float]) -> tuple[float, float]:
+def speedups(traces, regime: simulate.Regime, believed: dict[int, float], c: float = 1.0) -> tuple[float, float]:
     values = []
     for trace in traces:
         alone = simulate.replay(trace, regime, "target").decode_s
-        costs = replace(regime.costs(), verify=dict(believed))
+        costs = replace(regime.costs(), verify=dict(believed), draft_step=regime.c * c)
         values.append(alone / simulate.replay(trace, regime, "auto", costs=costs).decode_s)
     return math.exp(sum(map(math.log, values)) / len(values)), min(values)
 
@@ -59,6 +61,11 @@ def main() -> None:
     for factor in (0.8, 0.9, 1.1, 1.2):
         biased = {n: v * factor if n >= 8 else v for n, v in truth.items()}
         report(f"sizes of 8 and more x {factor}", speedups(traces, regime, biased))
+    for factor in (0.7, 0.8, 1.25):
+        report(f"draft step x {factor}", speedups(traces, regime, truth, c=factor))
+    for factor in (0.7, 0.8, 0.9):
+        cheap = {n: v * factor if n > 1 else v for n, v in truth.items()}
+        report(f"every ratio x {factor}", speedups(traces, regime, cheap, c=factor))
 
 
 if __name__ == "__main__":
