@@ -309,8 +309,12 @@ def save_calibration(tuning: Tuning) -> None:
     one measured: a quick calibration replaced a `tune` that ended meanwhile, its batches and acceptance."""
     make_dirs(tuning_path(tuning.key).parent)
     with _writing():
-        if not trusted(load(tuning.key)):
-            _write(tuning)
+        current = load(tuning.key)
+        if trusted(current):
+            return
+        if current is not None and current.priors:  # a `tune` under load saved its measured acceptance meanwhile
+            tuning = replace(tuning, priors=current.priors)
+        _write(tuning)
 
 
 def _write(tuning: Tuning) -> None:

@@ -750,3 +750,19 @@ def test_a_calibration_does_not_replace_a_tuning_another_process_saved_while_it_
     assert used.costs.draft_step == 0.45  # this run goes on with what it measured
     saved = tuning.load("k1")
     assert saved.source == "tune" and saved.priors == {"spec": 0.8} and saved.costs.draft_step == 0.4
+
+
+def test_a_calibration_keeps_the_acceptance_a_tune_under_load_saved_while_it_measured(tmp_path, monkeypatch):
+    """A `tune` that ended under load saves its measured acceptance beside costs it does not trust; the run's
+    quiet calibration then replaces those costs, and kept the acceptance it had read before measuring (none)."""
+    monkeypatch.setenv("SPECCHAT_CONFIG_DIR", str(tmp_path))
+    busy = tuning.Tuning("k1", Costs(dict(XEON.v), 0.4, 0.05, 0.05, busy=True), priors={"spec": 0.8}, source="tune")
+
+    def fake_calibrate(target, draft, key, *, full=False, threads=0):
+        tuning.save(busy)
+        return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04))
+
+    monkeypatch.setattr(tunemeasure, "calibrate", fake_calibrate)
+    tunemeasure.prepare(None, None, "k1", use_saved=True, notify=lambda _message: None)
+    saved = tuning.load("k1")
+    assert saved.costs.draft_step == 0.45 and not saved.costs.busy and saved.priors == {"spec": 0.8}
