@@ -212,8 +212,8 @@ DEFINITIONS = {
     "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did), "
     "up to the last position any round drafted",
     "draft_share": "draft time / (draft + verify time)",
-    "ttft_s": "time to first token (the target's prefill + first round; a draft model reads the prompt after it), "
-    "median",
+    "ttft_s": "time to first token (the target's prefill + first round; a draft model reads the prompt after it, but "
+    "where auto has it draft the first round), median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
     "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption "
     "(a round of the target alone, as spec's first, costs one step)",

@@ -186,11 +186,14 @@ class AutoDrafter:
 
     def _pays_alone(self, drafter: Drafter, context: Sequence[int]) -> bool:
         """Drafting with it alone is expected to pay (the plain estimate), its catch-up counted."""
+        step = self._step_cost(drafter)
+        if step is None:  # choose() never drafts with it either
+            return False
         offer = self._within_reach(drafter.offer(context, MODES[drafter.name].max_k), drafter.name)
         if not offer.rates or not self.guard.trusted(drafter.name):
             return False
         rates, fixed = offer.mean or offer.rates, self._catch_up_cost(drafter, offer)
-        k, _ = self.costs.best_length(rates, self._step_cost(drafter) or 0.0, fixed)
+        k, _ = self.costs.best_length(rates, step, fixed)
         return k > 0
 
     def offer(self, context: Sequence[int], k_max: int):

@@ -28,7 +28,7 @@ class Draft:
     # vocabulary): that position is a certain rejection, so its correction comes from norm(max(0, p - q)).
     rejected_q: np.ndarray | None = None
     source: str = ""  # the mode whose drafter drafted it ("spec", "ngram"), for stats and the view
-    prefill_s: float = 0.0  # of the proposal's time, a cold draft model reading the prompt: prefill, not drafting
+    prefill_s: float = 0.0  # of the proposal's time, a cold draft model reading the prompt before the first token
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -46,7 +46,8 @@ class Offer:
     catch_up: int = 0  # tokens the drafter must process before it can draft (a draft model that lags)
     mean: list[float] | None = None  # the plain estimate, to rank drafters that pass on `rates` (None: rates)
     proven: int | None = None  # positions the drafter vouches for; beyond them only where a batch is cheap
-    cold: bool = False  # catching up now would delay the first token: auto charges it in full
+    # It has not read this reply's prompt: auto charges that reading in full before the first token, a share after.
+    cold: bool = False
 
 
 NO_OFFER = Offer([], [])

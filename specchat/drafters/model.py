@@ -121,7 +121,7 @@ class DraftModelDrafter:
     ) -> None:
         self.cache = CachedModel(model)
         self.wait_for_first_token = wait_for_first_token  # False: prefill evaluates the prompt at once
-        self.cold = False  # a reply began, its first token not out yet: spec drafts nothing, auto pays in full
+        self.cold = False  # a reply began and the prompt is not read yet (spec: until the first token is out)
         self.p_min = p_min  # confidence stop: no guess whose probability is below this (0 = off)
         self.prior = prior
         self.acceptance = Acceptance(prior)
