@@ -766,3 +766,43 @@ def test_a_calibration_keeps_the_acceptance_a_tune_under_load_saved_while_it_mea
     tunemeasure.prepare(None, None, "k1", use_saved=True, notify=lambda _message: None)
     saved = tuning.load("k1")
     assert saved.costs.draft_step == 0.45 and not saved.costs.busy and saved.priors == {"spec": 0.8}
+
+
+def gpu_auto(clock: Clock, lookup: bool = True):
+    """The target and auto with a draft model that agrees 90% of the time (and prompt lookup), on a GPU's costs."""
+    target_fn = HashLM(n_vocab=V)
+    target = CachedModel(TimedModel(FakeModel(target_fn, n_vocab=V, n_ctx=2048), clock, GPU.batch))
+    draft_model = FakeModel(DraftLM(target_fn, agree_hashed(0.9)), n_vocab=V, n_ctx=2048)
+    draft = TimedModel(draft_model, clock, lambda m: GPU.c * GPU.batch(m))
+    arms = [DraftModelDrafter(draft), *([NgramDrafter()] if lookup else [])]
+    return target, AutoDrafter(GPU.costs(), arms, clock=clock), draft_model
+
+
+def test_a_draft_model_first_read_after_the_first_token_is_drafting_not_prefill(monkeypatch):
+    """Where auto first chooses a draft model that warm left unread, its reading of the prompt is time the
+    user waits between tokens: drafting's, as when warm reads it (Draft.prefill_s is for a reading before
+    the first token)."""
+    clock = Clock()
+    _, auto, draft_model = gpu_auto(clock, lookup=False)
+    monkeypatch.setattr(auto, "_pays_alone", lambda drafter, context: False)  # warm leaves it unread
+    prompt = [3 + i % (V - 3) for i in range(100)]
+    auto.prefill(prompt[:-1])
+    auto.warm(prompt)
+    assert draft_model.calls == []
+    draft = auto.propose(prompt, 8, Sampler(SamplingParams()))
+    assert draft.source == "spec" and draft_model.calls  # chosen, so read now
+    assert draft.prefill_s == 0.0
+
+
+def test_each_reply_s_reading_before_its_first_token_is_prefill_again():
+    """The second reply of a conversation starts cold again: where auto has the draft model draft its first
+    round, its reading of what it has not seen is the second reply's prefill, as it was the first's."""
+    clock = Clock()
+    target, auto, _ = gpu_auto(clock, lookup=False)
+    first = [3 + i % (V - 3) for i in range(12)]
+    reply, stats = speculative_decode(target, auto, first, Sampler(SamplingParams()), k=16, max_tokens=8, clock=clock)
+    second = [*first, *reply, *range(20, 30)]
+    _, again = speculative_decode(target, auto, second, Sampler(SamplingParams()), k=16, max_tokens=8, clock=clock)
+    assert stats.rounds_by_source == {"spec": 4} and again.rounds_by_source == {"spec": 2}
+    # The target's prefill of the new tokens, and the draft model's reading, at least one step of it (c).
+    assert again.prefill_s >= GPU.batch(len(second) - len(first) - len(reply)) + GPU.c
