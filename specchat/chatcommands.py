@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from . import modes
@@ -34,21 +35,22 @@ if TYPE_CHECKING:
 MAX_K = max(mode.max_k for mode in modes.MODES.values())
 MODE_WORDS = {"spec": "draft model", "ngram": "prompt lookup", "suffix": "past text"}
 
-HELP = """\
-/help            this list
-/stats           session totals (tokens, speed, acceptance)
-/max N           longest reply in tokens (0 = no limit: to its end or the context's)
-/k N             draft length (1-64; in auto mode the largest it may choose)
-/temp T          temperature (0 = greedy, exactly the target's output)
-/mode M          {modes}
-/spec on|off     speculation on (the chosen mode), or the target alone
-/rejected on|off show or hide the rejected draft guesses
-/system [TEXT]   show the system prompt; TEXT sets it, /system off clears it
-/reset           start a new conversation (keeps the system prompt)
-/save FILE       save the conversation (.json: /load reads it back; else Markdown)
-/load ID|FILE    continue a logged conversation (`specchat logs`) or a saved .json
-/bye             leave (Ctrl-D works too)
-{input}"""
+# Two columns, so that a description the terminal's width wraps goes on under its own column, not under the commands.
+HELP = (
+    ("/help", "this list"),
+    ("/stats", "session totals (tokens, speed, acceptance)"),
+    ("/max N", "longest reply in tokens (0 = no limit: to its end or the context's)"),
+    ("/k N", "draft length (1-64; in auto mode the largest it may choose)"),
+    ("/temp T", "temperature (0 = greedy, exactly the target's output)"),
+    ("/mode M", "{modes}"),
+    ("/spec on|off", "speculation on (the chosen mode), or the target alone"),
+    ("/rejected on|off", "show or hide the rejected draft guesses"),
+    ("/system [TEXT]", "show the system prompt; TEXT sets it, /system off clears it"),
+    ("/reset", "start a new conversation (keeps the system prompt)"),
+    ("/save FILE", "save the conversation (.json: /load reads it back; else Markdown)"),
+    ("/load ID|FILE", "continue a logged conversation (`specchat logs`) or a saved .json"),
+    ("/bye", "leave (Ctrl-D works too)"),
+)
 # How to type a message of several lines: the terminal's line editor (prompt_toolkit) takes pastes, Esc-Enter and
 # Tab; plain line reading (TERM=dumb: Emacs' shell, where the terminal edits the line) reads a pasted block as one
 # message per line and knows no keys of its own, so there only a line ending in a backslash or a """ block work.
@@ -134,7 +136,13 @@ class SlashCommands:
         # The others need a model or a history this session did not load: /mode would refuse them.
         prefix = "" if len(here) == len(modes.MODES) else "in this session: "
         typing = PLAIN_INPUT if self.plain else EDITOR_INPUT
-        self.console.print(Text(HELP.format(modes=prefix + ", ".join(names), input=typing)))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        for command, words in HELP:
+            grid.add_row(Text(command), Text(words.format(modes=prefix + ", ".join(names))))
+        self.console.print(grid)
+        self.console.print(Text(typing))
 
     def _cmd_bye(self) -> bool:
         return False

@@ -1054,3 +1054,16 @@ def test_save_markdown_adds_no_fence_where_none_is_open(tmp_path, reply):
     chat.conversation.messages += [Message("assistant", reply), Message("user", "thanks")]
     chat.command(f"/save {tmp_path / 'c.md'}")
     assert (tmp_path / "c.md").read_text() == f"## assistant\n\n{reply}\n\n## user\n\nthanks\n"
+
+
+def test_help_wraps_each_description_under_its_own_column_in_80_columns():
+    """In an 80-column terminal /help's longer descriptions (/max, /mode, /save, /load) went on at column 0,
+    under the commands, so the wrapped words read as a line of their own."""
+    chat, _ = session()
+    out = io.StringIO()
+    chat.console = Console(file=out, width=80, force_terminal=False)
+    chat.pipeline = SimpleNamespace(available=lambda _name: True)
+    chat.command("/help")
+    table = out.getvalue().splitlines()[:-2]  # the last lines: how to type several lines, a paragraph
+    assert len(table) > 13, table  # some descriptions wrap at 80 columns
+    assert all(line.startswith("/") or line.startswith(" " * 17) for line in table), table
