@@ -296,3 +296,16 @@ def test_a_history_array_of_strings_is_led_to_a_file_the_bench_reads(tmp_path):
     converted = subprocess.run(shlex.split(command), capture_output=True, text=True, check=True).stdout
     (tmp_path / out).write_text(converted, encoding="utf-8")
     assert benchhistory.load(str(tmp_path / out), ["auto"]).texts == ["Write a haiku.", "Name colours."]
+
+
+def test_the_tables_ttft_legend_says_what_the_json_and_the_docs_say_it_counts():
+    """The legend under bench's table said TTFT was 'the same prefill with or without drafting', where auto
+    has a draft model read a short prompt before the first token on a GPU and counts it there (the JSON's
+    definition, docs/how-it-works.md's table)."""
+    from specchat.benchreport import COLUMNS_LEGEND
+    from specchat.benchresult import DEFINITIONS
+
+    assert "the target's prefill + first round" in DEFINITIONS["ttft_s"]
+    ttft = COLUMNS_LEGEND[COLUMNS_LEGEND.index("TTFT = ") :]
+    assert "the target's prefill + first round" in ttft and "auto" in ttft, ttft
+    assert "same prefill with or without" not in ttft
