@@ -208,7 +208,7 @@ class Api:
         left = any(outcome.stop_reason == "cancelled" for outcome in outcomes)
         summed = outcomes[0] if len(outcomes) == 1 else batch_outcome(outcomes)
         self.log(request, CLIENT_CLOSED if left else 200, outcome=summed)
-        extra = openai_api.extras(summed.stats, self.mode, self.label, summed.cached)
+        extra = openai_api.extras(summed.stats, self.mode, self.label, summed.cached, summed.prompts)
         replies = [(outcome.text, openai_api.finish_reason(outcome.stop_reason)) for outcome in outcomes]
         if chat:
             return JSONResponse(openai_api.chat_response(openai_api.new_id("chatcmpl"), self.model, *replies[0], extra))

@@ -38,6 +38,7 @@ class Outcome:
     stats: Stats
     stop_reason: str  # eog | max_tokens | context | stop | cancelled
     cached: int = 0  # prompt tokens the KV cache already held from the request before (not evaluated again)
+    prompts: int = 1  # prompts read (a batch's): the prefill reads each but its last token (the first verify's)
 
 
 def batch_outcome(outcomes: list[Outcome]) -> Outcome:
@@ -48,7 +49,8 @@ def batch_outcome(outcomes: list[Outcome]) -> Outcome:
         stats.merge(outcome.stats)
     counted = Counter(outcome.stop_reason for outcome in outcomes)
     reasons = ", ".join(reason if n == 1 else f"{reason} x{n}" for reason, n in counted.items())
-    return Outcome("", stats, f"{len(outcomes)} prompts: {reasons}", sum(outcome.cached for outcome in outcomes))
+    cached, prompts = sum(outcome.cached for outcome in outcomes), sum(outcome.prompts for outcome in outcomes)
+    return Outcome("", stats, f"{len(outcomes)} prompts: {reasons}", cached, prompts)
 
 
 class StopScanner:
@@ -214,7 +216,7 @@ class Engine:
         with self.lock:
             with job.lock:
                 if job.cancelled.is_set():  # the client left while it waited in the queue
-                    return Outcome("", Stats(), "cancelled")
+                    return Outcome("", Stats(), "cancelled", prompts=0)
                 job.started = True
             pipeline, request = self.pipeline, job.request
             ids = job.ids

@@ -67,7 +67,7 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
         line(exc.status, note=exc.message)
         yield openai_api.sse(exc.body())
         return
-    extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached)
+    extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
     # With include_usage the usage goes once, in its own chunk, as the API sends it: clients that add up
     # the usage of every chunk (LangChain's stream_usage) counted it twice when the last one had it too.
     last = {key: value for key, value in extra.items() if key != "usage"} if include_usage else extra

@@ -2077,3 +2077,26 @@ def test_sigterm_while_the_models_load_says_so(tmp_path):
     finally:
         process.kill()
     assert log.read_text().endswith("stopped while loading (SIGTERM)\n"), log.read_text()
+
+
+def test_the_prompt_rate_counts_only_the_tokens_the_prefill_read(server):
+    """The prefill reads all but the prompt's last token (it opens the first verify batch): the same request again
+    had prompt_n 1 in a prefill that read nothing, and prompt_per_second showed 24,000 tokens/s where it is 0."""
+    client = server.client()
+    ask(client, "The same question twice, please.")
+    again = ask(client, "The same question twice, please.").model_extra["timings"]
+    assert again["prompt_n"] == 1 and again["prompt_per_second"] == 0.0, again
+
+
+def test_a_batchs_prompt_rate_leaves_out_each_prompts_last_token():
+    """A batch's prefill read each prompt but its last token: its rate divides those, not all of prompt_n. A prompt
+    that never ran (its client left) read none."""
+    from specchat.openai_api import timings
+    from specchat.servequeue import Outcome, Stats, batch_outcome
+
+    read = [Outcome("a", Stats(prompt_tokens=11, prefill_s=0.5), "eog", cached=0)]
+    read.append(Outcome("b", Stats(prompt_tokens=9, prefill_s=0.5), "eog", cached=4))
+    read.append(Outcome("", Stats(), "cancelled", prompts=0))
+    summed = batch_outcome(read)
+    rates = timings(summed.stats, summed.cached, summed.prompts)
+    assert rates["prompt_n"] == 16 and rates["prompt_per_second"] == (10 + 4) / 1.0, rates
