@@ -35,6 +35,7 @@ from .serveintake import authorize, measure_all, read_body
 from .servelog import ServerLog
 from .servequeue import Engine, Job, Outcome, QueueFull, batch_outcome
 from .servestream import CLIENT_CLOSED
+from .statsview import acceptance
 from .view import n_tokens, one_line
 
 ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health"  # what a 404 names
@@ -273,8 +274,8 @@ class Api:
         if outcome is not None:
             stats = outcome.stats
             line += (
-                f"  {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, accepted {stats.accepted}/"
-                f"{stats.drafted} (rejected {stats.drafted - stats.accepted}), {self.label}, {outcome.stop_reason}"
+                f"  {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, {acceptance(stats)}, {self.label}, "
+                f"{outcome.stop_reason}"
             )
         elif note:
             line += f"  {note}"

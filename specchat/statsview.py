@@ -11,6 +11,11 @@ from .speculative import Stats
 from .view import n_tokens
 
 
+def acceptance(stats: Stats) -> str:
+    """The drafts the target kept, as every line but --stats' and /stats' (which add "drafts") names them."""
+    return f"accepted {stats.accepted}/{stats.drafted} ({stats.acceptance_rate:.0%})"
+
+
 def _draft_share(stats: Stats) -> float:
     busy = stats.draft_s + stats.verify_s
     return stats.draft_s / busy if busy else 0.0
@@ -66,8 +71,7 @@ def summary_line(stats: Stats, label: str) -> Text:
     line = Text(f"── {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, {label}", style="dim")
     if stats.drafted:
         line.append(
-            f", accepted {stats.accepted}/{stats.drafted} ({stats.acceptance_rate:.0%}), "
-            f"{stats.mean_accepted:.2f} per round + 1 target token",
+            f", {acceptance(stats)}, {stats.mean_accepted:.2f} per round + 1 target token",
             style="dim",
         )
     if stats.stop_reason in STOPS:
