@@ -42,7 +42,7 @@ HELP = (
     ("/max N", "longest reply in tokens (0 = no limit: to its end or the context's)"),
     ("/k N", "draft length (1-64; in auto mode the largest it may choose)"),
     ("/temp T", "temperature (0 = greedy, exactly the target's output)"),
-    ("/mode M", "{modes}"),
+    ("/mode [M]", "{modes} (alone: the mode now)"),
     ("/spec on|off", "speculation on (the chosen mode), or the target alone"),
     ("/rejected on|off", "show or hide the rejected draft guesses"),
     ("/system [TEXT]", "show the system prompt; TEXT sets it, /system off clears it"),
@@ -204,8 +204,12 @@ class SlashCommands:
 
     def _cmd_mode(self, arg: str) -> None:
         name = arg.lower()  # as --mode takes it: `/mode NGRAM` was refused as "(lower case)"
+        choices = f"/mode {'|'.join(self._modes_here())}"
+        if not name:  # as /system alone shows the prompt: it printed only the usage, never which mode was on
+            self._say(f"mode: {self.settings.label} ({choices} switches)")
+            return
         if name not in modes.MODES:
-            self._say(f"usage: /mode {'|'.join(self._modes_here())}", "yellow")
+            self._say(f"usage: {choices}", "yellow")
             return
         if not self.pipeline.available(name):
             self._say(f"mode {name} is not available in this session (start with --mode {name})", "yellow")

@@ -50,6 +50,14 @@ def test_mode_in_capitals_is_taken_as_the_command_line_takes_it():
     assert "lower case" not in out.getvalue()
 
 
+def test_mode_alone_shows_the_mode_as_system_alone_shows_the_prompt():
+    """`/mode` alone printed only its usage line, where `/system` alone shows the system prompt."""
+    chat, out = session()
+    assert chat.command("/mode") and "mode: spec k=4 (/mode auto|spec|ngram|target switches)" in out.getvalue()
+    assert chat.command("/spec off") and chat.command("/mode") and "mode: target alone (" in out.getvalue()
+    assert "usage" not in out.getvalue() and chat.settings.mode == "spec"
+
+
 def test_a_k_beyond_what_the_mode_drafts_is_capped_and_said():
     """spec drafts at most 16 tokens a round (bench --ks, the mode table); /k 32 or -k 32 drafted 32 with
     the draft model, each a step that could not pay. It is kept for a later /mode auto or ngram."""
