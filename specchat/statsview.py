@@ -16,6 +16,13 @@ def acceptance(stats: Stats) -> str:
     return f"accepted {stats.accepted}/{stats.drafted} ({stats.acceptance_rate:.0%})"
 
 
+def per_round(stats: Stats, *, short: bool = False) -> str:
+    """Accepted draft tokens per round, in every line's words and rounding (short: the live footer's): --stats,
+    the line under a reply and /stats had two wordings, and the footer a third rounding."""
+    number = f"{stats.mean_accepted:.2f}"
+    return f"{number}/round" if short else f"{number} accepted per round (+1 target token)"
+
+
 def _draft_share(stats: Stats) -> float:
     busy = stats.draft_s + stats.verify_s
     return stats.draft_s / busy if busy else 0.0
@@ -38,7 +45,7 @@ def stats_lines(stats: Stats, k: int, label: str) -> list[str]:
         rates = " ".join(f"{r:.0%}" for r in stats.position_rates() if r is not None)
         lines.append(
             f"k={k}: accepted {stats.accepted}/{stats.drafted} drafts ({stats.acceptance_rate:.0%}), "
-            f"{stats.mean_accepted:.2f} accepted per round (+1 target token), "
+            f"{per_round(stats)}, "
             f"time {share:.0%} draft / {1 - share:.0%} verify; by position: {rates}"
         )
     return lines
@@ -57,7 +64,7 @@ def footer(stats: Stats, label: str) -> Text:
         share = _draft_share(stats)
         parts += [
             f"accepted {stats.acceptance_rate:.0%}",
-            f"{stats.mean_accepted:.1f}/round",
+            per_round(stats, short=True),
             f"draft {share:.0%} / verify {1 - share:.0%}",
         ]
     return Text(" · ".join(parts), style="reverse", no_wrap=True, overflow="ellipsis")
@@ -71,7 +78,7 @@ def summary_line(stats: Stats, label: str) -> Text:
     line = Text(f"── {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, {label}", style="dim")
     if stats.drafted:
         line.append(
-            f", {acceptance(stats)}, {stats.mean_accepted:.2f} per round + 1 target token",
+            f", {acceptance(stats)}, {per_round(stats)}",
             style="dim",
         )
     if stats.stop_reason in STOPS:
@@ -90,7 +97,7 @@ def session_lines(totals: Stats) -> list[str]:
         share = _draft_share(totals)
         lines.append(
             f"accepted {totals.accepted}/{totals.drafted} drafts ({totals.acceptance_rate:.0%}), "
-            f"{totals.mean_accepted:.2f} per round + 1 target token; "
+            f"{per_round(totals)}; "
             f"time {share:.0%} draft / {1 - share:.0%} verify"
         )
     return lines

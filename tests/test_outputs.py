@@ -162,7 +162,7 @@ def test_the_live_views_legend_and_summary_wrap_at_words_on_a_narrow_terminal():
         pyte.Stream(screen).feed(written.replace("\n", "\r\n"))
         rows = [row.rstrip() for row in screen.display if row.strip()]
         text = " ".join(rows)
-        for words in ("rejected draft guess", "accepted 31/36 (86%)", "target token [max tokens reached]"):
+        for words in ("rejected draft guess", "accepted 31/36 (86%)", "(+1 target token) [max tokens reached]"):
             assert words in text, rows
 
 

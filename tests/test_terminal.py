@@ -853,7 +853,7 @@ def test_fake_chat_wraps_its_own_lines_at_words_on_a_narrow_terminal(tmp_path):
     shown = " ".join(" ".join(screen.display).split())
     assert "/help for commands, Ctrl-C stops a reply, Ctrl-D or /bye leaves" in shown
     assert re.search(r"tok/s \(decode\), TTFT [0-9.]+s, stop: eog", shown), shown
-    assert re.search(r"[0-9.]+ per round \+ 1 target token; time \d+% draft / \d+% verify", shown), shown
+    assert re.search(r"[0-9.]+ accepted per round \(\+1 target token\); time \d+% draft / \d+% verify", shown), shown
     assert len(re.findall(r"pos +1 [█░]+ +\d+% of \d+ ", shown)) == 2, shown  # under the reply, and /stats
 
 

@@ -336,6 +336,16 @@ def test_stats_lines_name_sources_by_mode():
     assert len(stats_lines(only_target, 0, "target alone")) == 1
 
 
+def test_every_line_words_and_rounds_tokens_per_round_alike():
+    """--stats said '3.33 accepted per round (+1 target token)', the line under a reply and /stats '3.33 per round
+    + 1 target token', the live footer '3.3/round': one statistic, one name and one rounding."""
+    stats = Stats(generated=14, rounds=3, drafted=12, accepted=10, draft_s=0.5, verify_s=1.5, total_s=2.0)
+    full = "3.33 accepted per round (+1 target token)"
+    assert full in stats_lines(stats, 4, "spec k=4")[1]
+    assert full in summary_line(stats, "spec k=4").plain and full in session_lines(stats)[1]
+    assert "3.33/round" in footer(stats, "spec k=4").plain
+
+
 def test_stats_lines_of_a_reply_stopped_before_its_first_token_show_no_ttft():
     """`TTFT 0.00s` read as an instant first token where there was none (Ctrl-C while reading the prompt)."""
     stopped = Stats(total_s=2.5, prefill_s=2.5, stop_reason="interrupted")
