@@ -158,6 +158,11 @@ def test_usage_md_names_every_key_of_logs_json_and_no_other(fake_models):
     # each explained after the list, not only listed: id, created, pair, label, ... were not (null meant what?)
     explained = text[text.index("}", start) : text.index("\n* ", start)]
     assert {key for key in row if f"`{key}`" not in explained} == set()
+    # the top-level files are the conversation's: a reply that auto answered without the draft model it freed showed
+    # the draft's path there, beside `answered_by`'s null, where the words read as this reply's ("no draft loaded")
+    files = re.sub(r"\s+", " ", explained)
+    assert "`pair`, `target` and `draft` the conversation's, not this reply's" in files
+    assert "the same on every reply of the conversation" in files
 
 
 def _run_params() -> dict[str, click.Parameter]:

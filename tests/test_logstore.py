@@ -129,6 +129,17 @@ def test_a_reply_another_model_answered_is_logged_and_shown_with_that_model(file
     ]
 
 
+def test_a_reply_without_the_draft_model_keeps_the_conversations_draft_at_the_top(files, isolated):
+    """The top-level files are the conversation's, as its first reply had them (docs/usage.md): a later reply made
+    without the draft model has it at the top still, and null only in its own `answered_by`."""
+    draft = isolated / "files" / "draft.fake.gguf"
+    ok(invoke("run", *files, "--draft", str(draft), "--mode", "spec", "Name a tree."))
+    ok(invoke("run", *files, "-c", "--mode", "target", "Name a bird."))
+    rows = logged()
+    assert [row["draft"] for row in rows] == [str(draft)] * 2
+    assert [row["answered_by"]["draft"] for row in rows] == [str(draft), None]
+
+
 def test_replies_of_the_model_a_conversation_began_with_are_shown_as_before(files):
     """The common case: every reply answered by the conversation's files, each line under a header as it was."""
     ok(invoke("run", *files, "Name a fruit."))
