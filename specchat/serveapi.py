@@ -273,10 +273,9 @@ class Api:
         line = f"{request.method} {request.url.path} {status}"
         if outcome is not None:
             stats = outcome.stats
-            line += (
-                f"  {n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s, {acceptance(stats)}, {self.label}, "
-                f"{outcome.stop_reason}"
-            )
+            drafts = f"{acceptance(stats)}, " if stats.drafted else ""  # as the line under a reply: none, no words
+            speed = f"{n_tokens(stats.generated)}, {stats.tokens_per_s:.1f} tok/s"
+            line += f"  {speed}, {drafts}{self.label}, {outcome.stop_reason}"
         elif note:
             line += f"  {note}"
         # what a client sent (a model name, a path) made harmless: a newline would start a line that reads as

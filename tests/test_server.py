@@ -8,6 +8,7 @@ be caught mid-way (cancelled, queued behind)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -2101,3 +2102,24 @@ def test_a_batchs_prompt_rate_leaves_out_each_prompts_last_token():
     summed = batch_outcome(read)
     rates = timings(summed.stats, summed.cached, summed.prompts)
     assert rates["prompt_n"] == 16 and rates["prompt_per_second"] == (10 + 4) / 1.0, rates
+
+
+def test_the_console_line_of_a_reply_without_drafts_names_no_acceptance():
+    """`serve --mode target` logged 'accepted 0/0 (0%)' on every request, where the line under a reply leaves the
+    acceptance out when nothing was drafted."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from specchat.serveapi import Api
+    from specchat.speculative import Stats
+
+    console = Console(file=io.StringIO(), width=200)
+    api = SimpleNamespace(console=console, label="target")
+    request = SimpleNamespace(method="POST", url=SimpleNamespace(path="/v1/chat/completions"))
+    for drafted, accepted in ((0, 0), (8, 6)):
+        stats = Stats(generated=9, drafted=drafted, accepted=accepted, total_s=1.0)
+        Api.log(api, request, 200, outcome=SimpleNamespace(stats=stats, stop_reason="eog"))
+    first, second = console.file.getvalue().splitlines()
+    assert "accepted" not in first and first.endswith("tok/s, target, eog")
+    assert "accepted 6/8 (75%), target, eog" in second
