@@ -218,6 +218,12 @@ class LiveOutput(Output):
         return not self.view.drawn  # view.redrawn: not with FORCE_COLOR into a pipe either
 
 
+def _drafts_with_model(pipeline: Pipeline, request: Request) -> bool:
+    """The reply's mode may draft with the draft model, and it is loaded (a chat that switched `/mode ngram`
+    keeps it loaded, for nothing that reply does)."""
+    return pipeline.draft is not None and request.k > 0 and modes.MODES[request.mode].needs_draft_model
+
+
 def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dict:
     """The JSON description of a reply: "mode" is the mode's name, "label" how views show it."""
     resolved, params = pipeline.resolved, request.params
@@ -225,7 +231,7 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
         "text": generation.text,
         "pair": resolved.pair,
         "target": path_text(resolved.target),
-        "draft": path_text(resolved.draft) if pipeline.draft is not None and request.k else None,
+        "draft": path_text(resolved.draft) if _drafts_with_model(pipeline, request) else None,
         "mode": request.mode,
         "label": request.label,
         "mode_note": pipeline.mode_note if request.mode == "auto" else "",

@@ -179,3 +179,25 @@ def test_a_terminal_rich_calls_dumb_is_dumb_to_specchat_too(monkeypatch, term):
     assert outputs.dumb_terminal() and not outputs.fancy_terminal()
     monkeypatch.setenv("TERM", "xterm-256color")
     assert outputs.fancy_terminal() and not outputs.dumb_terminal()
+
+
+@pytest.mark.parametrize(
+    "mode, k, named", [("spec", 4, True), ("auto", 64, True), ("ngram", 8, False), ("suffix", 8, False)]
+)
+def test_the_draft_model_is_named_only_for_a_reply_of_a_mode_that_uses_it(mode, k, named):
+    """A chat that switched `/mode ngram` keeps the draft model loaded; its replies were not the draft model's,
+    yet `--json` (and the log's answered_by) named its file."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from specchat.pairfiles import Resolved
+
+    pipeline = SimpleNamespace(
+        resolved=Resolved("p", Path("t.gguf"), Path("d.gguf")),
+        draft=object(),
+        mode_note="",
+        target=SimpleNamespace(n_ctx=256),
+    )
+    request = SimpleNamespace(params=SamplingParams(), k=k, mode=mode, label=mode, max_tokens=0)
+    generation = SimpleNamespace(text="", set_aside={}, threads=None, stats=Stats())
+    assert (outputs.summary(pipeline, request, generation)["draft"] == "d.gguf") is named
