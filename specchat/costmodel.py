@@ -213,6 +213,10 @@ class Costs:
         drafters vouch for (auto._within_reach) until the text is short again."""
         return self.rounds_seen < 4 or 1 / DRIFT <= self.drift <= DRIFT
 
+    def forget_drift_samples(self) -> None:
+        """The step times `drifted` judges, forgotten (they were taken while other programs slowed the machine)."""
+        self.near_samples.clear()
+
     @property
     def drifted(self) -> bool:
         """The machine runs at another speed than when calibrated, judged where the text is as short as a

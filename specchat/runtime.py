@@ -152,8 +152,13 @@ class Pipeline:
 
     def _check_drift(self, drafter, load) -> None:
         # A reply slowed by other programs (a second terminal's reply) says nothing of the machine's speed, and
-        # the measurement a stale calibration sends the next start to take would be busy, so never saved.
-        if isinstance(drafter, AutoDrafter) and drafter.costs.drifted and self.tuning is not None and not load.busy():
+        # the measurement a stale calibration sends the next start to take would be busy, so never saved. Its
+        # samples are forgotten too: kept, a short quiet reply after it was judged on them.
+        if not isinstance(drafter, AutoDrafter):
+            return
+        if load.busy():
+            drafter.costs.forget_drift_samples()
+        elif drafter.costs.drifted and self.tuning is not None:
             from .tuning import mark_stale
 
             mark_stale(self.tuning)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -656,6 +657,33 @@ def test_a_run_whose_step_time_drifted_marks_the_saved_calibration_stale(fake_mo
         assert not tuning.load(pipeline.tuning.key).stale
         reply(48)
         assert tuning.load(pipeline.tuning.key).stale is (load is QuietLoad)
+
+
+class LoadsInTurn:
+    """Busy during the first reply, quiet after it: each reply reads the load once (runtime.generate)."""
+
+    turns: ClassVar[list[bool]] = []
+
+    def busy(self) -> bool:
+        return self.turns.pop(0) if self.turns else False
+
+
+def test_a_busy_replys_step_times_do_not_judge_the_quiet_reply_after_it(fake_models, seed_tuning, monkeypatch):
+    """The drift window runs across replies: a busy reply of 48 rounds, rightly not judged, filled it with its
+    step times, and a quiet reply of 16 rounds after it (no evidence on its own) marked the calibration stale."""
+    from specchat import costmodel
+    from specchat.chat import Message
+    from specchat.runtime import Options, open_pipeline
+
+    monkeypatch.setattr(costmodel, "CpuLoad", LoadsInTurn)
+    monkeypatch.setattr(LoadsInTurn, "turns", [True])
+    target, draft = fake_models
+    seed_tuning(target, draft, Costs({1: 1.0}, 5.0, 1e3, 1e3))
+    with open_pipeline(Options(target_path=target, draft_path=draft, mode="auto"), lambda _message: None) as pipeline:
+        prompt = pipeline.prompt([Message("user", "copy this line of text back to me, please, word for word")])
+        for n in (48, 16):
+            pipeline.generate(prompt, SamplingParams(), mode="auto", k=64, max_tokens=n)
+            assert not tuning.load(pipeline.tuning.key).stale
 
 
 def test_the_draft_models_acceptance_is_judged_cautiously():
