@@ -614,6 +614,7 @@ def test_jsonl_rejected_guesses_inside_a_character_are_no_replacement_characters
     rounds = [json.loads(line) for line in result.stdout.splitlines()][:-1]
     rejected = [t["text"] for r in rounds for t in r["rejected"]]
     assert rejected and "\ufffd" not in "".join(rejected), rejected
+    assert "\u65e6" in "".join(rejected), rejected  # the whole guessed character (旦), not a part dropped
 
 
 def test_jsonl_after_an_accepted_end_of_turn_has_no_target_token(isolated):
