@@ -836,8 +836,9 @@ def test_each_reply_s_reading_before_its_first_token_is_prefill_again():
     assert again.prefill_s >= GPU.batch(len(second) - len(first) - len(reply)) + GPU.c
 
 
-def warmed(costs: Costs, prompt_len: int, set_aside: bool = False) -> bool:
-    """Whether auto has its draft model read a prompt of prompt_len tokens once the first token is out."""
+def warmed(costs: Costs, prompt_len: int, set_aside: bool = False, k: int = 64) -> bool:
+    """Whether auto (drafting up to k) has its draft model read a prompt of prompt_len tokens once the first token
+    is out."""
     clock = Clock()
     _, auto, draft_model = gpu_auto(clock, lookup=False)
     auto.costs = costs
@@ -845,6 +846,8 @@ def warmed(costs: Costs, prompt_len: int, set_aside: bool = False) -> bool:
         auto.guard.times_aside["spec"] = 1
     prompt = [3 + i % (V - 3) for i in range(prompt_len)]
     auto.prefill(prompt[:-1])
+    auto.propose(prompt, k, Sampler(SamplingParams()))  # the first round, as the loop asks for it
+    assert not draft_model.calls
     auto.warm(prompt)
     return bool(draft_model.calls)
 
@@ -857,3 +860,10 @@ def test_the_reading_a_draft_model_would_need_is_weighed_before_it_reads():
     assert warmed(flat, 40)
     assert not warmed(flat, 1500)  # 0.1 x v(1499) / 16: some 6 steps a round
     assert not warmed(flat, 40, set_aside=True)
+
+
+def test_a_reading_only_longer_drafts_would_repay_waits_where_the_run_drafts_one_token():
+    """`-k 1`: a batch of 2 costs 1.5 steps here, so one guess never repays the reading that longer drafts do."""
+    steep_then_flat = Costs({1: 1.0, 2: 1.5, 4: 1.55, 8: 1.6, 16: 3.0, 64: 40.0}, 0.1, 1.0, 1.0)
+    assert warmed(steep_then_flat, 40)
+    assert not warmed(steep_then_flat, 40, k=1)

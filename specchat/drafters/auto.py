@@ -157,6 +157,7 @@ class AutoDrafter:
         self.guard = Guard()
         self.budget = Budget()
         self._first_out = False  # the reply's first token is out (warm)
+        self._k_max = MODES["auto"].max_k  # the longest draft the run allows (`-k`), as the last round asked
         self._draft_s = self._catch_up_s = 0.0
         self._source, self._explore = "target", False  # of the round being drafted
 
@@ -189,7 +190,8 @@ class AutoDrafter:
         step = self._step_cost(drafter)
         if step is None:  # choose() never drafts with it either
             return False
-        offer = self._within_reach(drafter.offer(context, MODES[drafter.name].max_k), drafter.name)
+        k_max = min(self._k_max, MODES[drafter.name].max_k)  # `-k 1`: a reading that only longer drafts repay
+        offer = self._within_reach(drafter.offer(context, k_max), drafter.name)
         if not offer.rates or not self.guard.trusted(drafter.name):
             return False
         rates, fixed = offer.mean or offer.rates, self._catch_up_cost(drafter, offer)
@@ -282,6 +284,7 @@ class AutoDrafter:
         return trial
 
     def propose(self, context: Sequence[int], k: int, sampler: Sampler) -> Draft:
+        self._k_max = k
         self.last = choice = self.choose(context, k)
         self._draft_s = self._catch_up_s = 0.0
         self._source, self._explore = "target", choice.explore
