@@ -204,6 +204,7 @@ def speculative_decode(
                 break
             # A round emits at most k_round + 1 tokens; keep the text within n_ctx, as target alone does.
             k_round = max(0, min(k, remaining - 1, room - 1))
+            warm_s = 0.0
             if stats.rounds == 1 and k_round and drafter is not None:
                 # The first token is out: now what must not delay it (a draft model's prefill). The user
                 # waits for the next token meanwhile, so it is drafting's time, not prefill's: booked as
@@ -211,12 +212,12 @@ def speculative_decode(
                 # model read for nothing (auto then drafting little with it) looked free.
                 warm_start = clock()
                 drafter.warm(tokens)
-                stats.draft_s += clock() - warm_start
+                warm_s = clock() - warm_start  # this round's drafting: the rounds' times add up to the reply's
             t0 = clock()
             draft = drafter.propose(tokens, k_round, sampler) if k_round and drafter else Draft()
             _drop_foreign_ids(draft, target.model.n_vocab)
             t1 = clock()
-            draft_s = t1 - t0 - draft.prefill_s  # auto may have had a cold draft model read the prompt first
+            draft_s = t1 - t0 - draft.prefill_s + warm_s  # less a cold draft model's reading before the first token
             stats.prefill_s += draft.prefill_s
             logits = target.feed([*tokens, *draft.tokens], len(draft) + 1)
             n_accepted, token = sampler.verify(draft.tokens, draft.q, logits, draft.rejected_q)

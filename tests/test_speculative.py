@@ -126,13 +126,14 @@ def test_greedy_output_is_lossless(k, draft):
 
 def test_the_draft_model_waits_for_the_first_token():
     """The first round is the target's own, and the draft model evaluates the prompt only after that token
-    is out (as in llama-server): its prefill never delays the first token, and counts as prefill, not as
-    drafting. From the second round on it drafts every round."""
+    is out (as in llama-server): its prefill never delays the first token, and counts as drafting (of the
+    second round: `--jsonl`'s round times add up to the reply's). From the second round on it drafts every
+    round."""
     target, draft_model = FakeModel(TARGET, n_vocab=V), FakeModel(DraftLM(TARGET, agree_always), n_vocab=V)
     seen = []
 
     def on_round(event: Round, stats: Stats) -> None:
-        seen.append((event.drafted, len(draft_model.calls)))
+        seen.append((event.drafted, len(draft_model.calls), event.draft_s))
 
     def clock() -> float:  # a target eval takes 1 s, a draft-model eval 100 s
         return len(target.calls) + 100.0 * len(draft_model.calls)
@@ -142,8 +143,9 @@ def test_the_draft_model_waits_for_the_first_token():
         on_round=on_round, clock=clock,
     )  # fmt: skip
     assert out == reference_greedy(TARGET, PROMPTS[0], 11)[0]
-    assert seen[0] == ([], 0)  # the first token: no guesses, no draft-model eval yet
-    assert [len(drafted) for drafted, _ in seen] == [0, 4, 4]  # 1 + 5 + 5 tokens
+    assert seen[0] == ([], 0, 0.0)  # the first token: no guesses, no draft-model eval yet
+    assert [len(drafted) for drafted, _, _ in seen] == [0, 4, 4]  # 1 + 5 + 5 tokens
+    assert [draft_s for _, _, draft_s in seen] == [0.0, 100.0 + 400.0, 400.0]
     warm = draft_model.calls[0]
     assert (warm.kv_before, list(warm.tokens), warm.n_logits) == ([], PROMPTS[0], 0)
     assert stats.first_token_s == 2.0  # the target's prefill and its first round
