@@ -15,7 +15,8 @@ from rich.console import Console
 
 from specchat.chat import Message
 from specchat.chatview import legend
-from specchat.outputs import LiveOutput, Request, reply
+from specchat.outputs import LiveOutput, Request
+from specchat.replying import reply
 from specchat.runtime import Options, open_pipeline
 from specchat.sampling import SamplingParams
 from specchat.statsview import footer
