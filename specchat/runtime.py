@@ -159,7 +159,7 @@ class Pipeline:
         if load.busy():
             drafter.costs.forget_drift_samples()
         elif drafter.costs.drifted and self.tuning is not None:
-            from .tuning import mark_stale
+            from .tuningsave import mark_stale
 
             mark_stale(self.tuning)
 

@@ -131,7 +131,7 @@ def tune_table(title: str, estimates) -> Table:
 def print_tune(
     console: Console, title: str, tuning, estimates, path: Path | None, previous=None, *, kept: bool = False
 ) -> None:
-    """kept: measured under load beside a trusted tuning, whose costs tuning.worth_saving keeps (with the acceptance
+    """kept: measured under load beside a trusted tuning, whose costs tuningsave.worth_saving keeps (with the acceptance
     measured now, when it saved: path)."""
     console.print(tune_table(title, estimates))
     console.print(f"now:   {cost_summary(tuning.costs)}", highlight=False)

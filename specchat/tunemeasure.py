@@ -1,6 +1,6 @@
 """Measuring what auto starts from (a quick calibration the first time `--mode auto` runs, or `specchat tune`):
 the costs of single steps, verify batches and a draft step, and each strategy's measured acceptance, with the
-speedup each mode is predicted. What is saved, and when it is trusted, is tuning.py's.
+speedup each mode is predicted. What is saved is tuningsave.py's, when it is trusted tuning.py's.
 """
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .costmodel import Costs, measure
-from .tuning import Tuning, examine, key_for, measured_on, save_calibration, trusted, written_by_newer
+from .tuning import Tuning, examine, key_for, measured_on, trusted, written_by_newer
+from .tuningsave import save_calibration
 
 # Batch sizes timed on a first run (once per pair and machine); auto drafts only to measured sizes.
 # Costs are not smooth in n (multiples of 16 suit llama.cpp's CPU kernels), so the powers of two and

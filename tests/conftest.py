@@ -122,7 +122,7 @@ def seed_tuning(isolated):
     """save(target, draft, costs=None, **options): a trusted tuning for this pair, so that auto starts
     from these costs instead of timing the fake (whose timings mean nothing). Default: GPU-like costs,
     where drafting pays."""
-    from specchat import tunemeasure, tuning
+    from specchat import tunemeasure, tuning, tuningsave
     from specchat.costmodel import Costs
     from specchat.runtime import Options, Resolved
 
@@ -130,7 +130,7 @@ def seed_tuning(isolated):
         if costs is None:
             costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
         key = tuning.key_for(Resolved(None, target, draft), Options(**options))
-        return tuning.save(tuning.Tuning(key, costs))
+        return tuningsave.save(tuning.Tuning(key, costs))
 
     return save
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
 
-from specchat import tunemeasure, tuning
+from specchat import tunemeasure, tuning, tuningsave
 from specchat.costmodel import Costs, measure
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
@@ -483,8 +483,8 @@ def test_busy_or_stale_calibrations_are_measured_again(tmp_path, monkeypatch):
     assert len(measured) == 2  # the trusted one was reused
     saved = tuning.load("k1")
     saved.priors = {"spec": 0.71}  # measured by `specchat tune`
-    tuning.save(saved)
-    tuning.mark_stale(second)
+    tuningsave.save(saved)
+    tuningsave.mark_stale(second)
     assert not tuning.trusted(tuning.load("k1"))
     again = tunemeasure.prepare(None, None, "k1", use_saved=True, notify=notes.append)
     assert len(measured) == 3 and tuning.trusted(tuning.load("k1"))
@@ -752,13 +752,14 @@ def test_the_draft_model_starts_from_the_acceptance_tune_measured(fake_models, i
     """Before any round the draft model's acceptance is the one `tune` saved for this machine and pair, not the
     fixed 0.6 (replacing the prior with 0.6 failed no test)."""
     from specchat import tuning as tuning_module
+    from specchat import tuningsave
     from specchat.runtime import Options, Resolved, open_pipeline
 
     target, draft = fake_models
     costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
     options = Options(target_path=target, draft_path=draft, mode="auto")
     key = tuning_module.key_for(Resolved(None, target, draft), options)
-    tuning_module.save(tuning_module.Tuning(key, costs, priors={"spec": 0.9}, source="tune"))
+    tuningsave.save(tuning_module.Tuning(key, costs, priors={"spec": 0.9}, source="tune"))
     with open_pipeline(options, lambda _message: None) as pipeline:
         assert pipeline.drafters["spec"].offer([5], 16).mean[0] == pytest.approx(0.9)
 
@@ -770,7 +771,7 @@ def test_a_calibration_does_not_replace_a_tuning_another_process_saved_while_it_
     tuned = tuning.Tuning("k1", Costs(dict(XEON.v), 0.4, 0.05, 0.05), priors={"spec": 0.8}, source="tune")
 
     def fake_calibrate(target, draft, key, *, full=False, threads=0):
-        tuning.save(tuned)  # the other process's tune ends while this run measures
+        tuningsave.save(tuned)  # the other process's tune ends while this run measures
         return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04))
 
     monkeypatch.setattr(tunemeasure, "calibrate", fake_calibrate)
@@ -787,7 +788,7 @@ def test_a_calibration_keeps_the_acceptance_a_tune_under_load_saved_while_it_mea
     busy = tuning.Tuning("k1", Costs(dict(XEON.v), 0.4, 0.05, 0.05, busy=True), priors={"spec": 0.8}, source="tune")
 
     def fake_calibrate(target, draft, key, *, full=False, threads=0):
-        tuning.save(busy)
+        tuningsave.save(busy)
         return tuning.Tuning(key, Costs(dict(XEON.v), 0.45, 0.04, 0.04))
 
     monkeypatch.setattr(tunemeasure, "calibrate", fake_calibrate)

@@ -30,7 +30,7 @@ def squeezed(markdown: str) -> str:
 @pytest.fixture(scope="module")
 def fake_pair(tmp_path_factory):
     """Fake files and private directories for the whole module (auto starts from a saved tuning)."""
-    from specchat import tunemeasure, tuning
+    from specchat import tunemeasure, tuning, tuningsave
     from specchat.runtime import Options, Resolved
 
     folder = tmp_path_factory.mktemp("bench")
@@ -39,7 +39,7 @@ def fake_pair(tmp_path_factory):
             patch.setenv(f"SPECCHAT_{name}_DIR", str(folder / name.lower()))
         target, draft = fake_backend.write_pair(folder / "files")
         costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, 0.05, 1e-3, 1e-3)
-        tuning.save(tuning.Tuning(tuning.key_for(Resolved(None, target, draft), Options()), costs))
+        tuningsave.save(tuning.Tuning(tuning.key_for(Resolved(None, target, draft), Options()), costs))
         yield folder, ["--target", str(target), "--draft", str(draft)]
 
 

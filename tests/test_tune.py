@@ -130,12 +130,12 @@ def test_a_config_dir_that_cannot_hold_the_tuning_is_one_line_before_measuring(f
 def test_a_tuning_that_cannot_be_written_after_measuring_is_one_line(fake_models, isolated, monkeypatch):
     import errno
 
-    from specchat import tuning
+    from specchat import tuningsave
 
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(tuning, "write_atomic", full)
+    monkeypatch.setattr(tuningsave, "write_atomic", full)
     target, draft = fake_models
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 1, result.output
@@ -194,12 +194,12 @@ def test_a_read_only_tuning_file_is_refused_before_measuring(fake_models, seed_t
 
 def test_a_tuning_path_that_cannot_be_searched_is_not_called_a_directory(fake_models, monkeypatch):
     """Any OSError of that check was reported as "it is a directory"; a folder that cannot be searched is not."""
-    from specchat import tunemeasure, tuning
+    from specchat import tunemeasure, tuning, tuningsave
 
     def denied(key):
         raise PermissionError(13, "Permission denied", str(tuning.tuning_path(key)))
 
-    monkeypatch.setattr(tuning, "check_replaceable", denied)
+    monkeypatch.setattr(tuningsave, "check_replaceable", denied)
     monkeypatch.setattr(
         tunemeasure, "tune", lambda *_args, **_kwargs: (_ for _ in ()).throw(AssertionError("measured"))
     )
@@ -330,14 +330,14 @@ def test_a_tune_under_load_keeps_the_quiet_costs_and_saves_the_acceptance(
 
 def test_a_tune_under_load_with_no_acceptance_to_keep_saves_nothing(fake_models, isolated, monkeypatch):
     """A lone --target measures no draft model's acceptance: beside a quiet tuning, nothing is saved."""
-    from specchat import costmodel, tunemeasure, tuning
+    from specchat import costmodel, tunemeasure, tuning, tuningsave
     from specchat.costmodel import Costs
     from specchat.runtime import Options, Resolved
 
     target, _draft = fake_models
     key = tuning.key_for(Resolved(None, target, None), Options(target_path=target))
     costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, None, 1e-3, 1e-3)
-    path = tuning.save(tuning.Tuning(key, costs))
+    path = tuningsave.save(tuning.Tuning(key, costs))
     before = path.read_bytes()
     monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -661,7 +661,7 @@ def test_the_tuning_says_what_it_measured_on(fake_models, isolated):
 
 def test_a_tuning_saved_before_the_machine_was_recorded_is_read_and_kept(isolated):
     """Files of the same version written before the machine block: read as they are, the block unknown."""
-    from specchat import tuning
+    from specchat import tuning, tuningsave
     from specchat.costmodel import Costs
 
     saved = tuning.Tuning("k1", Costs({1: 1.0, 2: 1.1}, 0.5, 1e-3, 1e-3)).as_dict()
@@ -670,7 +670,7 @@ def test_a_tuning_saved_before_the_machine_was_recorded_is_read_and_kept(isolate
     tuning.tuning_path("k1").write_text(json.dumps(saved), encoding="utf-8")
     old = tuning.load("k1")
     assert old is not None and old.machine == {}
-    tuning.mark_stale(old)
+    tuningsave.mark_stale(old)
     assert tuning.load("k1").stale
 
 
@@ -682,7 +682,7 @@ def test_a_tune_under_load_decides_on_the_tuning_saved_when_it_saves(
     measured: a run that marked it stale meanwhile was undone (stale: false, trusted again), and a quiet
     calibration another run saved meanwhile was replaced by the old costs. The other writer runs at the moment
     the measuring ends; tune decides on what the file holds then."""
-    from specchat import costmodel, tunemeasure, tuning
+    from specchat import costmodel, tunemeasure, tuning, tuningsave
     from specchat.costmodel import Costs
 
     target, draft = fake_models
@@ -695,9 +695,9 @@ def test_a_tune_under_load_decides_on_the_tuning_saved_when_it_saves(
     def calibrate(*args, **kwargs):
         measured = real(*args, **kwargs)
         if meanwhile == "marked stale":  # a run whose steps drifted from the saved costs
-            tuning.mark_stale(tuning.load(key))
+            tuningsave.mark_stale(tuning.load(key))
         else:  # a run that found it stale and saved a quiet calibration
-            tuning.save(tuning.Tuning(key, fresh))
+            tuningsave.save(tuning.Tuning(key, fresh))
         return measured
 
     monkeypatch.setattr(tunemeasure, "calibrate", calibrate)
@@ -721,14 +721,14 @@ def _quiet_costs(slope: float):
 def test_a_drift_from_costs_no_longer_saved_leaves_the_saved_ones_alone(isolated):
     """mark_stale marked whatever the file held: a run that drifted from the old costs marked stale the quiet
     calibration another run had saved since, and the next start measured again for nothing."""
-    from specchat import tuning
+    from specchat import tuning, tuningsave
 
     old, fresh = tuning.Tuning("k1", _quiet_costs(0.02)), tuning.Tuning("k1", _quiet_costs(0.05))
-    tuning.save(old)
-    tuning.save(fresh)
-    tuning.mark_stale(old)
+    tuningsave.save(old)
+    tuningsave.save(fresh)
+    tuningsave.mark_stale(old)
     assert tuning.trusted(tuning.load("k1")) and tuning.load("k1").costs.verify == fresh.costs.verify
-    tuning.mark_stale(fresh)
+    tuningsave.mark_stale(fresh)
     assert tuning.load("k1").stale
 
 
@@ -739,18 +739,18 @@ def test_a_calibration_saved_while_mark_stale_writes_is_not_replaced(isolated, m
     import subprocess
     import sys
 
-    from specchat import tuning
+    from specchat import tuning, tuningsave
 
     old = tuning.Tuning("k1", _quiet_costs(0.02))
-    tuning.save(old)
+    tuningsave.save(old)
     script = (
-        "import sys\nfrom filelock import FileLock, Timeout\nfrom specchat import tuning\n"
+        "import sys\nfrom filelock import FileLock, Timeout\nfrom specchat import tuning, tuningsave\n"
         "from specchat.costmodel import Costs\n"
         "lock = FileLock(tuning.tuning_path('k1').parent / '.lock')\n"
         "try:\n    lock.acquire(timeout=0)\nexcept Timeout:\n    print('held', flush=True)\n"
         "else:\n    lock.release()\n    print('free', flush=True)\n"
         "verify = {n: 1.0 + 0.05 * (n - 1) for n in (1, 2, 4, 8, 16)}\n"
-        "tuning.save(tuning.Tuning('k1', Costs(verify, 0.05, 1e-3, 1e-3)))\n"
+        "tuningsave.save(tuning.Tuning('k1', Costs(verify, 0.05, 1e-3, 1e-3)))\n"
     )
     env = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
     real, children = tuning.load, []
@@ -763,8 +763,8 @@ def test_a_calibration_saved_while_mark_stale_writes_is_not_replaced(isolated, m
             child.wait(timeout=60)
         return saved
 
-    monkeypatch.setattr(tuning, "load", load)
-    tuning.mark_stale(old)
+    monkeypatch.setattr(tuningsave, "load", load)
+    tuningsave.mark_stale(old)
     assert children and children[0].wait(timeout=60) == 0
     saved = real("k1")
     assert tuning.trusted(saved) and saved.costs.verify == _quiet_costs(0.05).verify

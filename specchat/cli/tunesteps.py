@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def check_saveable() -> None:
     """The tuning folder can be written to (else an error: nothing was measured)."""
-    from ..tuning import check_writable
+    from ..tuningsave import check_writable
 
     try:
         check_writable()
@@ -25,7 +25,8 @@ def refuse_unreplaceable(resolved, usable) -> None:
     """The pair's tuning file can be replaced (else an error naming what stands there). Run before the models load
     (load_pipeline's before_load): a file that cannot be saved is not worth it."""
     from ..errors import SpecchatError
-    from ..tuning import check_replaceable, key_for, tuning_path
+    from ..tuning import key_for, tuning_path
+    from ..tuningsave import check_replaceable
 
     try:
         check_replaceable(key_for(resolved, usable))
@@ -59,9 +60,9 @@ def measure_tuning(pipeline, prompts, max_tokens: int, err):
 
 
 def save_if_worth_it(tuning):
-    """The saved file's path (None: nothing saved), whether the saved costs were kept (tuning.worth_saving), and
+    """The saved file's path (None: nothing saved), whether the saved costs were kept (tuningsave.worth_saving), and
     the saved tuning that was decided on (None if none)."""
-    from ..tuning import save_measured
+    from ..tuningsave import save_measured
 
     try:
         return save_measured(tuning)
