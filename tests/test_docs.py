@@ -377,6 +377,8 @@ def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
         f"(within {round((auto.COST_SLACK - 1) * 100)}%)",
         f"at least once every {auto.REFERENCE_EVERY} rounds",
         f"less than {auto.EXPLORE_SHARE:.0%} of its time",
+        f"(1/{auto.CATCH_UP_SHARED} of it per round",
+        f"estimate, 1/{auto.PROMPT_READ_SHARED} of that\n  reading counted per round",
         f"(else {model.PRIOR})",
         f"even {tuning.BEST_ACCEPTANCE:.0%} acceptance",
         f"more than\n  {round((costmodel.DRIFT - 1) * 100)}% from the saved calibration",
