@@ -13,6 +13,7 @@ from rich.text import Span, Text
 
 from . import logread
 from .paths import log_file
+from .statsview import STOPS
 from .view import n_tokens, note, one_line, stderr_console, stdout_console, visible, write_json_list
 
 PREVIEW_LINES = 6  # per prompt and reply, unless --full
@@ -120,8 +121,9 @@ def reply_lines(row: dict, *, full: bool) -> list[Text]:
         prompt.append(_clip(said[1], full))
         texts.append(prompt)
     reply = Text(_clip(row["reply"], full))
-    if row["interrupted"]:
-        reply.append(" [interrupted]", style="yellow")
+    stop = "interrupted" if row["interrupted"] else (row["stats"] or {}).get("stop_reason")
+    if isinstance(stop, str) and stop in STOPS:  # marked as the live view marks it (a full window, -n)
+        reply.append(f" [{STOPS[stop]}]", style="yellow")
     return [*texts, reply]
 
 

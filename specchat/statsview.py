@@ -3,12 +3,16 @@ chat's /stats and the acceptance bars by draft position."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.text import Text
 
 from .modes import label_of
-from .speculative import Stats
 from .view import n_tokens
+
+if TYPE_CHECKING:  # `specchat logs` reads STOPS: the engine (and numpy) imported with it took 140 ms
+    from .speculative import Stats
 
 
 def acceptance(stats: Stats) -> str:

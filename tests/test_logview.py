@@ -100,3 +100,22 @@ def test_replies_are_printed_a_batch_at_a_time_as_they_are_read(isolated, monkey
     assert seen == [n - n % batch for n in range(3 * logread.ROWS_A_FETCH)]
     assert out.getvalue().count("conversation ") == 3 * logread.ROWS_A_FETCH
     assert len(prints) == 3 * logread.ROWS_A_FETCH // batch
+
+
+def test_a_reply_cut_short_is_marked_as_the_live_view_marks_it(isolated, monkeypatch):
+    """`logs --json` kept stop_reason "context" and "max_tokens", but the text view marked only Ctrl-C's replies:
+    a reply cut off by a full window or by -n read as a whole one. Old rows (no stop reason) read as before."""
+    recorder = logstore.Recorder(True, log_file())
+    stops = ["context", "max_tokens", "eog", None, ["context"], "interrupted"]
+    for stop in stops:
+        conversation = recorder.conversation(None)
+        conversation.messages += [
+            Message("user", "hi"),
+            Message("assistant", "done", interrupted=stop == "interrupted"),
+        ]
+        stats = STATS if stop is None else STATS | {"stop_reason": stop}  # a list: garbled by hand, ignored
+        recorder.record(conversation, REPLY | {"stats": stats})
+        recorder.history = conversation
+    view = printed(monkeypatch, lambda: logview.show(limit=0, query=None, cid=None, as_json=False, full=False))
+    replies = [line for line in view.splitlines() if line.startswith("done")]
+    assert replies == ["done [context full]", "done [max tokens reached]", "done", "done", "done", "done [interrupted]"]
