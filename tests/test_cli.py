@@ -1855,3 +1855,16 @@ def test_a_negative_zero_is_recorded_as_zero(files):
     reads 0: the same greedy setting, written two ways."""
     payload = run_json(*files, "--json", "--temperature", "-0", "--min-p", "-0", "-n", "4", "Hello.")
     assert json.dumps(payload["settings"]["temperature"]) == "0.0" and json.dumps(payload["settings"]["min_p"]) == "0.0"
+
+
+def test_serve_s_no_history_says_what_serve_drafts_from():
+    """`serve --help` gave `--no-history` run's words ("from this conversation only"): a server has no conversation
+    of its own; with the option it drafts from the request itself (docs/serve.md)."""
+    import typer.main
+
+    def help_of(command: str) -> str:
+        params = typer.main.get_command(app).commands[command].params
+        return next(param.help for param in params if "--no-history" in param.opts)
+
+    assert "the request itself" in help_of("serve") and "conversation only" not in help_of("serve")
+    assert "this conversation only" in help_of("run")

@@ -169,6 +169,9 @@ MODE_HELP = (
 )
 K_HELP = "Draft length (auto: the most it may use; spec: at most 16). Default: spec 4, ngram 8, suffix 8, auto 64."
 NO_HISTORY_HELP = "Draft (auto, suffix) from this conversation only, not past ones (or SPECCHAT_NO_HISTORY=1)."
+SERVE_NO_HISTORY_HELP = (
+    "Draft (auto, suffix) from the request itself, not logged conversations (or SPECCHAT_NO_HISTORY=1)."
+)
 BENCH_HISTORY_HELP = (
     "What the suffix and auto variants draft from besides the measured conversation: none (the default, so results "
     'never depend on your own log), or a JSONL FILE (- : stdin) of past conversations, one {"messages": [...]} per '

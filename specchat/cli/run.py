@@ -15,6 +15,7 @@ from .options import (
     MODE_HELP,
     MODE_WORDS,
     NO_HISTORY_HELP,
+    SERVE_NO_HISTORY_HELP,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -180,7 +181,7 @@ def serve(
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
-    no_history: Annotated[bool, Opt("--no-history", help=NO_HISTORY_HELP)] = False,
+    no_history: Annotated[bool, Opt("--no-history", help=SERVE_NO_HISTORY_HELP)] = False,
     allow_origin: Annotated[
         list[str] | None, Opt(metavar="ORIGIN", envvar="SPECCHAT_ALLOW_ORIGINS", help=ALLOW_ORIGIN_HELP)
     ] = None,
