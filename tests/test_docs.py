@@ -488,3 +488,13 @@ def test_every_doc_section_the_code_points_to_is_there():
         for h in re.findall(r"^#+ (.*)$", (ROOT / "docs" / name).read_text(encoding="utf-8"), flags=re.M)
     }
     assert cited - headings == set()
+
+
+def test_usage_md_says_a_conversation_keeps_more_room_for_its_reply_than_a_one_shot_prompt():
+    """One-shot `run --ctx 256` answered a 196-token prompt (stopping "context full"), while `run -c` refused the
+    same message: a conversation keeps chat.MIN_REPLY places for the reply. usage.md's `-c` bullet did not say so."""
+    from specchat.chat import MIN_REPLY
+
+    text = " ".join(_section("usage.md", "The conversation log").split())
+    assert "A one-shot prompt needs only one place left for its reply" in text
+    assert f"`-c`, `--cid` and the chat keep {MIN_REPLY} places (or `-n` where smaller) for the reply" in text
