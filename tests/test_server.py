@@ -2088,6 +2088,8 @@ def test_the_prompt_rate_counts_only_the_tokens_the_prefill_read(server):
     ask(client, "The same question twice, please.")
     again = ask(client, "The same question twice, please.").model_extra["timings"]
     assert again["prompt_n"] == 1 and again["prompt_per_second"] == 0.0, again
+    streamed = list(ask(client, "The same question twice, please.", stream=True))[-1].model_extra["timings"]
+    assert streamed["prompt_n"] == 1 and streamed["prompt_per_second"] == 0.0, streamed  # the streamed path too
 
 
 def test_a_batchs_prompt_rate_leaves_out_each_prompts_last_token():
