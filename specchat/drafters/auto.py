@@ -186,17 +186,25 @@ class AutoDrafter:
                 drafter.warm(context)
 
     def _pays_alone(self, drafter: Drafter, context: Sequence[int]) -> bool:
-        """Drafting with it alone is expected to pay (the plain estimate), its catch-up counted."""
-        step = self._step_cost(drafter)
-        if step is None:  # choose() never drafts with it either
+        """Drafting with it alone is expected to pay (the plain estimate), its catch-up counted, on drafts as long
+        as the run allows (`-k 1`: a reading that only longer drafts repay is not worth it)."""
+        priced = self._priced_offer(drafter, context, self._k_max)
+        if priced is None or not self.guard.trusted(drafter.name):
             return False
-        k_max = min(self._k_max, MODES[drafter.name].max_k)  # `-k 1`: a reading that only longer drafts repay
-        offer = self._within_reach(drafter.offer(context, k_max), drafter.name)
-        if not offer.rates or not self.guard.trusted(drafter.name):
-            return False
-        rates, fixed = offer.mean or offer.rates, self._catch_up_cost(drafter, offer)
-        k, _ = self.costs.best_length(rates, step, fixed)
+        offer, step, fixed = priced
+        k, _ = self.costs.best_length(offer.mean or offer.rates, step, fixed)
         return k > 0
+
+    def _priced_offer(self, drafter: Drafter, context: Sequence[int], k_max: int) -> tuple[Offer, float, float] | None:
+        """The drafter's offer within reach, what a draft step of it costs and the share of its catch-up a round is
+        charged (target steps); None where it cannot draft (no measured step, nothing to offer)."""
+        step = self._step_cost(drafter)
+        if step is None:
+            return None
+        offer = self._within_reach(drafter.offer(context, min(k_max, MODES[drafter.name].max_k)), drafter.name)
+        if not offer.rates:
+            return None
+        return offer, step, self._catch_up_cost(drafter, offer)
 
     def offer(self, context: Sequence[int], k_max: int):
         raise NotImplementedError("auto combines offers; it does not make one")
@@ -222,14 +230,10 @@ class AutoDrafter:
         best = Choice("target", 0, 1.0, "drafting would not pay")
         candidates = []
         for drafter in self.drafters:
-            step = self._step_cost(drafter)
-            if step is None:
+            priced = self._priced_offer(drafter, context, k_max)
+            if priced is None:
                 continue
-            offer = drafter.offer(context, min(k_max, MODES[drafter.name].max_k))
-            offer = self._within_reach(offer, drafter.name)
-            if not offer.rates:
-                continue
-            fixed = self._catch_up_cost(drafter, offer)
+            offer, step, fixed = priced
             candidates.append((drafter, offer, step, fixed))
             # Ranked by the plain estimate, taken only where the cautious one promises a gain too (else the
             # length that pays most on the cautious one, judged by that: Costs.best_length).
