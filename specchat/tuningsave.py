@@ -30,7 +30,6 @@ def save_measured(measured: Tuning) -> tuple[Path | None, bool, Tuning | None]:
     decided on the file as it is now, read again. Read before minutes of measuring, a stale mark a drifting run
     made meanwhile was undone, and a quiet calibration a run saved meanwhile replaced by the old costs."""
     path = tuning_path(measured.key)
-    make_dirs(path.parent)
     with _writing():
         previous = load(measured.key)
         saving, kept = worth_saving(measured, previous)
@@ -76,17 +75,14 @@ def check_replaceable(key: str) -> None:
 
 def save(tuning: Tuning) -> Path:
     """Atomic, so concurrent first runs cannot collide; in turn with the other writers (_writing)."""
-    path = tuning_path(tuning.key)
-    make_dirs(path.parent)
     with _writing():
         _write(tuning)
-    return path
+    return tuning_path(tuning.key)
 
 
 def save_calibration(tuning: Tuning) -> None:
     """A run's quiet calibration, unless the file now holds a trusted tuning, saved by another process while this
     one measured: a quick calibration replaced a `tune` that ended meanwhile, its batches and acceptance."""
-    make_dirs(tuning_path(tuning.key).parent)
     with _writing():
         current = load(tuning.key)
         if trusted(current):
@@ -108,10 +104,13 @@ def _writing() -> Iterator[None]:
     """Writers of the saved tunings take turns (a lock file in their folder, kept: one removed while another
     process waited would let both in), so that one that reads a file and writes it back (mark_stale, tune's save)
     cannot undo a write another process made in between. Where it cannot be taken (a folder not there or
-    read-only, a file system without locks, a writer that hangs), the write goes ahead without it, as before."""
+    read-only, a file system without locks, a writer that hangs), the write goes ahead without it, as before. The
+    folder is made first (OSError if it cannot be), as every write needs it."""
     from filelock import FileLock
 
-    lock: FileLock | None = FileLock(config_dir() / "tuning" / ".lock")
+    folder = config_dir() / "tuning"
+    make_dirs(folder)
+    lock: FileLock | None = FileLock(folder / ".lock")
     try:
         lock.acquire(timeout=LOCK_WAIT_S)
     except (OSError, NotImplementedError):  # filelock's Timeout is an OSError too
