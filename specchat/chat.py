@@ -78,13 +78,23 @@ def prompt_tokens(
     if not use_template:
         text = "\n\n".join(m.content for m in messages)
         return engine.tokenize(text, add_special=True, parse_special=False)
+    tokens = _template_tokens(engine, messages, template_kwargs or {})
+    # llama.cpp's server and CLI give a model that asks for a BOS (add_bos_token) exactly one, whether its template
+    # writes bos_token or not (common/chat.cpp strips a rendered one, the tokenizer adds it): where a template
+    # writes none, prompts here began without the token llama.cpp puts first, so the same GGUF got another prompt.
+    if engine.add_bos and engine.bos >= 0 and tokens[:1] != [engine.bos]:
+        tokens.insert(0, engine.bos)
+    return tokens
+
+
+def _template_tokens(engine: Engine, messages: list[Message], extra: dict) -> list[int]:
+    """The chat template's rendering with a generation prompt, as tokens; what users wrote stays plain text."""
     template = engine.chat_template()
     if not template:
         raise TemplateError(
             f"{engine.path.name} has no chat template (tokenizer.chat_template)",
             hint="use --no-template to send the prompt as plain text",
         )
-    extra = template_kwargs or {}
     expected = _render(engine, template, [{"role": m.role, "content": m.content} for m in messages], extra)
     # A template may look at contents: reasoning models' templates cut the reasoning off earlier replies,
     # which a sentinel hides from them. So the replies are tried as text too, the user's text stays hidden.

@@ -203,6 +203,7 @@ class TextEngine:
     """Just what prompt_tokens needs from an Engine: a template, special tokens, a 1:1 'tokenizer'."""
 
     eos, bos = 1, 0
+    add_bos = False
 
     def __init__(self, template: str) -> None:
         self.path = Path("/models/odd-template.gguf")
@@ -399,6 +400,36 @@ def test_the_templates_text_beside_a_message_is_tokenized_with_it(template, said
     assert engine.runs(ids) == runs
     expected = bounded_render(template, [{"role": r, "content": c} for r, c in said], "</s>", "<s>", RENDER_CHARS)
     assert engine.text(ids) == expected
+
+
+class BosEngine(RecordingEngine):
+    """A RecordingEngine whose model asks for a BOS (add_bos_token), the control token `<|bos|>`."""
+
+    add_bos = True
+
+    def __init__(self, template: str) -> None:
+        super().__init__(template)
+        self.controls.append("<|bos|>")
+        self.bos = self.FIRST_CONTROL
+
+
+@pytest.mark.parametrize("template", [CHATML, MISTRAL], ids=["no-bos-token", "writes-bos-token"])
+def test_a_model_that_asks_for_a_bos_gets_exactly_one_whatever_its_template_writes(template):
+    """llama.cpp gives such a model one BOS first, rendered by its template or not (common/chat.cpp strips a
+    rendered one and the tokenizer adds it); a template that wrote none sent prompts here without it."""
+    said = [Message("user", "Hi"), Message("assistant", "Ho"), Message("user", "And?")]
+    engine = BosEngine(template)
+    ids = prompt_tokens(engine, said)
+    assert ids[0] == engine.bos and ids.count(engine.bos) == 1
+    plain = RecordingEngine(template.replace("{{ bos_token }}", ""))
+    assert engine.text(ids[1:]) == plain.text(prompt_tokens(plain, said))  # the rest is the template's own text
+
+
+def test_a_model_that_asks_for_no_bos_gets_only_what_its_template_writes():
+    said = [Message("user", "Hi")]
+    for template, start in ((MISTRAL, "<s><|INST|>"), (CHATML, "<|im_start|>user")):
+        engine = RecordingEngine(template)
+        assert engine.text(prompt_tokens(engine, said)).startswith(start)
 
 
 ENDLESS = [
