@@ -927,6 +927,8 @@ def test_logs_search_filter_and_text_view(files):
     assert "you › about mutexes" not in text
     empty = invoke("logs", "-q", "nowhere")
     assert empty.exit_code == 0 and empty.stdout == "" and "no logged reply matches" in empty.stderr
+    for as_json in ([], ["--json"]):  # `logs -q "$WORD"` with WORD unset listed every reply, as if all matched
+        assert_one_line_error(invoke("logs", "-q", "", *as_json), 2, "--query is empty")
     for as_json in ([], ["--json"]):  # a conversation that is not there: an error, as for run --cid
         assert_one_line_error(invoke("logs", "--cid", "9", *as_json), 1, "no conversation 9 in the log")
 

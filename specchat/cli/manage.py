@@ -21,7 +21,7 @@ from .options import (
     Target,
     given,
     one_pair,
-    utf8_text,
+    search_text,
     words,
 )
 
@@ -112,7 +112,7 @@ def _entry_to_fix(spec_pair) -> str:
 def logs(
     count: Annotated[int, Opt("--count", "-n", min=0, help="How many replies (the most recent; 0: all).")] = 10,
     query: Annotated[
-        str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.", callback=utf8_text)
+        str | None, Opt("--query", "-q", help="Only replies whose prompt or text contains this.", callback=search_text)
     ] = None,
     cid: Annotated[int | None, Opt("--cid", help="Only conversation ID.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Machine-readable output (a list, oldest first).")] = False,

@@ -31,6 +31,14 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
     return fixed
 
 
+def search_text(param: typer.CallbackParam, value: str | None) -> str | None:
+    """`logs -q`'s text as UTF-8 (utf8_text). An empty one matched every reply: `logs -q "$WORD"` with WORD
+    unset listed the latest replies as if they had matched, so it is refused as an empty path is."""
+    if value == "":
+        raise UsageError("--query is empty", hint="give the text to search for, or leave -q out")
+    return utf8_text(param, value)
+
+
 def any_case(module: str, *names: str, many: bool = False) -> Callable[[str], str]:
     """The callback of an option that takes one of a few lower-case words (--format, --mode, --to), or with `many`
     a comma-separated list of them (bench's --modes), the words being `names` in specchat's `module` (imported
