@@ -227,8 +227,7 @@ def speculative(stats: Stats, mode: str, label: str) -> dict:
     return {
         "mode": mode,
         "label": label,
-        "acceptance_rate": round(stats.acceptance_rate, 4),
-        "mean_accepted_length": round(stats.mean_accepted, 4),
+        **stats.acceptance(),
         "position_acceptance": stats.position_acceptance(),
         "rounds": stats.rounds,
         "rounds_by_source": dict(stats.rounds_by_source),

@@ -137,6 +137,14 @@ class Stats:
     def position_acceptance(self) -> list[float | None]:
         return position_acceptance(self.drafted_at, self.accepted_at)
 
+    def acceptance(self) -> dict:
+        """acceptance_rate and mean_accepted_length as the JSON reports give them (run, the log, serve): 4
+        decimals, None (JSON null) where nothing was drafted, as the bench's rows: not measured, where 0.0 read
+        as a drafter that was always wrong."""
+        if not self.drafted:
+            return {"acceptance_rate": None, "mean_accepted_length": None}
+        return {"acceptance_rate": round(self.acceptance_rate, 4), "mean_accepted_length": round(self.mean_accepted, 4)}
+
     def as_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,
@@ -144,8 +152,7 @@ class Stats:
             "rounds": self.rounds,
             "drafted": self.drafted,
             "accepted": self.accepted,
-            "acceptance_rate": round(self.acceptance_rate, 4),
-            "mean_accepted_length": round(self.mean_accepted, 4),
+            **self.acceptance(),
             "mean_accepted_length_counts_bonus": False,
             "tokens_per_round": round(self.tokens_per_round, 4),
             "prefill_s": round(self.prefill_s, 4),

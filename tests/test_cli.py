@@ -489,6 +489,15 @@ def test_no_spec_uses_target_alone(files):
     assert payload["stats"]["rounds_by_source"] == {"target": 8}
 
 
+def test_a_reply_that_drafted_nothing_has_no_acceptance_in_json(files):
+    """Nothing drafted is nothing measured: run --json (and so the log) wrote "acceptance_rate": 0.0 and
+    "mean_accepted_length": 0.0, where the bench's JSON and its definitions say null, read as a drafter that
+    guessed wrong every time."""
+    stats = run_json(*files, "--no-spec", "--json", "-n", "8", "Say hello.")["stats"]
+    assert stats["drafted"] == 0 and stats["acceptance_rate"] is None and stats["mean_accepted_length"] is None
+    assert stats["position_acceptance"] == [] and stats["tokens_per_round"] == 1.0
+
+
 @pytest.mark.parametrize(
     ("args", "note"),
     [

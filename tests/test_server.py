@@ -562,6 +562,19 @@ def test_a_reply_that_drafted_nothing_lists_no_draft_positions():
     assert speculative(some, "auto", "auto")["position_acceptance"] == [0.6667, 0.5, 0.0]
 
 
+def test_a_reply_that_drafted_nothing_has_no_acceptance_rate():
+    """speculative.acceptance_rate and mean_accepted_length were 0.0 for a reply that drafted nothing (target
+    alone, auto that drafted no round), where the bench's JSON says null: not measured, not a drafter that was
+    always wrong. Null as there; with drafts, the same rates as before."""
+    from specchat.openai_api import speculative
+    from specchat.speculative import Stats
+
+    idle = speculative(Stats(generated=5, rounds=5, rounds_by_source={"target": 5}), "target", "target alone")
+    assert idle["acceptance_rate"] is None and idle["mean_accepted_length"] is None
+    some = speculative(Stats(generated=9, rounds=3, drafted=6, accepted=3), "spec", "spec k=2")
+    assert some["acceptance_rate"] == 0.5 and some["mean_accepted_length"] == 1.0
+
+
 def test_an_empty_list_as_stream_options_is_not_given_as_for_every_object_field():
     """PHP writes an empty map as [], which docs/serve.md reads as not given wherever an object is asked for:
     "stream_options": [] was a 400 ("'stream_options' is an object"), with "stream": true too."""
