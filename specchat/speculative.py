@@ -236,6 +236,7 @@ def speculative_decode(
             tokens.extend(emitted)
             source = (draft.source or "draft") if len(draft) else "target"
             stats.record(len(draft), n_accepted, len(emitted), draft_s, t2 - t1, source)
+            stats.total_s = t2 - start  # so far: the live footer's tok/s is the reply's own, as under it at the end
             if stats.rounds == 1:
                 stats.first_token_s = t2 - start
             if on_round is not None:

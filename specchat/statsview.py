@@ -61,9 +61,9 @@ def print_stats(console: Console, stats: Stats, k: int, label: str) -> None:
 
 
 def footer(stats: Stats, label: str) -> Text:
-    """The one-line live footer: speed so far, mode, acceptance, draft/verify split."""
-    busy = stats.draft_s + stats.verify_s
-    parts = [f"{stats.generated / busy if busy else 0.0:5.1f} tok/s", label]
+    """The one-line live footer: speed so far (the reply's, over the time after the prefill, as the line that
+    replaces it: over draft + verify time alone it read faster), mode, acceptance, draft/verify split."""
+    parts = [f"{stats.tokens_per_s:5.1f} tok/s", label]
     if stats.drafted:
         share = _draft_share(stats)
         parts += [

@@ -476,6 +476,29 @@ def test_time_to_first_token_ends_with_the_first_rounds_verify(k):
     assert stats.first_token_s == 2.0 and stats.total_s == 1.0 + stats.rounds
 
 
+def test_the_stats_of_every_round_carry_the_time_so_far():
+    """The live footer's tok/s is the reply's own (generated tokens over the time after the prefill): for that,
+    each round's stats carry the time so far (total_s was 0 until the reply ended)."""
+    target = FakeModel(TARGET, n_vocab=V)
+    clock = lambda: float(len(target.calls))  # noqa: E731  one second per target eval
+    seen = []
+    speculative_decode(
+        target, None, PROMPTS[0], Sampler(GREEDY), k=0, max_tokens=4, clock=clock,
+        on_round=lambda _round, stats: seen.append((stats.total_s, stats.tokens_per_s)),
+    )  # fmt: skip
+    assert seen == [(2.0, 1.0), (3.0, 1.0), (4.0, 1.0), (5.0, 1.0)]
+
+
+def test_the_live_footer_speed_is_the_replys_as_the_line_under_it():
+    """The footer divided the tokens by draft + verify time alone, leaving out the view's drawing and the
+    sampling: it read faster all the reply long than the line that replaced it at the end."""
+    from specchat.statsview import footer, summary_line
+
+    stats = Stats(generated=10, rounds=10, prefill_s=1.0, total_s=3.0, draft_s=0.2, verify_s=0.8)
+    assert "5.0 tok/s" in footer(stats, "target alone").plain
+    assert "5.0 tok/s" in summary_line(stats, "target alone").plain
+
+
 def test_stats_merge_adds_every_count_and_per_position_and_per_source_totals():
     """Session totals and tune add generations with different k and sources: nothing is dropped."""
     first, second = Stats(), Stats()
