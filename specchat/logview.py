@@ -151,8 +151,17 @@ def _details(row: dict) -> str:
     if stats:
         parts.append(f"{n_tokens(stats.get('generated_tokens', 0))}, {stats.get('tokens_per_s', 0):.1f} tok/s")
         if stats.get("drafted"):
-            parts.append(f"{stats.get('acceptance_rate', 0):.0%} of {stats['drafted']:.0f} drafts accepted")
+            parts.append(_acceptance(stats))
     return "  ·  ".join(part for part in parts if part)
+
+
+def _acceptance(stats: dict) -> str:
+    """In the words of every other line (statsview.acceptance): "accepted 40/73 (55%)"; a row without its count
+    (edited by hand) by its rate alone."""
+    drafted, accepted = stats["drafted"], stats.get("accepted")
+    if accepted is None:
+        return f"accepted {stats.get('acceptance_rate', 0):.0%} of {drafted:.0f}"
+    return f"accepted {accepted:.0f}/{drafted:.0f} ({accepted / drafted:.0%})"
 
 
 def _model(row: dict) -> str:

@@ -119,3 +119,16 @@ def test_a_reply_cut_short_is_marked_as_the_live_view_marks_it(isolated, monkeyp
     view = printed(monkeypatch, lambda: logview.show(limit=0, query=None, cid=None, as_json=False, full=False))
     replies = [line for line in view.splitlines() if line.startswith("done")]
     assert replies == ["done [context full]", "done [max tokens reached]", "done", "done", "done", "done [interrupted]"]
+
+
+def test_a_replys_acceptance_is_worded_as_every_other_line_words_it(isolated, monkeypatch):
+    """`logs` said "50% of 8 drafts accepted" where --stats, the line under a reply, /stats and serve's console
+    say "accepted 4/8 (50%)"; a row without its count (edited by hand) still shows its rate."""
+    recorder = logstore.Recorder(True, log_file())
+    for stats in (STATS | {"accepted": 4}, STATS):
+        conversation = recorder.conversation(None)
+        conversation.messages += [Message("user", "hi"), Message("assistant", "done")]
+        recorder.record(conversation, REPLY | {"stats": stats})
+        recorder.history = conversation
+    view = printed(monkeypatch, lambda: logview.show(limit=0, query=None, cid=None, as_json=False, full=False))
+    assert "accepted 4/8 (50%)" in view and "accepted 50% of 8" in view and "drafts accepted" not in view
