@@ -236,12 +236,19 @@ def _read_stream(what: str = "the prompt") -> str | None:
     # warning of bad bytes and a prompt of U+FFFD and NULs. Bytes that are no UTF-16 are read as UTF-8 below
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         with contextlib.suppress(UnicodeDecodeError):
-            return data.decode("utf-16")
+            return _unix_lines(data.decode("utf-16"))
     # utf-8-sig: a leading byte order mark (Notepad, PowerShell) is no text: sent on, an "empty" file was a prompt
     text = data.decode("utf-8-sig", errors="replace")
     if "\ufffd" in text and "\ufffd".encode() not in data:
         stderr_console().print("warning: stdin is not valid UTF-8; bad bytes were replaced", style="yellow")
-    return text
+    return _unix_lines(text)
+
+
+def _unix_lines(text: str) -> str:
+    """Read as bytes, a Windows file's CRLF reached the model as "\r\n", which tokenizes apart from the Unix
+    file's "\n": line ends are made "\n" as Python's text mode makes them, a lone "\r" (an old Mac file, a
+    progress bar's redraw) too, as text mode and a chat's paste both take it."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def require_chat(pipeline: Pipeline, system: str | None = None) -> None:

@@ -405,6 +405,22 @@ def test_a_byte_order_mark_on_stdin_is_not_part_of_the_prompt(files):
     assert_one_line_error(invoke("run", *files, "-", input="\ufeff\n"), 2, "the prompt is empty")
 
 
+@pytest.mark.parametrize("end", ["\r\n", "\r"])
+def test_a_windows_file_on_stdin_reaches_the_model_as_the_unix_one(files, end, monkeypatch):
+    """A Windows file's CRLF (read as bytes) reached the model as "\r\n", other tokens than the Unix file's
+    "\n"; a lone "\r" (an old Mac file) is a line end too, as in Python's text mode and a chat's paste."""
+    import io
+    import sys
+
+    from specchat import repl
+
+    data = f"Write hello{end}in Python{end}".encode()
+    payload = run_json(*files, "--mode", "target", "-f", "json", "-", input=data)
+    assert payload["text"] == reply_to("Write hello\nin Python\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert repl.read_system("-") == "Write hello\nin Python"
+
+
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
 def test_a_utf16_file_with_its_byte_order_mark_on_stdin_is_read_as_text(files, encoding):
     """A file saved as UTF-16 with its byte order mark (Notepad's "Unicode", Windows PowerShell's `>`) was
