@@ -16,8 +16,17 @@ from typing import Any
 from .errors import RegistryError
 
 # Control, format (U+202E reverses the text after it), private-use, surrogate and line/paragraph
-# separator characters: a name holding one prints as something else, or breaks the one-line output.
-UNPRINTABLE = {"Cc", "Cf", "Co", "Cs", "Zl", "Zp"}
+# separator characters: a name holding one prints as something else, or breaks the one-line output. Each is
+# named as what it is: a zero-width joiner (U+200D, an emoji sequence's glue) is a format character, not a
+# control (as it was called), and is refused all the same, as "m\u200dx" would print as the other name "mx".
+UNPRINTABLE = {
+    "Cc": "the control character",
+    "Cf": "the invisible format character",
+    "Co": "the private-use character",
+    "Cs": "the lone surrogate",
+    "Zl": "the line separator",
+    "Zp": "the paragraph separator",
+}
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -120,13 +129,14 @@ def _shown(text: str) -> str:
 
 
 def plain(value: Any, path: Path, where: str, what: str) -> str:
-    """A string without control characters: names reach file paths and the terminal."""
+    """A string without control, format or other unprintable characters: names reach file paths and the terminal."""
     if not isinstance(value, str):
         raise RegistryError(f"{path}: {what} in {where} must be a string", hint="see models.toml")
     bad = next((ch for ch in value if unicodedata.category(ch) in UNPRINTABLE), None)
     if bad is not None:
+        kind = UNPRINTABLE[unicodedata.category(bad)]
         raise RegistryError(
-            f"{path}: {what} {value!r} in {where} contains the control character U+{ord(bad):04X}",
+            f"{path}: {what} {value!r} in {where} contains {kind} U+{ord(bad):04X}",
             hint="use printable characters only",
         )
     return value
