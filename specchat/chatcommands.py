@@ -206,7 +206,10 @@ class SlashCommands:
         name = arg.lower()  # as --mode takes it: `/mode NGRAM` was refused as "(lower case)"
         choices = f"/mode {'|'.join(self._modes_here())}"
         if not name:  # as /system alone shows the prompt: it printed only the usage, never which mode was on
-            self._say(f"mode: {self.settings.label} ({choices} switches)")
+            # the mode the next reply uses; after /spec off it read as after /mode target, where /spec on refuses
+            chosen = replace(self.settings, spec=True).label
+            off = "" if self.settings.spec else f"speculation off: /spec on returns to {chosen}; "
+            self._say(f"mode: {self.settings.label} ({off}{choices} switches)")
             return
         if name not in modes.MODES:
             self._say(f"usage: {choices}", "yellow")

@@ -55,6 +55,8 @@ def test_mode_alone_shows_the_mode_as_system_alone_shows_the_prompt():
     chat, out = session()
     assert chat.command("/mode") and "mode: spec k=4 (/mode auto|spec|ngram|target switches)" in out.getvalue()
     assert chat.command("/spec off") and chat.command("/mode") and "mode: target alone (" in out.getvalue()
+    # not as after /mode target, where /spec on refuses: it says what /spec on returns to
+    assert "(speculation off: /spec on returns to spec k=4; /mode auto|spec|ngram|target switches)" in out.getvalue()
     assert "usage" not in out.getvalue() and chat.settings.mode == "spec"
 
 
