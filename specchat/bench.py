@@ -128,12 +128,14 @@ def run(
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings, pipeline.options.threads))
     prompts, result.skipped = benchturns.first_turns(pipeline, prompts)
     turns = benchturns.count(prompts)
+    risky = benchturns.at_risk(pipeline, prompts, earlier_tokens or max_tokens)
     try:
         # In a pipe no progress bar shows how long the wait is: the size of the job at least.
         notify(
             _job_size(
                 len(prompts), turns, len(variants), reps=reps, max_tokens=max_tokens, earlier_tokens=earlier_tokens
             )
+            + _at_risk(risky, turns, pipeline.target.n_ctx)
             + "; measuring the cost model for the report first (single steps, verify batches of 1..16"
             # auto's own calibration is worth a word only where auto runs
             + ("; auto uses its own calibration, up to 64)" if any(v.mode == "auto" for v in variants) else ")")
@@ -171,6 +173,14 @@ def _job_size(records: int, turns: int, variants: int, *, reps: int, max_tokens:
         text += f"{_count(earlier, 'earlier turn')} of up to {earlier_tokens or max_tokens} tokens "
         text += "answered by the target alone, and "
     return text + f"{_count(variants, 'warm-up')} of up to {min(WARM_UP_TOKENS, max_tokens)} tokens"
+
+
+def _at_risk(risky: int, turns: int, n_ctx: int) -> str:
+    """The plan counted later turns that --ctx then made the bench skip as turns it would run, unsaid."""
+    if not risky:
+        return ""
+    them = "it fill" if risky == 1 else "them fill"
+    return f"; {risky} of the {turns} turns may be skipped, where the replies before {them} the {n_ctx}-token context"
 
 
 def _count(n: int, thing: str) -> str:

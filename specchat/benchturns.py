@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .benchsuite import Prompt
-from .chat import Message
+from .chat import Message, TemplateError
 from .ctxsize import past_training
 from .errors import ContextFullError
 from .sampling import SamplingParams
@@ -135,6 +135,26 @@ def first_turns(pipeline, prompts: list[Prompt]) -> tuple[list[Prompt], list[Ski
         )
         raise past_training(full, shortest, pipeline.resolved.target)
     return fitting, skipped
+
+
+def at_risk(pipeline, prompts: list[Prompt], reply_tokens: int) -> int:
+    """The later turns that may not fit the context once the replies before them are written (up to
+    reply_tokens each): known only then (replay skips them), so the plan says they may be skipped rather than
+    counting them as sure."""
+    risky = 0
+    for prompt in prompts:
+        messages: list[Message] = []
+        for number, text in enumerate(prompt.turns, start=1):
+            messages.append(Message("user", text))
+            try:  # earlier replies empty: what the written ones add comes on top
+                ids = pipeline.prompt(messages)
+            except TemplateError:  # a template that wants a reply's text: replay says what it makes of the turn
+                break
+            if len(ids) + (number - 1) * reply_tokens >= pipeline.target.n_ctx:  # no room left, as fits() says
+                risky += len(prompt.turns) - number + 1
+                break
+            messages.append(Message("assistant", ""))
+    return risky
 
 
 def fits(pipeline, ids: list[int]) -> bool:

@@ -268,3 +268,19 @@ def test_replies_the_context_cut_short_are_said(bench, tmp_path):
     console = Console(record=True, width=200)
     print_bench(console, result, [8])
     assert note in console.export_text()
+
+
+def test_the_plan_says_which_later_turns_the_context_may_skip(fake_models, seed_tuning, tmp_path):
+    """The plan line counted a later turn that --ctx then skipped as one it would run ("4 turns", two run),
+    unsaid until the end: it says how many may be skipped; a bench where every turn fits says nothing."""
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    prompts = tmp_path / "prompts.jsonl"
+    args = ["bench", "--target", str(target), "--prompts", str(prompts), "--modes", "ngram", "-r", "1", "-n", "8"]
+    records = [{"question_id": "q", "category": "c", "turns": ["short", "x " * 600, "and again"]}, RECORDS[1]]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in records))
+    note = "; 2 of the 4 turns may be skipped, where the replies before them fill the 400-token context;"
+    for ctx in ("400", "4096"):
+        result = runner.invoke(app, [*args, "--ctx", ctx, "-f", "json", "-o", str(tmp_path / "out.json")])
+        assert result.exit_code == 0, result.output
+        assert (note in result.stderr) == (ctx == "400") and "4 turns x" in result.stderr, result.stderr
