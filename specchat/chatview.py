@@ -28,9 +28,10 @@ STYLES = {ACCEPTED: "green", TARGET: "bold", REJECTED: "dim strike red"}
 
 
 def legend(rejected: bool = True) -> Text:
-    """The styles a reply shows; rejected guesses only where they are shown (not with --no-rejected)."""
+    """The styles a reply shows; rejected guesses only where they are shown (not with --no-rejected). One line of
+    an 80-column terminal: "draft token the target accepted" made it 83, and "guess" wrapped to a line of its own."""
     text = Text("legend: ", style="dim")
-    text.append("draft token the target accepted", style=STYLES[ACCEPTED])
+    text.append("accepted draft token", style=STYLES[ACCEPTED])
     text.append(" · ", style="dim")
     text.append("target's own token", style=STYLES[TARGET])
     if rejected:

@@ -166,6 +166,17 @@ def test_the_live_views_legend_and_summary_wrap_at_words_on_a_narrow_terminal():
             assert words in text, rows
 
 
+def test_the_legend_is_one_line_of_an_80_column_terminal():
+    """The legend was 83 characters: on the commonest terminal width its last word, "guess", wrapped alone."""
+    from rich.console import Console
+
+    from specchat.chatview import legend
+
+    console = Console(width=80, file=io.StringIO(), force_terminal=True)
+    console.print(legend(rejected=True))
+    assert console.file.getvalue().count("\n") == 1 and "rejected draft guess" in console.file.getvalue()
+
+
 @pytest.mark.parametrize("term", ["dumb", "unknown", "DUMB", "Unknown"])
 def test_a_terminal_rich_calls_dumb_is_dumb_to_specchat_too(monkeypatch, term):
     """Rich reads TERM=unknown (any case) as dumb and draws no live view there; specchat matched "dumb" alone, so
