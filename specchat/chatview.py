@@ -114,7 +114,7 @@ class ReplyView:
         self._after_resize()
         self._print_wrapped_rows()
         # a copy: printing a line redraws the region under it, which showed the line being written as it grew
-        self._frame = Group(_fit(self.partial, self.console.width), footer(self.stats, self.label))
+        self._frame = Group(_fit(self.partial, self.console.width), footer(self.stats, self.label, self.console.width))
         self.live.update(self._frame, refresh=True)
         self._remember()
 

@@ -60,9 +60,11 @@ def print_stats(console: Console, stats: Stats, k: int, label: str) -> None:
         console.print(Text(line, style="cyan"))
 
 
-def footer(stats: Stats, label: str) -> Text:
+def footer(stats: Stats, label: str, width: int | None = None) -> Text:
     """The one-line live footer: speed so far (the reply's, over the time after the prefill, as the line that
-    replaces it: over draft + verify time alone it read faster), mode, acceptance, draft/verify split."""
+    replaces it: over draft + verify time alone it read faster), mode, acceptance, draft/verify split. Within
+    `width` (the terminal's) the parts that do not fit are left out whole: cut by the ellipsis, 80 columns read
+    "verify 6…"."""
     parts = [f"{stats.tokens_per_s:5.1f} tok/s", label]
     if stats.drafted:
         share = _draft_share(stats)
@@ -71,6 +73,8 @@ def footer(stats: Stats, label: str) -> Text:
             per_round(stats, short=True),
             f"draft {share:.0%} / verify {1 - share:.0%}",
         ]
+    while width is not None and len(parts) > 2 and len(" · ".join(parts)) > width:
+        parts.pop()
     return Text(" · ".join(parts), style="reverse", no_wrap=True, overflow="ellipsis")
 
 

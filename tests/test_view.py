@@ -323,6 +323,17 @@ def test_view_shows_the_stats_it_is_given_and_counts_nothing():
     assert given.rounds == 3 and given.generated == 7  # untouched
 
 
+def test_the_footer_leaves_out_whole_parts_that_do_not_fit_rather_than_cutting_a_number():
+    """At 80 columns a footer of 81 characters ended "draft 33% / verify 6…": a cut number, read as 6%."""
+    console = recording_console(80)
+    given = Stats(generated=1000, rounds=90, drafted=900, accepted=900, draft_s=1.0, verify_s=2.0)
+    with ReplyView(console, k=64, label="auto (k<=64)") as view:
+        view.on_update(Update(event(1, [1, 2], 1, 3), [Segment("ab", ACCEPTED)], given))
+        shown = screen(console)
+        assert "10.00/round" in shown and "verify" not in shown and "…" not in shown, shown
+    assert "verify 67%" in footer(given, "auto (k<=64)", 120).plain
+
+
 def test_stats_lines_name_sources_by_mode():
     stats = Stats(generated=12, rounds=5, drafted=8, accepted=6, total_s=1.0, prefill_s=0.2, stop_reason="eog")
     stats.record(2, 1, 2, 0.01, 0.02, "ngram")
