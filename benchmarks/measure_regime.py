@@ -1,6 +1,6 @@
 """Measure this machine's cost regime (c, v(n), seconds per target step) for benchmarks/simulate.py.
 
-Uses specchat's own interleaved calibration (costmodel.measure) with more sizes and repeats than a
+Uses specchat's own interleaved calibration (costmeasure.measure) with more sizes and repeats than a
 first run takes, and adds what a round costs beside the model: copying n rows of logits out of
 llama.cpp and picking the greedy token from them. Writes a JSON regime that
 `simulate.py --regime-file` replays the recorded traces under.
@@ -26,7 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from specchat.costmodel import measure  # noqa: E402
+from specchat.costmeasure import measure  # noqa: E402
 from specchat.engine import Engine, gpu_offload_supported  # noqa: E402
 from specchat.engineconfig import EngineConfig  # noqa: E402
 from specchat.tunemeasure import CALIBRATION_TEXT, FULL_BATCHES  # noqa: E402

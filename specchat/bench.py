@@ -123,7 +123,7 @@ def run(
     Ctrl-C ends it early and keeps what was measured (result.interrupted)."""
     from . import benchturns
     from .chat import Message
-    from .costmodel import measure
+    from .costmeasure import measure
 
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings, pipeline.options.threads))
     prompts, result.skipped = benchturns.first_turns(pipeline, prompts)

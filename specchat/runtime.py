@@ -128,7 +128,7 @@ class Pipeline:
         engines = [e for e in (self.target, self.draft) if hasattr(e, "fewest_threads")]  # llama.cpp's
         for engine in engines:
             engine.fewest_threads = engine.threads
-        from .costmodel import CpuLoad
+        from .costmeasure import CpuLoad
 
         load = CpuLoad()  # other programs' use of the CPUs during this reply (_check_drift)
         with self.interrupt.armed():

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .costmodel import Costs, measure
+from .costmeasure import measure
+from .costmodel import Costs
 from .tuning import Tuning, examine, key_for, measured_on, trusted, written_by_newer
 from .tuningsave import save_calibration
 

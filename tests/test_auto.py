@@ -15,7 +15,8 @@ import pytest
 from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
 
 from specchat import tunemeasure, tuning, tuningsave
-from specchat.costmodel import Costs, measure
+from specchat.costmeasure import measure
+from specchat.costmodel import Costs
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
 from specchat.drafters.base import Draft, Offer, Outcome
@@ -535,7 +536,7 @@ def test_cpu_load_sees_another_process_using_the_cpus():
     import sys
     import time
 
-    from specchat.costmodel import CpuLoad
+    from specchat.costmeasure import CpuLoad
 
     if CpuLoad().other_share() is None:
         pytest.skip("no /proc here")
@@ -638,11 +639,11 @@ def test_a_run_whose_step_time_drifted_marks_the_saved_calibration_stale(fake_mo
     removing it failed no test). Not where other programs kept the CPUs busy during the reply (a second
     terminal's reply): that slowed it, not the machine, and a quiet calibration was marked stale by every
     reply made beside another, while the measurement it sent the next start to take, under load, is not saved."""
-    from specchat import costmodel
+    from specchat import costmeasure
     from specchat.chat import Message
     from specchat.runtime import Options, open_pipeline
 
-    monkeypatch.setattr(costmodel, "CpuLoad", load)
+    monkeypatch.setattr(costmeasure, "CpuLoad", load)
     target, draft = fake_models
     seed_tuning(target, draft, Costs({1: 1.0}, 5.0, 1e3, 1e3))  # only single steps: the target alone every round
     options = Options(target_path=target, draft_path=draft, mode="auto")
@@ -671,11 +672,11 @@ class LoadsInTurn:
 def test_a_busy_replys_step_times_do_not_judge_the_quiet_reply_after_it(fake_models, seed_tuning, monkeypatch):
     """The drift window runs across replies: a busy reply of 48 rounds, rightly not judged, filled it with its
     step times, and a quiet reply of 16 rounds after it (no evidence on its own) marked the calibration stale."""
-    from specchat import costmodel
+    from specchat import costmeasure
     from specchat.chat import Message
     from specchat.runtime import Options, open_pipeline
 
-    monkeypatch.setattr(costmodel, "CpuLoad", LoadsInTurn)
+    monkeypatch.setattr(costmeasure, "CpuLoad", LoadsInTurn)
     monkeypatch.setattr(LoadsInTurn, "turns", [True])
     target, draft = fake_models
     seed_tuning(target, draft, Costs({1: 1.0}, 5.0, 1e3, 1e3))

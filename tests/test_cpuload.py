@@ -135,7 +135,7 @@ def test_under_a_quota_the_load_is_judged_against_the_cpus_it_was_read_on(tmp_pa
     2.6 CPUs there (4 %) were divided by the quota's 4: every calibration judged busy, the governor at 1 thread
     of 4. The quota caps the threads (`most`); the load is judged against the CPUs it was read on."""
     from specchat import cpuload
-    from specchat.costmodel import BUSY_SHARE, CpuLoad
+    from specchat.costmeasure import BUSY_SHARE, CpuLoad
 
     limit = tmp_path / "cpu.max"
     limit.write_text("400000 100000\n", encoding="ascii")
@@ -146,7 +146,7 @@ def test_under_a_quota_the_load_is_judged_against_the_cpus_it_was_read_on(tmp_pa
     threads = ThreadGovernor(cpuload.usable_cpus(), counters=machine.counters, clock=machine.clock)
     assert machine.run(threads, 5.0, others=2.6) == 4
     readings = iter([({"cpu": 0.0}, 0.0), ({"cpu": 2.6 + 4.0}, 4.0)])  # one second: others 2.6 CPUs, specchat 4
-    monkeypatch.setattr("specchat.costmodel.cpu_counters", lambda: next(readings))
+    monkeypatch.setattr("specchat.costmeasure.cpu_counters", lambda: next(readings))
     load = CpuLoad()
     load.started_at -= 1.0
     share = load.other_share()

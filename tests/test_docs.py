@@ -358,7 +358,7 @@ def test_modes_md_says_how_long_a_writer_waits_for_the_history_s_lock():
 def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
     """The code changes fast and modes.md quotes its numbers in prose: each phrase below is built from the
     constant it states, so a changed constant fails here rather than leaving the doc stale."""
-    from specchat import costmodel, tunemeasure, tuning
+    from specchat import costmeasure, costmodel, tunemeasure, tuning
     from specchat.drafters import auto, copyodds, model, ngram, rewrite, suffix
     from specchat.modes import AUTO, NGRAM, SPEC
     from specchat.tokenchains import LONGEST, ORDER, WALK
@@ -384,7 +384,7 @@ def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
         f"more than\n  {round((costmodel.DRIFT - 1) * 100)}% from the saved calibration",
         f"latest {costmodel.DRIFT_WINDOW} rounds (at least {costmodel.DRIFT_ROUNDS})",
         f"first {costmodel.DRIFT_CONTEXT:,} tokens",
-        f"agree within {costmodel.AGREE:.0%}",
+        f"agree within {costmeasure.AGREE:.0%}",
         f"(among the latest {ngram.CANDIDATES})",
         f"copy may be up to {ngram.MAX_COPY} tokens (`-k`, default {AUTO.default_k} for auto",
         f"stays at {SPEC.max_k} or less",

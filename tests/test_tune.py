@@ -274,9 +274,9 @@ def test_more_threads_than_cpus_show_the_saved_tuning(fake_models, isolated):
 def test_a_tune_measured_under_load_does_not_say_what_auto_starts_from(fake_models, isolated, monkeypatch):
     """A tuning measured under load is not trusted: run measures its costs again and export takes its
     defaults, yet tune's last line said 'on this machine auto starts from: ngram (k=3)' as if it applied."""
-    from specchat import costmodel
+    from specchat import costmeasure
 
-    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    monkeypatch.setattr(costmeasure, "_busy", lambda _steps, _load: True)
     target, draft = fake_models
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "--draft", str(draft), "-n", "8"])
     assert result.exit_code == 0, result.output
@@ -307,12 +307,12 @@ def test_a_tune_under_load_keeps_the_quiet_costs_and_saves_the_acceptance(
     tuning was lost to a moment's load until tune ran again on an idle machine. The quiet costs are kept;
     but the acceptance tune measured, which load does not change, was thrown away with the rest: right
     after a tune, export and auto went on from an assumed 60% ('assumed; `specchat tune` measures it')."""
-    from specchat import costmodel
+    from specchat import costmeasure
 
     target, draft = fake_models
     path = seed_tuning(target, draft, keep_draft=True, mode="spec")
     before = json.loads(path.read_text())
-    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    monkeypatch.setattr(costmeasure, "_busy", lambda _steps, _load: True)
     files = ["--target", str(target), "--draft", str(draft)]
     result = CliRunner().invoke(app, ["tune", *files, "-n", "8"])
     assert result.exit_code == 0, result.output
@@ -330,7 +330,7 @@ def test_a_tune_under_load_keeps_the_quiet_costs_and_saves_the_acceptance(
 
 def test_a_tune_under_load_with_no_acceptance_to_keep_saves_nothing(fake_models, isolated, monkeypatch):
     """A lone --target measures no draft model's acceptance: beside a quiet tuning, nothing is saved."""
-    from specchat import costmodel, tunemeasure, tuning, tuningsave
+    from specchat import costmeasure, tunemeasure, tuning, tuningsave
     from specchat.costmodel import Costs
     from specchat.runtime import Options, Resolved
 
@@ -339,7 +339,7 @@ def test_a_tune_under_load_with_no_acceptance_to_keep_saves_nothing(fake_models,
     costs = Costs({n: 1.0 + 0.02 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, None, 1e-3, 1e-3)
     path = tuningsave.save(tuning.Tuning(key, costs))
     before = path.read_bytes()
-    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    monkeypatch.setattr(costmeasure, "_busy", lambda _steps, _load: True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = CliRunner().invoke(app, ["tune", "--target", str(target), "-n", "8"])
     assert result.exit_code == 0, result.output
@@ -574,9 +574,9 @@ def test_a_tuning_file_that_cannot_be_written_is_one_line_before_loading(
 def test_a_newer_specchats_tuning_is_kept_by_run_and_named_by_tune(fake_models, isolated, seed_tuning, monkeypatch):
     """Two versions sharing a config folder: an older specchat's run said the newer one's tuning could not be used,
     then saved its own over it, on every start; the newer one then measured again, and so on."""
-    from specchat import costmodel
+    from specchat import costmeasure
 
-    monkeypatch.setattr(costmodel, "_busy", lambda *_: False)  # a quiet measurement, the one that was saved
+    monkeypatch.setattr(costmeasure, "_busy", lambda *_: False)  # a quiet measurement, the one that was saved
     target, draft = fake_models
     path = seed_tuning(target, draft)
     path.write_text('{"version": 99, "v": {"1": 1.0}}', encoding="utf-8")
@@ -682,14 +682,14 @@ def test_a_tune_under_load_decides_on_the_tuning_saved_when_it_saves(
     measured: a run that marked it stale meanwhile was undone (stale: false, trusted again), and a quiet
     calibration another run saved meanwhile was replaced by the old costs. The other writer runs at the moment
     the measuring ends; tune decides on what the file holds then."""
-    from specchat import costmodel, tunemeasure, tuning, tuningsave
+    from specchat import costmeasure, tunemeasure, tuning, tuningsave
     from specchat.costmodel import Costs
 
     target, draft = fake_models
     path = seed_tuning(target, draft, keep_draft=True, mode="spec")
     key = path.stem
     fresh = Costs({n: 1.0 + 0.05 * (n - 1) for n in tunemeasure.QUICK_BATCHES}, 0.07, 2e-3, 2e-3)
-    monkeypatch.setattr(costmodel, "_busy", lambda _steps, _load: True)
+    monkeypatch.setattr(costmeasure, "_busy", lambda _steps, _load: True)
     real = tunemeasure.calibrate
 
     def calibrate(*args, **kwargs):
