@@ -18,7 +18,8 @@ from specchat import tunemeasure, tuning, tuningsave
 from specchat.costmeasure import measure
 from specchat.costmodel import Costs
 from specchat.drafters import DraftModelDrafter, NgramDrafter
-from specchat.drafters.auto import EXPLORE_SHARE, AutoDrafter, Guard
+from specchat.drafters.auto import AutoDrafter, Guard
+from specchat.drafters.autoguard import EXPLORE_SHARE
 from specchat.drafters.base import Draft, Offer, Outcome
 from specchat.models_api import CachedModel
 from specchat.sampling import Sampler, SamplingParams

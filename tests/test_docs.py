@@ -359,7 +359,7 @@ def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
     """The code changes fast and modes.md quotes its numbers in prose: each phrase below is built from the
     constant it states, so a changed constant fails here rather than leaving the doc stale."""
     from specchat import costmeasure, costmodel, tunemeasure, tuning
-    from specchat.drafters import auto, copyodds, model, ngram, rewrite, suffix
+    from specchat.drafters import auto, autoguard, copyodds, model, ngram, rewrite, suffix
     from specchat.modes import AUTO, NGRAM, SPEC
     from specchat.tokenchains import LONGEST, ORDER, WALK
 
@@ -372,11 +372,11 @@ def test_modes_md_quotes_auto_s_constants_as_the_code_sets_them():
     phrases = [
         f"of 1..16, {listed(full)} tokens",
         f"times 1-6, {listed(quick)} twice",
-        f"A drafter that ran slower is set aside for {auto.SET_ASIDE_ROUNDS} rounds",
-        f"is set aside for {auto.LOOKUP_ASIDE_ROUNDS} rounds only",
-        f"(within {round((auto.COST_SLACK - 1) * 100)}%)",
-        f"at least once every {auto.REFERENCE_EVERY} rounds",
-        f"less than {auto.EXPLORE_SHARE:.0%} of its time",
+        f"A drafter that ran slower is set aside for {autoguard.SET_ASIDE_ROUNDS} rounds",
+        f"is set aside for {autoguard.LOOKUP_ASIDE_ROUNDS} rounds only",
+        f"(within {round((autoguard.COST_SLACK - 1) * 100)}%)",
+        f"at least once every {autoguard.REFERENCE_EVERY} rounds",
+        f"less than {autoguard.EXPLORE_SHARE:.0%} of its time",
         f"(1/{auto.CATCH_UP_SHARED} of it per round",
         f"estimate, 1/{auto.PROMPT_READ_SHARED} of that\n  reading counted per round",
         f"(else {model.PRIOR})",

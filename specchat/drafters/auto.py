@@ -3,7 +3,7 @@ alone (k = 0) is always a candidate, so auto never drafts unless the numbers say
 
 Each drafter offers its confidence per position (drafters.base.Offer); the cost model turns that into
 a speedup S(k) = E(k) / (k step + v(k + 1)) over measured batch sizes. Three rules keep auto from
-losing by much on any machine:
+losing by much on any machine (the last two kept in autoguard.py):
 - a drafter is used only where its CAUTIOUS acceptance estimate (below the mean) promises a gain;
   among those, the plain estimates rank them;
 - a drafter whose offer only pays optimistically is tried within an exploration budget, a few percent of
@@ -24,24 +24,14 @@ from dataclasses import dataclass, field, replace
 from ..costmodel import LOOKUP_STEP, Costs
 from ..modes import MODES
 from ..sampling import Sampler
+from .autoguard import Budget, Guard
 from .base import Draft, Drafter, Offer, Outcome
 
-EXPLORE_SHARE = 0.03  # exploration may cost at most this share of the reply's time
 EXPLORE_MAX_K = 4  # exploration drafts short: it is for learning, not for winning
 CATCH_UP_SHARED = 4  # a draft model's catch-up is charged to this many of the rounds it then drafts
 # ... and its first reading of the prompt to this many: read once, it serves the whole reply after it
 PROMPT_READ_SHARED = 16
 CHEAP_GROWTH = 1.2  # beyond what a drafter vouches for: only batches costing at most this much more
-GUARD_DECAY = 0.9  # per round of that drafter: recent rounds decide
-GUARD_ROUNDS = 2.0  # rounds of evidence before realized speed can set a drafter aside
-GUARD_MARGIN = 0.97  # realized speed below this share of the target alone's: set aside
-SET_ASIDE_ROUNDS = 16  # ... for this many rounds, doubled each time it happens again
-# ... but only for this many rounds, every time, where it learns from every offer (a lookup) and its rounds
-# took no more than COST_SLACK over what the cost model said: then the costs held and its copies broke,
-# which its odds learn anyway; the pause only stops a run of breaks (a rename that breaks every few tokens).
-LOOKUP_ASIDE_ROUNDS = 4
-COST_SLACK = 1.25
-REFERENCE_EVERY = 32  # rounds: the target alone runs at least this often, so the guard measures it
 
 
 @dataclass(frozen=True)
@@ -53,95 +43,6 @@ class Choice:
     fixed: float = 0.0  # target steps of work before drafting (a lagging draft model's catch-up)
     explore: bool = False
     ahead: tuple[float, ...] = ()  # per position, the estimate the choice was made on (a model's stop reads it)
-
-
-@dataclass
-class Realized:
-    """Recent rounds of one source: tokens produced and seconds spent, older rounds fading."""
-
-    tokens: float = 0.0
-    seconds: float = 0.0
-    weight: float = 0.0
-    predicted: float = 0.0  # seconds the cost model said those rounds would take
-
-    def add(self, tokens: int, seconds: float, predicted: float = 0.0) -> None:
-        self.tokens = self.tokens * GUARD_DECAY + tokens
-        self.seconds = self.seconds * GUARD_DECAY + seconds
-        self.weight = self.weight * GUARD_DECAY + 1
-        self.predicted = self.predicted * GUARD_DECAY + predicted
-
-    def as_predicted(self) -> bool:
-        """Took no longer than the cost model said, within COST_SLACK."""
-        return 0 < self.seconds <= COST_SLACK * self.predicted
-
-    def step_s(self, evidence: float = GUARD_ROUNDS) -> float | None:
-        """Seconds per token, once there is evidence."""
-        return self.seconds / self.tokens if self.weight >= evidence and self.tokens > 0 else None
-
-
-@dataclass
-class Guard:
-    """Sets a drafter aside when its rounds really ran slower than the target alone: measured time, not
-    the model, so wrong costs or a wrong acceptance estimate cannot keep a losing drafter on."""
-
-    realized: dict[str, Realized] = field(default_factory=dict)
-    aside_until: dict[str, int] = field(default_factory=dict)
-    times_aside: dict[str, int] = field(default_factory=dict)
-    round: int = 0
-    last_target_round: int = 0
-
-    def allowed(self, name: str) -> bool:
-        """May be tried: not (or no longer) set aside."""
-        return self.round >= self.aside_until.get(name, 0)
-
-    def trusted(self, name: str) -> bool:
-        """May be chosen on its estimates: never set aside, or won a round since it came back (until
-        then it returns only as a trial, which the exploration budget pays for)."""
-        if not self.times_aside.get(name):
-            return self.allowed(name)
-        mine = self.realized.get(name, Realized()).step_s(evidence=1.0)
-        reference = self.realized.get("target", Realized()).step_s(evidence=1.0)
-        return self.allowed(name) and mine is not None and reference is not None and mine <= reference
-
-    def needs_reference(self) -> bool:
-        """Time to run the target alone once: without it the guard would judge against a stale number."""
-        return self.round - self.last_target_round >= REFERENCE_EVERY
-
-    def record(
-        self, source: str, tokens: int, seconds: float, target_step_s: float, predicted: float = 0.0, lookup=False
-    ) -> None:
-        """One round of `source`: `predicted` is what the cost model said it would take; `lookup`, that the
-        source learns from every offer, drafted or not (its losses teach its odds without a verdict)."""
-        self.round += 1
-        self.realized.setdefault(source, Realized()).add(tokens, seconds, predicted)
-        if source == "target":
-            self.last_target_round = self.round
-            return
-        # The target alone's speed as measured in recent target rounds; before any, the online estimate.
-        reference = self.realized.get("target", Realized()).step_s(evidence=1.0) or target_step_s
-        if tokens and seconds / tokens <= reference:
-            # This round beat the target alone: judged now, older losses would set aside a drafter
-            # that is winning again (a copy that broke twice, then holds for 16 tokens).
-            return
-        mine = self.realized[source].step_s()
-        if mine is not None and reference > 0 and reference < GUARD_MARGIN * mine:
-            count = self.times_aside.get(source, 0)
-            held = lookup and self.realized[source].as_predicted()
-            self.aside_until[source] = self.round + (LOOKUP_ASIDE_ROUNDS if held else SET_ASIDE_ROUNDS * 2**count)
-            self.times_aside[source] = count + 1
-            self.realized[source] = Realized()  # judged afresh when it comes back
-
-
-@dataclass
-class Budget:
-    """Exploration spending of one reply, in target steps: a share of the time so far, plus one step so
-    that a reply's first rounds can afford a short trial."""
-
-    spent: float = 0.0
-    elapsed: float = 0.0
-
-    def left(self) -> float:
-        return EXPLORE_SHARE * self.elapsed + 1.0 - self.spent
 
 
 @dataclass
