@@ -13,6 +13,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .errors import ContextFullError, SpecchatError
@@ -38,15 +39,15 @@ class MessagesRefused(TemplateError):
     """The chat template refused these messages by its own raise_exception (Gemma's "roles must alternate")."""
 
 
-def system_refusal(pipeline, system: str) -> TemplateError | None:
+def system_refusal(pipeline, system: str, template_kwargs: dict | None = None) -> TemplateError | None:
     """Why the chat template refuses this system prompt (Gemma 2's "System role not supported"), or None: also
     where it refuses a user's message alone, which is not the system prompt's doing (the chat says that itself).
-    `pipeline`: anything with prompt(messages), as runtime.Pipeline."""
+    `pipeline`: anything with prompt(messages, template_kwargs=...), as runtime.Pipeline."""
     try:
-        pipeline.prompt([Message("system", system), Message("user", "Hi")])
+        pipeline.prompt([Message("system", system), Message("user", "Hi")], template_kwargs=template_kwargs)
     except TemplateError as exc:
         try:
-            pipeline.prompt([Message("user", "Hi")])
+            pipeline.prompt([Message("user", "Hi")], template_kwargs=template_kwargs)
         except TemplateError:
             return None
         return exc
@@ -74,7 +75,7 @@ def prompt_tokens(
     engine: Engine, messages: list[Message], *, use_template: bool = True, template_kwargs: dict | None = None
 ) -> list[int]:
     """Token ids for the model to continue: the chat template with a generation prompt, or raw text.
-    template_kwargs: more variables for the template (an API request's chat_template_kwargs)."""
+    template_kwargs: more variables for the template (--chat-template-kwargs, an API request's chat_template_kwargs)."""
     if not use_template:
         text = "\n\n".join(m.content for m in messages)
         return engine.tokenize(text, add_special=True, parse_special=False)
@@ -167,17 +168,24 @@ def _edges(engine: Engine, piece: str, ids: list[int]) -> tuple[str, list[int] |
 
 
 def fit_conversation(
-    engine: Engine, conversation: Conversation, max_tokens: int = 0, use_template: bool = True, chat: bool = True
+    engine: Engine,
+    conversation: Conversation,
+    max_tokens: int = 0,
+    use_template: bool = True,
+    chat: bool = True,
+    template_kwargs: dict | None = None,
 ) -> tuple[list[int], int]:
     """The prompt ids of the conversation (its last message is the new one) and how many of its oldest
     turns gave way so that the reply has room. Turns are dropped only when the whole does not fit,
     and then down to half the context: the next turns append to the KV cache again instead of
     re-reading a conversation that shifts every turn. The system prompt always stays. Raises
     ContextFullError, leaving the conversation as it was, when the new message alone is too long (its hint
-    names the chat's /system and "start the chat" only for a `chat`, not for `run -c`)."""
+    names the chat's /system and "start the chat" only for a `chat`, not for `run -c`). template_kwargs: as
+    prompt_tokens', the same every turn, so that the KV cache of the turns before is reused."""
     n_ctx = engine.n_ctx
     room = min(n_ctx // REPLY_SHARE, max_tokens or n_ctx)
-    prompt = prompt_tokens(engine, conversation.as_messages(), use_template=use_template)
+    render = partial(prompt_tokens, engine, use_template=use_template, template_kwargs=template_kwargs)
+    prompt = render(conversation.as_messages())
     if len(prompt) + room <= n_ctx:
         return prompt, 0
     goal, messages = min(n_ctx // 2, n_ctx - room), conversation.messages
@@ -191,7 +199,7 @@ def fit_conversation(
     while len(prompt) > goal and (cut := _next_cut(messages, sizes, start, len(prompt) - goal)) is not None:
         start = cut
         kept = Conversation(conversation.system, messages[start:]).as_messages()
-        prompt = prompt_tokens(engine, kept, use_template=use_template)
+        prompt = render(kept)
     reserve = min(room, MIN_REPLY)
     if len(prompt) + reserve > n_ctx:
         system_hint = " or the system prompt (/system, --system)" if chat else " or the system prompt (--system)"

@@ -240,7 +240,7 @@ class SlashCommands:
         clear = arg.lower() == "off"
         if not clear and self.settings.use_template:
             # A template that refuses a system message (Gemma 2's) refused it only with the next message
-            refused = system_refusal(self.pipeline, arg)
+            refused = system_refusal(self.pipeline, arg, self.settings.template_kwargs)
             if refused is not None:
                 self._say(f"{refused.message} (the system prompt is left as it was)", "red")
                 return
@@ -269,7 +269,8 @@ class SlashCommands:
         """A conversation taken up (/load, `run -c`) whose system prompt this model's template refuses (another
         model's, under Gemma 2's): said at once, as /system says it, not by the next message's failure."""
         system = self.conversation.system
-        if system and self.settings.use_template and (refused := system_refusal(self.pipeline, system)) is not None:
+        kwargs = self.settings.template_kwargs
+        if system and self.settings.use_template and (refused := system_refusal(self.pipeline, system, kwargs)):
             self._say(f"{refused.message}: its system prompt cannot be sent (/system off clears it)", "yellow")
 
     def _cmd_save(self, arg: str) -> None:

@@ -9,7 +9,7 @@ replying.py generates a reply into a sink and says on stderr what follows it.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import modes
@@ -37,6 +37,7 @@ class Request:
     k: int
     params: SamplingParams
     max_tokens: int  # 0: no limit, the reply runs to its end or the context's
+    template_kwargs: dict = field(default_factory=dict)  # the chat template's variables (--chat-template-kwargs)
 
     @property
     def label(self) -> str:
@@ -246,6 +247,7 @@ def summary(pipeline: Pipeline, request: Request, generation: Generation) -> dic
             "seed": params.seed,
             "max_tokens": request.max_tokens,
             "ctx": pipeline.target.n_ctx,
+            "chat_template_kwargs": dict(request.template_kwargs),
         },
         "stats": generation.stats.as_dict(),
     }

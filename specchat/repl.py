@@ -44,6 +44,7 @@ class ChatSettings:
     verbose: bool = False
     use_template: bool = True
     stats: bool = False  # --stats: each reply's summary on stderr too, as after a one-shot reply
+    template_kwargs: dict = field(default_factory=dict)  # --chat-template-kwargs: the template's variables, every turn
 
     @property
     def effective_mode(self) -> str:
@@ -59,7 +60,9 @@ class ChatSettings:
 
     def request(self) -> Request:
         """One reply's request; its own seed, drawn for it, when none was given (recorded in --json and the log)."""
-        return Request(self.effective_mode, self.effective_k, self.params.seeded(), self.max_tokens)
+        return Request(
+            self.effective_mode, self.effective_k, self.params.seeded(), self.max_tokens, self.template_kwargs
+        )
 
 
 def fit_turns(pipeline, conversation, settings, log, chat: bool = True) -> tuple[list[int], str | None]:
@@ -68,7 +71,9 @@ def fit_turns(pipeline, conversation, settings, log, chat: bool = True) -> tuple
     note that says so is returned (None when nothing gave way). `chat`: False for `run -c`, whose errors
     name no chat command."""
     before = list(conversation.messages)
-    ids, dropped = fit_conversation(pipeline.target, conversation, settings.max_tokens, settings.use_template, chat)
+    ids, dropped = fit_conversation(
+        pipeline.target, conversation, settings.max_tokens, settings.use_template, chat, settings.template_kwargs
+    )
     log.gave_way(before[: len(before) - len(conversation.messages)])
     if not dropped:
         return ids, None
@@ -251,19 +256,19 @@ def _unix_lines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def require_chat(pipeline: Pipeline, system: str | None = None) -> None:
+def require_chat(pipeline: Pipeline, system: str | None = None, template_kwargs: dict | None = None) -> None:
     """A target whose chat template is missing (a base model) or cannot render refused every message of the
     chat with 'use --no-template', an option a running chat cannot take: said before the first prompt (with the
     chat's system message, which some templates want first; one that the template refuses, as Gemma 2's does, is
-    refused here too, not with the first message)."""
+    refused here too, not with the first message), with the chat's template variables (--chat-template-kwargs)."""
     if system:
         with contextlib.suppress(TemplateError):
-            pipeline.prompt([Message("system", system), Message("user", "Hi")])
+            pipeline.prompt([Message("system", system), Message("user", "Hi")], template_kwargs=template_kwargs)
             return  # the chat's opening renders, its system prompt with it: nothing to render again
-        if (refused := system_refusal(pipeline, system)) is not None:
+        if (refused := system_refusal(pipeline, system, template_kwargs)) is not None:
             raise refused
     with contextlib.suppress(MessagesRefused):  # refused these messages, not every chat: said when sent
-        pipeline.prompt([Message("user", "Hi")])
+        pipeline.prompt([Message("user", "Hi")], template_kwargs=template_kwargs)
 
 
 def chat_loop(session: ChatSession, *, history: bool = False) -> int:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -53,6 +53,8 @@ class ServeConfig:
     max_body: int = 1_000_000  # bytes; the same bound run puts on a prompt
     no_log: bool = False  # True: requests are not written to the conversation log
     allow_origins: tuple[str, ...] = ()  # web pages that may call the API beside this machine's (parse_origins)
+    # --chat-template-kwargs: every chat's template variables, a request's own chat_template_kwargs set over them
+    template_kwargs: dict = field(default_factory=dict)
 
 
 def _created(target: Path) -> int:
@@ -181,9 +183,10 @@ class Api:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
         prompts = parsed.prompts or [parsed.prompt]  # a chat's prompt is its messages
-        asks = [Ask(self.mode, self.k, params, parsed.max_tokens) for params in parsed.prompt_params()]
+        # llama-server's merge (tools/server: the request's keys over --chat-template-kwargs'); a completion has none
+        kwargs = {**self.config.template_kwargs, **parsed.template_kwargs} if chat else {}
+        asks = [Ask(self.mode, self.k, params, parsed.max_tokens, kwargs) for params in parsed.prompt_params()]
         pairs = zip(prompts, asks, strict=True)
-        kwargs = parsed.template_kwargs
         jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction, kwargs) for text, ask in pairs]
         for job in jobs[:-1]:  # a batch holds one queue place: its last job's, given back once that one is done
             job.holds_place = False

@@ -132,11 +132,11 @@ class _Server(uvicorn.Server):
                 self.api.console.print("stopped (SIGTERM)", highlight=False, markup=False)
 
 
-def _warn_if_no_chat(pipeline: Pipeline, console: Console) -> None:
+def _warn_if_no_chat(pipeline: Pipeline, console: Console, template_kwargs: dict) -> None:
     """A target whose chat template is missing or fails answered every chat request with a 500, and nothing
     said so at the start; /v1/completions (no template) still serves, so it is a warning, not a refusal."""
     try:
-        pipeline.prompt([Message("user", "Hi")])
+        pipeline.prompt([Message("user", "Hi")], template_kwargs=template_kwargs)  # with --chat-template-kwargs'
     except MessagesRefused:
         return  # refused these messages, not every chat: the client hears why, as a 400
     except SpecchatError as exc:
@@ -184,7 +184,7 @@ def serve(pipeline: Pipeline, config: ServeConfig, console: Console, sock: socke
     )
     if pipeline.mode_note and api.mode == "auto":
         console.print(pipeline.mode_note, style="dim", highlight=False, markup=False)
-    _warn_if_no_chat(pipeline, console)
+    _warn_if_no_chat(pipeline, console, config.template_kwargs)
     uvicorn_config = uvicorn.Config(
         api.app(), log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_S
     )

@@ -1893,3 +1893,65 @@ def test_serve_s_no_history_says_what_serve_drafts_from():
 
     assert "the request itself" in help_of("serve") and "conversation only" not in help_of("serve")
     assert "this conversation only" in help_of("run")
+
+
+# -- --chat-template-kwargs --------------------------------------------------------------------------------
+
+# A template that prints its variables above the conversation; the fake's reply {history} shows what it rendered.
+SHOWS_KWARGS = "{% if enable_thinking is defined %}thinking={{ enable_thinking }} {{ deep.list[1] }}\n{% endif %}"
+KWARGS = '{"enable_thinking": false, "deep": {"list": ["a", "b"]}}'
+
+
+@pytest.fixture
+def shows_kwargs(isolated):
+    import fake_backend
+
+    target, _draft = fake_backend.write_pair(
+        isolated / "shows", template=SHOWS_KWARGS + fake_backend.TEMPLATE, reply="Seen: {history}"
+    )
+    return ["--target", str(target), "--mode", "target"]
+
+
+def test_chat_template_kwargs_reach_the_template_every_turn_and_the_reply_settings(shows_kwargs):
+    """llama-server's --chat-template-kwargs (Qwen3's '{"enable_thinking": false}') was named a flag specchat
+    lacked; run's templates render with it now, one reply and each turn continued with -c, and --json and the
+    log record it with the reply's other settings."""
+    first = invoke("run", *shows_kwargs, "--chat-template-kwargs", KWARGS, "--json", "Name three colours.")
+    assert first.exit_code == 0, first.output
+    payload = json.loads(first.stdout)
+    assert payload["text"].startswith("Seen: thinking=False b\nuser\nName three colours."), payload
+    assert payload["settings"]["chat_template_kwargs"] == {"enable_thinking": False, "deep": {"list": ["a", "b"]}}
+    second = invoke("run", *shows_kwargs, "--chat-template-kwargs", KWARGS, "-c", "And two more.")
+    assert second.exit_code == 0, second.output
+    assert second.stdout.startswith("Seen: thinking=False b\nuser\nName three colours.")
+    assert second.stdout.count("thinking=") == 2  # the first reply's text quotes it once: rendered once, at the top
+    plain = invoke("run", *shows_kwargs, "--json", "Hi")
+    assert json.loads(plain.stdout)["text"].startswith("Seen: user\nHi")
+    assert json.loads(plain.stdout)["settings"]["chat_template_kwargs"] == {}
+    logged = json.loads(invoke("logs", "--json", "-n", "3").stdout)
+    assert [row["settings"]["chat_template_kwargs"] for row in logged] == [
+        {"enable_thinking": False, "deep": {"list": ["a", "b"]}}
+    ] * 2 + [{}]
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("{enable_thinking: false}", "--chat-template-kwargs '{enable_thinking: false}' is not JSON"),
+        ("", "is not JSON"),
+        ('[{"enable_thinking": false}]', "--chat-template-kwargs is a JSON array, not an object"),
+        ("false", "is a JSON boolean, not an object"),
+        ('{"messages": []}', "--chat-template-kwargs may not set 'messages'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_chat_template_kwargs_that_are_no_json_object_are_a_usage_error(shows_kwargs, command, value, needle):
+    result = invoke(command, *shows_kwargs, "--chat-template-kwargs", value, *(["hi"] if command == "run" else []))
+    assert_one_line_error(result, 2, needle)
+    assert '{"enable_thinking": false}' in result.stderr or "leave it out" in result.stderr  # the hint's example
+
+
+def test_chat_template_kwargs_with_no_template_are_a_usage_error(shows_kwargs):
+    """Nothing renders them: taken in silence, they looked used."""
+    result = invoke("run", *shows_kwargs, "--no-template", "--chat-template-kwargs", "{}", "hi")
+    assert_one_line_error(result, 2, "--chat-template-kwargs and --no-template disagree")

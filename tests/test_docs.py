@@ -107,7 +107,9 @@ def test_usage_md_names_every_key_of_run_json_and_no_other():
         mode_note="",
         target=SimpleNamespace(n_ctx=256),
     )
-    request = SimpleNamespace(params=SamplingParams(), k=0, mode="target", label="target alone", max_tokens=0)
+    request = SimpleNamespace(
+        params=SamplingParams(), k=0, mode="target", label="target alone", max_tokens=0, template_kwargs={}
+    )
     generation = SimpleNamespace(text="", set_aside={}, threads=(1, 2), stats=Stats())
     row = next(line for line in (ROOT / "docs" / "usage.md").read_text().splitlines() if line.startswith("| `--json`"))
     documented = _keys_in_braces(row[: row.index("}")])

@@ -209,6 +209,6 @@ def test_the_draft_model_is_named_only_for_a_reply_of_a_mode_that_uses_it(mode, 
         mode_note="",
         target=SimpleNamespace(n_ctx=256),
     )
-    request = SimpleNamespace(params=SamplingParams(), k=k, mode=mode, label=mode, max_tokens=0)
+    request = SimpleNamespace(params=SamplingParams(), k=k, mode=mode, label=mode, max_tokens=0, template_kwargs={})
     generation = SimpleNamespace(text="", set_aside={}, threads=None, stats=Stats())
     assert (outputs.summary(pipeline, request, generation)["draft"] == "d.gguf") is named

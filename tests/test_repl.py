@@ -24,7 +24,7 @@ def session(drafter=True) -> tuple[ChatSession, io.StringIO]:
     # interrupt: the chat sets its settle (a Pipeline has one, as every pipeline the CLI opens)
     # prompt: /system renders its text once (a template that takes it); no template refuses one here
     pipeline = SimpleNamespace(
-        available=available.__contains__, interrupt=SimpleNamespace(settle=False), prompt=lambda _messages: []
+        available=available.__contains__, interrupt=SimpleNamespace(settle=False), prompt=lambda _messages, **_kw: []
     )
     return ChatSession(pipeline, ChatSettings(mode="spec"), console, system=None), out
 
@@ -1077,3 +1077,27 @@ def test_help_wraps_each_description_under_its_own_column_in_80_columns():
     table = out.getvalue().splitlines()[:-2]  # the last lines: how to type several lines, a paragraph
     assert len(table) > 13, table  # some descriptions wrap at 80 columns
     assert all(line.startswith("/") or line.startswith(" " * 17) for line in table), table
+
+
+def test_the_chats_template_variables_reach_every_turn_and_keep_its_kv_cache(fake_models, tmp_path):
+    """--chat-template-kwargs in the chat: each turn renders with them, the same each turn, so the next turn's
+    prompt begins with what the KV cache holds of the turn before (it is not read again)."""
+    import fake_backend
+
+    from specchat.models_api import common_prefix
+    from specchat.runtime import Options, open_pipeline
+
+    shows = "{% if enable_thinking is defined %}thinking={{ enable_thinking }}\n{% endif %}"
+    target, _ = fake_backend.write_pair(tmp_path / "shows", template=shows + fake_backend.TEMPLATE, reply="{history}")
+    settings = ChatSettings(mode="target", template_kwargs={"enable_thinking": False})
+    with open_pipeline(Options(target_path=target, mode="target"), lambda _m: None) as pipeline:
+        chat = ChatSession(pipeline, settings, Console(file=io.StringIO(), width=100), system=None)
+        first = chat.ask("Name three colours.")
+        assert first.text.startswith("thinking=False\nuser\nName three colours.\n"), first.text
+        held = list(pipeline.target_cache.tokens)
+        prompts = []
+        generate = pipeline.generate
+        pipeline.generate = lambda prompt, *args, **kw: prompts.append(prompt) or generate(prompt, *args, **kw)
+        second = chat.ask("And two more.")
+    assert second.text.startswith("thinking=False\nuser\nName three colours.\n") and "And two more." in second.text
+    assert common_prefix(held, prompts[0]) == len(held)  # the whole cache: the first turn is not read again

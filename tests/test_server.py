@@ -1219,6 +1219,30 @@ def test_chat_template_kwargs_reach_the_template(tmp_path):
         running.stop()
 
 
+def test_serves_chat_template_kwargs_are_every_chats_and_a_requests_own_go_over_them(tmp_path):
+    """llama-server's --chat-template-kwargs: the variables of every chat request, a request's chat_template_kwargs
+    merged over them key by key (tools/server: the request's keys set into a copy of the server's); a plain
+    completion, which no template renders, still serves."""
+    shows = "{% if enable_thinking is defined %}thinking={{ enable_thinking }} {{ deep.list[1] }}\n{% endif %}"
+    kwargs = '{"enable_thinking": false, "deep": {"list": ["a", "b"]}}'
+    running = Server(
+        tmp_path, "--chat-template-kwargs", kwargs, template=shows + fake_backend.TEMPLATE, reply="{history}"
+    )
+    try:
+        assert ask(running.client()).choices[0].message.content.startswith("thinking=False b\nuser\n")
+        override = {"chat_template_kwargs": {"enable_thinking": True}}
+        assert ask(running.client(), extra_body=override).choices[0].message.content.startswith("thinking=True b\n")
+        assert ask(running.client()).choices[0].message.content.startswith("thinking=False b\n")  # for one request
+        body = {"prompt": PROMPT, "max_tokens": 4}
+        assert httpx.post(f"{running.url}/v1/completions", json=body, timeout=30).status_code == 200
+    finally:
+        running.stop()
+    rows = logread.replies(running.folder / "data" / "logs.db", limit=10)
+    merged = {"enable_thinking": True, "deep": {"list": ["a", "b"]}}
+    server_wide = merged | {"enable_thinking": False}
+    assert [row["settings"]["chat_template_kwargs"] for row in rows] == [server_wide, merged, server_wide, {}]
+
+
 @pytest.mark.parametrize(
     ("path", "kwargs", "code", "param"),
     [

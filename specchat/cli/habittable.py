@@ -126,11 +126,8 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--interactive-first": [("run", f"has no equivalent: {CHAT}")],
     **_each(("-no-cnv", "--no-conversation", "-st", "--single-turn"), ("run", ONCE)),
     **_each(("--jinja", "--chat-template", "--chat-template-file"), *TEMPLATES, ("--target", TEMPLATE)),
-    # llama-server's default for every request's chat_template_kwargs ('{"enable_thinking": false}')
-    "--chat-template-kwargs": [
-        ("serve", "has no equivalent in serve: each request sends its own chat_template_kwargs"),
-        ("--target", "has no equivalent: the chat template renders with its own defaults here"),
-    ],
+    # run's and serve's own (the chat template's variables); the commands that measure render without them
+    "--chat-template-kwargs": [("--target", "has no equivalent here: `specchat run` and `serve` take it")],
     "-fa": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--flash-attn": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--repeat-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],

@@ -159,6 +159,50 @@ def finite(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+TEMPLATE_KWARGS_EXAMPLE = """--chat-template-kwargs '{"enable_thinking": false}'"""
+
+
+def template_variables(text: str) -> dict:
+    """--chat-template-kwargs: llama-server's JSON object of more variables for the chat template, read once; each
+    value as JSON gives it. A key the renderer sets itself (messages, bos_token...) would be overridden in silence."""
+    import json
+
+    from ..template import RESERVED  # here: jinja2 is not imported for every command
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise UsageError(
+            f"--chat-template-kwargs {text!r} is not JSON", hint=f"give a JSON object: {TEMPLATE_KWARGS_EXAMPLE}"
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"--chat-template-kwargs is a JSON {_JSON_TYPES.get(type(value), 'value')}, not an object",
+            hint=f"give the variables as an object: {TEMPLATE_KWARGS_EXAMPLE}",
+        )
+    if reserved := [key for key in value if key in RESERVED]:
+        raise UsageError(
+            f"--chat-template-kwargs may not set '{reserved[0]}': specchat gives the template that variable itself",
+            hint="leave it out; the other keys are the template's own variables",
+        )
+    return value
+
+
+def _template_kwargs(help_text: str):
+    return Opt("--chat-template-kwargs", metavar="JSON", parser=template_variables, help=help_text)
+
+
+TEMPLATE_KWARGS_HELP = (
+    "More variables for the chat template, every turn, as a JSON object (llama-server's flag): "
+    f"""{TEMPLATE_KWARGS_EXAMPLE} turns Qwen3's thinking off."""
+)
+TemplateKwargs = Annotated[dict | None, _template_kwargs(TEMPLATE_KWARGS_HELP)]
+SERVE_TEMPLATE_KWARGS_HELP = (
+    "Chat template variables for every chat request, as a JSON object (llama-server's flag); a request's own "
+    f"""chat_template_kwargs are set over them, key by key: {TEMPLATE_KWARGS_EXAMPLE}."""
+)
+ServeTemplateKwargs = Annotated[dict | None, _template_kwargs(SERVE_TEMPLATE_KWARGS_HELP)]
 GPU_LAYERS_HELP = "Target layers on the GPU (-1 = all, when it can; 0 = none: CPU only)."
 GpuLayers = Annotated[int, Opt("--gpu-layers", callback=layer_count, help=GPU_LAYERS_HELP)]
 DRAFT_GPU_LAYERS_HELP = "Draft layers on the GPU (-1 = all; 0 = none: CPU only)."

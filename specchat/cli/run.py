@@ -24,7 +24,9 @@ from .options import (
     Pair,
     ReplyTokens,
     RunCtx,
+    ServeTemplateKwargs,
     Target,
+    TemplateKwargs,
     Threads,
     finite,
     from_env,
@@ -53,7 +55,8 @@ SYSTEM_HELP = (
     "  echo 'Explain list comprehensions' | specchat run --stats\n\n"
     '  git diff | specchat run "Write a commit message for this diff" --json\n\n'
     '  specchat run --no-spec "Same prompt, target alone" --stats\n\n'
-    '  specchat run --target big.gguf --draft small.gguf -k 6 "Hello"'
+    '  specchat run --target big.gguf --draft small.gguf -k 6 "Hello"\n\n'
+    """  specchat run --target Qwen3-8B-Q4_K_M.gguf --chat-template-kwargs '{"enable_thinking": false}'"""
 )
 def run(
     ctx: typer.Context,
@@ -85,6 +88,7 @@ def run(
     max_tokens: ReplyTokens = 0,
     system: Annotated[str | None, Opt(help=SYSTEM_HELP, callback=utf8_text)] = None,
     no_template: Annotated[bool, Opt("--no-template", help="Send the prompt as plain text, no chat template.")] = False,
+    template_kwargs: TemplateKwargs = None,
     n_ctx: RunCtx = 0,
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
@@ -118,7 +122,7 @@ def run(
     from ..sampling import SamplingParams
     from ..view import stdout_console, wraps_at_words
 
-    check_conflicts(ctx, no_spec, mode, latest, cid)
+    check_conflicts(ctx, no_spec, mode, latest, cid, no_template)
     view = choose_view(fmt, as_json=as_json, jsonl=jsonl)
     log, system, text = open_log_and_read_input(
         prompt, system, view, raw=no_template, no_log=no_log, latest=latest, cid=cid
@@ -130,7 +134,9 @@ def run(
         ctx, text, draft, target, mode=mode, given_mode=given_mode, draft_tokens=draft_tokens, p_min=p_min,
         temperature=temperature,
     )  # fmt: skip
-    settings = ChatSettings(mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template, stats)
+    settings = ChatSettings(
+        mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template, stats, template_kwargs or {}
+    )
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,
         draft_gpu_layers=draft_gpu_layers, force_pair=force_pair, use_tuning=not no_tuning, p_min=p_min,
@@ -180,6 +186,7 @@ def serve(
     threads: Threads = 0,
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
+    template_kwargs: ServeTemplateKwargs = None,
     no_log: Annotated[bool, Opt("--no-log", help="Do not log requests (or SPECCHAT_NO_LOG=1).")] = False,
     no_history: Annotated[bool, Opt("--no-history", help=SERVE_NO_HISTORY_HELP)] = False,
     allow_origin: Annotated[
@@ -210,8 +217,9 @@ def serve(
         draft_gpu_layers=draft_gpu_layers, history=not no_history, log=logging_on(no_log),
     )  # fmt: skip
     config = ServeConfig(
-        host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log, allow_origins=origins
-    )
+        host, port, mode, draft_tokens, api_key, queue, max_tokens, no_log=no_log, allow_origins=origins,
+        template_kwargs=template_kwargs or {},
+    )  # fmt: skip
     with sock, contextlib.ExitStack() as stack:
         with said_if_stopped_while_loading(stderr_console()):
             pipeline = stack.enter_context(load_pipeline(options))

@@ -25,10 +25,17 @@ class View(NamedTuple):
     why_no_chat: str | None
 
 
-def check_conflicts(ctx: typer.Context, no_spec: bool, mode: str, latest: bool, cid: int | None) -> None:
+def check_conflicts(
+    ctx: typer.Context, no_spec: bool, mode: str, latest: bool, cid: int | None, no_template: bool = False
+) -> None:
     """Usage errors for options that contradict each other."""
     from ..errors import UsageError
 
+    if no_template and given(ctx, "template_kwargs"):  # no template to give them to: ignored, they looked used
+        raise UsageError(
+            "--chat-template-kwargs and --no-template disagree",
+            hint="--no-template sends the prompt as plain text, with no chat template to take the variables",
+        )
     if no_spec and mode != "target" and given(ctx, "mode"):
         raise UsageError(f"--no-spec and --mode {mode} disagree", hint="--no-spec is --mode target: give one of them")
     if latest and cid is not None:  # --cid won in silence: -c read as if it had continued the latest
@@ -127,7 +134,8 @@ def load_models(options, conversation, settings, log, plain_chat: bool, ids: lis
     if conversation is not None:
         loaded = partial(_tokenize, conversation, settings, log, ids)
     else:
-        loaded = partial(require_chat, system=system) if settings.use_template else None
+        loaded = partial(require_chat, system=system, template_kwargs=settings.template_kwargs)
+        loaded = loaded if settings.use_template else None
     # Keys typed while the chat's models load wait unechoed for its first prompt, as during a reply: a Ctrl-D
     # there was the terminal's end-of-file, which became a NUL byte that the prompt swallowed (see keys_unechoed);
     # if the load fails they are dropped, or the shell would read them. A one-shot reply's keys echo, ^C too
@@ -174,13 +182,14 @@ def _prompt(pipeline, conversation, settings, log) -> list[int]:
     from ..view import note
 
     if len(conversation.messages) == 1:
-        return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template)
+        kwargs = settings.template_kwargs
+        return pipeline.prompt(conversation.as_messages(), use_template=settings.use_template, template_kwargs=kwargs)
     try:
         ids, gave_way = fit_turns(pipeline, conversation, settings, log, chat=False)
     except MessagesRefused as exc:  # "leave out the system prompt (--system...)" named one not given here
         if log.history is None or conversation.system != log.history.system or not conversation.system:
             raise
-        if system_refusal(pipeline, conversation.system) is None:
+        if system_refusal(pipeline, conversation.system, settings.template_kwargs) is None:
             raise
         hint = (
             "the conversation's system prompt (from the log) is what it refuses: continue it with the model it began "
