@@ -130,7 +130,8 @@ OTHER_FORMATS = {
     "conversations": ("a ShareGPT record", '[.conversations[] | select(.from == "human" or .from == "user") | .value]'),
     "instruction": (
         "an Alpaca record",
-        '[[.instruction, .input] | map(select(. != null and . != "")) | join("\\n\\n")]',
+        # Dolly's "context" is Alpaca's "input": the passage a closed_qa or summarization record asks about
+        '[[.instruction, .input, .context] | map(select(. != null and . != "")) | join("\\n\\n")]',
     ),
     "prompt": ("a {\"prompt\"} record (HumanEval's and others')", "[.prompt]"),
     "question": ("a {\"question\"} record (GSM8K's and others')", "[.question]"),

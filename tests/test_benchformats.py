@@ -34,6 +34,23 @@ RECORDS = {
         "an Alpaca record",
         ("prompts", "1", ("Translate into French.\n\nWhere is the library?",)),
     ),
+    "dolly": (  # databricks-dolly-15k: Alpaca's "input" is its "context", which the conversion dropped
+        {
+            "instruction": "When did Virgin Australia start operating?",
+            "context": "Virgin Australia commenced services on 31 August 2000 as Virgin Blue.",
+            "response": "31 August 2000",
+            "category": "closed_qa",
+        },
+        "an Alpaca record",
+        (
+            "closed_qa",
+            "1",
+            (
+                "When did Virgin Australia start operating?\n\nVirgin Australia commenced services on 31 August 2000 "
+                "as Virgin Blue.",
+            ),
+        ),
+    ),
     "sharegpt": (
         {
             "id": "QWJhYvA_0",
