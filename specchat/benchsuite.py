@@ -128,6 +128,8 @@ OTHER_FORMATS = {
     # The user messages themselves: a content of text parts is read as their text ("turns" as messages)
     "messages": ("an OpenAI chat record", '[.messages[] | select(.role == "user") | {role, content}]'),
     "conversations": ("a ShareGPT record", '[.conversations[] | select(.from == "human" or .from == "user") | .value]'),
+    # Its "turn" (a count) read as a misspelt "turns", and a hint to rename it led to another error
+    "conversation": ("an LMSYS-Chat-1M or WildChat record", '[.conversation[] | select(.role == "user") | .content]'),
     "instruction": (
         "an Alpaca record",
         # Dolly's "context" is Alpaca's "input": the passage a closed_qa or summarization record asks about
@@ -147,7 +149,7 @@ def _other_format(record: dict, where: str, source: str) -> UsageError | None:
     name, turns = OTHER_FORMATS[key]
     if key == "prompt" and isinstance(record[key], list):  # HuggingFaceH4/mt_bench_prompts: the turns
         turns = ".prompt"
-    given = next((k for k in ("question_id", "task_id", "prompt_id") if k in record), None)
+    given = next((k for k in ("question_id", "task_id", "prompt_id", "conversation_id") if k in record), None)
     ident = "question_id" + ("" if given == "question_id" else f": .{given}")
     keys = ["category"] * ("category" in record) + [ident] * (given is not None)
     jq = f"jq -c '{{{', '.join([*keys, f'turns: {turns}'])}}}'"

@@ -51,6 +51,22 @@ RECORDS = {
             ),
         ),
     ),
+    "lmsys": (  # LMSYS-Chat-1M and WildChat: its "turn" (a count) was taken for a misspelt "turns"
+        {
+            "conversation_id": "33f01939a744455c869cb234afca47f1",
+            "model": "vicuna-13b",
+            "conversation": [
+                {"content": "How do I bake bread?", "role": "user"},
+                {"content": "Mix flour...", "role": "assistant"},
+                {"content": "Without yeast?", "role": "user"},
+                {"content": "Soda bread.", "role": "assistant"},
+            ],
+            "turn": 2,
+            "language": "English",
+        },
+        "an LMSYS-Chat-1M or WildChat record",
+        ("prompts", "33f01939a744455c869cb234afca47f1", ("How do I bake bread?", "Without yeast?")),
+    ),
     "sharegpt": (
         {
             "id": "QWJhYvA_0",
