@@ -191,6 +191,21 @@ def _check_spelling(record: dict, where: str) -> None:
             raise UsageError(f'{where}: "{key}" is not a key Spec-Bench\'s records have', hint=f'spell it "{near}"')
 
 
+READ = (
+    'the bench reads Spec-Bench\'s {"category", "turns"} (MT-Bench\'s and Arena-Hard\'s too), and names OpenAI chat, '
+    'ShareGPT, LMSYS-Chat-1M, Alpaca, {"prompt"} (HumanEval) and {"question"} (GSM8K) records with a jq line '
+    "that converts them"
+)
+
+
+def _check_turns_given(record: dict, where: str) -> None:
+    """A record of no format the bench knows (MBPP's {"text"}, an OpenAI batch request) was '"turns" must be a
+    list starting with a non-empty string': of a record with no "turns", and no word of what is read."""
+    if "turns" not in record:
+        keys = ", ".join(str(key)[:30] for key in list(record)[:8]) + (", ..." if len(record) > 8 else "")
+        raise UsageError(f'{where}: no "turns" (its keys: {keys or "none"})', hint=READ)
+
+
 def _content(turn: object) -> object:
     """A turn written as {"content": "..."} (Arena-Hard), or a user message, is its text; anything else is left to
     be refused: an OpenAI message list as turns would make system and assistant messages user turns. A content
@@ -251,6 +266,7 @@ def _prompt(record: object, source: str, number: int) -> Prompt:
     if other is not None:  # "turns" must be a list... led nowhere: a user has the file another benchmark wrote
         raise other
     _check_spelling(record, where)
+    _check_turns_given(record, where)
     category, turns = record.get("category"), record.get("turns")
     if isinstance(turns, list):  # Arena-Hard writes each turn as {"content": "..."}: its text is the turn
         _check_parts(turns, where)

@@ -342,3 +342,17 @@ def test_the_tables_ttft_legend_says_what_the_json_and_the_docs_say_it_counts():
     ttft = COLUMNS_LEGEND[COLUMNS_LEGEND.index("TTFT = ") :]
     assert "the target's prefill + first round" in ttft and "auto" in ttft, ttft
     assert "same prefill with or without" not in ttft
+
+
+def test_a_record_of_no_known_format_says_what_it_lacks_and_what_is_read(tmp_path):
+    """An MBPP record ({"text", "code", "test_list"}) or an OpenAI batch request was '"turns" must be a list
+    starting with a non-empty string', hint '"turns": ["..."]': of a record with no "turns" at all, and with no
+    word of the formats the bench reads or names."""
+    path = tmp_path / "mbpp.jsonl"
+    record = {"task_id": 11, "text": "Write a function to remove a character.", "code": "...", "test_list": []}
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    result = runner.invoke(app, ["bench", "--prompts", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert 'line 1: no "turns" (its keys: task_id, text, code, test_list)' in line
+    assert 'Spec-Bench\'s {"category", "turns"}' in line and "ShareGPT" in line and "Alpaca" in line
