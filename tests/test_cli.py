@@ -421,6 +421,18 @@ def test_a_windows_file_on_stdin_reaches_the_model_as_the_unix_one(files, end, m
     assert repl.read_system("-") == "Write hello\nin Python"
 
 
+def test_a_plain_text_prompt_on_stdin_keeps_its_line_ends(files):
+    """--no-template continues the text as it is, as serve's /v1/completions does: its CRs too (and the same text
+    as an argument keeps them)."""
+    counts = [
+        run_json(*files, "--mode", "target", "--no-template", "-f", "json", "-", input=text.encode())["stats"][
+            "prompt_tokens"
+        ]
+        for text in ("a\r\nb\r\n", "a\nb\n")
+    ]
+    assert counts[0] == counts[1] + 2
+
+
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
 def test_a_utf16_file_with_its_byte_order_mark_on_stdin_is_read_as_text(files, encoding):
     """A file saved as UTF-16 with its byte order mark (Notepad's "Unicode", Windows PowerShell's `>`) was
