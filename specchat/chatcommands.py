@@ -208,7 +208,12 @@ class SlashCommands:
         if not name:  # as /system alone shows the prompt: it printed only the usage, never which mode was on
             # the mode the next reply uses; after /spec off it read as after /mode target, where /spec on refuses
             chosen = replace(self.settings, spec=True).label
-            off = "" if self.settings.spec else f"speculation off: /spec on returns to {chosen}; "
+            # ... but not where the mode chosen is the target alone, where /spec on refuses
+            off = (
+                ""
+                if self.settings.spec or self.settings.mode == "target"
+                else f"speculation off: /spec on returns to {chosen}; "
+            )
             self._say(f"mode: {self.settings.label} ({off}{choices} switches)")
             return
         if name not in modes.MODES:

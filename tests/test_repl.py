@@ -58,6 +58,10 @@ def test_mode_alone_shows_the_mode_as_system_alone_shows_the_prompt():
     # not as after /mode target, where /spec on refuses: it says what /spec on returns to
     assert "(speculation off: /spec on returns to spec k=4; /mode auto|spec|ngram|target switches)" in out.getvalue()
     assert "usage" not in out.getvalue() and chat.settings.mode == "spec"
+    # after /mode target, /spec on refuses: nothing to return to
+    chat, out = session()
+    assert chat.command("/mode target") and chat.command("/spec off") and chat.command("/mode")
+    assert "mode: target alone (/mode auto|spec|ngram|target switches)" in out.getvalue()
 
 
 def test_a_k_beyond_what_the_mode_drafts_is_capped_and_said():
