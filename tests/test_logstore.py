@@ -929,6 +929,7 @@ def test_logs_search_filter_and_text_view(files):
     assert empty.exit_code == 0 and empty.stdout == "" and "no logged reply matches" in empty.stderr
     for as_json in ([], ["--json"]):  # `logs -q "$WORD"` with WORD unset listed every reply, as if all matched
         assert_one_line_error(invoke("logs", "-q", "", *as_json), 2, "--query is empty")
+        assert_one_line_error(invoke("logs", "-q", " ", *as_json), 2, "--query is empty")  # -q "$A $B", both unset
     for as_json in ([], ["--json"]):  # a conversation that is not there: an error, as for run --cid
         assert_one_line_error(invoke("logs", "--cid", "9", *as_json), 1, "no conversation 9 in the log")
 

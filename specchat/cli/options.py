@@ -33,8 +33,9 @@ def utf8_text(param: typer.CallbackParam, value: str | None) -> str | None:
 
 def search_text(param: typer.CallbackParam, value: str | None) -> str | None:
     """`logs -q`'s text as UTF-8 (utf8_text). An empty one matched every reply: `logs -q "$WORD"` with WORD
-    unset listed the latest replies as if they had matched, so it is refused as an empty path is."""
-    if value == "":
+    unset listed the latest replies as if they had matched, so it is refused as an empty path is; so is one of
+    spaces alone (`-q "$A $B"`, both unset), which matched nearly every reply."""
+    if value is not None and not value.strip():
         raise UsageError("--query is empty", hint="give the text to search for, or leave -q out")
     return utf8_text(param, value)
 
