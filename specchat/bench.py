@@ -179,8 +179,8 @@ def _at_risk(risky: int, turns: int, n_ctx: int) -> str:
     """The plan counted later turns that --ctx then made the bench skip as turns it would run, unsaid."""
     if not risky:
         return ""
-    them = "it fill" if risky == 1 else "them fill"
-    return f"; {risky} of the {turns} turns may be skipped, where the replies before {them} the {n_ctx}-token context"
+    # what fills the context may be the turn's own text as well as the replies before it
+    return f"; {risky} of the {turns} turns may be skipped, where the conversation outgrows the {n_ctx}-token context"
 
 
 def _count(n: int, thing: str) -> str:

@@ -142,7 +142,7 @@ def at_risk(pipeline, prompts: list[Prompt], reply_tokens: int) -> int:
     reply_tokens each): known only then (replay skips them), so the plan says they may be skipped rather than
     counting them as sure."""
     risky = 0
-    for prompt in prompts:
+    for prompt in (p for p in prompts if len(p.turns) > 1):  # a first turn that fits was checked (first_turns)
         messages: list[Message] = []
         for number, text in enumerate(prompt.turns, start=1):
             messages.append(Message("user", text))

@@ -279,7 +279,7 @@ def test_the_plan_says_which_later_turns_the_context_may_skip(fake_models, seed_
     args = ["bench", "--target", str(target), "--prompts", str(prompts), "--modes", "ngram", "-r", "1", "-n", "8"]
     records = [{"question_id": "q", "category": "c", "turns": ["short", "x " * 600, "and again"]}, RECORDS[1]]
     prompts.write_text("".join(json.dumps(r) + "\n" for r in records))
-    note = "; 2 of the 4 turns may be skipped, where the replies before them fill the 400-token context;"
+    note = "; 2 of the 4 turns may be skipped, where the conversation outgrows the 400-token context;"
     for ctx in ("400", "4096"):
         result = runner.invoke(app, [*args, "--ctx", ctx, "-f", "json", "-o", str(tmp_path / "out.json")])
         assert result.exit_code == 0, result.output
