@@ -322,6 +322,17 @@ class Engine:
         return bool(lib.llama_vocab_get_add_eos(self.vocab))
 
     @property
+    def fim(self) -> dict[str, int]:
+        """The fill-in-the-middle tokens the vocabulary has (pre, suf, mid, rep, sep, pad), as llama.cpp
+        reads them from the GGUF (LLAMA_TOKEN_NULL, -1, where it has none): /infill builds its prompt of them."""
+        calls = {
+            "pre": lib.llama_vocab_fim_pre, "suf": lib.llama_vocab_fim_suf, "mid": lib.llama_vocab_fim_mid,
+            "rep": lib.llama_vocab_fim_rep, "sep": lib.llama_vocab_fim_sep, "pad": lib.llama_vocab_fim_pad,
+        }  # fmt: skip
+        found = {name: int(call(self.vocab)) for name, call in calls.items()}
+        return {name: token for name, token in found.items() if token >= 0}
+
+    @property
     def name(self) -> str:
         return self.meta("general.name") or self.path.name
 

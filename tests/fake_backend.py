@@ -14,7 +14,9 @@ SPECCHAT_PLUGINS=fake_backend and PYTHONPATH=tests. A fake file holds a small JS
     "announce_template" (a line on stderr as the chat template is fetched for rendering), "load_sleep" (seconds
     the file takes to load, after a line on stderr that says it is loading), "token_text"
     ({id: text}: vocabulary entries that differ, for the pair check), "bos"/"eos"/"add_eos"/"vocab_type",
-    "fail_on" (a text: an eval of tokens that hold it raises RuntimeError, an engine's failure).
+    "fail_on" (a text: an eval of tokens that hold it raises RuntimeError, an engine's failure), "fim" (true: the
+    vocabulary has fill-in-the-middle tokens, FIM ids after the bytes; after FIM_MID the target writes
+    FIM_REPLY, then <|endoftext|>).
 
 The tokenizer is byte-level: id = byte + 5 after five special ids. Logits are a pure function of the
 whole context, like tests/fakes.py: after the chat template's assistant header the target's greedy
@@ -46,6 +48,11 @@ TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 BABBLE = b"abcdefghijklmnopqrstuvwxyz ,."
+# Qwen2.5-Coder's, after the bytes (a "fim" spec only): a model without them cannot serve /infill
+FIM = {name: BYTE_VOCAB + i for i, name in enumerate(("pre", "suf", "mid", "rep", "sep", "pad"))}
+FIM_TEXT = {FIM[name]: f"<|fim_{name}|>".encode() for name in ("pre", "suf", "mid", "pad")}
+FIM_TEXT |= {FIM["rep"]: b"<|repo_name|>", FIM["sep"]: b"<|file_sep|>"}
+FIM_REPLY = "[{prefix}|{suffix}]"  # what the target fills in: the prefix and suffix it saw, so a test sees the layout
 
 
 def encode(text: str | bytes) -> list[int]:
@@ -86,7 +93,8 @@ class FakeEngine:
         self.spec = spec
         self.role = spec.get("role", "target")
         self.n_ctx = n_ctx
-        self.n_vocab = int(spec.get("n_vocab", BYTE_VOCAB))
+        self.fim = dict(FIM) if spec.get("fim") else {}
+        self.n_vocab = int(spec.get("n_vocab", BYTE_VOCAB + len(self.fim)))
         self.bos = int(spec.get("bos", ENDOFTEXT))
         self.eos = int(spec.get("eos", IM_END))
         self.vocab_type = int(spec.get("vocab_type", FakeEngine.vocab_type))
@@ -143,10 +151,10 @@ class FakeEngine:
         del self.kv[n:]
 
     def is_eog(self, token: int) -> bool:
-        return token in (IM_END, ENDOFTEXT)
+        return token in (IM_END, ENDOFTEXT, self.fim.get("pad"))  # FIM_PAD ends a generation, as in llama.cpp
 
     def is_control(self, token: int) -> bool:
-        return token < OFFSET
+        return token < OFFSET or token >= BYTE_VOCAB
 
     # -- the rule behind the logits ------------------------------------------------------------------
 
@@ -164,7 +172,21 @@ class FakeEngine:
             self._replies[key] = [*encode(text), IM_END]
         return self._replies[key]
 
+    def fim_reply(self, context: Sequence[int]) -> tuple[list[int], int] | None:
+        """After the last FIM_MID: FIM_REPLY of the prefix (prompt included) and suffix it closes, then the end."""
+        mid = _last(context, [self.fim["mid"]]) if self.fim else None
+        pre, suf = (_last(context, [self.fim[name]], mid) for name in ("pre", "suf")) if mid else (None, None)
+        if mid is None or pre is None or suf is None:
+            return None
+        prefix, suffix = (self.detokenize(context[a : b - 1]) for a, b in ((pre, suf), (suf, mid)))
+        return [*encode(FIM_REPLY.format(prefix=prefix, suffix=suffix)), ENDOFTEXT], mid
+
     def target_next(self, context: Sequence[int]) -> int:
+        if (filled := self.fim_reply(context)) is not None:
+            reply, mid = filled
+            written = list(context[mid:])
+            if len(written) < len(reply) and reply[: len(written)] == written:
+                return reply[len(written)]
         header = _last(context, ASSISTANT)
         if header is not None:
             reply, written = self.reply_after(context, header), list(context[header:])
@@ -197,6 +219,8 @@ class FakeEngine:
         return out
 
     def piece(self, token: int, *, special: bool = False) -> bytes:
+        if token in FIM_TEXT and self.fim:
+            return FIM_TEXT[token] if special else b""
         if token < OFFSET:
             return SPECIALS[token] if special else b""
         return bytes([token - OFFSET]) if token < BYTE_VOCAB else b""
@@ -207,6 +231,8 @@ class FakeEngine:
     def token_text(self, token: int) -> bytes:
         if token in self.texts:
             return self.texts[token]
+        if token in FIM_TEXT and self.fim:
+            return FIM_TEXT[token]
         if token < OFFSET:
             return SPECIALS[token]
         return bytes([token - OFFSET]) if token < BYTE_VOCAB else f"<extra_{token}>".encode()
