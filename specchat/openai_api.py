@@ -95,6 +95,12 @@ def parse_completion(data: dict, max_tokens_cap: int) -> ApiRequest:
     return parsed
 
 
+def options(data: dict, cap: int) -> ApiRequest:
+    """The sampling options and limits alone, as a completion reads them (llama-server's /infill takes
+    /completion's: infill.py)."""
+    return _common(data, cap, messages=None, prompt="")
+
+
 def _common(data: dict, cap: int, *, messages, prompt: str) -> ApiRequest:
     # Types first, and every field's own check before apicheck.unsupported's judgement: a truthy "false" must not read
     # as asking for what is refused, and a field of the wrong type is named as such whatever else was sent.

@@ -1,17 +1,18 @@
 """The route handlers of `specchat serve`: the Starlette app around one Engine, as OpenAI error objects.
 
-Routes: POST /v1/chat/completions and /v1/completions, GET /v1/models and /v1/models/{id}, GET /health, each
-with a trailing slash too. Every failure a client causes is an OpenAI error object with a status; the console
-shows one line per request. Apart from server.py (binding the socket, running uvicorn, shutting down), from
-servestream.py (a streamed reply's events), from serveerrors.py (a failure made an error object and its
-response) and from serveintake.py (the API key, the body read, the prompts measured), so that each reads on
-its own.
+Routes: POST /v1/chat/completions and /v1/completions, GET /v1/models and /v1/models/{id}, GET /health, and
+llama-server's POST /infill for editor plugins (infill.py), each with a trailing slash too. Every failure a client
+causes is an OpenAI error object with a status; the console shows one line per request. Apart from server.py
+(binding the socket, running uvicorn, shutting down), from servestream.py (a streamed reply's events), from
+serveerrors.py (a failure made an error object and its response) and from serveintake.py (the API key, the body
+read, the prompts measured), so that each reads on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import cors, modes, openai_api, servestream
+from . import cors, infill, modes, openai_api, servestream
 from .ctxsize import trained_context
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -38,7 +39,8 @@ from .servestream import CLIENT_CLOSED
 from .statsview import acceptance
 from .view import n_tokens, one_line
 
-ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health"  # what a 404 names
+# what a 404 names
+ROUTES = "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, and llama-server's POST /infill"
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,9 @@ class Api:
                 # too (model_info drops it).
                 Route(f"{prefix}/models/{{model:path}}", self._wrap(self.model_info), methods=["GET"]),
             )
-        ] + _slashed("/health", self._wrap(self.health, auth=False), "GET")
+        ]
+        routes += _slashed("/infill", self._wrap(self.infill), "POST")  # llama-server's, for editor plugins
+        routes += _slashed("/health", self._wrap(self.health, auth=False), "GET")
         app = Starlette(
             routes=routes,
             middleware=[cors.middleware(self.config.allow_origins, self.log)],
@@ -174,7 +178,36 @@ class Api:
         body = await read_body(request, self.config.max_body, self.closing)
         return await self._answer(request, openai_api.parse_completion(body, self.config.max_tokens), chat=False)
 
-    async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
+    async def infill(self, request: Request) -> Response:
+        """llama-server's /infill: a fill-in-the-middle completion in its own JSON (infill.py), generated as a
+        completion is, one prompt, its KV cache reused from the request before (the other files come first)."""
+        body = await read_body(request, self.config.max_body, self.closing)
+        infill.check_model(self.pipeline.target.fim)
+        asked = infill.parse(body, self.config.max_tokens)
+        parsed = asked.options
+        self._admit(parsed)
+        job = Job(None, asked.before, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
+        job.build = functools.partial(infill.prompt_ids, asked)
+        try:
+            await measure_all(self.engine, [job], self.trained)
+        except BaseException:
+            self.engine.release(job)
+            raise
+        if parsed.stream:
+            return servestream.stream_response(self, request, job, False, False, infill=asked)
+        outcomes = await self._run_all(request, [job])
+        if outcomes is None:
+            self.log(request, CLIENT_CLOSED, note=servestream.LEFT_QUEUED)
+            return Response(status_code=CLIENT_CLOSED)
+        (outcome,) = outcomes
+        self.check_shutdown(outcome)
+        self.log(request, CLIENT_CLOSED if outcome.stop_reason == "cancelled" else 200, outcome=outcome)
+        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
+        return JSONResponse(infill.response(asked, self.model, outcome.text, outcome.stats, outcome.stop_reason,
+                                            outcome.cached, extra))  # fmt: skip
+
+    def _admit(self, parsed: ApiRequest) -> None:
+        """The model the request names is this one, and it has a queue place."""
         if parsed.model is not None:
             self._check_model(parsed.model)
         try:
@@ -182,6 +215,9 @@ class Api:
         except QueueFull:
             busy = f"the server is busy: one request running, {self.config.max_queue} waiting (its --queue)"
             raise ApiError(503, busy, "server_error", "queue_full") from None
+
+    async def _answer(self, request: Request, parsed: ApiRequest, *, chat: bool) -> Response:
+        self._admit(parsed)
         prompts = parsed.prompts or [parsed.prompt]  # a chat's prompt is its messages
         # llama-server's merge (tools/server: the request's keys over --chat-template-kwargs'); a completion has none
         kwargs = {**self.config.template_kwargs, **parsed.template_kwargs} if chat else {}

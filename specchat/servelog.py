@@ -33,8 +33,9 @@ class ServerLog:
         self.failing = False  # touched on the log thread only
 
     def record(self, job: Job, outcome: Outcome) -> None:
-        """Queue a finished request for the log; returns at once. A client that left is not logged."""
-        if self.worker is not None and outcome.stop_reason != "cancelled":
+        """Queue a finished request for the log; returns at once. A client that left is not logged, nor is a
+        request for no reply at all (llama.vim's n_predict 0, sent to read its other files into the cache)."""
+        if self.worker is not None and outcome.stop_reason != "cancelled" and job.request.max_tokens != 0:
             self.worker.submit(self._write, job, outcome)
 
     def _write(self, job: Job, outcome: Outcome) -> None:

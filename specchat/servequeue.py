@@ -128,6 +128,8 @@ class Job:
         self.lock = threading.Lock()  # abort and started are set on the worker, read on the event loop
         self.started = False  # the worker took it up: it runs, or ran
         self.holds_place = True  # created once Engine.admit counted it (a batch's: its last); until Engine.release
+        # the prompt's tokens from the target, where they are not the prompt's text (an /infill request's FIM prompt)
+        self.build: Callable[[object], list[int]] | None = None
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -195,6 +197,8 @@ class Engine:
         check_fits(len(job.ids), self.pipeline.target.n_ctx)
 
     def _prompt_ids(self, job: Job) -> list[int]:
+        if job.build is not None:
+            return job.build(self.pipeline.target)
         if job.messages is None:
             # A raw prompt's control tokens are read as such, as llama-server and vLLM read them: the client applied
             # a template or a fill-in-the-middle format (<|fim_prefix|>...) itself, and as text the model saw noise.

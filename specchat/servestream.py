@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from . import openai_api
+from . import infill, openai_api
+from .infill import Infill
 from .openai_api import ApiError
 from .servequeue import Engine, Job
 
@@ -29,15 +30,19 @@ LEFT_QUEUED = "the client went away while queued"
 CLIENT_CLOSED = 499  # the console's status for a request whose client left before its reply was out (as nginx logs it)
 
 
-def stream_response(api: Api, request: Request, job: Job, chat: bool, include_usage: bool) -> Response:
-    """A reply streamed as server-sent events while the generation runs, its line written once it ends."""
+def stream_response(api: Api, request: Request, job: Job, chat: bool, include_usage: bool, infill=None) -> Response:
+    """A reply streamed as server-sent events while the generation runs, its line written once it ends. infill: an
+    /infill request's (infill.Infill), whose events are llama-server's own."""
     # The worker hands pieces over through an asyncio queue: it must never block on a slow client.
     loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
     job.on_text = lambda text: loop.call_soon_threadsafe(pieces.put_nowait, text)
     task = api.start(job)
     task.add_done_callback(lambda _task: pieces.put_nowait(None))
     line = _Once(functools.partial(api.log, request))
-    events = _events(api, line, task, pieces, chat, include_usage)
+    if infill is not None:
+        events = _infill_events(api, line, task, pieces, infill)
+    else:
+        events = _events(api, line, task, pieces, chat, include_usage)
     # A stream that ends short of its own line (its client left, mid-reply or just before [DONE]) gets
     # it once the generation is over; the events are left suspended then, never to run on to theirs.
 
@@ -75,6 +80,25 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
     if include_usage:
         yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra, created=created))
     yield openai_api.sse("[DONE]")
+    line(200, outcome=outcome)
+
+
+async def _infill_events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Queue, request: Infill):
+    """llama-server's /infill stream: {"content": piece, "stop": false} per piece, then its whole last object with
+    "stop": true and the timings (no [DONE]: llama-server sends none outside its OpenAI routes)."""
+    while (text := await pieces.get()) is not None:
+        yield openai_api.sse(infill.chunk(text))
+    try:
+        outcome = task.result()
+        api.check_shutdown(outcome)
+    except ApiError as exc:  # the status line is sent already: the error goes as an event
+        line(exc.status, note=exc.message)
+        yield openai_api.sse(exc.body())
+        return
+    extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
+    last = infill.response(request, api.model, outcome.text, outcome.stats, outcome.stop_reason, outcome.cached,
+                           extra, stream=True)  # fmt: skip
+    yield openai_api.sse(last)
     line(200, outcome=outcome)
 
 

@@ -22,10 +22,10 @@ MAX_TOKENS = 40
 
 
 class RealServer:
-    def __init__(self, folder: Path, target: Path, draft: Path) -> None:
+    def __init__(self, folder: Path, target: Path, draft: Path, mode: str = "spec") -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "SPECCHAT_DEBUG")}
         self.env = env | {f"SPECCHAT_{n}_DIR": str(folder / n.lower()) for n in ("CONFIG", "CACHE", "STATE", "DATA")}
-        self.files = ["--target", str(target), "--draft", str(draft), "--mode", "spec"]
+        self.files = ["--target", str(target), "--draft", str(draft), "--mode", mode]
         self.log = folder / "console.txt"
         command = [sys.executable, "-m", "specchat", "serve", *self.files, "--port", "0"]
         with open(self.log, "w") as sink:
@@ -139,3 +139,28 @@ def test_a_client_that_leaves_mid_stream_stops_its_generation_and_the_next_is_se
     assert int(left.group(1)) < 400
     reply = real_server.client().completions.create(model="", prompt="def add(a, b):", temperature=0, max_tokens=8)
     assert reply.choices[0].text and reply.usage.completion_tokens <= 8
+
+
+INFILL = {  # a Python function's body between its signature and its call, as llama.vim sends it
+    "input_prefix": "def square(x):\n",
+    "input_suffix": "\n\nprint(square(3))\n",
+    "input_extra": [{"filename": "util.py", "text": "def cube(x):\n    return x * x * x\n"}],
+    "prompt": "    ",
+    "n_predict": 16,
+    "temperature": 0,
+    "samplers": ["top_k", "top_p", "infill"],
+    "cache_prompt": True,
+}
+
+
+@pytest.mark.real
+def test_infill_is_lossless(real_server, default_pair_paths, tmp_path):
+    """/infill on Qwen2.5-Coder (which has FIM tokens) with the draft model writes what the target alone writes."""
+    spec = httpx.post(f"{real_server.url}/infill", json=INFILL, timeout=300).json()
+    alone = RealServer(tmp_path, *default_pair_paths, mode="target")
+    try:
+        target = httpx.post(f"{alone.url}/infill", json=INFILL, timeout=300).json()
+    finally:
+        alone.stop()
+    assert spec["content"] == target["content"] and spec["content"].strip(), (spec, target)
+    assert spec["timings"]["draft_n"] > 0 and target["timings"]["draft_n"] == 0
