@@ -58,9 +58,15 @@ def _integer(text: str) -> int:
     return int(text)
 
 
+def _no_constant(name: str) -> float:
+    """NaN, Infinity and -Infinity are no JSON (RFC 8259), though Python reads them: a value kept as it was given (a
+    chat template variable) went into the log as NaN, which strict JSON readers refuse; llama-server refuses them."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse_json(body: bytes) -> dict:
     try:
-        data = json.loads(body, parse_int=_integer)
+        data = json.loads(body, parse_int=_integer, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
     except RecursionError:  # thousands of nested brackets fit in the size bound: the client's mistake, not a 500

@@ -1954,6 +1954,8 @@ def test_chat_template_kwargs_reach_the_template_every_turn_and_the_reply_settin
         ('[{"enable_thinking": false}]', "--chat-template-kwargs is a JSON array, not an object"),
         ("false", "is a JSON boolean, not an object"),
         ('{"messages": []}', "--chat-template-kwargs may not set 'messages'"),
+        ('{"a": NaN}', "is not JSON"),  # Python reads it; --json and the log wrote it out, which is no JSON
+        ('{"a": -Infinity}', "is not JSON"),
     ],
 )
 @pytest.mark.parametrize("command", ["run", "serve"])

@@ -349,6 +349,9 @@ def test_two_concurrent_requests_both_complete(server):
         (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_json"),  # nested too deeply: was a 500
         (b'{"messages": [{"role": "user", "content": [{"type": "text", "text": null}]}]}', 400, "invalid_message"),
         (b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}', 400, "invalid_message"),
+        # not JSON (RFC 8259), though Python reads it: kept, it went to the log as NaN, which strict readers refuse
+        (b'{"messages": [{"role": "user", "content": "a"}], "chat_template_kwargs": {"a": NaN}}', 400, "invalid_json"),
+        (b'{"messages": [{"role": "user", "content": "a"}], "temperature": -Infinity}', 400, "invalid_json"),
     ],
 )
 def test_bad_requests_get_error_objects(server, body, status, code):

@@ -171,8 +171,11 @@ def template_variables(text: str) -> dict:
 
     from ..template import RESERVED  # here: jinja2 is not imported for every command
 
+    def not_json(name: str) -> float:  # NaN, Infinity: Python reads them, --json and the log wrote them out
+        raise ValueError(name)
+
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=not_json)
     except ValueError:
         raise UsageError(
             f"--chat-template-kwargs {text!r} is not JSON", hint=f"give a JSON object: {TEMPLATE_KWARGS_EXAMPLE}"
