@@ -21,11 +21,13 @@ from .openai_api import ApiRequest
 from .speculative import Stats
 
 # What the plugins send on every request that would change nothing here, read and ignored (docs/serve.md):
-# llama-server's sampler order (this server's is fixed), a cut at an indentation, its time limits, its slots.
-IGNORED = ("samplers", "n_indent", "t_max_prompt_ms", "t_max_predict_ms", "cache_prompt", "id_slot")
+# llama-server's sampler order (this server's is fixed), its prompt time limit (which it does not apply), its slots.
+IGNORED = ("samplers", "t_max_prompt_ms", "cache_prompt", "id_slot")
+LIMITS = ("n_indent", "t_max_predict_ms")  # llama-server's stops for a completion's size (Limits)
 REQUIRED = ("pre", "suf", "mid")
 NAMES = {"pre": "prefix", "suf": "suffix", "mid": "middle"}
 STOP_TYPES = {"eog": "eos", "max_tokens": "limit", "context": "limit", "stop": "word"}  # llama-server's words
+STOP_TYPES |= dict.fromkeys(LIMITS, "limit")
 
 
 @dataclass
@@ -38,7 +40,13 @@ class Infill:
     extra: list[tuple[str, str]]  # (filename, text) of other files
     options: ApiRequest
     fields: list[str] | None = None  # response_fields: the response's fields (paths "timings/prompt_n"), else all
+    n_indent: int = 0  # the indentation a line after the first needs (llama.vim's: the cursor line's); 0: any
+    t_max_predict_ms: int = 0  # past this, the completion ends at a newline; 0: no limit
     truncated: bool = False  # set as the prompt is built: a part did not fit the context and was cut
+
+    def limits(self) -> Limits | None:
+        """The stops the request asked for, None where it asked for none."""
+        return Limits(self.n_indent, self.t_max_predict_ms) if self.n_indent > 0 or self.t_max_predict_ms > 0 else None
 
     @property
     def before(self) -> str:
@@ -68,14 +76,56 @@ def parse(data: dict, cap: int) -> Infill:
     if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
         raise ApiError(400, "'response_fields' must be a list of strings", code="invalid_response_fields",
                        param="response_fields")  # fmt: skip
-    rest = {key: value for key, value in data.items() if key not in (*IGNORED, "prompt", "response_fields")}
+    limits = {name: _integer(data, name) for name in LIMITS}
+    rest = {key: value for key, value in data.items() if key not in (*IGNORED, *LIMITS, "prompt", "response_fields")}
     warm_up = whole(rest.get("n_predict")) == 0  # llama.vim's: read the other files into the cache, generate nothing
     if warm_up:
         del rest["n_predict"]
     options = openai_api.options(rest, cap)
     if warm_up:
         options.max_tokens = 0
-    return Infill(prefix, suffix, prompt, extra, options, fields)
+    return Infill(prefix, suffix, prompt, extra, options, fields, **limits)
+
+
+def _integer(data: dict, name: str) -> int:
+    value = whole(data.get(name))
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ApiError(400, f"'{name}' must be an integer (0 or less: no limit)", code=f"invalid_{name}", param=name)
+    return value
+
+
+class Limits:
+    """llama-server's n_indent and t_max_predict_ms (its process_token), which keep an editor's completion to the
+    block it is in: fed each token's text as it comes, it says what of it to keep and when the completion ends.
+    n_indent: after a newline, a line whose first character other than a space or a tab (a newline too: a blank line)
+    comes at a smaller indentation ends it there, that indentation kept. t_max_predict_ms: a token with a newline that
+    comes past that time generating ends it after that token. Both read the text alone, the time aside, so a
+    speculative reply is cut where the target's alone is."""
+
+    def __init__(self, n_indent: int, t_max_predict_ms: int) -> None:
+        self.n_indent, self.t_max_s = n_indent, t_max_predict_ms / 1000
+        self.indent: int | None = None  # the current line's indentation so far, while only spaces and tabs came
+        self.stopped = False
+        self.reason = ""  # the one that stopped it, the console's and the log's stop reason
+
+    def push(self, piece: str, elapsed_s: float) -> str:
+        """What to keep of a token's text, which came `elapsed_s` seconds into the generation (prefill excluded)."""
+        for i, char in enumerate(piece):
+            if self.indent is not None:
+                if char in " \t":
+                    self.indent += 1
+                    continue
+                if self.indent < self.n_indent:
+                    self.stopped, self.reason = True, "n_indent"
+                    return piece[:i]
+                self.indent = None
+            if char == "\n" and self.n_indent > 0:
+                self.indent = 0
+        if self.t_max_s > 0 and "\n" in piece and elapsed_s > self.t_max_s:
+            self.stopped, self.reason = True, "t_max_predict_ms"
+        return piece
 
 
 def _extra(chunks) -> list[tuple[str, str]]:

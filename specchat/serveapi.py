@@ -188,6 +188,7 @@ class Api:
         self._admit(parsed)
         job = Job(None, asked.before, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
         job.build = functools.partial(infill.prompt_ids, asked)
+        job.limits = asked.limits()
         try:
             await measure_all(self.engine, [job], self.trained)
         except BaseException:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .chat import Message
 from .generation import Update
+from .infill import Limits
 from .outputs import Request
 from .runtime import Pipeline
 from .speculative import Stats, check_fits
@@ -36,7 +37,7 @@ class _Stop(Exception):
 class Outcome:
     text: str
     stats: Stats
-    stop_reason: str  # eog | max_tokens | context | stop | cancelled
+    stop_reason: str  # eog | max_tokens | context | stop | cancelled | n_indent | t_max_predict_ms (infill)
     cached: int = 0  # prompt tokens the KV cache already held from the request before (not evaluated again)
     prompts: int = 1  # prompts read (a batch's): the prefill reads each but its last token (the first verify's)
 
@@ -102,6 +103,21 @@ def raw_prompt_ids(model, text: str) -> list[int]:
     return ids[1:] if doubled else ids
 
 
+def round_text(job: Job, update: Update) -> str:
+    """The round's text that the reply keeps: its tokens' (the draft's rejected guesses are not), up to the token
+    where the job's limits end it; the rest of the round is dropped, as if the target had written it token by token."""
+    texts = [segment.text for segment in update.segments if segment.kind != "rejected"]
+    if job.limits is None:
+        return "".join(texts)
+    elapsed = update.stats.decode_s  # llama-server's t_gen_ms: since the prompt was read
+    kept = []
+    for text in texts:
+        kept.append(job.limits.push(text, elapsed))
+        if job.limits.stopped:
+            break
+    return "".join(kept)
+
+
 class Job:
     """One request's generation: its inputs, a cancel flag, and (streamed) the pieces of text as they come."""
 
@@ -130,6 +146,7 @@ class Job:
         self.holds_place = True  # created once Engine.admit counted it (a batch's: its last); until Engine.release
         # the prompt's tokens from the target, where they are not the prompt's text (an /infill request's FIM prompt)
         self.build: Callable[[object], list[int]] | None = None
+        self.limits: Limits | None = None  # an /infill request's n_indent and t_max_predict_ms
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -234,9 +251,11 @@ class Engine:
             def on_update(update: Update) -> None:
                 nonlocal last
                 last = update.stats
-                text = "".join(s.text for s in update.segments if s.kind != "rejected")
-                self._emit(job, pieces, job.scanner.push(text))
-                if job.scanner.stopped or job.cancelled.is_set():
+                self._emit(job, pieces, job.scanner.push(round_text(job, update)))
+                limited = job.limits is not None and job.limits.stopped
+                if limited and not job.scanner.stopped:
+                    self._emit(job, pieces, job.scanner.flush())  # no stop string can end it now: what was held back
+                if job.scanner.stopped or job.cancelled.is_set() or limited:
                     raise _Stop
 
             try:
@@ -248,7 +267,7 @@ class Engine:
             except _Stop:
                 # The loop did not get to close its stats: the wall time so far stands in for its total.
                 last.total_s = time.perf_counter() - started
-                reason = "cancelled" if job.cancelled.is_set() else "stop"
+                reason = "cancelled" if job.cancelled.is_set() else "stop" if job.scanner.stopped else job.limits.reason
                 return Outcome("".join(pieces), last, reason, cached)
             if generation.stats.stop_reason == "interrupted":  # only a cancel aborts llama.cpp here
                 return Outcome("".join(pieces), generation.stats, "cancelled", cached)

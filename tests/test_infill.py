@@ -11,8 +11,11 @@ import pytest
 from test_server import Server
 
 from specchat import infill
+from specchat.generation import ACCEPTED, REJECTED, TARGET, Segment, Update
+from specchat.servequeue import Job, round_text
+from specchat.speculative import Stats
 
-VIM = {  # what llama.vim sends beside the text (its fim request), all read and ignored but n_predict and top_k/p
+VIM = {  # llama.vim's fim request beside the text; samplers, id_slot, cache_prompt and t_max_prompt_ms ignored
     "id_slot": 0, "n_indent": 4, "top_k": 40, "top_p": 0.90, "samplers": ["top_k", "top_p", "infill"],
     "stream": False, "cache_prompt": True, "t_max_prompt_ms": 500, "t_max_predict_ms": 1000,
 }  # fmt: skip
@@ -59,9 +62,11 @@ def test_infill_answers_in_llama_servers_json(fim_server):
     reply = post(fim_server, fill(input_extra=EXTRA, prompt="return", **VIM, n_predict=64))
     assert reply.status_code == 200, reply.text
     body = reply.json()
-    assert body["content"] == "[def f(x):\n    return|\n\nprint(f(2))\n]"  # the fake fills in what it saw
-    assert body["stop"] is True and body["stop_type"] == "eos" and body["truncated"] is False
-    assert body["tokens_predicted"] == len(body["content"]) and body["tokens_evaluated"] > 0
+    # the fake fills in what it saw, "[def f(x):\n    return|\n\nprint(f(2))\n]", cut by n_indent 4 at the blank line
+    assert body["content"] == "[def f(x):\n    return|\n"
+    assert body["stop"] is True and body["stop_type"] == "limit" and body["truncated"] is False
+    # the blank line's token was generated, and cut: it counts, as llama-server counts it
+    assert body["tokens_predicted"] == len(body["content"]) + 1 and body["tokens_evaluated"] > 0
     wanted = {"prompt_n", "prompt_ms", "prompt_per_token_ms", "predicted_n", "draft_n", "draft_n_accepted"}
     assert wanted <= set(body["timings"])
 
@@ -89,6 +94,80 @@ def test_infill_streams_llama_servers_events(fim_server):
     assert last["content"] == "" and last["stop_type"] == "eos" and "timings" in last
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_n_indent_cuts_at_a_line_indented_less_keeping_its_indentation(fim_server, stream):
+    """llama-server's n_indent (llama.vim sends the cursor line's): after a newline, a line whose text starts at
+    fewer spaces or tabs than n_indent ends the completion there (stop_type "limit"), its indentation kept. The fake
+    writes one character a token and drafts all of them, so the cut falls inside a round of several tokens."""
+    full = "[def f(x):\n    |\n  y = 2\n]"
+    asked = fill(suffix="\n  y = 2\n", n_indent=4, stream=stream)
+    if stream:
+        with httpx.stream("POST", f"{fim_server.url}/infill", json=asked, timeout=60) as reply:
+            events = [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")]
+        *pieces, last = events
+        content = "".join(event["content"] for event in pieces)
+    else:
+        last = post(fim_server, asked).json()
+        content = last["content"]
+    assert content == full[: full.index("y")] and last["stop_type"] == "limit", last
+    assert last["tokens_predicted"] < len(full) + 1  # it stopped there, not at the end
+    # a stop string that the cut's indentation began is not met: the indentation held back for it is still sent
+    body = post(fim_server, fill(suffix="\n  y = 2\n", n_indent=4, stop=["  y!"])).json()
+    assert body["content"] == content and body["stop_type"] == "limit", body
+
+
+@pytest.mark.parametrize("extra", [{}, {"n_indent": 0}, {"n_indent": -1}, {"n_indent": 2}])
+def test_n_indent_0_or_not_given_or_met_cuts_nothing(fim_server, extra):
+    body = post(fim_server, fill(suffix="\n  y = 2", **extra)).json()
+    assert body["content"] == "[def f(x):\n    |\n  y = 2]" and body["stop_type"] == "eos", body
+
+
+def test_the_first_line_is_not_held_to_n_indent(fim_server):
+    """The cursor's line goes on from where the cursor is: only the lines after a newline are checked."""
+    body = post(fim_server, fill(prefix="x", suffix="", n_indent=8)).json()
+    assert body["content"] == "[x|]" and body["stop_type"] == "eos", body
+
+
+def test_t_max_predict_ms_stops_at_a_newline_once_the_time_is_past(fim_server):
+    """llama-server's t_max_predict_ms: past that time generating, the completion ends with the next token that holds a
+    newline (whole lines for the editor), never before one. The fake's tokens take milliseconds each."""
+    body = post(fim_server, fill(prefix="x" * 40 + "\n    ", suffix="\ny\n", t_max_predict_ms=1)).json()
+    assert body["content"] == "[" + "x" * 40 + "\n" and body["stop_type"] == "limit", body
+    body = post(fim_server, fill(prefix="x" * 40 + "\n    ", suffix="\ny\n", t_max_predict_ms=60_000)).json()
+    assert body["content"] == "[" + "x" * 40 + "\n    |\ny\n]" and body["stop_type"] == "eos", body
+
+
+def test_the_limits_rules_token_by_token():
+    """n_indent character by character in each token; t_max_predict_ms on a token with a newline, past the time."""
+    limits = infill.Limits(n_indent=4, t_max_predict_ms=0)
+    pieces = ["a:", "\n", "  ", "  b\n", " \t"]  # the line "    b" is indented enough, one of spaces and a tab too
+    assert [limits.push(piece, 0.0) for piece in pieces] == pieces
+    assert not limits.stopped and limits.push("c = 1", 0.0) == "" and limits.stopped and limits.reason == "n_indent"
+    limits = infill.Limits(n_indent=4, t_max_predict_ms=0)
+    assert limits.push("x\n    y\n\n    z", 0.0) == "x\n    y\n" and limits.stopped  # a blank line too, as llama-server
+    timed = infill.Limits(n_indent=0, t_max_predict_ms=500)
+    assert timed.push("long line", 0.9) == "long line" and not timed.stopped  # no newline yet
+    assert timed.push("\n", 0.4) == "\n" and not timed.stopped  # in time
+    assert timed.push(")\n  ", 0.6) == ")\n  " and timed.stopped and timed.reason == "t_max_predict_ms"
+
+
+def test_a_cut_inside_a_round_drops_the_rest_of_the_round():
+    """A speculative round brings several tokens at once: the reply keeps those up to the cut, as the target alone,
+    token by token, would have stopped there; the draft's rejected guesses are never read; the time is the round's
+    since the prompt was read."""
+    segments = [Segment(text, ACCEPTED) for text in ("x", "\n", "  y")] + [Segment("\nw", REJECTED)]
+    segments += [Segment(text, TARGET) for text in ("\n", "z", "\n")]
+    job = Job(None, "", None, [])
+    job.limits = infill.Limits(n_indent=2, t_max_predict_ms=0)
+    assert round_text(job, Update(None, segments, Stats())) == "x\n  y\n" and job.limits.stopped
+    job.limits = infill.Limits(n_indent=0, t_max_predict_ms=500)
+    late = Stats(prefill_s=2.0, total_s=2.6)
+    assert round_text(job, Update(None, segments, late)) == "x\n" and job.limits.reason == "t_max_predict_ms"
+    job.limits = infill.Limits(n_indent=0, t_max_predict_ms=500)
+    assert round_text(job, Update(None, segments, Stats(prefill_s=2.0, total_s=2.4))) == "x\n  y\nz\n"
+    assert not job.limits.stopped
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -100,6 +179,9 @@ def test_infill_streams_llama_servers_events(fim_server):
         (fill(input_prefix=["a"]), '"input_prefix" must be a string'),
         (fill(n_predict=-2), "'n_predict' must be a positive integer"),
         (fill(grammar="root ::= x"), "'grammar'"),
+        (fill(n_indent="4"), "'n_indent' must be an integer"),
+        (fill(n_indent=True), "'n_indent' must be an integer"),
+        (fill(t_max_predict_ms=0.5), "'t_max_predict_ms' must be an integer"),
     ],
 )
 def test_bad_fields_are_400s(fim_server, body, message):

@@ -164,3 +164,20 @@ def test_infill_is_lossless(real_server, default_pair_paths, tmp_path):
         alone.stop()
     assert spec["content"] == target["content"] and spec["content"].strip(), (spec, target)
     assert spec["timings"]["draft_n"] > 0 and target["timings"]["draft_n"] == 0
+
+
+@pytest.mark.real
+def test_infill_n_indent_stops_at_the_bodys_end_as_the_target_alone(real_server, default_pair_paths, tmp_path):
+    """llama.vim's n_indent (the cursor line's, 4 in a function body): the completion ends at the first line indented
+    less, where it ran on to n_predict past the body ("```\\n\\nIn this code, ..."); speculative, it is the target's."""
+    asked = INFILL | {"n_indent": 4, "n_predict": 48, "t_max_predict_ms": 0}
+    spec = httpx.post(f"{real_server.url}/infill", json=asked, timeout=300).json()
+    alone = RealServer(tmp_path, *default_pair_paths, mode="target")
+    try:
+        target = httpx.post(f"{alone.url}/infill", json=asked, timeout=300).json()
+    finally:
+        alone.stop()
+    assert spec["content"] == target["content"] and spec["stop_type"] == target["stop_type"] == "limit", (spec, target)
+    first, *lines, last = spec["content"].split("\n")
+    assert first.strip() and all(line[:4] == "    " for line in lines) and not last.strip(), spec["content"]
+    assert spec["tokens_predicted"] < 48 and target["tokens_predicted"] < 48
