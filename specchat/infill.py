@@ -156,9 +156,12 @@ def check_model(fim: dict[str, int]) -> None:
 
 
 def prompt_ids(infill: Infill, model) -> list[int]:
-    """The FIM prompt's tokens (on the tokenizer's thread). A prompt too long for the context loses, in turn, the
-    other files' start, then the prefix's start and the suffix's end, 3:1 as llama-server shares them, keeping room
-    for the reply (a quarter of the context at most); infill.truncated then says so."""
+    """The FIM prompt's tokens (on the tokenizer's thread). The other files keep at most half the context, their end,
+    whatever the request around the cursor: so the next keystroke's prompt starts as this one's and the KV cache holds
+    them (a cut that moved with the prefix's length read them all again each time, and an n_predict 0 warm-up warmed
+    nothing). The prefix's start and the suffix's end give way to what is left, the suffix at most 3/4 of it where
+    both must (llama-server's 3:1), keeping room for the reply (a quarter of the context at most); infill.truncated
+    then says so."""
     fim = model.fim
 
     def text(value: str) -> list[int]:
@@ -170,18 +173,19 @@ def prompt_ids(infill: Infill, model) -> list[int]:
         extra += text(body)
     if "sep" in fim:
         extra += [fim["sep"], *text("filename\n")]
+    if len(extra) > model.n_ctx // 2:
+        infill.truncated = True
+        extra = extra[len(extra) - model.n_ctx // 2 :]
     prefix, suffix = text(infill.prefix), text(infill.suffix)
     prompt = model.tokenize(infill.prompt, parse_special=True) if infill.prompt else []
     head = [model.bos] if getattr(model, "add_bos", False) else []
-    fixed = len(head) + len(prompt) + 3  # FIM_PRE, FIM_SUF, FIM_MID
-    room = model.n_ctx - max(1, min(infill.options.max_tokens, model.n_ctx // 4)) - fixed
-    if len(extra) + len(prefix) + len(suffix) > room:
+    fixed = len(extra) + len(head) + len(prompt) + 3  # FIM_PRE, FIM_SUF, FIM_MID
+    room = max(model.n_ctx - max(1, min(infill.options.max_tokens, model.n_ctx // 4)) - fixed, 0)
+    if len(prefix) + len(suffix) > room:
         infill.truncated = True
-        keep_suffix = min(len(suffix), max(room, 0) // 4)
-        keep_prefix = min(len(prefix), max(room - keep_suffix, 0))
+        keep_suffix = min(len(suffix), max(room // 4, room - len(prefix)))
+        keep_prefix = min(len(prefix), room - keep_suffix)
         prefix, suffix = prefix[len(prefix) - keep_prefix :], suffix[:keep_suffix]
-        keep_extra = max(room - keep_prefix - keep_suffix, 0)
-        extra = extra[len(extra) - keep_extra :] if keep_extra else []
     return [*extra, *head, fim["pre"], *prefix, *prompt, fim["suf"], *suffix, fim["mid"]]
 
 

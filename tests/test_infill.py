@@ -55,7 +55,29 @@ def test_a_prompt_too_long_keeps_the_prefixs_end_and_the_suffixs_start():
     ids = infill.prompt_ids(asked, model)
     text = model.detokenize(ids)
     assert asked.truncated and len(ids) + 16 <= 256
-    assert text.startswith("P") and "Pend" in text and "startS" in text and "return 1" not in text
+    assert "Pend" in text and "startS" in text and EXTRA[0]["text"] in text  # the other files: under half of it
+
+
+def test_the_other_files_are_cut_the_same_whatever_the_text_around_the_cursor():
+    """Cut to make room for this request's prefix, the other files began elsewhere at every keystroke (and at a
+    warm-up of n_predict 0), and the KV cache never held them: they keep their end, at most half the context."""
+    model = fake_backend.FakeEngine("t.fake.gguf", {"fim": True}, 512)
+    extra = [{"filename": "big.py", "text": "x = 1\n" * 120}]
+    heads = []
+    for prefix, n_predict in (("def f(x):\n  ", 32), ("def f(x):\n  r" + "#" * 200, 32), ("", 0)):
+        asked = infill.parse(fill(prefix, "", input_extra=extra, n_predict=n_predict), 2048)
+        ids = infill.prompt_ids(asked, model)
+        heads.append(ids[: ids.index(fake_backend.FIM["pre"])])
+        assert asked.truncated and len(ids) + max(n_predict, 1) <= 512
+    assert heads[0] == heads[1] == heads[2] and len(heads[0]) == 256
+
+
+def test_the_suffix_is_cut_only_where_the_prefix_leaves_no_room():
+    """A long suffix was cut to a quarter of the room even beside a two-character prefix."""
+    model = fake_backend.FakeEngine("t.fake.gguf", {"fim": True}, 512)
+    asked = infill.parse(fill("ab", "S" * 800, n_predict=16), 2048)
+    ids = infill.prompt_ids(asked, model)
+    assert asked.truncated and len(ids) == 512 - 16
 
 
 def test_infill_answers_in_llama_servers_json(fim_server):
