@@ -182,7 +182,7 @@ class Api:
         """llama-server's /infill: a fill-in-the-middle completion in its own JSON (infill.py), generated as a
         completion is, one prompt, its KV cache reused from the request before (the other files come first)."""
         body = await read_body(request, self.config.max_body, self.closing)
-        infill.check_model(self.pipeline.target.fim)
+        infill.check_model(getattr(self.pipeline.target, "fim", {}))  # a plugin backend may have none
         asked = infill.parse(body, self.config.max_tokens)
         parsed = asked.options
         self._admit(parsed)
