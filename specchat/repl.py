@@ -173,7 +173,9 @@ def read_prompt(argument: str | None, *, chat: bool, why_no_chat: str | None = N
     dash = argument == "-"
     if dash:
         argument, chat = None, False
-    piped = _read_stream(raw=raw) if dash else _read_stdin(raw)
+    piped = _read_stream() if dash else _read_stdin()
+    if piped is not None and not raw:  # raw (--no-template): the text goes on as it is, its line ends too
+        piped = _unix_lines(piped)
     text = _joined([part for part in (piped, argument) if part is not None and part.strip()])
     if text.strip():
         return text
@@ -204,7 +206,7 @@ def read_system(system: str | None) -> str | None:
         return system
     # the file's trailing newlines are no part of it, as with --system "$(cat FILE)"
     text = _read_stream("the system prompt")
-    return None if text is None else text.rstrip("\r\n")
+    return None if text is None else _unix_lines(text).rstrip("\n")
 
 
 def _joined(parts: list[str]) -> str:
@@ -213,15 +215,15 @@ def _joined(parts: list[str]) -> str:
     return "\n\n".join(parts)
 
 
-def _read_stdin(raw: bool = False) -> str | None:
+def _read_stdin() -> str | None:
     """Piped or redirected stdin (None: a terminal, or none)."""
     if sys.stdin is None or sys.stdin.isatty():
         return None
-    return _read_stream(raw=raw)
+    return _read_stream()
 
 
-def _read_stream(what: str = "the prompt", raw: bool = False) -> str | None:
-    """raw (--no-template): the text goes on as it is, its line ends too, as serve's /v1/completions takes it."""
+def _read_stream(what: str = "the prompt") -> str | None:
+    """The text on stdin, its line ends as they are (see _unix_lines)."""
     if sys.stdin is None:
         return None
     if sys.stdin.isatty():  # `run -` typed on a terminal waited as cat does, without a word: it looked hung
@@ -242,20 +244,20 @@ def _read_stream(what: str = "the prompt", raw: bool = False) -> str | None:
     # warning of bad bytes and a prompt of U+FFFD and NULs. Bytes that are no UTF-16 are read as UTF-8 below
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         with contextlib.suppress(UnicodeDecodeError):
-            return _unix_lines(data.decode("utf-16"), raw)
+            return data.decode("utf-16")
     # utf-8-sig: a leading byte order mark (Notepad, PowerShell) is no text: sent on, an "empty" file was a prompt
     text = data.decode("utf-8-sig", errors="replace")
     if "\ufffd" in text and "\ufffd".encode() not in data:
         stderr_console().print("warning: stdin is not valid UTF-8; bad bytes were replaced", style="yellow")
-    return _unix_lines(text, raw)
+    return text
 
 
-def _unix_lines(text: str, raw: bool = False) -> str:
+def _unix_lines(text: str) -> str:
     """Read as bytes, a Windows file's CRLF reached the model as "\r\n", which tokenizes apart from the Unix
     file's "\n": line ends are made "\n" as Python's text mode makes them, a lone "\r" (an old Mac file, a
-    progress bar's redraw) too, as text mode and a chat's paste both take it. Not `raw`: a plain-text prompt is
-    continued as it is."""
-    return text if raw else text.replace("\r\n", "\n").replace("\r", "\n")
+    progress bar's redraw) too, as text mode and a chat's paste both take it (not for --no-template, whose
+    plain-text prompt is continued as it is)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def require_chat(pipeline: Pipeline, system: str | None = None, template_kwargs: dict | None = None) -> None:
