@@ -173,3 +173,38 @@ def test_history_index_bench_measures_a_small_history_and_skips_cold_opens_it_ca
     monkeypatch.setattr(Path, "write_text", refuse)
     index, _, _ = bench.build(tmp_path / "h", 30_000)
     assert bench.cold_opens(tmp_path / "h", index.meta.capacity, 2) is None
+
+
+def test_infill_session_splits_a_buffer_as_llama_vim_does():
+    # llama.vim's s:fim_ctx_local: prefix the lines before the cursor line, `prompt` that line up to the cursor,
+    # suffix the rest of it and the lines after, n_indent the line's leading whitespace
+    infill = load("infill_session")
+    text = "def f(x):\n    y = x + 1\n    return y\n\n\nprint(f(2))\n"
+    buffer, y, x, middle = infill.cut(text, "    y = ", 1)
+    assert (y, x, middle) == (1, 8, "x + 1\n    return y")
+    assert buffer == ["def f(x):", "    y = ", "", "", "print(f(2))"]  # no empty line after the last: getline()
+    context = infill.llama_vim_context(buffer, y, x)
+    assert context == {"prefix": "def f(x):\n", "prompt": "    y = ", "suffix": "\n\n\nprint(f(2))\n", "indent": 4}
+    assert infill.llama_vim_context(buffer, y, x, n_prefix=0, n_suffix=1)["prefix"] == "\n"
+    assert infill.llama_vim_context(buffer, y, x, n_prefix=0, n_suffix=1)["suffix"] == "\n\n"
+    # a line of whitespace: llama.vim sends it as an empty prompt, at indent 0
+    blank = infill.llama_vim_context(["if a:", "\t  ", "b"], 1, 3)
+    assert blank == {"prefix": "if a:\n", "prompt": "", "suffix": "\nb\n", "indent": 0}
+    with pytest.raises(SystemExit, match="occurs 2 times"):
+        infill.cut(text, "y", 0)
+
+
+def test_infill_session_builds_every_position_and_llama_vims_body():
+    infill = load("infill_session")
+    plan = infill.sessions([], None, 128, 0)
+    assert len(plan) >= 3
+    for name, (ring, completions) in plan.items():
+        assert ring["n_predict"] == 0 and ring["input_extra"] == completions[0].body["input_extra"]
+        assert 2 <= len(ring["input_extra"]) <= 3 and name not in {c["filename"] for c in ring["input_extra"]}
+        assert 6 <= len(completions) <= 10
+        for completion in completions:
+            body = completion.body
+            assert (body["n_predict"], body["temperature"], body["top_k"], body["t_max_predict_ms"]) == (128, 0, 1, 0)
+            assert "response_fields" not in body  # the reply keeps its timings and speculative objects whole
+            whole = body["input_prefix"] + body["prompt"] + completion.expected + body["input_suffix"]
+            assert whole in (infill.FILES / name).read_text() + "\n"  # nothing lost or doubled at the cut
