@@ -24,9 +24,11 @@ and once with --mode target, the same requests in the same order to each.
   `t_max_predict_ms` 0 (none) where llama.vim sends 250 or 1000: a time cut makes the faster mode write more
   tokens, so the speed ratio would not compare like with like. `response_fields` is left out, so that the
   reply carries its `timings` and `speculative` objects whole.
-- A fresh server (its own empty SPECCHAT_DATA_DIR, so auto drafts from this session's logged completions
-  and no earlier run's) per mode and repetition, the modes' order alternating; a warm-up request (a short,
-  unrelated FIM) before the first file, not measured.
+- Two fresh servers per repetition, one per mode, both loaded at once (each its own empty SPECCHAT_DATA_DIR,
+  so auto drafts from this session's logged completions and no earlier run's); every request goes to both, one
+  after the other, which first alternating, so that the VM's speed drifting (20% within minutes on a 2-core VM)
+  falls on both alike (a block of one mode's 24 requests, then the other's, measured the drift as much as the
+  modes); a warm-up request (a short, unrelated FIM) before the first file, not measured.
 
 Reported per file and overall: completions, tokens predicted, decode tok/s (the median of the replies'
 timings.predicted_per_second, and all tokens over all decode time), accepted/drafted (timings.draft_n_accepted
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -229,38 +232,50 @@ class SpecchatServer(Server):
             console.print(f"server log kept: {self.log}")
 
 
-def run_session(server: SpecchatServer, plan: dict[str, list], rep: int, mode: str, samples: list[dict]) -> None:
-    server.infill(WARM_UP)
+def run_session(servers: dict[str, SpecchatServer], plan: dict[str, list], rep: int, samples: list[dict]) -> None:
+    """Every request to both servers, one after the other, the first alternating: a VM's speed moves by 20% within
+    minutes, and a block of one mode's requests then another's measured that drift as much as the modes."""
+    order = list(servers)
+    for server in servers.values():
+        server.infill(WARM_UP)
+    turn = 0
     for name, (ring_request, completions) in plan.items():
-        server.infill(ring_request)
+        for server in servers.values():
+            server.infill(ring_request)
         for completion in completions:
-            reply = server.infill(completion.body)
-            timings = reply["timings"]
-            sample = {
-                "rep": rep,
-                "mode": mode,
-                "file": name,
-                "position": completion.index,
-                "kind": completion.kind,
-                "n": reply["tokens_predicted"],
-                "tok_s": timings["predicted_per_second"],
-                "predicted_ms": timings["predicted_ms"],
-                "prompt_n": timings["prompt_n"],
-                "prompt_ms": timings["prompt_ms"],
-                "drafted": timings.get("draft_n", 0),
-                "accepted": timings.get("draft_n_accepted", 0),
-                "stop_type": reply["stop_type"],
-                "content": reply["content"],
-                "expected": completion.expected,
-                "speculative": reply.get("speculative"),
-            }
-            samples.append(sample)
-            console.print(
-                f"rep {rep + 1} {mode:6} {name:14} #{completion.index} {completion.kind:9} {sample['tok_s']:6.1f} tok/s"
-                f"  n {sample['n']:3} ({sample['stop_type']})  accept {sample['accepted']:3}/{sample['drafted']:<3}",
-                highlight=False,
-                soft_wrap=True,
-            )
+            turn += 1
+            for mode in order if (turn + rep) % 2 == 0 else order[::-1]:
+                _measure(servers[mode], completion, name, rep, mode, samples)
+
+
+def _measure(server: SpecchatServer, completion: Completion, name: str, rep: int, mode: str, samples: list) -> None:
+    reply = server.infill(completion.body)
+    timings = reply["timings"]
+    sample = {
+        "rep": rep,
+        "mode": mode,
+        "file": name,
+        "position": completion.index,
+        "kind": completion.kind,
+        "n": reply["tokens_predicted"],
+        "tok_s": timings["predicted_per_second"],
+        "predicted_ms": timings["predicted_ms"],
+        "prompt_n": timings["prompt_n"],
+        "prompt_ms": timings["prompt_ms"],
+        "drafted": timings.get("draft_n", 0),
+        "accepted": timings.get("draft_n_accepted", 0),
+        "stop_type": reply["stop_type"],
+        "content": reply["content"],
+        "expected": completion.expected,
+        "speculative": reply.get("speculative"),
+    }
+    samples.append(sample)
+    console.print(
+        f"rep {rep + 1} {mode:6} {name:14} #{completion.index} {completion.kind:9} {sample['tok_s']:6.1f} tok/s"
+        f"  n {sample['n']:3} ({sample['stop_type']})  accept {sample['accepted']:3}/{sample['drafted']:<3}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 # -- the report ------------------------------------------------------------------------------------------------
@@ -316,7 +331,7 @@ def main() -> None:
     )
     parser.add_argument("--files", nargs="+", default=[], help="file names in benchmarks/infill_files (default: all)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N positions of each file")
-    parser.add_argument("-r", "--reps", type=int, default=3, help="repetitions, a fresh server per mode for each")
+    parser.add_argument("-r", "--reps", type=int, default=3, help="repetitions, fresh servers for each")
     parser.add_argument("-n", "--max-tokens", type=int, default=128, help="n_predict (llama.vim: 128)")
     parser.add_argument(
         "--t-max-predict-ms",
@@ -341,10 +356,10 @@ def main() -> None:
     interrupted = False
     try:
         for rep in range(args.reps):
-            for mode in MODES if rep % 2 == 0 else MODES[::-1]:
-                console.print(f"rep {rep + 1}: starting specchat serve --mode {mode}", highlight=False)
-                with SpecchatServer(mode, args).start() as server:
-                    run_session(server, plan, rep, mode, samples)
+            console.print(f"rep {rep + 1}: starting specchat serve --mode {' and '.join(MODES)}", highlight=False)
+            with contextlib.ExitStack() as stack:  # both loaded at once: each waits while the other answers
+                servers = {mode: stack.enter_context(SpecchatServer(mode, args).start()) for mode in MODES}
+                run_session(servers, plan, rep, samples)
     except KeyboardInterrupt:
         interrupted = True
         console.print("interrupted: the server is stopped; the table shows what was measured")
