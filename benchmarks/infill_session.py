@@ -47,10 +47,8 @@ import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -61,7 +59,7 @@ from rich.console import Console
 from specchat.engineconfig import default_threads
 
 sys.path.insert(0, str(Path(__file__).parent))
-from llama_server import _LIVE, Server, _die_with_parent, _on_sigterm, _stop_all
+from llama_server import Server, _on_sigterm, _stop_all
 
 console = Console(stderr=True)
 FILES = Path(__file__).parent / "infill_files"
@@ -171,6 +169,7 @@ class SpecchatServer(Server):
     """`specchat serve --port 0` with its own empty data folder; stopped as llama_server.py stops llama-server."""
 
     LISTENING = re.compile(rb"serving .* on http://127\.0\.0\.1:(\d+)/v1")
+    NAME = "specchat serve"
 
     def __init__(self, mode: str, args) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix=f"infill-{mode}-"))
@@ -178,39 +177,16 @@ class SpecchatServer(Server):
         command = ["-m", "specchat", "serve", "--port", "0", "--mode", mode, *extra]
         super().__init__(Path(sys.executable), self.folder, command, self.folder / "serve.log")
 
+    def command(self) -> list[str]:
+        return [str(self.binary), *self.args]
+
     def start(self, timeout: float = 600.0) -> SpecchatServer:
-        env = {**os.environ, "SPECCHAT_DATA_DIR": str(self.folder / "data")}
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(self.binary), *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
-        _LIVE.add(self)
-        try:
-            self._wait_ready(timeout)
-        except BaseException as exc:
-            self.keep_log = not isinstance(exc, KeyboardInterrupt)
-            self.close()
-            raise
+        self.env = {**os.environ, "SPECCHAT_DATA_DIR": str(self.folder / "data")}
+        super().start(timeout)
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                tail = self.log.read_bytes()[-3000:].decode(errors="replace")
-                raise RuntimeError(f"specchat serve exited with {self.process.returncode} (log: {self.log}):\n{tail}")
-            found = self.LISTENING.search(self.log.read_bytes())
-            if found:
-                self.port = int(found.group(1))
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"specchat serve was not ready after {timeout:.0f} s (log: {self.log})")
+    def _check_ours(self) -> None:
+        pass  # its own folder and a port it picked: no other server can answer there
 
     def infill(self, body: dict) -> dict:
         request = urllib.request.Request(

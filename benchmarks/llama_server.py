@@ -146,22 +146,27 @@ class Server:
     """One llama-server on a loopback port it picked itself (--port 0: no race for a "free" port)."""
 
     LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
+    NAME = "llama-server"
 
     def __init__(self, binary: Path, target: Path, args: list[str], log: Path) -> None:
         self.binary, self.target, self.args, self.log = binary, target, args, log
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.keep_log = False  # kept after a failure, for a look; deleted when the server stopped normally
+        self.env: dict[str, str] | None = None  # the environment it runs in (None: ours)
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "-m", str(self.target), *self.args, "--host", "127.0.0.1", "--port", "0"]
 
     def start(self, timeout: float = 300.0) -> Server:
-        command = [str(self.binary), "-m", str(self.target), *self.args, "--host", "127.0.0.1", "--port", "0"]
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("wb") as log:  # a file, not a pipe: llama.cpp logs a lot and must never block
             self.process = subprocess.Popen(
-                command,
+                self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=self.env,
                 start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop it in order
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
@@ -179,16 +184,19 @@ class Server:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 tail = self.log.read_bytes()[-3000:].decode(errors="replace")
-                raise RuntimeError(f"llama-server exited with {self.process.returncode} (log: {self.log}):\n{tail}")
+                raise RuntimeError(f"{self.NAME} exited with {self.process.returncode} (log: {self.log}):\n{tail}")
             found = self.LISTENING.search(self.log.read_bytes())  # logged once the model is loaded
             if found:
                 self.port = int(found.group(1))
-                props = self._get("/props")
-                if Path(props.get("model_path", "")).resolve() != self.target.resolve():
-                    raise RuntimeError(f"port {self.port} answers for {props.get('model_path')!r}, not our server")
+                self._check_ours()
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"llama-server was not ready after {timeout:.0f} s (log: {self.log})")
+        raise RuntimeError(f"{self.NAME} was not ready after {timeout:.0f} s (log: {self.log})")
+
+    def _check_ours(self) -> None:
+        props = self._get("/props")
+        if Path(props.get("model_path", "")).resolve() != self.target.resolve():
+            raise RuntimeError(f"port {self.port} answers for {props.get('model_path')!r}, not our server")
 
     def _get(self, path: str) -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as reply:
