@@ -65,12 +65,9 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
         yield openai_api.sse(chunk(rid, model, {"role": "assistant", "content": ""}))
     while (text := await pieces.get()) is not None:
         yield openai_api.sse(chunk(rid, model, {"content": text} if chat else text))
-    try:
-        outcome = task.result()
-        api.check_shutdown(outcome)
-    except ApiError as exc:  # the status line is sent already: the error goes as an event
-        line(exc.status, note=exc.message)
-        yield openai_api.sse(exc.body())
+    outcome, error = _finished(api, line, task)
+    if error is not None:
+        yield error
         return
     extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
     # With include_usage the usage goes once, in its own chunk, as the API sends it: clients that add up
@@ -83,17 +80,26 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
     line(200, outcome=outcome)
 
 
+def _finished(api: Api, line: _Once, task: asyncio.Task):
+    """(the generation's outcome, None), or (None, the error event) where it failed or the server shut down: the
+    status line is sent already, so the error goes as an event."""
+    try:
+        outcome = task.result()
+        api.check_shutdown(outcome)
+    except ApiError as exc:
+        line(exc.status, note=exc.message)
+        return None, openai_api.sse(exc.body())
+    return outcome, None
+
+
 async def _infill_events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Queue, request: Infill):
     """llama-server's /infill stream: {"content": piece, "stop": false} per piece, then its whole last object with
     "stop": true and the timings (no [DONE]: llama-server sends none outside its OpenAI routes)."""
     while (text := await pieces.get()) is not None:
         yield openai_api.sse(infill.chunk(text))
-    try:
-        outcome = task.result()
-        api.check_shutdown(outcome)
-    except ApiError as exc:  # the status line is sent already: the error goes as an event
-        line(exc.status, note=exc.message)
-        yield openai_api.sse(exc.body())
+    outcome, error = _finished(api, line, task)
+    if error is not None:
+        yield error
         return
     extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
     last = infill.response(request, api.model, outcome.text, outcome.stats, outcome.stop_reason, outcome.cached,
