@@ -189,17 +189,12 @@ class Api:
         job = Job(None, asked.before, Ask(self.mode, self.k, parsed.params, parsed.max_tokens), parsed.stop)
         job.build = functools.partial(infill.prompt_ids, asked)
         job.limits = asked.limits()
-        try:
-            await measure_all(self.engine, [job], self.trained)
-        except BaseException:
-            self.engine.release(job)
-            raise
+        await self._measure([job])
         if parsed.stream:
             return servestream.stream_response(self, request, job, False, False, infill=asked)
-        outcomes = await self._run_all(request, [job])
-        if outcomes is None:
-            self.log(request, CLIENT_CLOSED, note=servestream.LEFT_QUEUED)
-            return Response(status_code=CLIENT_CLOSED)
+        outcomes = await self._run_or_left(request, [job])
+        if isinstance(outcomes, Response):
+            return outcomes
         (outcome,) = outcomes
         self.check_shutdown(outcome)
         self.log(request, CLIENT_CLOSED if outcome.stop_reason == "cancelled" else 200, outcome=outcome)
@@ -227,20 +222,29 @@ class Api:
         jobs = [Job(parsed.messages, text, ask, parsed.stop, parsed.prediction, kwargs) for text, ask in pairs]
         for job in jobs[:-1]:  # a batch holds one queue place: its last job's, given back once that one is done
             job.holds_place = False
-        try:  # before any status line: a prompt longer than the context is a 400, streamed or not
+        await self._measure(jobs)
+        if parsed.stream:  # never a batch (parse_completion)
+            return servestream.stream_response(self, request, jobs[0], chat, parsed.include_usage)
+        outcomes = await self._run_or_left(request, jobs)
+        return outcomes if isinstance(outcomes, Response) else self._respond(request, outcomes, chat)
+
+    async def _measure(self, jobs: list[Job]) -> None:
+        """The jobs' prompts tokenized and measured, before any status line: a prompt longer than the context is a
+        400, streamed or not. On failure the queue place (the last job's) is given back."""
+        try:
             await measure_all(self.engine, jobs, self.trained)
         except BaseException:
             self.engine.release(jobs[-1])
             raise
-        if parsed.stream:  # never a batch (parse_completion)
-            return servestream.stream_response(self, request, jobs[0], chat, parsed.include_usage)
+
+    async def _run_or_left(self, request: Request, jobs: list[Job]) -> list[Outcome] | Response:
+        """The jobs' outcomes, or the 499 of a client that left while they were queued: they never run, and
+        its line is due now, not once the reply running before them has ended. No one reads that response."""
         outcomes = await self._run_all(request, jobs)
         if outcomes is None:
-            # Its client left while it was queued: it never runs, and its line is due now, not once the
-            # reply running before it has ended. No one reads this response.
             self.log(request, CLIENT_CLOSED, note=servestream.LEFT_QUEUED)
             return Response(status_code=CLIENT_CLOSED)
-        return self._respond(request, outcomes, chat)
+        return outcomes
 
     def _respond(self, request: Request, outcomes: list[Outcome], chat: bool) -> Response:
         """A choice per outcome; a batch's statistics (and its console line) are those of its prompts together."""
