@@ -67,6 +67,7 @@ from rich.table import Table
 
 from specchat.benchresult import median_interval
 from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
+from specchat.engine import extra_buffers_allowed
 from specchat.engineconfig import default_threads
 from specchat.paths import cache_dir
 
@@ -276,6 +277,8 @@ class Peer:
 def peer_args(name: str, args, draft: Path | None) -> list[str]:
     threads = ["-t", str(args.threads), "-tb", str(args.threads)]
     common = [*threads, "-c", str(args.ctx), "-np", "1", "--no-webui", "-ngl", "0"]
+    if not extra_buffers_allowed():  # the weight layout specchat's engine uses here (AMX crashes: engine.py)
+        common.append("--no-repack")
     if name == "ngram-mod":
         spec = ["--spec-type", "ngram-mod"]
     elif name == "ngram-map-k":

@@ -98,14 +98,15 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
 
 
 def llama_server(files: Files, choice: Choice, *, threads: int, ctx: int, gpu_layers: int, draft_gpu_layers: int,
-                 port: int = 8080) -> list[str]:  # fmt: skip
-    """llama-server with one slot (one generation at a time, the whole context for it, as `specchat serve`)."""
+                 port: int = 8080, repack: bool = True) -> list[str]:  # fmt: skip
+    """llama-server with one slot (one generation at a time, the whole context for it, as `specchat serve`);
+    without `repack`, the weights in llama.cpp's plain layout, as specchat loads them (engine.py, AMX)."""
     argv = ["llama-server", "-m", str(files.target)]
     if choice.method == "draft":
         argv += ["-md", str(files.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(choice.k)]
     else:  # ngram-mod's own lengths (48..64 once 24 tokens match); --spec-draft-n-max does not limit it
         argv += ["--spec-type", NGRAM_TYPE]
-    argv += ["-t", str(threads), "-c", str(ctx), "-np", "1"]
+    argv += ["-t", str(threads), "-c", str(ctx), "-np", "1", *([] if repack else ["--no-repack"])]
     # A negative count (specchat's "all, when it can", as engine.py reads any of them) is llama-server's
     # default "auto": only counts of 0 and more are passed (llama-server reads -2 as "all", others its own way).
     if gpu_layers >= 0:
@@ -218,9 +219,14 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
     if to == "llama-server":
         if threads <= 0:
             threads = default_threads()
+        from .engine import extra_buffers_allowed
+
+        repack = extra_buffers_allowed()
         argv = llama_server(files, choice, threads=threads, ctx=ctx, gpu_layers=gpu_layers,
-                            draft_gpu_layers=draft_gpu_layers)  # fmt: skip
+                            draft_gpu_layers=draft_gpu_layers, repack=repack)  # fmt: skip
         notes = [capped] if capped else []
+        if not repack:
+            notes.append("--no-repack: llama.cpp's AMX layout crashes on Q4_K models (docs/troubleshooting.md)")
         if choice.method == "draft":  # the draftless command has no draft-length flag to rename
             # Those builds know no draft-simple type either (-md alone drafts): renaming one flag still failed.
             notes.append(

@@ -45,7 +45,7 @@ def pipeline(default_pair_paths, tmp_path_factory):
 # TTY_COMPATIBLE (CI runners set them) make Rich take a StringIO for a terminal, or not.
 USER_SETTINGS = (
     "SPECCHAT_NO_LOG", "SPECCHAT_NO_HISTORY", "SPECCHAT_DEBUG", "SPECCHAT_API_KEY", "SPECCHAT_ALLOW_ORIGINS",
-    "HF_HUB_OFFLINE", "SPECCHAT_PLUGINS", "FORCE_COLOR", "TTY_COMPATIBLE",
+    "HF_HUB_OFFLINE", "SPECCHAT_PLUGINS", "FORCE_COLOR", "TTY_COMPATIBLE", "SPECCHAT_AMX",
 )  # fmt: skip
 
 

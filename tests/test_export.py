@@ -66,6 +66,22 @@ def test_llama_server_draft_model_from_tuning(fake_models, seed_tuning):
     assert shlex.split(made["command"]) == argv
 
 
+@pytest.mark.parametrize("allowed", [True, False])
+def test_llama_server_reads_the_weights_as_specchat_does_here(fake_models, seed_tuning, monkeypatch, allowed):
+    """Where llama.cpp has AMX, specchat loads without its extra weight layouts (engine.py: the AMX matrix
+    product crashes on Q4_K): the exported command said nothing of it, and that llama-server crashed."""
+    from specchat import engine
+
+    monkeypatch.setattr(engine, "extra_buffers_allowed", lambda: allowed)
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    made = json.loads(
+        run_export("--to", "llama-server", "--target", str(target), "--draft", str(draft), "--json").stdout
+    )
+    assert ("--no-repack" in made["argv"]) is (not allowed)
+    assert any("--no-repack" in note for note in made["notes"]) is (not allowed)
+
+
 def test_json_help_names_every_key_of_the_object(fake_models, seed_tuning):
     """--help listed command, argv, speculation and notes, not `to`, which the object starts with
     (docs/serve.md had all five)."""

@@ -365,6 +365,48 @@ def test_a_file_checked_under_another_llama_cpp_is_checked_again(tmp_path, monke
 
 
 @pytest.mark.parametrize(
+    ("features", "env", "allowed"),
+    [
+        (b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | ", None, False),
+        (b"CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | ", "1", True),
+        (b"CPU : AVX2 = 1 | AVX512 = 1 | REPACK = 1 | ", None, True),
+    ],
+)
+def test_extra_buffer_types_are_kept_out_where_llama_cpp_has_amx(monkeypatch, features, env, allowed):
+    """llama.cpp's AMX matrix product crashed every real run on a Sapphire Rapids class Xeon (SIGSEGV in
+    ggml_backend_amx_mul_mat at the first decode of the default pair); its extra buffer types only turn off
+    together. SPECCHAT_AMX=1 gives them back."""
+    monkeypatch.setattr(engine.lib, "llama_print_system_info", lambda: features)
+    if env is None:
+        monkeypatch.delenv("SPECCHAT_AMX", raising=False)
+    else:
+        monkeypatch.setenv("SPECCHAT_AMX", env)
+    engine.extra_buffers_allowed.cache_clear()
+    try:
+        assert engine.extra_buffers_allowed() is allowed
+    finally:
+        engine.extra_buffers_allowed.cache_clear()
+
+
+@pytest.mark.real
+def test_a_model_loads_with_the_extra_buffer_types_this_machine_allows(default_pair_paths, monkeypatch):
+    """The load passes the policy to llama.cpp (a model on a machine with AMX decodes instead of crashing)."""
+    seen = []
+    load = engine.lib.llama_model_load_from_file
+    monkeypatch.setattr(
+        engine.lib,
+        "llama_model_load_from_file",
+        lambda p, params: seen.append(params.use_extra_bufts) or load(p, params),
+    )
+    target = engine.Engine(default_pair_paths[0], EngineConfig(n_ctx=256, n_batch=64))
+    try:
+        target.eval(target.tokenize("def add(a, b):"), 1)
+    finally:
+        target.close()
+    assert seen == [engine.extra_buffers_allowed()]
+
+
+@pytest.mark.parametrize(
     ("data", "reason"),
     [
         (tiny_gguf(offset2=96) + bytes(64), "tensor 'w2' has offset 96, expected 64"),
