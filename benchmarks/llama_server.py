@@ -65,6 +65,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from specchat import weightlayout
 from specchat.benchresult import median_interval
 from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
 from specchat.engine import extra_buffers_allowed
@@ -277,7 +278,7 @@ class Peer:
 def peer_args(name: str, args, draft: Path | None) -> list[str]:
     threads = ["-t", str(args.threads), "-tb", str(args.threads)]
     common = [*threads, "-c", str(args.ctx), "-np", "1", "--no-webui", "-ngl", "0"]
-    if not extra_buffers_allowed():  # the weight layout specchat's engine uses here (AMX crashes: engine.py)
+    if not extra_buffers_allowed():  # its AMX layout crashes on Q4_K here (specchat/weightlayout.py)
         common.append("--no-repack")
     if name == "ngram-mod":
         spec = ["--spec-type", "ngram-mod"]
@@ -401,6 +402,12 @@ def main() -> None:
         help='extra llama-server flags, split on spaces (repeatable), e.g. --server-arg="--spec-ngram-mod-n-min 16"',
     )
     parser.add_argument("--fresh-calibration", action="store_true", help="specchat: ignore saved tuning")
+    parser.add_argument(
+        "--specchat-repack",
+        action="store_true",
+        help="where llama.cpp has AMX: keep specchat's repacked layout (llama-server runs --no-repack there, as it "
+        "cannot name the repack alone; the default gives specchat the same plain layout)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write all samples here")
     parser.add_argument("--build-only", action="store_true", help="build and check llama-server, then exit")
     args = parser.parse_args()
@@ -424,6 +431,11 @@ def main() -> None:
     samples: list[dict] = []
     peers: dict[str, Peer] = {}
     interrupted = False
+    if not extra_buffers_allowed() and not args.specchat_repack:
+        # llama-server must run --no-repack here (its AMX layout crashes) and cannot name CPU_REPACK alone:
+        # specchat loads the same plain layout, so the comparison is of drafting, not of weight layouts.
+        weightlayout.repack_buffer_type = lambda _lib: None
+        console.print("llama.cpp has AMX here: both sides load the plain weight layout (llama-server --no-repack)")
     side = Specchat(args)
     try:
         encoded = {p.id: side.encode(p.text) for p in prompts}

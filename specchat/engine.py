@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from . import weightlayout
 from .cpuload import ThreadGovernor
 from .engineconfig import EngineConfig, default_threads
 from .errors import ContextFullError, EngineError
 from .ggmltypes import BLOCKS
 from .interrupt import Interrupt
 from .llamalog import Log, keep, load_error
-from .paths import env_flag
 
 try:
     import llama_cpp.llama_cpp as lib
@@ -64,11 +64,8 @@ def gpu_offload_supported() -> bool:
 
 @functools.cache
 def extra_buffers_allowed() -> bool:
-    """Whether llama.cpp may move weights into its extra buffer types (repacked or AMX layouts). Not on a
-    build with AMX: its AMX matrix product crashes the process (SIGSEGV) on Q4_K models on Sapphire Rapids
-    class Xeons (ggml-org/llama.cpp#20824, unfixed), and llama.cpp can only turn the extra types off all
-    together (llama-server's --no-repack). SPECCHAT_AMX=1 keeps them, for a build where it works."""
-    return env_flag("SPECCHAT_AMX") or b"AMX_INT8 = 1" not in lib.llama_print_system_info()
+    """Whether llama.cpp may choose its own weight layouts, AMX included (weightlayout.py: not with AMX)."""
+    return weightlayout.extra_buffers_allowed(lib)
 
 
 @functools.cache
@@ -107,7 +104,8 @@ class Engine:
         model_params = lib.llama_model_default_params()
         layers = config.gpu_layers if config.gpu_layers >= 0 else 999
         model_params.n_gpu_layers = layers if gpu_offload_supported() else 0
-        model_params.use_extra_bufts = extra_buffers_allowed()
+        cpu_only = model_params.n_gpu_layers == 0
+        self._layout = weightlayout.keep_amx_out(lib, model_params, self.path, cpu_only)  # alive while it loads
         # Loading a cold multi-GB file can take seconds inside C: the progress callback lets Ctrl-C abort it.
         self._on_progress = lib.llama_progress_callback(lambda _progress, _data: not self.interrupt.requested)
         model_params.progress_callback = self._on_progress

@@ -226,7 +226,10 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
                             draft_gpu_layers=draft_gpu_layers, repack=repack)  # fmt: skip
         notes = [capped] if capped else []
         if not repack:
-            notes.append("--no-repack: llama.cpp's AMX layout crashes on Q4_K models (docs/troubleshooting.md)")
+            notes.append(
+                "--no-repack: llama.cpp's AMX layout crashes on Q4_K models here, and llama-server cannot keep its"
+                " repack without it as specchat does: its steps run slower (docs/troubleshooting.md)"
+            )
         if choice.method == "draft":  # the draftless command has no draft-length flag to rename
             # Those builds know no draft-simple type either (-md alone drafts): renaming one flag still failed.
             notes.append(

@@ -178,6 +178,15 @@ def _mapped(path: Path):
         yield data
 
 
+def tensors(path: Path) -> list[tuple[str, list[int], int]]:
+    """(name, dims, ggml type) of every tensor of a model, over all parts of a split one."""
+    found = []
+    for part in split_parts(Path(path)):
+        with _mapped(part) as data:
+            found += [info[:3] for info in check_bytes(data, part.name, tensors="infos")["tensors"]]
+    return found
+
+
 def memory_needed(path: Path, n_ctx: int) -> tuple[int, int]:
     """(weights bytes, f16 KV-cache bytes at n_ctx) of a model, from its file size and metadata."""
     meta = metadata(path)

@@ -111,7 +111,7 @@ class _Reader:
         raise self.fail(f"unknown value type {kind} at byte {self.pos}")
 
 
-def check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -> dict:
+def check_bytes(data, name: str, *, keep: bool = False, tensors: bool | str = True) -> dict:
     reader = _Reader(data, name)
     values: dict = {}
     if bytes(data[:4]) != b"GGUF":
@@ -140,14 +140,9 @@ def check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) ->
             alignment = value
     if not tensors:
         return values
-    infos = []
-    for _ in range(n_tensors):
-        tensor = reader.string().decode("utf-8", errors="replace")
-        n_dims = reader.u32()
-        if n_dims > MAX_DIMS:
-            raise reader.fail(f"tensor {tensor!r} has {n_dims} dimensions (at most {MAX_DIMS})")
-        dims = [reader.u64() for _ in range(n_dims)]
-        infos.append((tensor, dims, reader.u32(), reader.u64()))
+    infos = _tensor_infos(reader, n_tensors)
+    if tensors == "infos":
+        return {"tensors": infos}
     data_start = -(-reader.pos // alignment) * alignment
     for tensor, dims, kind, offset in infos:
         elements = 1
@@ -161,6 +156,19 @@ def check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) ->
                 f"file has {reader.size}): truncated download?"
             )
     return values
+
+
+def _tensor_infos(reader: _Reader, n_tensors: int) -> list[tuple[str, list[int], int, int]]:
+    """(name, dims, ggml type, offset) of every tensor, as the header lists them."""
+    infos = []
+    for _ in range(n_tensors):
+        tensor = reader.string().decode("utf-8", errors="replace")
+        n_dims = reader.u32()
+        if n_dims > MAX_DIMS:
+            raise reader.fail(f"tensor {tensor!r} has {n_dims} dimensions (at most {MAX_DIMS})")
+        dims = [reader.u64() for _ in range(n_dims)]
+        infos.append((tensor, dims, reader.u32(), reader.u64()))
+    return infos
 
 
 # What a .gguf that is no GGUF is instead, by its first bytes: what a failed download (a web page, a server's

@@ -7,12 +7,13 @@ import re
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from specchat import engine, gguf
+from specchat import engine, gguf, weightlayout
 from specchat.cli import app
 from specchat.engineconfig import EngineConfig
 from specchat.errors import ModelFileError
@@ -388,22 +389,53 @@ def test_extra_buffer_types_are_kept_out_where_llama_cpp_has_amx(monkeypatch, fe
         engine.extra_buffers_allowed.cache_clear()
 
 
+def test_the_repack_is_named_only_for_the_matrix_weights_it_takes():
+    """Q4_K/Q4_0/IQ4_NL matrix weights whose rows come in eights; never token_embd (read by row), a Q6_K
+    tensor, a norm or a 3-D expert tensor, which the forced buffer type could not compute."""
+    tensors = [
+        ("token_embd.weight", [1536, 151936], 12),
+        ("blk.0.attn_q.weight", [1536, 1536], 12),
+        ("blk.0.attn_v.weight", [1536, 256], 14),  # Q6_K
+        ("blk.1.attn_v.weight", [1536, 256], 12),
+        ("blk.0.ffn_down.weight", [8960, 1536], 2),
+        ("blk.0.attn_norm.weight", [1536], 0),
+        ("blk.2.ffn_up.weight", [1536, 8964], 12),  # rows not in eights
+        ("blk.3.ffn_gate_exps.weight", [1536, 8960, 8], 12),
+        ("blk.12.attn_q.weight", [1536, 1536], 20),
+    ]
+    patterns = weightlayout.repack_patterns(tensors)
+    taken = {name for name, _, _ in tensors if any(re.search(pattern, name) for pattern in patterns)}
+    assert taken == {"blk.0.attn_q.weight", "blk.12.attn_q.weight", "blk.1.attn_v.weight", "blk.0.ffn_down.weight"}
+    assert len(patterns) == 3  # one per kind of weight
+
+
 @pytest.mark.real
-def test_a_model_loads_with_the_extra_buffer_types_this_machine_allows(default_pair_paths, monkeypatch):
-    """The load passes the policy to llama.cpp (a model on a machine with AMX decodes instead of crashing)."""
-    seen = []
-    load = engine.lib.llama_model_load_from_file
-    monkeypatch.setattr(
-        engine.lib,
-        "llama_model_load_from_file",
-        lambda p, params: seen.append(params.use_extra_bufts) or load(p, params),
-    )
-    target = engine.Engine(default_pair_paths[0], EngineConfig(n_ctx=256, n_batch=64))
-    try:
-        target.eval(target.tokenize("def add(a, b):"), 1)
-    finally:
-        target.close()
-    assert seen == [engine.extra_buffers_allowed()]
+def test_where_amx_is_kept_out_the_repack_stays_and_reads_as_the_plain_layout(default_pair_paths, monkeypatch):
+    """Forced as where llama.cpp has AMX: the extra types off, the repack named per tensor; the model loads
+    and predicts as in the plain layout (the repack's speed without the AMX crash: weightlayout.py)."""
+    if b"AVX2 = 1" not in engine.lib.llama_print_system_info():
+        pytest.skip("llama.cpp repacks these types on x86 with AVX2 only")
+    monkeypatch.setattr(weightlayout, "extra_buffers_allowed", lambda _lib: False)
+    seen, load = [], engine.lib.llama_model_load_from_file
+
+    def loading(path, params):
+        seen.append((params.use_extra_bufts, bool(params.tensor_buft_overrides)))
+        return load(path, params)
+
+    monkeypatch.setattr(engine.lib, "llama_model_load_from_file", loading)
+    tokens = None
+    predicted = []
+    for plain in (False, True):
+        if plain:
+            monkeypatch.setattr(weightlayout, "repack_buffer_type", lambda _lib: None)
+        model = engine.Engine(default_pair_paths[0], EngineConfig(n_ctx=256, n_batch=64))
+        try:
+            tokens = tokens or model.tokenize("def fibonacci(n):\n    if n < 2:\n        return n\n    return")
+            predicted.append(np.argmax(model.eval(tokens, 8), axis=-1).tolist())
+        finally:
+            model.close()
+    assert seen == [(False, True), (False, False)]
+    assert predicted[0] == predicted[1]
 
 
 @pytest.mark.parametrize(
