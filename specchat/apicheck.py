@@ -1,7 +1,7 @@
 """A request's fields checked one by one: their JSON types, what this server refuses to do rather than
 pretend (tools, JSON schemas, log-probabilities...), and the shapes of the messages, the prompt and a
 prediction; ApiError, the 400 each check raises, lives here too. Separate from openai_api.py, which builds
-an ApiRequest from these checks and writes the responses: the rules for what a client may send are long,
+an ApiRequest from these checks (apireply.py writes the responses): the rules for what a client may send are long,
 and a new field's rule goes here alone.
 """
 

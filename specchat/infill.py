@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import openai_api
+from . import apireply, openai_api
 from .apicheck import ApiError, whole
 from .openai_api import ApiRequest
 from .speculative import Stats
@@ -191,7 +191,7 @@ def prompt_ids(infill: Infill, model) -> list[int]:
 
 def timings(stats: Stats, cached: int) -> dict:
     """serve's llama-server timings, with the prompt's time per token too (llama.vim shows it)."""
-    out = openai_api.timings(stats, cached)
+    out = apireply.timings(stats, cached)
     out["prompt_per_token_ms"] = round(out["prompt_ms"] / out["prompt_n"], 3) if out["prompt_n"] else 0.0
     return out
 

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import cors, infill, modes, openai_api, servestream
+from . import apireply, cors, infill, modes, openai_api, servestream
 from .ctxsize import trained_context
 from .openai_api import ApiError, ApiRequest
 from .outputs import Request as Ask
@@ -198,7 +198,7 @@ class Api:
         (outcome,) = outcomes
         self.check_shutdown(outcome)
         self.log(request, CLIENT_CLOSED if outcome.stop_reason == "cancelled" else 200, outcome=outcome)
-        extra = openai_api.extras(outcome.stats, self.mode, self.label, outcome.cached)
+        extra = apireply.extras(outcome.stats, self.mode, self.label, outcome.cached)
         return JSONResponse(infill.response(asked, self.model, outcome.text, outcome.stats, outcome.stop_reason,
                                             outcome.cached, extra))  # fmt: skip
 
@@ -253,11 +253,11 @@ class Api:
         left = any(outcome.stop_reason == "cancelled" for outcome in outcomes)
         summed = outcomes[0] if len(outcomes) == 1 else batch_outcome(outcomes)
         self.log(request, CLIENT_CLOSED if left else 200, outcome=summed)
-        extra = openai_api.extras(summed.stats, self.mode, self.label, summed.cached, summed.prompts)
-        replies = [(outcome.text, openai_api.finish_reason(outcome.stop_reason)) for outcome in outcomes]
+        extra = apireply.extras(summed.stats, self.mode, self.label, summed.cached, summed.prompts)
+        replies = [(outcome.text, apireply.finish_reason(outcome.stop_reason)) for outcome in outcomes]
         if chat:
-            return JSONResponse(openai_api.chat_response(openai_api.new_id("chatcmpl"), self.model, *replies[0], extra))
-        return JSONResponse(openai_api.completion_response(openai_api.new_id("cmpl"), self.model, replies, extra))
+            return JSONResponse(apireply.chat_response(apireply.new_id("chatcmpl"), self.model, *replies[0], extra))
+        return JSONResponse(apireply.completion_response(apireply.new_id("cmpl"), self.model, replies, extra))
 
     async def _run_all(self, request: Request, jobs: list[Job]) -> list[Outcome] | None:
         """The jobs' outcomes, in order; None where the client left before any of them ran. They go to the one

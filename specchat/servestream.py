@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from . import infill, openai_api
+from . import apireply, infill
 from .infill import Infill
 from .openai_api import ApiError
 from .servequeue import Engine, Job
@@ -58,25 +58,25 @@ def stream_response(api: Api, request: Request, job: Job, chat: bool, include_us
 async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Queue, chat: bool, include_usage: bool):
     """Server-sent events: a chunk per piece of text, the statistics in the last one (and with
     stream_options.include_usage once more, in a chunk with no choices, as the API has it), then [DONE]."""
-    rid, model = openai_api.new_id("chatcmpl" if chat else "cmpl"), api.model
+    rid, model = apireply.new_id("chatcmpl" if chat else "cmpl"), api.model
     created = int(time.time())  # one for every chunk of the stream, as the API has it
-    chunk = functools.partial(openai_api.chat_chunk if chat else openai_api.completion_chunk, created=created)
+    chunk = functools.partial(apireply.chat_chunk if chat else apireply.completion_chunk, created=created)
     if chat:
-        yield openai_api.sse(chunk(rid, model, {"role": "assistant", "content": ""}))
+        yield apireply.sse(chunk(rid, model, {"role": "assistant", "content": ""}))
     while (text := await pieces.get()) is not None:
-        yield openai_api.sse(chunk(rid, model, {"content": text} if chat else text))
+        yield apireply.sse(chunk(rid, model, {"content": text} if chat else text))
     outcome, error = _finished(api, line, task)
     if error is not None:
         yield error
         return
-    extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
+    extra = apireply.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
     # With include_usage the usage goes once, in its own chunk, as the API sends it: clients that add up
     # the usage of every chunk (LangChain's stream_usage) counted it twice when the last one had it too.
     last = {key: value for key, value in extra.items() if key != "usage"} if include_usage else extra
-    yield openai_api.sse(chunk(rid, model, {} if chat else "", openai_api.finish_reason(outcome.stop_reason), last))
+    yield apireply.sse(chunk(rid, model, {} if chat else "", apireply.finish_reason(outcome.stop_reason), last))
     if include_usage:
-        yield openai_api.sse(openai_api.usage_chunk(rid, model, chat, extra, created=created))
-    yield openai_api.sse("[DONE]")
+        yield apireply.sse(apireply.usage_chunk(rid, model, chat, extra, created=created))
+    yield apireply.sse("[DONE]")
     line(200, outcome=outcome)
 
 
@@ -88,7 +88,7 @@ def _finished(api: Api, line: _Once, task: asyncio.Task):
         api.check_shutdown(outcome)
     except ApiError as exc:
         line(exc.status, note=exc.message)
-        return None, openai_api.sse(exc.body())
+        return None, apireply.sse(exc.body())
     return outcome, None
 
 
@@ -96,15 +96,15 @@ async def _infill_events(api: Api, line: _Once, task: asyncio.Task, pieces: asyn
     """llama-server's /infill stream: {"content": piece, "stop": false} per piece, then its whole last object with
     "stop": true and the timings (no [DONE]: llama-server sends none outside its OpenAI routes)."""
     while (text := await pieces.get()) is not None:
-        yield openai_api.sse(infill.chunk(text))
+        yield apireply.sse(infill.chunk(text))
     outcome, error = _finished(api, line, task)
     if error is not None:
         yield error
         return
-    extra = openai_api.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
+    extra = apireply.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
     last = infill.response(request, api.model, outcome.text, outcome.stats, outcome.stop_reason, outcome.cached,
                            extra, stream=True)  # fmt: skip
-    yield openai_api.sse(last)
+    yield apireply.sse(last)
     line(200, outcome=outcome)
 
 

@@ -556,7 +556,7 @@ def test_a_reply_that_drafted_nothing_lists_no_draft_positions():
     """Auto is allowed 64 draft positions: a reply where it drafted none carried 64 nulls in
     speculative.position_acceptance, and one that drafted up to 3 a list of 64 too. The list ends at the last
     position drafted, as the bench's rows do."""
-    from specchat.openai_api import speculative
+    from specchat.apireply import speculative
     from specchat.speculative import Stats
 
     idle = Stats(generated=5, rounds=6, drafted_at=[0] * 64, accepted_at=[0] * 64, rounds_by_source={"target": 6})
@@ -569,7 +569,7 @@ def test_a_reply_that_drafted_nothing_has_no_acceptance_rate():
     """speculative.acceptance_rate and mean_accepted_length were 0.0 for a reply that drafted nothing (target
     alone, auto that drafted no round), where the bench's JSON says null: not measured, not a drafter that was
     always wrong. Null as there; with drafts, the same rates as before."""
-    from specchat.openai_api import speculative
+    from specchat.apireply import speculative
     from specchat.speculative import Stats
 
     idle = speculative(Stats(generated=5, rounds=5, rounds_by_source={"target": 5}), "target", "target alone")
@@ -2135,7 +2135,7 @@ def test_the_prompt_rate_counts_only_the_tokens_the_prefill_read(server):
 def test_a_batchs_prompt_rate_leaves_out_each_prompts_last_token():
     """A batch's prefill read each prompt but its last token: its rate divides those, not all of prompt_n. A prompt
     that never ran (its client left) read none."""
-    from specchat.openai_api import timings
+    from specchat.apireply import timings
     from specchat.servequeue import Outcome, Stats, batch_outcome
 
     read = [Outcome("a", Stats(prompt_tokens=11, prefill_s=0.5), "eog", cached=0)]
