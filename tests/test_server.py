@@ -203,7 +203,7 @@ def test_the_stop_that_ends_first_cuts_the_reply_however_the_rounds_fell(server)
     assert ask(client, stop=stops).choices[0].message.content == "Here is your text ag"
     streamed = "".join(c.choices[0].delta.content or "" for c in ask(client, stream=True, stop=stops))
     assert streamed == "Here is your text ag"
-    from specchat.servequeue import StopScanner
+    from specchat.stopscan import StopScanner
 
     one_by_one, shown = StopScanner(stops), ""
     for character in "Here is your text again:\nhi":
@@ -242,7 +242,7 @@ def test_a_long_stop_string_costs_no_more_than_a_short_one():
     """The scanner tried every prefix of every stop on each piece of text: a stop of 250,000 characters (four
     fit in a request's 1 MB body) took seconds a round, holding the one worker and every queued request.
     Counted, not timed: the prefixes the scanner cuts from the stops."""
-    from specchat.servequeue import StopScanner
+    from specchat.stopscan import StopScanner
 
     cuts = []
 
