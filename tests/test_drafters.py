@@ -20,8 +20,8 @@ from specchat.drafters.ngram import (
     REJOIN_RUN,
     CopyRuns,
     NgramDrafter,
-    NgramIndex,
 )
+from specchat.drafters.ngramindex import NgramIndex
 from specchat.sampling import Sampler, SamplingParams
 
 GREEDY = Sampler(SamplingParams())

@@ -1,5 +1,5 @@
 """Where the text's end matches a token list furthest back: in the text itself (prompt lookup's own
-index, ngram.py) or in another list it may copy from, a Haystack. The input as rewritten by learned
+index, ngramindex.py) or in another list it may copy from, a Haystack. The input as rewritten by learned
 changes (rewrite.py) is one; the text an API client says the reply will hold (`prediction`,
 ngram.NgramDrafter.expect) another."""
 

@@ -23,6 +23,7 @@ from .copyodds import (
     book,
 )
 from .haystack import Haystack, furthest, matched_back
+from .ngramindex import NgramIndex
 from .rewrite import Codec, Rewriter
 
 CANDIDATES = 16  # earlier occurrences of the longest n-gram compared by how far back they match
@@ -33,46 +34,6 @@ REJOIN_WINDOW = 8  # after a copy of the input breaks, the reply rejoins it with
 REJOIN_FOR = 24  # ... looked for during this many tokens of the reply after the break
 REJOIN_RUN = 12  # only a copy that had held this long (matched + copied tokens) leaves a break to rejoin
 REJOIN_BELOW = 9  # a suffix match at least this long elsewhere wins over rejoining
-
-
-class NgramIndex:
-    """Earlier occurrences of every n-gram (n <= max_n), kept up to date incrementally.
-
-    Only the most recent occurrence is kept for n < max_n; for n = max_n all of them, because an edited
-    file repeats its short n-grams many times and the right place to copy from is the one whose longer
-    past matches (the same spot in the input), not merely the latest.
-    """
-
-    def __init__(self, max_n: int) -> None:
-        self.max_n = max_n
-        self.tokens: list[int] = []
-        self.next_after: dict[tuple[int, ...], int] = {}  # n-gram -> index of the token that followed it
-        self.all_after: dict[tuple[int, ...], list[int]] = {}  # max_n-gram -> every follower, oldest first
-
-    def sync(self, context: Sequence[int]) -> None:
-        n_old = len(self.tokens)
-        if len(context) < n_old or list(context[:n_old]) != self.tokens:
-            self.tokens, self.next_after, self.all_after, n_old = [], {}, {}, 0  # another conversation
-        self.tokens.extend(context[n_old:])
-        # Index n-grams that now have a follower; the current suffix has none yet, so lookups of the
-        # suffix always find an EARLIER occurrence.
-        for follower in range(max(1, n_old), len(self.tokens)):
-            for n in range(1, min(self.max_n, follower) + 1):
-                self.next_after[tuple(self.tokens[follower - n : follower])] = follower
-            if follower >= self.max_n:
-                self.all_after.setdefault(tuple(self.tokens[follower - self.max_n : follower]), []).append(follower)
-
-    def lookup(self, n: int) -> int | None:
-        """Index of the token that followed the latest earlier occurrence of the last n tokens."""
-        if n > len(self.tokens):
-            return None
-        return self.next_after.get(tuple(self.tokens[-n:]))
-
-    def lookup_all(self) -> list[int]:
-        """Followers of every earlier occurrence of the last max_n tokens, the most recent last."""
-        if self.max_n > len(self.tokens):
-            return []
-        return self.all_after.get(tuple(self.tokens[-self.max_n :]), [])
 
 
 @dataclass
