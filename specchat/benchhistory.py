@@ -4,7 +4,7 @@ the run.
 A bench must not depend on what its user happened to log, so by default (`none`) the suffix drafter
 sees only the conversation being measured, and auto has no suffix arm (as `run --no-history`). With a
 FILE of past conversations (JSONL), a temporary history index is built from it, the way `run` builds
-one from the log (history.message_tokens, the target's tokenizer, the same index code and capacity), in
+one from the log (historytokens.message_tokens, the target's tokenizer, the same index code and capacity), in
 a temporary folder deleted afterwards. The user's log and history index are never opened, and the
 temporary index is frozen: nothing the bench generates is appended, so every repetition drafts from the
 same history and no repetition can copy an earlier repetition's reply.
@@ -129,8 +129,8 @@ def attach(pipeline, past: Past | None, notify: Callable[[str], None]) -> Iterat
         pipeline.add_suffix(None, arm=False)  # auto as `run --no-history`: prompt lookup already copies
         yield NONE
         return
-    from .history import fingerprint, message_tokens
     from .historyindex import DEFAULT_CAPACITY, HistoryIndex
+    from .historytokens import fingerprint, message_tokens
 
     with tempfile.TemporaryDirectory(prefix="specchat-bench-history-", ignore_cleanup_errors=True) as folder:
         tokens = message_tokens(lambda text: pipeline.target.tokenize(text), past.texts)

@@ -11,24 +11,22 @@ Nothing leaves the machine: the index lives next to the log (SPECCHAT_DATA_DIR),
 from __future__ import annotations
 
 import errno
-import hashlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 from filelock import Timeout
 
 from .historyindex import DEFAULT_CAPACITY, LOCK_NAME, HistoryIndex, IndexDamaged, NewerIndex
 from .historylog import log_emptied, log_state, new_messages
+from .historytokens import fingerprint, message_tokens
 from .logaside import file_identity, set_aside
 from .logfaults import LEFT_HINT, LeftoverWal, damaged
 from .paths import NotAFolder, data_dir, disk_full, env_flag, log_file, moved_by, nearest_existing, writable
-from .tokenchains import SEP, Chains
+from .tokenchains import Chains
 
 NOTICE_CHARS = 1_000_000  # more new log text than this to index: said first (8M characters took ~5 s, in silence)
 LOCK_WAIT_S = 0.2  # another process is updating: skip this update rather than delay the reply
-FINGERPRINT_SAMPLE = 2048  # vocabulary entries hashed: enough to tell tokenizers apart, cheap to read
 Notify = Callable[[str], None]
 
 
@@ -39,20 +37,6 @@ def enabled(no_history: bool) -> bool:
 
 def root() -> Path:
     return data_dir() / "history"
-
-
-def fingerprint(model) -> str | None:
-    """A short hash of the vocabulary (size and a spread sample of entries): models of one family share
-    it, another tokenizer gets another index. None: the engine cannot show its vocabulary."""
-    token_text = getattr(model, "token_text", None)
-    if token_text is None:
-        return None
-    n = int(model.n_vocab)
-    ids = sorted(set(range(min(n, 256))) | set(np.linspace(0, n - 1, FINGERPRINT_SAMPLE, dtype=int).tolist()))
-    digest = hashlib.sha256(f"{n}:{getattr(model, 'vocab_type', '')}".encode())
-    for token in ids:
-        digest.update(token_text(token) + b"\0")
-    return digest.hexdigest()[:16]
 
 
 def _way_out(exc: BaseException, folder: Path) -> str:
@@ -293,13 +277,3 @@ class History:
         """The latest message id in the log (0: no log yet) and the mark of its message under the id the
         index took last (None: none there)."""
         return log_state(self.log, self.index.meta.log_id)
-
-
-def message_tokens(tokenize: Callable[[str], list[int]], texts: list[str]) -> np.ndarray:
-    """What the index holds for these messages: each text tokenized on its own (no chat template), then
-    SEP, where a copied continuation stops. `bench --history FILE` builds its temporary index with this
-    too, so the bench drafts from exactly what `run` would have indexed from the same messages."""
-    pieces = []
-    for text in texts:
-        pieces += [np.asarray(tokenize(text), dtype=np.int64), np.array([SEP])]
-    return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)

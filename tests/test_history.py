@@ -18,6 +18,7 @@ from specchat import history as history_mod
 from specchat.drafters.suffix import lookup
 from specchat.history import History
 from specchat.historyindex import HistoryIndex, IndexDamaged
+from specchat.historytokens import fingerprint
 from specchat.logdb import connect, transaction
 from specchat.tokenchains import LONGEST, ORDER, SEP, GrowingChains
 
@@ -285,8 +286,8 @@ def test_opt_out_and_fingerprint(monkeypatch):
     assert not history_mod.enabled(False)
     other = Tokenizer()
     other.n_vocab = 300
-    assert history_mod.fingerprint(Tokenizer()) != history_mod.fingerprint(other)
-    assert history_mod.fingerprint(object()) is None
+    assert fingerprint(Tokenizer()) != fingerprint(other)
+    assert fingerprint(object()) is None
 
 
 def test_history_root_follows_the_data_dir_and_is_private(private_log):

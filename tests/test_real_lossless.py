@@ -96,7 +96,7 @@ def test_greedy_drafting_from_history_equals_target_alone(pipeline, prompts, ref
     """Drafting from a history (suffix, and auto with its suffix arm) that holds the target's own answer
     and a corrupted copy of it stays the target's greedy output; the suffix drafter does copy from it."""
     from specchat.benchhistory import Frozen
-    from specchat.history import message_tokens
+    from specchat.historytokens import message_tokens
     from specchat.tokenchains import GrowingChains
 
     answer = pipeline.target.detokenize(reference[name])
