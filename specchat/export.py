@@ -100,7 +100,8 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
 def llama_server(files: Files, choice: Choice, *, threads: int, ctx: int, gpu_layers: int, draft_gpu_layers: int,
                  port: int = 8080, repack: bool = True) -> list[str]:  # fmt: skip
     """llama-server with one slot (one generation at a time, the whole context for it, as `specchat serve`);
-    without `repack`, the weights in llama.cpp's plain layout, as specchat loads them (engine.py, AMX)."""
+    without `repack`, the weights in llama.cpp's plain layout (--no-repack: llama-server cannot keep the repack
+    without the AMX layout, as specchat does, weightlayout.py)."""
     argv = ["llama-server", "-m", str(files.target)]
     if choice.method == "draft":
         argv += ["-md", str(files.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(choice.k)]
