@@ -22,7 +22,7 @@ from . import gguf
 from .paths import env_flag
 
 # ggml types the x86 repack takes (ggml-cpu/repack.cpp: with AVX2, which every AMX CPU has; rows % 8 == 0)
-REPACKED = {2: "Q4_0", 12: "Q4_K", 20: "IQ4_NL"}
+REPACKED = {2: "Q4_0", 12: "Q4_K", 20: "IQ4_NL"}  # Q2_K (AVX-512) and MXFP4 too there: left plain, untested
 # Matrix weights of a layer, read by a matrix product only (token_embd is also read by row: never repacked)
 MATRIX = re.compile(r"^blk\.(\d+)\.(attn_(?:q|k|v|qkv|output)|ffn_(?:gate|up|down))\.weight$")
 CPU_DEVICE = 0  # GGML_BACKEND_DEVICE_TYPE_CPU
