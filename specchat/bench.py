@@ -118,17 +118,19 @@ def run(
     settings: dict,
     notify: Callable[[str], None],
     progress: Callable[[int], AbstractContextManager[Progress]],
+    template_kwargs: dict | None = None,
 ) -> BenchResult:
     """The whole measurement: what was run where, the cost model, then the interleaved runs.
-    Ctrl-C ends it early and keeps what was measured (result.interrupted)."""
+    Ctrl-C ends it early and keeps what was measured (result.interrupted). template_kwargs: the chat
+    template's variables (--chat-template-kwargs), in every prompt rendered, the cost model's included."""
     from . import benchturns
     from .chat import Message
     from .costmeasure import measure
 
     result = BenchResult(meta=collect_meta(pipeline.resolved, settings, pipeline.options.threads))
-    prompts, result.skipped = benchturns.first_turns(pipeline, prompts)
+    prompts, result.skipped = benchturns.first_turns(pipeline, prompts, template_kwargs)
     turns = benchturns.count(prompts)
-    risky = benchturns.at_risk(pipeline, prompts, earlier_tokens or max_tokens)
+    risky = benchturns.at_risk(pipeline, prompts, earlier_tokens or max_tokens, template_kwargs)
     try:
         # In a pipe no progress bar shows how long the wait is: the size of the job at least.
         notify(
@@ -142,7 +144,8 @@ def run(
         )
         # After as much of the first prompt as leaves room for a batch of 16: a prompt that fits with room
         # for a short reply (255 tokens at --ctx 64, a context of 256) failed the bench before it began.
-        context = pipeline.prompt([Message("user", prompts[0].text)])[-(pipeline.target.n_ctx - COST_BATCH) :]
+        context = pipeline.prompt([Message("user", prompts[0].text)], template_kwargs=template_kwargs)
+        context = context[-(pipeline.target.n_ctx - COST_BATCH) :]
         result.cost = measure(pipeline.target, pipeline.draft, context, sizes=range(1, COST_BATCH + 1))
         with progress(reps * turns * len(variants)) as advance:
             run_bench(
@@ -155,6 +158,7 @@ def run(
                 params=params,
                 result=result,
                 progress=advance,
+                template_kwargs=template_kwargs,
             )
     except KeyboardInterrupt:
         result.interrupted = True
@@ -198,6 +202,7 @@ def run_bench(
     params: SamplingParams,
     result: BenchResult,
     progress: Progress | None = None,
+    template_kwargs: dict | None = None,
 ) -> BenchResult:
     """Fill `result` (passed in so that Ctrl-C keeps what was measured so far). Every turn of every
     record is a block; earlier turns' replies come from the target alone, written once (benchturns), up
@@ -210,6 +215,7 @@ def run_bench(
         params,
         earlier_tokens or max_tokens,
         progress=(lambda text: progress(text, 0)) if progress else None,
+        template_kwargs=template_kwargs,
     )
     result.skipped.extend(skipped)
     if skipped and progress:  # the bar counted every turn; the skipped ones are never run

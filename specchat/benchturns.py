@@ -74,15 +74,16 @@ def replay(
     params: SamplingParams,
     max_tokens: int,
     progress: Callable[[str], None] | None = None,
+    template_kwargs: dict | None = None,
 ) -> tuple[list[Turn], list[Skipped]]:
     """Every turn of every record with its prompt ids, and the turns skipped because they do not fit the
-    context; writes the history replies on the way."""
+    context; writes the history replies on the way. template_kwargs: --chat-template-kwargs, every turn."""
     turns, skipped = [], []
     for prompt in prompts:
         messages: list[Message] = []
         for number, text in enumerate(prompt.turns, start=1):
             messages.append(Message("user", text))
-            ids = pipeline.prompt(messages)
+            ids = pipeline.prompt(messages, template_kwargs=template_kwargs)
             if not fits(pipeline, ids):
                 skipped.append(_skipped(pipeline, prompt, number, ids))
                 break
@@ -114,13 +115,15 @@ def groups(samples: list) -> list[tuple[str, int | None, list]]:
     return out
 
 
-def first_turns(pipeline, prompts: list[Prompt]) -> tuple[list[Prompt], list[Skipped]]:
+def first_turns(
+    pipeline, prompts: list[Prompt], template_kwargs: dict | None = None
+) -> tuple[list[Prompt], list[Skipped]]:
     """The records whose first turn fits the context, and the others, skipped whole: checked before the
     cost model is measured (a minute on a small CPU), not after it. Later turns hold the target's replies,
     known only once written (replay). None fitting at all stops the bench: there is nothing to measure."""
     fitting, skipped = [], []
     for prompt in prompts:
-        ids = pipeline.prompt([Message("user", prompt.turns[0])])
+        ids = pipeline.prompt([Message("user", prompt.turns[0])], template_kwargs=template_kwargs)
         if fits(pipeline, ids):
             fitting.append(prompt)
         else:
@@ -137,7 +140,7 @@ def first_turns(pipeline, prompts: list[Prompt]) -> tuple[list[Prompt], list[Ski
     return fitting, skipped
 
 
-def at_risk(pipeline, prompts: list[Prompt], reply_tokens: int) -> int:
+def at_risk(pipeline, prompts: list[Prompt], reply_tokens: int, template_kwargs: dict | None = None) -> int:
     """The later turns that may not fit the context once the replies before them are written (up to
     reply_tokens each): known only then (replay skips them), so the plan says they may be skipped rather than
     counting them as sure."""
@@ -147,7 +150,7 @@ def at_risk(pipeline, prompts: list[Prompt], reply_tokens: int) -> int:
         for number, text in enumerate(prompt.turns, start=1):
             messages.append(Message("user", text))
             try:  # earlier replies empty: what the written ones add comes on top
-                ids = pipeline.prompt(messages)
+                ids = pipeline.prompt(messages, template_kwargs=template_kwargs)
             except TemplateError:  # a template that wants a reply's text: replay says what it makes of the turn
                 break
             if len(ids) + (number - 1) * reply_tokens >= pipeline.target.n_ctx:  # no room left, as fits() says

@@ -107,7 +107,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.modes: list[str] = []
 
-    def prompt(self, messages):
+    def prompt(self, messages, template_kwargs=None):
         return [1, 2, 3] * len(messages)
 
     def reset(self) -> None:

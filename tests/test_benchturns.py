@@ -284,3 +284,25 @@ def test_the_plan_says_which_later_turns_the_context_may_skip(fake_models, seed_
         result = runner.invoke(app, [*args, "--ctx", ctx, "-f", "json", "-o", str(tmp_path / "out.json")])
         assert result.exit_code == 0, result.output
         assert (note in result.stderr) == (ctx == "400") and "4 turns x" in result.stderr, result.stderr
+
+
+def test_chat_template_kwargs_reach_every_prompt_the_bench_renders(bench, monkeypatch):
+    """A thinking model (Qwen3) could not be benched with its thinking off: bench had no --chat-template-kwargs.
+    Every chat it renders takes them (the first-turn fit, the plan's at-risk turns, the cost model's context, each
+    turn of the replay), and the JSON report records them."""
+    from specchat.runtime import Pipeline
+
+    seen, render = [], Pipeline.prompt
+
+    def spy(self, messages, **kwargs):
+        seen.append((len(messages), kwargs.get("template_kwargs")))
+        return render(self, messages, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "prompt", spy)
+    data = bench("-r", "1", "--modes", "ngram", "--chat-template-kwargs", '{"enable_thinking": false}')
+    assert isinstance(data, dict), data.output
+    assert data["meta"]["settings"]["chat_template_kwargs"] == {"enable_thinking": False}
+    # first turns (2), the revision's two turns for the plan (2), the cost model (1), the replay (3)
+    assert len(seen) == 8 and [kwargs for _, kwargs in seen if kwargs != {"enable_thinking": False}] == [], seen
+    seen.clear()
+    assert bench("-r", "1", "--modes", "ngram")["meta"]["settings"]["chat_template_kwargs"] == {}

@@ -16,6 +16,7 @@ from .options import (
     BENCH_HISTORY_HELP,
     EARLIER_HELP,
     MODE_LIST_WORDS,
+    BenchTemplateKwargs,
     Ctx,
     Draft,
     DraftGpuLayers,
@@ -139,6 +140,7 @@ def bench(
             help="Save the draft model's speedup vs k as PNG or SVG (matplotlib).",
         ),
     ] = None,
+    template_kwargs: BenchTemplateKwargs = None,
 ) -> None:
     """Measure target alone vs speculative decoding side by side, and explain the result.
 
@@ -165,7 +167,7 @@ def bench(
         draft_gpu_layers=draft_gpu_layers,
     )  # fmt: skip
     settings = {"prompts": str(prompts or suite), "turns": turns, "ks": k_list, "reps": reps, "max_tokens": max_tokens}
-    settings["earlier_tokens"] = earlier_tokens
+    settings |= {"earlier_tokens": earlier_tokens, "chat_template_kwargs": template_kwargs or {}}
     params = SamplingParams(temperature=temperature, seed=seed).seeded()  # --seed -1: one drawn, and recorded
     settings |= {"temperature": temperature, "seed": params.seed, "threads": threads, "gpu_layers": gpu_layers}
     err = stderr_console()
@@ -181,6 +183,7 @@ def bench(
             earlier_tokens=earlier_tokens,
             params=params, settings=settings,
             notify=lambda message: note(err, message), progress=lambda total: bench_progress(err, total),
+            template_kwargs=template_kwargs,
         )  # fmt: skip
         benchreport.write(result, fmt, output, plot, k_list)
         if result.interrupted:  # inside the `with`: leave without freeing the models first

@@ -207,6 +207,11 @@ SERVE_TEMPLATE_KWARGS_HELP = (
     f"""chat_template_kwargs are set over them, key by key: {TEMPLATE_KWARGS_EXAMPLE}."""
 )
 ServeTemplateKwargs = Annotated[dict | None, _template_kwargs(SERVE_TEMPLATE_KWARGS_HELP)]
+BENCH_TEMPLATE_KWARGS_HELP = (
+    "More variables for the chat template of every measured prompt, as a JSON object (llama-server's flag): "
+    f"""{TEMPLATE_KWARGS_EXAMPLE} benches Qwen3 with its thinking off."""
+)
+BenchTemplateKwargs = Annotated[dict | None, _template_kwargs(BENCH_TEMPLATE_KWARGS_HELP)]
 GPU_LAYERS_HELP = "Target layers on the GPU (-1 = all, when it can; 0 = none: CPU only)."
 GpuLayers = Annotated[int, Opt("--gpu-layers", callback=layer_count, help=GPU_LAYERS_HELP)]
 DRAFT_GPU_LAYERS_HELP = "Draft layers on the GPU (-1 = all; 0 = none: CPU only)."
