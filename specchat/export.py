@@ -98,10 +98,11 @@ def find_files(pair: str | None, target: Path | None, draft: Path | None, *, hub
 
 
 def llama_server(files: Files, choice: Choice, *, threads: int, ctx: int, gpu_layers: int, draft_gpu_layers: int,
-                 port: int = 8080, repack: bool = True) -> list[str]:  # fmt: skip
+                 port: int = 8080, repack: bool = True, template_kwargs: dict | None = None) -> list[str]:  # fmt: skip
     """llama-server with one slot (one generation at a time, the whole context for it, as `specchat serve`);
     without `repack`, the weights in llama.cpp's plain layout (--no-repack: llama-server cannot keep the repack
-    without the AMX layout, as specchat does, weightlayout.py)."""
+    without the AMX layout, as specchat does, weightlayout.py); template_kwargs: --chat-template-kwargs,
+    llama-server's flag of that name and JSON."""
     argv = ["llama-server", "-m", str(files.target)]
     if choice.method == "draft":
         argv += ["-md", str(files.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(choice.k)]
@@ -116,10 +117,12 @@ def llama_server(files: Files, choice: Choice, *, threads: int, ctx: int, gpu_la
         argv += ["-ngld", str(draft_gpu_layers)]
     if files.pair:
         argv += ["--alias", files.pair]  # /v1/models answers with the pair's name, as `specchat serve` does
+    if template_kwargs:  # dropped, Qwen3 served by the command thought where specchat serve did not
+        argv += ["--chat-template-kwargs", json.dumps(template_kwargs)]
     return [*argv, "--host", "127.0.0.1", "--port", str(port)]
 
 
-def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str]]:
+def vllm(files: Files, choice: Choice, *, ctx: int, template_kwargs: dict | None = None) -> tuple[list[str], list[str]]:
     """vllm serve on the pair's original Hub repos where models.toml names them, else the GGUF files."""
     notes = []
     target = _hub_or_file(files.target, files.target_spec, "target", notes)
@@ -133,6 +136,9 @@ def vllm(files: Files, choice: Choice, *, ctx: int) -> tuple[list[str], list[str
     argv = ["vllm", "serve", target, "--max-model-len", str(ctx), "--speculative-config", json.dumps(config)]
     if files.pair:
         argv += ["--served-model-name", files.pair]
+    if template_kwargs:  # vLLM's name for serve's default variables (a request's chat_template_kwargs go over them)
+        argv += ["--default-chat-template-kwargs", json.dumps(template_kwargs)]
+        notes.append("--default-chat-template-kwargs is in recent vLLM versions; older ones take them per request only")
     # Said of specchat's own checks (docs/serve.md), not of the machine that runs export: it may have a GPU.
     notes.append(
         "not run by specchat's tests (they had no GPU): the keys follow vLLM's SpeculativeConfig documentation"
@@ -196,8 +202,10 @@ def _tuning_only(*, threads: int, gpu_layers: int, draft_gpu_layers: int) -> str
 
 def export(to: str, *, pair: str | None = None, target: Path | None = None, draft: Path | None = None,
            mode: str = "auto", k: int | None = None, threads: int = 0, ctx: int = 4096, gpu_layers: int = -1,
-           draft_gpu_layers: int = -1, ctx_default: bool = False) -> Export:  # fmt: skip
-    """The command for `to`, with the choice of speculation and every note a user should read."""
+           draft_gpu_layers: int = -1, ctx_default: bool = False,
+           template_kwargs: dict | None = None) -> Export:  # fmt: skip
+    """The command for `to`, with the choice of speculation and every note a user should read;
+    template_kwargs: --chat-template-kwargs, carried as each server's own flag."""
     if to not in TARGETS:  # before looking at any file: a typo is a usage error
         raise UsageError(f"unknown --to '{to}'", hint=f"choose one of: {', '.join(TARGETS)}")
     files = find_files(pair, target, draft, hub_ok=to == "vllm", draftless=mode == "ngram")
@@ -224,7 +232,8 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
 
         repack = extra_buffers_allowed()
         argv = llama_server(files, choice, threads=threads, ctx=ctx, gpu_layers=gpu_layers,
-                            draft_gpu_layers=draft_gpu_layers, repack=repack)  # fmt: skip
+                            draft_gpu_layers=draft_gpu_layers, repack=repack,
+                            template_kwargs=template_kwargs)  # fmt: skip
         notes = [capped] if capped else []
         if not repack:
             notes.append(
@@ -248,7 +257,7 @@ def export(to: str, *, pair: str | None = None, target: Path | None = None, draf
                 unused = f"--draft-gpu-layers {draft_gpu_layers} is not used: the command names no draft model"
                 notes.append(unused + (" (it only picked a saved tuning)" if mode == "auto" else ""))
     else:
-        argv, notes = vllm(files, choice, ctx=ctx)
+        argv, notes = vllm(files, choice, ctx=ctx, template_kwargs=template_kwargs)
         if given := _tuning_only(threads=given_threads, gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers):
             notes.append(f"{given}: not in vLLM's command, which has no such option (they only pick a saved tuning)")
         if mode == "auto" and choice.method == "ngram" and files.draft is not None:

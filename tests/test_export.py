@@ -245,6 +245,25 @@ def test_vllm_says_which_options_only_chose_the_tuning(fake_models):
     assert "not in vLLM's command" not in plain.stderr
 
 
+@pytest.mark.parametrize(
+    ("to", "flag"), [("llama-server", "--chat-template-kwargs"), ("vllm", "--default-chat-template-kwargs")]
+)
+def test_chat_template_kwargs_are_carried_as_each_servers_flag(fake_models, seed_tuning, to, flag):
+    """`serve --chat-template-kwargs '{"enable_thinking": false}'` kept Qwen3's thinking off; the exported command
+    dropped them (export took no such option), and the same model served by it thought. llama-server's flag has the
+    same name and JSON; vLLM's server-wide one is --default-chat-template-kwargs. None given: no flag."""
+    target, draft = fake_models
+    seed_tuning(target, draft)
+    args = ["--to", to, "--target", str(target), "--draft", str(draft)]
+    result = run_export(*args, "--chat-template-kwargs", '{"enable_thinking": false, "a": [1]}')
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.stdout)
+    assert json.loads(value(argv, flag)) == {"enable_thinking": False, "a": [1]}
+    assert flag not in shlex.split(run_export(*args).stdout)
+    bad = run_export(*args, "--chat-template-kwargs", "[1]")
+    assert bad.exit_code == 2 and "--chat-template-kwargs is a JSON array, not an object" in bad.stderr
+
+
 def test_vllm_ngram_and_hub_repos(fake_models, seed_tuning, isolated, overlay):
     target, draft = fake_models
     seed_tuning(target, draft, CPU_COSTS)

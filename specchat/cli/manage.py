@@ -13,6 +13,7 @@ from .options import (
     Ctx,
     Draft,
     DraftGpuLayers,
+    ExportTemplateKwargs,
     GpuLayers,
     Opt,
     Pair,
@@ -163,6 +164,7 @@ def export(
     gpu_layers: GpuLayers = -1,
     draft_gpu_layers: DraftGpuLayers = -1,
     as_json: Annotated[bool, Opt("--json", help="One object: to, command, argv, speculation, notes.")] = False,
+    template_kwargs: ExportTemplateKwargs = None,
 ) -> None:
     """Print the command that serves this pair in llama.cpp's llama-server or in vLLM.
 
@@ -174,7 +176,7 @@ def export(
 
     made = build(to, pair=pair, target=target, draft=draft, mode=mode, k=draft_tokens, threads=threads, ctx=n_ctx,
                  gpu_layers=gpu_layers, draft_gpu_layers=draft_gpu_layers,
-                 ctx_default=not given(ctx, "n_ctx"))  # fmt: skip
+                 ctx_default=not given(ctx, "n_ctx"), template_kwargs=template_kwargs)  # fmt: skip
     for line in made.notes if not as_json else []:
         note(stderr_console(), line)
     write_stdout(made.text(as_json), what="the command")

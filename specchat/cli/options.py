@@ -212,6 +212,11 @@ BENCH_TEMPLATE_KWARGS_HELP = (
     f"""{TEMPLATE_KWARGS_EXAMPLE} benches Qwen3 with its thinking off."""
 )
 BenchTemplateKwargs = Annotated[dict | None, _template_kwargs(BENCH_TEMPLATE_KWARGS_HELP)]
+EXPORT_TEMPLATE_KWARGS_HELP = (
+    "Chat template variables for every chat request, as a JSON object: llama-server's --chat-template-kwargs, "
+    f"""vLLM's --default-chat-template-kwargs: {TEMPLATE_KWARGS_EXAMPLE}."""
+)
+ExportTemplateKwargs = Annotated[dict | None, _template_kwargs(EXPORT_TEMPLATE_KWARGS_HELP)]
 GPU_LAYERS_HELP = "Target layers on the GPU (-1 = all, when it can; 0 = none: CPU only)."
 GpuLayers = Annotated[int, Opt("--gpu-layers", callback=layer_count, help=GPU_LAYERS_HELP)]
 DRAFT_GPU_LAYERS_HELP = "Draft layers on the GPU (-1 = all; 0 = none: CPU only)."
