@@ -1965,6 +1965,25 @@ def test_chat_template_kwargs_that_are_no_json_object_are_a_usage_error(shows_kw
     assert '{"enable_thinking": false}' in result.stderr or "leave it out" in result.stderr  # the hint's example
 
 
+def test_the_environment_variable_gives_chat_template_kwargs_and_the_flag_wins(shows_kwargs, monkeypatch):
+    """llama-server reads its flag from the environment too; specchat had no variable, so a Qwen3 user typed the
+    JSON on every run. SPECCHAT_CHAT_TEMPLATE_KWARGS is it for run, serve, bench and export; the flag wins; a bad
+    value is a usage error naming the variable (no flag was typed); --no-template leaves a standing default out."""
+    monkeypatch.setenv("SPECCHAT_CHAT_TEMPLATE_KWARGS", KWARGS)
+    from_env = invoke("run", *shows_kwargs, "--json", "Hi")
+    assert from_env.exit_code == 0, from_env.output
+    assert json.loads(from_env.stdout)["text"].startswith("Seen: thinking=False b\nuser\nHi")
+    flag = invoke("run", *shows_kwargs, "--chat-template-kwargs", "{}", "--json", "Hi")
+    assert json.loads(flag.stdout)["settings"]["chat_template_kwargs"] == {}
+    raw = invoke("run", *shows_kwargs, "--no-template", "--json", "Hi")
+    assert raw.exit_code == 0 and json.loads(raw.stdout)["settings"]["chat_template_kwargs"] == {}, raw.output
+    for command in ("run", "serve", "bench", "export"):
+        monkeypatch.setenv("SPECCHAT_CHAT_TEMPLATE_KWARGS", "[1]")
+        extra = {"run": ["hi"], "serve": [], "bench": [], "export": ["--to", "llama-server"]}[command]
+        result = invoke(command, *shows_kwargs[:2], *extra)
+        assert_one_line_error(result, 2, "SPECCHAT_CHAT_TEMPLATE_KWARGS is a JSON array, not an object")
+
+
 def test_chat_template_kwargs_with_no_template_are_a_usage_error(shows_kwargs):
     """Nothing renders them: taken in silence, they looked used."""
     result = invoke("run", *shows_kwargs, "--no-template", "--chat-template-kwargs", "{}", "hi")

@@ -164,9 +164,13 @@ _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", boo
 TEMPLATE_KWARGS_EXAMPLE = """--chat-template-kwargs '{"enable_thinking": false}'"""
 
 
-def template_variables(text: str) -> dict:
+TEMPLATE_KWARGS_ENV = "SPECCHAT_CHAT_TEMPLATE_KWARGS"  # llama-server's LLAMA_ARG_CHAT_TEMPLATE_KWARGS; the flag wins
+
+
+def template_variables(text: str, name: str = "--chat-template-kwargs") -> dict:
     """--chat-template-kwargs: llama-server's JSON object of more variables for the chat template, read once; each
-    value as JSON gives it. A key the renderer sets itself (messages, bos_token...) would be overridden in silence."""
+    value as JSON gives it. A key the renderer sets itself (messages, bos_token...) would be overridden in silence.
+    name: what an error names (the environment variable where the value came from it)."""
     import json
 
     from ..template import RESERVED  # here: jinja2 is not imported for every command
@@ -178,23 +182,34 @@ def template_variables(text: str) -> dict:
         value = json.loads(text, parse_constant=not_json)
     except ValueError:
         raise UsageError(
-            f"--chat-template-kwargs {text!r} is not JSON", hint=f"give a JSON object: {TEMPLATE_KWARGS_EXAMPLE}"
+            f"{name} {text!r} is not JSON", hint=f"give a JSON object: {TEMPLATE_KWARGS_EXAMPLE}"
         ) from None
     if not isinstance(value, dict):
         raise UsageError(
-            f"--chat-template-kwargs is a JSON {_JSON_TYPES.get(type(value), 'value')}, not an object",
+            f"{name} is a JSON {_JSON_TYPES.get(type(value), 'value')}, not an object",
             hint=f"give the variables as an object: {TEMPLATE_KWARGS_EXAMPLE}",
         )
     if reserved := [key for key in value if key in RESERVED]:
         raise UsageError(
-            f"--chat-template-kwargs may not set '{reserved[0]}': specchat gives the template that variable itself",
+            f"{name} may not set '{reserved[0]}': specchat gives the template that variable itself",
             hint="leave it out; the other keys are the template's own variables",
         )
     return value
 
 
+def _read_template_kwargs(ctx: typer.Context, param: typer.CallbackParam, text: str | None) -> dict | None:
+    """The option's JSON, or its environment variable's (named in an error: the user typed no flag)."""
+    return (
+        None
+        if text is None
+        else template_variables(text, TEMPLATE_KWARGS_ENV if from_env(ctx, param.name) else "--chat-template-kwargs")
+    )
+
+
 def _template_kwargs(help_text: str):
-    return Opt("--chat-template-kwargs", metavar="JSON", parser=template_variables, help=help_text)
+    # read as text, parsed by the callback: only there is it known whether the value came from the variable
+    return Opt("--chat-template-kwargs", metavar="JSON", parser=str, envvar=TEMPLATE_KWARGS_ENV,
+               callback=_read_template_kwargs, help=help_text)  # fmt: skip
 
 
 TEMPLATE_KWARGS_HELP = (

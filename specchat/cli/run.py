@@ -135,7 +135,16 @@ def run(
         temperature=temperature,
     )  # fmt: skip
     settings = ChatSettings(
-        mode, draft_tokens, True, params, max_tokens, rejected, verbose, not no_template, stats, template_kwargs or {}
+        mode,
+        draft_tokens,
+        True,
+        params,
+        max_tokens,
+        rejected,
+        verbose,
+        not no_template,
+        stats,
+        {} if no_template else template_kwargs or {},  # the variable's, with no template to take them: none
     )
     options = make_options(
         ctx, target, draft, gpu_layers, pair=pair, mode=settings.mode, n_ctx=n_ctx, threads=threads,

@@ -11,7 +11,7 @@ import typer
 
 from ..modes import unused_draft
 from .app import load_pipeline, stderr_console
-from .options import given
+from .options import from_env, given
 
 
 class View(NamedTuple):
@@ -31,7 +31,8 @@ def check_conflicts(
     """Usage errors for options that contradict each other."""
     from ..errors import UsageError
 
-    if no_template and given(ctx, "template_kwargs"):  # no template to give them to: ignored, they looked used
+    # no template to give them to: ignored, they looked used (SPECCHAT_CHAT_TEMPLATE_KWARGS, for every run, is left out)
+    if no_template and given(ctx, "template_kwargs") and not from_env(ctx, "template_kwargs"):
         raise UsageError(
             "--chat-template-kwargs and --no-template disagree",
             hint="--no-template sends the prompt as plain text, with no chat template to take the variables",
