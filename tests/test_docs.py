@@ -53,11 +53,10 @@ def test_every_option_a_doc_gives_a_command_exists():
 
 def _variables_read() -> set[str]:
     """The environment variables specchat's own code reads (libraries' own, such as HF_TOKEN, aside)."""
-    # ... or a constant passed as a Typer option's envvar (cli/options.py: TEMPLATE_KWARGS_ENV = "...")
-    reads = re.compile(r'(?:environ\.get|env_flag|_from_env)\(\s*"([A-Z_]+)"|envvar="([A-Z_]+)"|_ENV = "([A-Z_]+)"')
+    reads = re.compile(r'(?:environ\.get|env_flag|_from_env)\(\s*"([A-Z_]+)"|envvar="([A-Z_]+)"')
     found = set()
     for source in (ROOT / "specchat").rglob("*.py"):
-        found |= {a or b or c for a, b, c in reads.findall(source.read_text(encoding="utf-8"))}
+        found |= {a or b for a, b in reads.findall(source.read_text(encoding="utf-8"))}
     return found
 
 

@@ -70,7 +70,7 @@ def test_a_flag_specchat_has_given_what_llama_cpp_gives_it(isolated, command, ne
         (["run", "-sys", "be brief", "hi"], "-sys is --system here"),
         (["run", "-cnv"], "-cnv has no equivalent: `specchat run` with no prompt is the chat"),
         (["run", "--jinja", "hi"], "--jinja has no equivalent: the GGUF's own chat template is always used"),
-        (["bench", "--chat-template-kwargs", "{}"], "--chat-template-kwargs has no equivalent here: `specchat run`"),
+        (["tune", "--chat-template-kwargs", "{}"], "--chat-template-kwargs has no equivalent here: `specchat run`"),
         (["run", "--prompt", "hi"], '--prompt has no equivalent: the prompt is the argument: specchat run "PROMPT"'),
         (["serve", "--spec-type", "ngram-simple"], "--spec-type is --mode here"),
         (["bench", "--spec-type", "ngram-simple"], "--spec-type is --modes here"),

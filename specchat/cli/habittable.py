@@ -126,8 +126,10 @@ FOREIGN: dict[str, list[tuple[str, str]]] = {
     "--interactive-first": [("run", f"has no equivalent: {CHAT}")],
     **_each(("-no-cnv", "--no-conversation", "-st", "--single-turn"), ("run", ONCE)),
     **_each(("--jinja", "--chat-template", "--chat-template-file"), *TEMPLATES, ("--target", TEMPLATE)),
-    # run's and serve's own (the chat template's variables); the commands that measure render without them
-    "--chat-template-kwargs": [("--target", "has no equivalent here: `specchat run` and `serve` take it")],
+    # run's, serve's, bench's and export's own (the chat template's variables); tune measures without them
+    "--chat-template-kwargs": [
+        ("--target", "has no equivalent here: `specchat run`, `serve`, `bench` and `export` take it")
+    ],
     "-fa": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--flash-attn": [("--target", "has no equivalent: specchat has no flash-attention option")],
     "--repeat-penalty": [("--target", "has no equivalent: specchat has no repetition penalty")],

@@ -164,9 +164,6 @@ _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", boo
 TEMPLATE_KWARGS_EXAMPLE = """--chat-template-kwargs '{"enable_thinking": false}'"""
 
 
-TEMPLATE_KWARGS_ENV = "SPECCHAT_CHAT_TEMPLATE_KWARGS"  # llama-server's LLAMA_ARG_CHAT_TEMPLATE_KWARGS; the flag wins
-
-
 def template_variables(text: str, name: str = "--chat-template-kwargs") -> dict:
     """--chat-template-kwargs: llama-server's JSON object of more variables for the chat template, read once; each
     value as JSON gives it. A key the renderer sets itself (messages, bos_token...) would be overridden in silence.
@@ -202,13 +199,14 @@ def _read_template_kwargs(ctx: typer.Context, param: typer.CallbackParam, text: 
     return (
         None
         if text is None
-        else template_variables(text, TEMPLATE_KWARGS_ENV if from_env(ctx, param.name) else "--chat-template-kwargs")
+        else template_variables(text, param.envvar if from_env(ctx, param.name) else "--chat-template-kwargs")
     )
 
 
 def _template_kwargs(help_text: str):
     # read as text, parsed by the callback: only there is it known whether the value came from the variable
-    return Opt("--chat-template-kwargs", metavar="JSON", parser=str, envvar=TEMPLATE_KWARGS_ENV,
+    # llama-server reads LLAMA_ARG_CHAT_TEMPLATE_KWARGS; the flag wins over the variable, as there
+    return Opt("--chat-template-kwargs", metavar="JSON", parser=str, envvar="SPECCHAT_CHAT_TEMPLATE_KWARGS",
                callback=_read_template_kwargs, help=help_text)  # fmt: skip
 
 
