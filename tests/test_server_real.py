@@ -16,6 +16,9 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from neartie import assert_lossless
+
+from specchat import infill
 
 PROMPT = "Write a Python function that returns the square of x."
 MAX_TOKENS = 40
@@ -154,15 +157,22 @@ INFILL = {  # a Python function's body between its signature and its call, as ll
 
 
 @pytest.mark.real
-def test_infill_is_lossless(real_server, default_pair_paths, tmp_path):
-    """/infill on Qwen2.5-Coder (which has FIM tokens) with the draft model writes what the target alone writes."""
+def test_infill_is_lossless(real_server, default_pair_paths, tmp_path, request):
+    """/infill on Qwen2.5-Coder (which has FIM tokens) with the draft model writes what the target alone writes, or
+    diverges at a near-tie of the target (an Intel Xeon's batch kernels split "functions named" / "functions `" in
+    the prose after the body), judged on the FIM prompt the server builds, with the replies' tokens."""
     spec = httpx.post(f"{real_server.url}/infill", json=INFILL, timeout=300).json()
     alone = RealServer(tmp_path, *default_pair_paths, mode="target")
     try:
         target = httpx.post(f"{alone.url}/infill", json=INFILL, timeout=300).json()
     finally:
         alone.stop()
-    assert spec["content"] == target["content"] and spec["content"].strip(), (spec, target)
+    assert spec["content"].strip() and target["content"].strip(), (spec, target)
+    if spec["content"] != target["content"]:
+        pipeline = request.getfixturevalue("pipeline")  # loaded only here: most machines need no judge
+        prompt = infill.prompt_ids(infill.parse(dict(INFILL), 4096), pipeline.target)
+        tokens = [pipeline.target.tokenize(reply["content"]) for reply in (target, spec)]
+        assert_lossless(pipeline, prompt, *tokens)
     assert spec["timings"]["draft_n"] > 0 and target["timings"]["draft_n"] == 0
 
 
