@@ -20,7 +20,7 @@ from specchat.costmodel import Costs
 from specchat.drafters import DraftModelDrafter, NgramDrafter
 from specchat.drafters.auto import AutoDrafter, Guard
 from specchat.drafters.autoguard import EXPLORE_SHARE
-from specchat.drafters.base import Draft, Offer, Outcome
+from specchat.drafters.base import Draft, Drafter, Offer, Outcome
 from specchat.models_api import CachedModel
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
@@ -329,6 +329,9 @@ class FixedOffer:
 
     def offer(self, context, k_max: int) -> Offer:
         return self.fixed
+
+    def reset(self) -> None:
+        pass  # it learns nothing
 
 
 def test_auto_drafts_only_where_the_cautious_estimate_promises_a_gain_too():
@@ -726,16 +729,53 @@ def test_auto_asks_the_draft_model_for_16_guesses_at_most():
     assert sure.asked == 16 and (choice.source, choice.k) == ("spec", 16)
 
 
-def test_each_reply_has_its_own_exploration_budget():
-    """Trials are paid from a share of THIS reply's time: a reply that spent its budget does not leave the next
-    one without (keeping the budget across replies failed no test)."""
+def test_a_reply_after_one_that_overspent_earns_its_trials_from_its_own_time():
+    """The next reply starts from what the last left unspent, never from a debt: a trial that cost far more than
+    allowed does not leave the replies after it without exploration (carrying the debt over failed here)."""
     maybe = ModelOffer(Offer([0.0] * 4, [0.9] * 4))  # pays only optimistically: a trial
     auto = AutoDrafter(GPU.costs(), [maybe])
     assert auto.choose([1, 2, 3], 64).explore
-    auto.budget.spent = 1e9  # this reply's trials cost all it could afford
+    auto.budget.spent = 1e9  # this reply's trials cost all it could afford, and more
     assert auto.choose([1, 2, 3], 64).source == "target"
-    auto.prefill([1, 2, 3])  # the next reply
+    auto.prefill([1, 2, 3])  # the next reply: nothing carried over, so no trial before it earned one
+    assert auto.choose([1, 2, 3], 64).source == "target"
+    auto.budget.elapsed = 100  # 100 target steps into it: 3 earned
     assert auto.choose([1, 2, 3], 64).explore
+    auto.reset()  # a new session (bench's every run): a first reply's start again
+    assert auto.choose([1, 2, 3], 64).explore
+
+
+class BrokenCopies(Drafter):
+    """A lookup whose copies might hold (optimistically) and never do: the prompt lookup of an editor's file full of
+    near-repeats, where each /infill completion tries it again after its short pause (LOOKUP_ASIDE_ROUNDS)."""
+
+    name, uses_model = "ngram", False
+
+    def offer(self, context, k_max: int) -> Offer:
+        return Offer([0.0] * 4, [0.9] * 4)
+
+    def propose(self, context, k: int, sampler) -> Draft:
+        return Draft([context[-1]] * k, [None] * k, source="ngram")
+
+
+def test_a_session_of_short_replies_pays_trials_from_its_share_not_a_step_per_reply():
+    """serve's /infill: an editor's completions of 20 tokens, one after another through one drafter, on a CPU where a
+    trial of 3 costs a step. Each reply had a fresh step to try with, ~5% of every reply; over the session trials
+    now cost EXPLORE_SHARE of its time and one step (a round over at most)."""
+    clock = Clock()
+    target = CachedModel(TimedModel(FakeModel(HashLM(n_vocab=V), n_vocab=V, n_ctx=4096), clock, XEON.batch))
+    auto = AutoDrafter(XEON.costs(), [BrokenCopies()], clock=clock)
+    seconds = {"alone": 0.0, "auto": 0.0}
+    tried = 0
+    for reply in range(40):
+        prompt = [5, 6, 7, 8, 9, 10, 11, 12 + reply]
+        for name, drafter in (("alone", None), ("auto", auto)):
+            sampler = Sampler(SamplingParams())
+            _, stats = speculative_decode(target, drafter, prompt, sampler, k=64, max_tokens=20, clock=clock)
+            seconds[name] += stats.decode_s
+            tried += stats.rounds_by_source.get("ngram", 0)
+    assert tried >= 1
+    assert seconds["auto"] <= (1 + EXPLORE_SHARE) * seconds["alone"] + 2.0, (seconds, tried)
 
 
 def test_a_round_timed_as_no_time_at_all_does_not_stop_the_guard():

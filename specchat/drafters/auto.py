@@ -7,7 +7,7 @@ losing by much on any machine (the last two kept in autoguard.py):
 - a drafter is used only where its CAUTIOUS acceptance estimate (below the mean) promises a gain;
   among those, the plain estimates rank them;
 - a drafter whose offer only pays optimistically is tried within an exploration budget, a few percent of
-  the reply's time, so trying cannot cost more than that;
+  the time (a reply's; over serve's and chat's replies, the session's), so trying cannot cost more than that;
 - a drafter whose rounds really ran slower than the target alone (measured time, not the model) is set
   aside for a while, longer each time, whatever its estimates say: costs can be wrong, clocks are not.
   It is judged after a round that lost, never after one that won; a lookup whose rounds took what the
@@ -71,7 +71,7 @@ class AutoDrafter:
     def prefill(self, context: Sequence[int]) -> None:
         for drafter in self.drafters:
             drafter.prefill(context)
-        self.budget = Budget()
+        self.budget = self.budget.next_reply()  # serve's and chat's replies share one; reset() starts afresh
         self._first_out = False
 
     def warm(self, context: Sequence[int]) -> None:

@@ -97,13 +97,25 @@ class Guard:
             self.realized[source] = Realized()  # judged afresh when it comes back
 
 
+EXPLORE_FLOOR = 1.0  # target steps a reply may spend on trials before it earned any: a first short trial
+
+
 @dataclass
 class Budget:
-    """Exploration spending of one reply, in target steps: a share of the time so far, plus one step so
-    that a reply's first rounds can afford a short trial."""
+    """Exploration spending of one reply, in target steps: a share of the time so far, plus a start so that a
+    reply's first rounds can afford a short trial. The start is what the replies before left unspent, at most
+    EXPLORE_FLOOR (the first reply's is all of it): a fresh step for every reply let an editor's completions of
+    ~20 tokens each pay one or two trials of ~0.9 steps, up to 8% of every one (/infill on an Intel Xeon,
+    2026-12-06), where over a session trials now cost EXPLORE_SHARE of its time and one step."""
 
     spent: float = 0.0
     elapsed: float = 0.0
+    start: float = EXPLORE_FLOOR
 
     def left(self) -> float:
-        return EXPLORE_SHARE * self.elapsed + 1.0 - self.spent
+        return EXPLORE_SHARE * self.elapsed + self.start - self.spent
+
+    def next_reply(self) -> Budget:
+        """The budget of the reply after this one: what this one left unspent carried over, never a debt (a trial
+        that cost more than it was allowed is paid for by the next reply's own time, not by many replies')."""
+        return Budget(start=min(EXPLORE_FLOOR, max(0.0, self.left())))
