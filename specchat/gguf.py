@@ -17,7 +17,7 @@ from pathlib import Path
 from .errors import ModelFileError
 from .filecache import current_file_keys, read_json_object
 from .ggmltypes import reader_tag
-from .ggufparse import GGUF_HINT, check_bytes
+from .ggufparse import GGUF_HINT, check_bytes, tensor_table
 from .paths import cache_dir, make_dirs, write_atomic
 
 # The version of the rules (here and in ggufparse.py): a file remembered as checked under older ones is checked
@@ -183,7 +183,7 @@ def tensors(path: Path) -> list[tuple[str, list[int], int]]:
     found = []
     for part in split_parts(Path(path)):
         with _mapped(part) as data:
-            found += [info[:3] for info in check_bytes(data, part.name, tensors="infos")["tensors"]]
+            found += [info[:3] for info in tensor_table(data, part.name)]
     return found
 
 

@@ -111,7 +111,34 @@ class _Reader:
         raise self.fail(f"unknown value type {kind} at byte {self.pos}")
 
 
-def check_bytes(data, name: str, *, keep: bool = False, tensors: bool | str = True) -> dict:
+def check_bytes(data, name: str, *, keep: bool = False, tensors: bool = True) -> dict:
+    reader, values, n_tensors, alignment = _header(data, name, keep)
+    if not tensors:
+        return values
+    infos = _tensor_infos(reader, n_tensors)
+    data_start = -(-reader.pos // alignment) * alignment
+    for tensor, dims, kind, offset in infos:
+        elements = 1
+        for dim in dims:
+            elements *= dim
+        per_block, block_bytes = block(name, tensor, kind)
+        size = -(-elements // per_block) * block_bytes
+        if data_start + offset + size > reader.size:
+            raise reader.fail(
+                f"tensor {tensor!r} lies outside the file (data at {data_start + offset}, {size} bytes, "
+                f"file has {reader.size}): truncated download?"
+            )
+    return values
+
+
+def tensor_table(data, name: str) -> list[tuple[str, list[int], int, int]]:
+    """(name, dims, ggml type, offset) of every tensor the header lists, read as check_bytes reads them."""
+    reader, _values, n_tensors, _alignment = _header(data, name, keep=False)
+    return _tensor_infos(reader, n_tensors)
+
+
+def _header(data, name: str, keep: bool) -> tuple[_Reader, dict, int, int]:
+    """The header up to the tensor table: (the reader there, the metadata kept, tensors, alignment)."""
     reader = _Reader(data, name)
     values: dict = {}
     if bytes(data[:4]) != b"GGUF":
@@ -138,24 +165,7 @@ def check_bytes(data, name: str, *, keep: bool = False, tensors: bool | str = Tr
             if not isinstance(value, int) or value <= 0 or value & (value - 1):
                 raise reader.fail(f"general.alignment {value!r} is not a power of two")
             alignment = value
-    if not tensors:
-        return values
-    infos = _tensor_infos(reader, n_tensors)
-    if tensors == "infos":
-        return {"tensors": infos}
-    data_start = -(-reader.pos // alignment) * alignment
-    for tensor, dims, kind, offset in infos:
-        elements = 1
-        for dim in dims:
-            elements *= dim
-        per_block, block_bytes = block(name, tensor, kind)
-        size = -(-elements // per_block) * block_bytes
-        if data_start + offset + size > reader.size:
-            raise reader.fail(
-                f"tensor {tensor!r} lies outside the file (data at {data_start + offset}, {size} bytes, "
-                f"file has {reader.size}): truncated download?"
-            )
-    return values
+    return reader, values, n_tensors, alignment
 
 
 def _tensor_infos(reader: _Reader, n_tensors: int) -> list[tuple[str, list[int], int, int]]:
