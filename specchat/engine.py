@@ -105,7 +105,8 @@ class Engine:
         layers = config.gpu_layers if config.gpu_layers >= 0 else 999
         model_params.n_gpu_layers = layers if gpu_offload_supported() else 0
         cpu_only = model_params.n_gpu_layers == 0
-        self._layout = weightlayout.keep_amx_out(lib, model_params, self.path, cpu_only)  # alive while it loads
+        amx_crashes = not extra_buffers_allowed()  # weightlayout.py; what it returns lives while the model loads
+        self._layout = weightlayout.keep_amx_out(lib, model_params, self.path, cpu_only) if amx_crashes else None
         # Loading a cold multi-GB file can take seconds inside C: the progress callback lets Ctrl-C abort it.
         self._on_progress = lib.llama_progress_callback(lambda _progress, _data: not self.interrupt.requested)
         model_params.progress_callback = self._on_progress

@@ -75,10 +75,8 @@ def repack_buffer_type(lib) -> int | None:
 
 
 def keep_amx_out(lib, params, path: Path, cpu_only: bool) -> object:
-    """Set `params` so that the AMX layout is never used where it crashes (see above); with every layer on
-    the CPU, the repack is kept for the tensors it takes. Returns what must live while the model loads."""
-    if extra_buffers_allowed(lib):
-        return None
+    """Set `params` so that the AMX layout is never used (where extra_buffers_allowed says it crashes); with every
+    layer on the CPU, the repack is kept for the tensors it takes. Returns what must live while the model loads."""
     params.use_extra_bufts = False
     # With a GPU the overrides would pull offloaded layers back to the CPU: the plain layout there.
     buft = repack_buffer_type(lib) if cpu_only else None

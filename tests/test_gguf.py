@@ -415,7 +415,7 @@ def test_where_amx_is_kept_out_the_repack_stays_and_reads_as_the_plain_layout(de
     and predicts as in the plain layout (the repack's speed without the AMX crash: weightlayout.py)."""
     if b"AVX2 = 1" not in engine.lib.llama_print_system_info():
         pytest.skip("llama.cpp repacks these types on x86 with AVX2 only")
-    monkeypatch.setattr(weightlayout, "extra_buffers_allowed", lambda _lib: False)
+    monkeypatch.setattr(engine, "extra_buffers_allowed", lambda: False)
     seen, load = [], engine.lib.llama_model_load_from_file
 
     def loading(path, params):
