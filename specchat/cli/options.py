@@ -196,11 +196,9 @@ def template_variables(text: str, name: str = "--chat-template-kwargs") -> dict:
 
 def _read_template_kwargs(ctx: typer.Context, param: typer.CallbackParam, text: str | None) -> dict | None:
     """The option's JSON, or its environment variable's (named in an error: the user typed no flag)."""
-    return (
-        None
-        if text is None
-        else template_variables(text, param.envvar if from_env(ctx, param.name) else "--chat-template-kwargs")
-    )
+    if text is None:
+        return None
+    return template_variables(text, param.envvar if from_env(ctx, param.name) else "--chat-template-kwargs")
 
 
 def _template_kwargs(help_text: str):
