@@ -130,7 +130,7 @@ class BenchResult:
         predicted = modelled = None
         mode = mine[0].mode
         if mode == "spec" and k and rate is not None and self.cost is not None and self.cost.c is not None:
-            round_cost = k * self.cost.c + self.cost.v(k + 1)
+            round_cost = k * self.cost.c + self.cost.calibrated_v(k + 1)
             predicted = iid_expected(rate, k) / round_cost
             alone = sum(s.rounds_by_source.get("target", 0) for s in mine)  # spec's first round, its last maybe
             seconds = (rounds - alone) * round_cost + alone  # in target steps: a round of the target alone is one

@@ -17,8 +17,9 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from .costexcess import BatchExcess
 from .modes import SPEC
 
 EMA = 0.1  # weight of one new timing in the online scale
@@ -63,6 +64,11 @@ class Costs:
     rounds_seen: int = 0
     # Seconds per step from the latest rounds within DRIFT_CONTEXT tokens only: what drift is judged on.
     near_samples: deque[float] = field(default_factory=lambda: deque(maxlen=DRIFT_WINDOW), init=False, repr=False)
+    # What batches cost beyond the calibration now, learned from the rounds (deep into a long text: costexcess).
+    excess: BatchExcess = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.excess = BatchExcess(self.calibrated_step_s)
 
     @classmethod
     def from_seconds(cls, verify_s: dict[int, float], draft_step_s: float | None = None, **extra) -> Costs:
@@ -72,7 +78,12 @@ class Costs:
         return cls(ratios, c, step, step, **extra)
 
     def v(self, n: int) -> float:
-        """Verify cost of n tokens in target steps; between measured sizes, interpolated."""
+        """Verify cost of n tokens in target steps as batches cost now (deep into a long text, more than
+        calibrated: costexcess); between measured sizes, interpolated."""
+        return self.excess.ratio(n, self.calibrated_v(n))
+
+    def calibrated_v(self, n: int) -> float:
+        """v(n) as the calibration measured it; between measured sizes, interpolated."""
         if n in self.verify:
             return self.verify[n]
         below = [m for m in self.verify if m < n]
@@ -137,9 +148,10 @@ class Costs:
     def ceilings(self) -> dict[str, tuple[int, float]]:
         """ceiling() for prompt lookup and, where measured, the draft model, which drafts at most
         SPEC_MAX_K tokens a round (a batch of 64 it never drafts is no ceiling of its)."""
-        out = {"lookup": self.ceiling(LOOKUP_STEP)}
+        calibrated = replace(self)  # what the calibration promises, not what the latest rounds' depth allows
+        out = {"lookup": calibrated.ceiling(LOOKUP_STEP)}
         if self.draft_step is not None:
-            out["draft model"] = self.ceiling(self.draft_step, SPEC_MAX_K)
+            out["draft model"] = calibrated.ceiling(self.draft_step, SPEC_MAX_K)
         return out
 
     def ceilings_keyed(self) -> dict[str, tuple[int, float]]:
@@ -179,7 +191,11 @@ class Costs:
         target step."""
         if n not in self.verify or not _timing(seconds):
             return
-        sample = seconds / self.verify[n]
+        if context <= DRIFT_CONTEXT:  # as short as a calibration's text: the calibration holds here
+            self.excess = BatchExcess(self.calibrated_step_s)
+        else:
+            self.excess.observe(n, self.verify[n], seconds)
+        sample = seconds / self.v(n)
         self.step_s = _ema(self.step_s, sample)
         self.rounds_seen += 1
         if context <= DRIFT_CONTEXT:
