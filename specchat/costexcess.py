@@ -15,11 +15,11 @@ only, so only a real change in how batches scale moves A. The excess share a = A
 
     v_now(n) = (v(n) + a n) / (1 + a)          (v_now(1) = 1)
 
-The line is anchored at x = 0 by the calibration's own step (S as calibrated, one round's weight that never
-fades): while auto drafts copies round after round it times no single step, and without an anchor rounds of one
-size say nothing about how cost grows with size. Real single steps (the guard times one at least every 32
-rounds) soon outweigh it; under a load that came after the calibration the anchor reads some of the load as
-excess, which errs on the side of drafting less.
+Where the recent rounds are all of one size (auto drafting copies round after round times no single step), they
+say nothing about how cost grows with size: there the line is anchored at x = 0 by the calibration's own step
+(S as calibrated, one round's weight). Under a load that came after the calibration the anchor reads some of
+the load as excess, which errs on the side of drafting less; once rounds of other sizes are timed (the guard
+times the target alone at least every 32 rounds) the anchor is dropped.
 
 Only what the evidence shows for sure counts: a is the fit's lower confidence bound, and 0 until a few rounds
 were seen, so a noisy stretch leaves the calibration as it was.
@@ -63,23 +63,33 @@ class BatchExcess:
         self.share = self._fitted_share()
 
     def _fitted_share(self) -> float:
+        """The lower confidence bound of A / S: fitted on the rounds alone where their sizes differ enough, else
+        anchored at the calibrated step (the anchor alone would read every slowdown of a single step deep into the
+        text as batch excess: 6% too much for a batch of 4 at 2,100 tokens on the Xeon)."""
         if self.weight < MIN_ROUNDS:
             return 0.0
-        anchor = ANCHOR if self.anchor_s > 0 else 0.0
-        weight = self.weight + anchor  # the anchor adds nothing to the x sums (x = 0)
-        mean_x, mean_y = self.sum_x / weight, (self.sum_y + anchor * self.anchor_s) / weight
-        spread = self.sum_xx - weight * mean_x * mean_x
-        if spread < MIN_SPREAD:
+        line = self._line(0.0) or (self._line(ANCHOR) if self.anchor_s > 0 else None)
+        if line is None:
             return 0.0
-        slope = (self.sum_xy - weight * mean_x * mean_y) / spread
-        intercept = mean_y - slope * mean_x
-        sum_yy = self.sum_yy + anchor * self.anchor_s**2
-        residual = max(0.0, sum_yy - weight * mean_y * mean_y - slope * slope * spread)
-        error = math.sqrt(residual / max(weight - 2.0, 1.0) / spread)
+        slope, intercept, error = line
         sure = slope - CONFIDENCE * error
         if intercept <= 0 or sure <= 0:
             return 0.0
         return min(sure / intercept, MAX_SHARE)
+
+    def _line(self, anchor: float) -> tuple[float, float, float] | None:
+        """(slope, intercept, slope's standard error) of the weighted least-squares line, with the calibrated step
+        at x = 0 weighing `anchor` rounds; None where the sizes do not spread enough to tell a slope."""
+        weight = self.weight + anchor  # the anchor adds nothing to the x sums (x = 0)
+        mean_x, mean_y = self.sum_x / weight, (self.sum_y + anchor * self.anchor_s) / weight
+        spread = self.sum_xx - weight * mean_x * mean_x
+        if spread < MIN_SPREAD:
+            return None
+        slope = (self.sum_xy - weight * mean_x * mean_y) / spread
+        sum_yy = self.sum_yy + anchor * self.anchor_s**2
+        residual = max(0.0, sum_yy - weight * mean_y * mean_y - slope * slope * spread)
+        error = math.sqrt(residual / max(weight - 2.0, 1.0) / spread)
+        return slope, mean_y - slope * mean_x, error
 
     def ratio(self, n: int, v_n: float) -> float:
         """v_now(n): the batch of n in single steps as they cost now."""
