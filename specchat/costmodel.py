@@ -7,7 +7,9 @@
 
 Decisions use only the RATIOS c and v(n), measured together (interleaved, within one measurement: costmeasure), so
 that a machine that gets busier or quieter later scales every size alike: the online updates move one
-scale, seconds per target step, and never divide a fresh single step into stale batch times.
+scale, seconds per target step, and never divide a fresh single step into stale batch times. Deeper into a long
+text than a calibration's, a batch costs more single steps than calibrated: that excess is learned from the rounds
+(costexcess) and v(n) includes it.
 """
 
 from __future__ import annotations
