@@ -43,6 +43,16 @@ def wrong_token(row: np.ndarray, eog: int = EOG) -> int:
     return token
 
 
+class Clock:
+    """Virtual seconds for the loop's timings, advanced by whoever models the costs (`clock.t += seconds`)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
 @dataclass(frozen=True)
 class HashLM:
     """Target logits: a hash of the full context; EOG never wins except after the lengths in eog_at."""

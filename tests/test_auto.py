@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from fakes import DraftLM, FakeModel, HashLM, agree_hashed, agree_never
+from fakes import Clock, DraftLM, FakeModel, HashLM, agree_hashed, agree_never
 
 from specchat import tunemeasure, tuning, tuningsave
 from specchat.costmeasure import measure
@@ -64,14 +64,6 @@ class BusyLoad:
 
     def busy(self) -> bool:
         return True
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class TimedModel:

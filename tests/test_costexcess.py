@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fakes import FakeModel, HashLM, greedy_next, hash_row
+from fakes import Clock, FakeModel, HashLM, greedy_next, hash_row
 
 from specchat.costmodel import DRIFT_CONTEXT, Costs
 from specchat.drafters.auto import AutoDrafter
@@ -74,14 +74,6 @@ def test_near_the_start_of_a_text_the_calibration_holds_and_the_deep_fit_is_drop
     assert costs.v(16) > 1.5 * XEON[16]
     costs.observe_verify(1, 1.0, 300)
     assert costs.v(16) == XEON[16]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class DeepTarget(FakeModel):
