@@ -7,7 +7,7 @@ from fakes import Clock, FakeModel, HashLM, greedy_next, hash_row
 
 from specchat.costmodel import DRIFT_CONTEXT, Costs
 from specchat.drafters.auto import AutoDrafter
-from specchat.drafters.base import Draft, Offer
+from specchat.drafters.base import Draft, Drafter, Offer
 from specchat.models_api import CachedModel
 from specchat.sampling import Sampler, SamplingParams
 from specchat.speculative import speculative_decode
@@ -90,7 +90,7 @@ class DeepTarget(FakeModel):
         return super().eval(tokens, n_logits)
 
 
-class Copies:
+class Copies(Drafter):
     """A lookup whose copies hold for 90% of tokens and say so: the target's own tokens, about every tenth wrong."""
 
     name, uses_model = "ngram", False
@@ -108,18 +108,6 @@ class Copies:
             wrong = hash_row(tuple(tokens[-4:]), 1, 3)[0] < -1.28  # about 10% of positions
             tokens.append((right + 1) % 64 if wrong else right)
         return Draft(tokens[len(context) :], [None] * k, source="ngram")
-
-    def reset(self) -> None:
-        pass
-
-    def prefill(self, context) -> None:
-        pass
-
-    def warm(self, context) -> None:
-        pass
-
-    def learn(self, outcome) -> None:
-        pass
 
 
 def decode_s(drafter, k: int) -> float:
