@@ -73,7 +73,7 @@ class BatchExcess:
             return 0.0
         slope, intercept, error = line
         sure = slope - CONFIDENCE * error
-        if intercept <= 0 or sure <= 0:
+        if not (intercept > 0 and sure > 0):  # NaN too: a hand-edited tuning's ratio of 1e-300 overflows the sums
             return 0.0
         return min(sure / intercept, MAX_SHARE)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from fakes import Clock, FakeModel, HashLM, greedy_next, hash_row
 
@@ -60,6 +62,16 @@ def test_without_rounds_of_different_sizes_the_calibration_stands():
     for i in range(40):  # the target alone, deep into a text that slows it by 40%
         costs.observe_verify(1, 1.4 * wobble(i), DEEP)
     assert costs.v(16) == XEON[16]
+
+
+def test_an_absurd_saved_ratio_leaves_the_calibration_as_it_is_not_nan():
+    """A hand-edited tuning's v(16) of 1e-300 (positive and finite, so it loads) overflowed the fit's sums into NaN,
+    and every cost and the step time after it with them."""
+    costs = Costs({**XEON, 16: 1e-300}, 0.5, 1.0, 1.0)
+    for i, n in enumerate(SIZES * 3):
+        costs.observe_verify(n, (XEON[n] + 0.49 * n) * wobble(i), DEEP)
+    assert costs.excess.share == 0.0
+    assert costs.v(16) == 1e-300 and math.isfinite(costs.step_s)  # absurd as the file says, as before the fit
 
 
 def test_near_the_start_of_a_text_the_calibration_holds_and_the_deep_fit_is_dropped():
