@@ -10,6 +10,9 @@ What it does:
 1. Builds `llama-server` from the llama.cpp sources vendored in the llama-cpp-python sdist of the
    installed version (the same llama.cpp that specchat runs), in the user cache directory, once
    (10+ minutes on 2 cores; later runs reuse the binary). Nothing is written into the repository.
+   Where that llama.cpp has AMX, which specchat keeps out (its AMX matrix product crashes on Q4_K:
+   specchat/weightlayout.py), llama-server is built without AMX (build-noamx/), so both sides run the
+   same weight layout, llama.cpp's CPU repack, as each runs by default elsewhere.
 2. Opens specchat as a user gets it (`runtime.open_pipeline(Options(mode=...))`, default mode auto,
    its saved calibration if there is one) and, per --peer, runs llama-server with the same target:
      ngram-mod    -m TARGET --spec-type ngram-mod      (draftless; llama.cpp's defaults: n_match 24,
@@ -65,7 +68,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from specchat import weightlayout
 from specchat.benchresult import median_interval
 from specchat.benchsuite import Prompt, load_prompts_file, load_suite, single_turn
 from specchat.engine import extra_buffers_allowed
@@ -83,10 +85,15 @@ SPECCHAT = "specchat"
 
 
 def build_server() -> Path:
-    """llama-server from the sdist of the installed llama-cpp-python, built once in the cache."""
+    """llama-server from the sdist of the installed llama-cpp-python, built once in the cache. Where that
+    llama.cpp has AMX (specchat keeps its AMX layout out: specchat/weightlayout.py), llama-server is built
+    without AMX, in a build folder of its own: it then lays the weights out as specchat does (llama.cpp's
+    CPU repack), where the AMX build would crash on Q4_K or, with --no-repack, run the slower plain layout."""
     version = metadata.version("llama-cpp-python")
     root = cache_dir() / f"llama.cpp-{version}"
-    binary = root / "build" / "bin" / "llama-server"
+    keeps_amx_out = not extra_buffers_allowed()  # this llama.cpp has AMX, and specchat keeps it out
+    build = root / ("build-noamx" if keeps_amx_out else "build")
+    binary = build / "bin" / "llama-server"
     if binary.exists():
         return binary
     root.mkdir(parents=True, exist_ok=True)
@@ -104,16 +111,19 @@ def build_server() -> Path:
             for member in members:
                 member.name = member.name[len(prefix) :]
             tar.extractall(source, members=[m for m in members if m.name], filter="data")
-    console.print(f"building llama-server in {root} (10+ minutes on 2 cores)")
+    console.print(f"building llama-server in {build} (10+ minutes on 2 cores)")
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF"]
     flags += ["-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON"]
-    configure = subprocess.run(
-        ["cmake", "-S", str(source), "-B", str(root / "build"), *flags], capture_output=True, text=True
-    )
+    if keeps_amx_out:
+        # An explicit -mno-* wins over -march=native in either order (GCC and Clang): ggml compiles its AMX
+        # code only under __AMX_INT8__, so this build has no AMX buffer type and repacks as specchat does.
+        no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+        flags += [f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}"]
+    configure = subprocess.run(["cmake", "-S", str(source), "-B", str(build), *flags], capture_output=True, text=True)
     if configure.returncode:
         raise SystemExit(f"cmake configure failed:\n{configure.stdout[-3000:]}\n{configure.stderr[-3000:]}")
     jobs = str(os.cpu_count() or 2)
-    subprocess.run(["cmake", "--build", str(root / "build"), "--target", "llama-server", "-j", jobs], check=True)
+    subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs], check=True)
     return binary
 
 
@@ -278,8 +288,6 @@ class Peer:
 def peer_args(name: str, args, draft: Path | None) -> list[str]:
     threads = ["-t", str(args.threads), "-tb", str(args.threads)]
     common = [*threads, "-c", str(args.ctx), "-np", "1", "--no-webui", "-ngl", "0"]
-    if not extra_buffers_allowed():  # its AMX layout crashes on Q4_K here (specchat/weightlayout.py)
-        common.append("--no-repack")
     if name == "ngram-mod":
         spec = ["--spec-type", "ngram-mod"]
     elif name == "ngram-map-k":
@@ -402,12 +410,6 @@ def main() -> None:
         help='extra llama-server flags, split on spaces (repeatable), e.g. --server-arg="--spec-ngram-mod-n-min 16"',
     )
     parser.add_argument("--fresh-calibration", action="store_true", help="specchat: ignore saved tuning")
-    parser.add_argument(
-        "--specchat-repack",
-        action="store_true",
-        help="where llama.cpp has AMX: keep specchat's repacked layout (llama-server runs --no-repack there, as it "
-        "cannot name the repack alone; the default gives specchat the same plain layout)",
-    )
     parser.add_argument("--json", type=Path, default=None, help="also write all samples here")
     parser.add_argument("--build-only", action="store_true", help="build and check llama-server, then exit")
     args = parser.parse_args()
@@ -431,11 +433,6 @@ def main() -> None:
     samples: list[dict] = []
     peers: dict[str, Peer] = {}
     interrupted = False
-    if not extra_buffers_allowed() and not args.specchat_repack:
-        # llama-server must run --no-repack here (its AMX layout crashes) and cannot name CPU_REPACK alone:
-        # specchat loads the same plain layout, so the comparison is of drafting, not of weight layouts.
-        weightlayout.repack_buffer_type = lambda _lib: None
-        console.print("llama.cpp has AMX here: both sides load the plain weight layout (llama-server --no-repack)")
     side = Specchat(args)
     try:
         encoded = {p.id: side.encode(p.text) for p in prompts}
