@@ -115,7 +115,7 @@ def build_server() -> Path:
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF"]
     flags += ["-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON"]
     if keeps_amx_out:
-        # An explicit -mno-* wins over -march=native in either order (GCC and Clang): ggml compiles its AMX
+        # An explicit -mno-* wins over -march=native in either order (GCC; checked with -dM -E): ggml builds AMX
         # code only under __AMX_INT8__, so this build has no AMX buffer type and repacks as specchat does.
         no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
         flags += [f"-DCMAKE_C_FLAGS={no_amx}", f"-DCMAKE_CXX_FLAGS={no_amx}"]
