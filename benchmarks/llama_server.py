@@ -25,8 +25,10 @@ What it does:
    --port 0). docs/ngram-mod-notes.md describes the draftless modes. --server-arg passes more flags.
 3. For every prompt and repetition, in an order rotated from block to block: the same chat-templated
    token ids to llama-server's /completion (temperature 0, top_k 1, no prompt cache) and to specchat's
-   loop in this process (after `pipeline.reset()`). Decode speed on both sides is generated tokens /
-   time after the prompt (llama-server's `predicted_per_second`; specchat's `Stats.tokens_per_s`).
+   loop in this process (after `pipeline.reset()`). Decode speed on both sides is the tokens after the
+   first / the time after it: both take the first token off the prompt's prefill (specchat since
+   2026-12-06), so that is (`predicted_n` - 1) / `predicted_ms` for llama-server (its own
+   `predicted_per_second` counts the first token too) and `Stats.tokens_per_s` for specchat.
 4. Prints a table per category with the median of the paired ratios specchat / peer (same prompt,
    same repetition), and specchat / the best draftless peer.
 
@@ -234,8 +236,9 @@ class Server:
         timings = answer["timings"]
         drafted = timings.get("draft_n", 0)
         accepted = timings.get("draft_n_accepted", 0)
+        after_first, seconds = timings["predicted_n"] - 1, timings["predicted_ms"] / 1000  # from the first token on
         return {
-            "tok_s": timings["predicted_per_second"],
+            "tok_s": after_first / seconds if after_first > 0 and seconds > 0 else 0.0,
             "n": timings["predicted_n"],
             "drafted": drafted,
             "accepted": accepted,

@@ -32,23 +32,21 @@ def usage(stats: Stats, cached: int = 0) -> dict:
     }
 
 
-def timings(stats: Stats, cached: int = 0, prompts: int = 1) -> dict:
+def timings(stats: Stats, cached: int = 0) -> dict:
     """llama-server's names and meanings: cache_n prompt tokens reused from the KV cache, prompt_n
-    evaluated now, prompt_ms the prefill; predicted time is the decode after it. The prefill reads all but each
-    prompt's last token (that one opens the first verify batch, in the decode's time), so its rate counts only
-    those: divided by all of prompt_n, a prompt read from the cache but for its last token showed 24,000 tokens/s."""
+    evaluated now, prompt_ms the prefill (which gives the first token); predicted time is the decode after it, and
+    predicted_per_second counts all predicted_n over it, the first token too, as llama-server does."""
     prompt_ms, predicted_ms = stats.prefill_s * 1000, stats.decode_s * 1000
     evaluated = stats.prompt_tokens - cached
-    read = max(evaluated - prompts, 0)
     return {
         "cache_n": cached,
         "prompt_n": evaluated,
         "prompt_ms": round(prompt_ms, 3),
-        "prompt_per_second": round(read / stats.prefill_s, 3) if read and stats.prefill_s > 0 else 0.0,
+        "prompt_per_second": round(evaluated / stats.prefill_s, 3) if evaluated and stats.prefill_s > 0 else 0.0,
         "predicted_n": stats.generated,
         "predicted_ms": round(predicted_ms, 3),
         "predicted_per_token_ms": round(predicted_ms / stats.generated, 3) if stats.generated else 0.0,
-        "predicted_per_second": round(stats.tokens_per_s, 3),
+        "predicted_per_second": round(stats.generated / stats.decode_s, 3) if stats.decode_s > 0 else 0.0,
         "draft_n": stats.drafted,
         "draft_n_accepted": stats.accepted,
     }
@@ -65,11 +63,11 @@ def speculative(stats: Stats, mode: str, label: str) -> dict:
     }
 
 
-def extras(stats: Stats, mode: str, label: str, cached: int = 0, prompts: int = 1) -> dict:
+def extras(stats: Stats, mode: str, label: str, cached: int = 0) -> dict:
     """What every final response (or last chunk) carries besides the text."""
     return {
         "usage": usage(stats, cached),
-        "timings": timings(stats, cached, prompts),
+        "timings": timings(stats, cached),
         "speculative": speculative(stats, mode, label),
     }
 

@@ -4,8 +4,9 @@ Methodology: a warm-up per variant; then for each repetition and each prompt, ev
 back, in an order rotated from block to block and run backwards in every other block, so that drift of a
 shared machine hits all variants alike, none always runs first, and each runs before the target as often
 as after it. Greedy outputs are checked against the target-alone output of the block.
-tok/s = generated tokens / decode time (prefill excluded: reported separately as time to first token; a
-draft model reads the prompt after it, in decode, but where auto has it draft the first round). The speedup
+tok/s = the tokens after the first / the time after it (decode: the prefill gives the first token, reported as
+time to first token; a draft model reads the prompt after it, in decode, but where auto has it draft the first
+round). The speedup
 is the median of paired ratios (variant tok/s / target tok/s, same prompt, same repetition), never a ratio
 of medians.
 """

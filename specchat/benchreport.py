@@ -36,7 +36,7 @@ LEGEND = (
 COLUMNS_LEGEND = (
     "S(k), S(t/r) = the speedup the cost model predicts from the acceptance rate, from the measured tokens per round; "
     "acc/rnd = accepted draft tokens per round (not counting the target's own); draft% = draft time share; "
-    "TTFT = seconds to the first token (median; the target's prefill + first round, and a draft model's prefill "
+    "TTFT = seconds to the first token (median; the target's prefill, which gives it, and a draft model's prefill "
     "where auto has it read a short prompt before that, on a GPU); "
     "every column: docs/bench.md, 'Reading each figure'"
 )

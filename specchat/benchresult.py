@@ -133,8 +133,12 @@ class BenchResult:
             round_cost = k * self.cost.c + self.cost.calibrated_v(k + 1)
             predicted = iid_expected(rate, k) / round_cost
             alone = sum(s.rounds_by_source.get("target", 0) for s in mine)  # spec's first round, its last maybe
-            seconds = (rounds - alone) * round_cost + alone  # in target steps: a round of the target alone is one
-            modelled = sum(s.generated for s in mine) / seconds if seconds > 0 else 1.0 / round_cost
+            # In target steps: a round of the target alone is one, but a reply's first reads its token off the
+            # prefill, with no time of its own; and tok/s leaves each reply's first token out.
+            first = sum(1 for s in mine if s.generated)
+            seconds = (rounds - alone) * round_cost + alone - min(alone, first)
+            after_first = sum(s.generated for s in mine) - first
+            modelled = after_first / seconds if seconds > 0 else 1.0 / round_cost
         low, high = (median_interval(ratios) if name != "target" else None) or (None, None)  # 1-1 says nothing
         return Row(
             category,
@@ -199,8 +203,8 @@ class BenchResult:
 DEFINITIONS = {
     "k": "the draft length the variant ran at; auto's is the most it may draft in a round (64), not a length it chose",
     "n": "replies measured for the row: its prompts' turns x repetitions (not prompts)",
-    "tokens_per_s": "generated tokens / decode time (prefill excluded), median over the samples that generated "
-    "tokens (null where none did)",
+    "tokens_per_s": "tokens after the first / decode time (the time after the prefill, which gives the first "
+    "token), median over the samples that generated tokens (null where none did)",
     "speedup": "median over (prompt, turn, repetition) of variant tok/s / target-alone tok/s in the same block "
     "(a pair where either reply generated no tokens is left out: it has no speed)",
     "speedup_low": "with speedup_high: a 95% confidence interval of that median from the order statistics of the "
@@ -212,8 +216,8 @@ DEFINITIONS = {
     "position_acceptance": "acceptance rate at draft position 1..k among rounds that drafted it (null: none did), "
     "up to the last position any round drafted",
     "draft_share": "draft time / (draft + verify time)",
-    "ttft_s": "time to first token (the target's prefill + first round; a draft model reads the prompt after it, but "
-    "where auto has it draft the first round), median",
+    "ttft_s": "time to first token (the target's prefill, which gives it off its last row; a draft model reads the "
+    "prompt after it, but where auto has it draft the first round), median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
     "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption "
     "(a round of the target alone, as spec's first, costs one step)",

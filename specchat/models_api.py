@@ -58,17 +58,37 @@ class CachedModel:
     def __init__(self, model: LanguageModel) -> None:
         self.model = model
         self.tokens: list[int] = []
+        # The logits after the cache's last token, where the feed that put it there asked for them (one row:
+        # the prefill's). The first round needs exactly that row: kept, it costs no decode of its own.
+        self._row: np.ndarray | None = None
 
     def feed(self, context: Sequence[int], n_logits: int) -> np.ndarray:
         """Make the cache hold `context`; return logits for its last n_logits positions."""
+        first = len(context) - n_logits + 1  # the text whose last token's row comes first
+        if n_logits > 0 and self.holds_row(context[:first]):
+            row = self._row[None].copy()  # a copy: the caller may change it, and a retry may read it again
+            if n_logits == 1:
+                return row
+            self._row = None  # an eval that raises leaves the cache past that row
+            self.model.truncate(first)  # as below: clears cells an interrupted decode may have left
+            rows = self.model.eval(context[first:], n_logits - 1)
+            self.tokens = list(context)
+            self._row = rows[-1] if n_logits == 2 else None
+            return np.concatenate([row, rows])
         keep = self.reusable(context, n_logits)
         # Cache = context[:keep] from the rollback on, said before it: a Ctrl-C that lands as it returns, or
         # an eval that raises, must leave no claim on removed cells for the next feed to build on.
-        self.tokens = list(context[:keep])
+        self.tokens, self._row = list(context[:keep]), None
         self.model.truncate(keep)  # cheap, and also clears cells an interrupted decode may have left
         rows = self.model.eval(context[keep:], n_logits)
         self.tokens = list(context)
+        self._row = rows[-1] if n_logits == 1 else None  # a single row: keeping it keeps no batch's rows alive
         return rows
+
+    def holds_row(self, context: Sequence[int]) -> bool:
+        """The cache holds exactly `context` and the logits after it: the next token needs no decode."""
+        n = len(context)
+        return self._row is not None and n == len(self.tokens) == self.model.n_past and self.tokens == list(context)
 
     def reusable(self, context: Sequence[int], n_logits: int = 0) -> int:
         """How many leading tokens of `context` the cache holds already: a feed evaluates only the rest."""

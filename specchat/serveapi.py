@@ -253,7 +253,7 @@ class Api:
         left = any(outcome.stop_reason == "cancelled" for outcome in outcomes)
         summed = outcomes[0] if len(outcomes) == 1 else batch_outcome(outcomes)
         self.log(request, CLIENT_CLOSED if left else 200, outcome=summed)
-        extra = apireply.extras(summed.stats, self.mode, self.label, summed.cached, summed.prompts)
+        extra = apireply.extras(summed.stats, self.mode, self.label, summed.cached)
         replies = [(outcome.text, apireply.finish_reason(outcome.stop_reason)) for outcome in outcomes]
         if chat:
             return JSONResponse(apireply.chat_response(apireply.new_id("chatcmpl"), self.model, *replies[0], extra))

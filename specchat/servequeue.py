@@ -40,7 +40,6 @@ class Outcome:
     stats: Stats
     stop_reason: str  # eog | max_tokens | context | stop | cancelled | n_indent | t_max_predict_ms (infill)
     cached: int = 0  # prompt tokens the KV cache already held from the request before (not evaluated again)
-    prompts: int = 1  # prompts read (a batch's): the prefill reads each but its last token (the first verify's)
 
 
 def batch_outcome(outcomes: list[Outcome]) -> Outcome:
@@ -51,8 +50,7 @@ def batch_outcome(outcomes: list[Outcome]) -> Outcome:
         stats.merge(outcome.stats)
     counted = Counter(outcome.stop_reason for outcome in outcomes)
     reasons = ", ".join(reason if n == 1 else f"{reason} x{n}" for reason, n in counted.items())
-    cached, prompts = sum(outcome.cached for outcome in outcomes), sum(outcome.prompts for outcome in outcomes)
-    return Outcome("", stats, f"{len(outcomes)} prompts: {reasons}", cached, prompts)
+    return Outcome("", stats, f"{len(outcomes)} prompts: {reasons}", sum(outcome.cached for outcome in outcomes))
 
 
 def prefilled(messages: list[Message]) -> bool:
@@ -205,12 +203,12 @@ class Engine:
         with self.lock:
             with job.lock:
                 if job.cancelled.is_set():  # the client left while it waited in the queue
-                    return Outcome("", Stats(), "cancelled", prompts=0)
+                    return Outcome("", Stats(), "cancelled")
                 job.started = True
             pipeline, request = self.pipeline, job.request
             ids = job.ids
-            # The loop prefills all but the last prompt token; what the cache holds of them is not
-            # evaluated again (the previous turn of a conversation, a shared system prompt).
+            # What the cache holds of the prompt is not evaluated again (the previous turn of a conversation, a
+            # shared system prompt), but for its last token, read again for the first token's logits.
             cached = pipeline.target_cache.reusable(ids[:-1])
             pieces: list[str] = []
             last = Stats(prompt_tokens=len(ids))

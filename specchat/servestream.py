@@ -69,7 +69,7 @@ async def _events(api: Api, line: _Once, task: asyncio.Task, pieces: asyncio.Que
     if error is not None:
         yield error
         return
-    extra = apireply.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
+    extra = apireply.extras(outcome.stats, api.mode, api.label, outcome.cached)
     # With include_usage the usage goes once, in its own chunk, as the API sends it: clients that add up
     # the usage of every chunk (LangChain's stream_usage) counted it twice when the last one had it too.
     last = {key: value for key, value in extra.items() if key != "usage"} if include_usage else extra
@@ -101,7 +101,7 @@ async def _infill_events(api: Api, line: _Once, task: asyncio.Task, pieces: asyn
     if error is not None:
         yield error
         return
-    extra = apireply.extras(outcome.stats, api.mode, api.label, outcome.cached, outcome.prompts)
+    extra = apireply.extras(outcome.stats, api.mode, api.label, outcome.cached)
     last = infill.response(request, api.model, outcome.text, outcome.stats, outcome.stop_reason, outcome.cached,
                            extra, stream=True)  # fmt: skip
     yield apireply.sse(last)

@@ -132,8 +132,8 @@ class FakeEngine:
             raise KeyboardInterrupt
         if self.spec.get("fail_on") and self.spec["fail_on"].encode() in bytes(t - 5 for t in tokens if 5 <= t < 261):
             raise RuntimeError("the fake engine failed, as asked (fail_on)")
-        if n_logits == 0 and self.spec.get("prefill_sleep"):
-            self._slow_prefill(len(tokens) * float(self.spec["prefill_sleep"]))
+        if len(tokens) > n_logits and self.spec.get("prefill_sleep"):  # a prefill: all but its last row unscored
+            self._slow_prefill((len(tokens) - n_logits) * float(self.spec["prefill_sleep"]))
         start = len(self.kv)
         self.kv.extend(tokens)
         rows = [self.logits(self.kv[: start + i + 1]) for i in range(len(tokens) - n_logits, len(tokens))]

@@ -154,8 +154,8 @@ def test_auto_keeps_a_draft_models_prefill_out_of_the_first_token_where_it_is_de
     does (a 300-token read for a 32-token reply): read at once, it cost a third of the reply's time."""
     source, draft_evals, stats, evals = first_round(XEON, 300)
     assert source != "spec" and draft_evals == 0  # the target alone, or a copy of the (repetitive) prompt
-    assert stats.first_token_s <= XEON.batch(299) + XEON.batch(65)
-    assert stats.prefill_s == pytest.approx(XEON.batch(299))
+    assert stats.first_token_s <= XEON.batch(300) + XEON.batch(64)
+    assert stats.prefill_s == pytest.approx(XEON.batch(300))  # the whole prompt: its last row gives the first token
     assert stats.rounds_by_source.get("spec", 0) == 0 and evals == 0
 
 
@@ -187,8 +187,8 @@ def test_auto_drafts_the_first_round_with_a_cold_draft_model_where_its_prefill_i
     later catch-up is booked as prefill."""
     source, draft_evals, stats, _ = first_round(GPU, 12)
     assert source == "spec" and draft_evals > 1
-    reading = GPU.c * GPU.batch(11)  # the prompt but its last token, which the first round evaluates
-    assert stats.prefill_s == pytest.approx(GPU.batch(11) + reading)
+    reading = GPU.c * GPU.batch(11)  # the prompt but its last token, which the first draft step reads
+    assert stats.prefill_s == pytest.approx(GPU.batch(12) + reading)  # the target's: the whole prompt
     assert stats.first_token_s > stats.prefill_s
     assert stats.draft_s + stats.verify_s == pytest.approx(stats.decode_s)
 

@@ -435,12 +435,15 @@ def test_prediction_from_costs():
         result.samples.append(sample)
     row = next(r for r in result.rows() if r.variant == "k=4")
     assert row.predicted_speedup == pytest.approx(iid_expected(0.8, 4) / (4 * 0.25 + 1.2))
-    assert row.cost_model_speedup == pytest.approx(3.0 / (4 * 0.25 + 1.2))
+    assert row.cost_model_speedup == pytest.approx(29 / (10 * (4 * 0.25 + 1.2)))  # tok/s leaves the first token out
     assert row.speedup == pytest.approx(1.5)
-    # spec's first round is the target's alone: a round that costs one step, not k c + v(k + 1)
+    # spec's first round is the target's alone, read off the prefill: no step of its own, not k c + v(k + 1)
     result.samples[1].rounds_by_source = {"target": 1, "spec": 9}
     row = next(r for r in result.rows() if r.variant == "k=4")
-    assert row.cost_model_speedup == pytest.approx(30 / (9 * (4 * 0.25 + 1.2) + 1))
+    assert row.cost_model_speedup == pytest.approx(29 / (9 * (4 * 0.25 + 1.2)))
+    result.samples[1].rounds_by_source = {"target": 2, "spec": 8}  # and another that costs one step
+    row = next(r for r in result.rows() if r.variant == "k=4")
+    assert row.cost_model_speedup == pytest.approx(29 / (8 * (4 * 0.25 + 1.2) + 1))
 
 
 def test_the_speedup_interval_is_the_medians_order_statistics():

@@ -2122,28 +2122,29 @@ def test_sigterm_while_the_models_load_says_so(tmp_path):
 
 
 def test_the_prompt_rate_counts_only_the_tokens_the_prefill_read(server):
-    """The prefill reads all but the prompt's last token (it opens the first verify batch): the same request again
-    had prompt_n 1 in a prefill that read nothing, and prompt_per_second showed 24,000 tokens/s where it is 0."""
+    """The same request again reads only the prompt's last token (for the first token's logits): prompt_n 1, and
+    the rate is that token over the prefill's time (it was 0 while that token opened the first verify batch)."""
     client = server.client()
     ask(client, "The same question twice, please.")
     again = ask(client, "The same question twice, please.").model_extra["timings"]
-    assert again["prompt_n"] == 1 and again["prompt_per_second"] == 0.0, again
+    assert again["prompt_n"] == 1 and again["prompt_per_second"] == pytest.approx(1000 / again["prompt_ms"], 0.01)
     streamed = list(ask(client, "The same question twice, please.", stream=True))[-1].model_extra["timings"]
-    assert streamed["prompt_n"] == 1 and streamed["prompt_per_second"] == 0.0, streamed  # the streamed path too
+    assert streamed["prompt_n"] == 1, streamed  # the streamed path too
+    assert streamed["prompt_per_second"] == pytest.approx(1000 / streamed["prompt_ms"], 0.01), streamed
 
 
-def test_a_batchs_prompt_rate_leaves_out_each_prompts_last_token():
-    """A batch's prefill read each prompt but its last token: its rate divides those, not all of prompt_n. A prompt
+def test_a_batchs_prompt_rate_counts_every_prompt_token_it_read():
+    """A batch's prefill read each prompt whole but what the cache held: its rate divides all of prompt_n. A prompt
     that never ran (its client left) read none."""
     from specchat.apireply import timings
     from specchat.servequeue import Outcome, Stats, batch_outcome
 
     read = [Outcome("a", Stats(prompt_tokens=11, prefill_s=0.5), "eog", cached=0)]
     read.append(Outcome("b", Stats(prompt_tokens=9, prefill_s=0.5), "eog", cached=4))
-    read.append(Outcome("", Stats(), "cancelled", prompts=0))
+    read.append(Outcome("", Stats(), "cancelled"))
     summed = batch_outcome(read)
-    rates = timings(summed.stats, summed.cached, summed.prompts)
-    assert rates["prompt_n"] == 16 and rates["prompt_per_second"] == (10 + 4) / 1.0, rates
+    rates = timings(summed.stats, summed.cached)
+    assert rates["prompt_n"] == 16 and rates["prompt_per_second"] == 16 / 1.0, rates
 
 
 def test_the_console_line_of_a_reply_without_drafts_names_no_acceptance():

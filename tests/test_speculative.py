@@ -148,7 +148,7 @@ def test_the_draft_model_waits_for_the_first_token():
     assert [draft_s for _, _, draft_s in seen] == [0.0, 100.0 + 400.0, 400.0]
     warm = draft_model.calls[0]
     assert (warm.kv_before, list(warm.tokens), warm.n_logits) == ([], PROMPTS[0], 0)
-    assert stats.first_token_s == 2.0  # the target's prefill and its first round
+    assert stats.first_token_s == 1.0  # the target's prefill, whose last row gives the first token
     assert stats.prefill_s == 1.0  # the target's prefill; the draft model's comes after the first token, and
     assert stats.draft_s == 100.0 + 800.0  # the user waits for it: drafting, with two rounds of 4 draft evals
 
@@ -337,17 +337,26 @@ def test_empty_prompt_is_rejected():
 # -- batching and KV hygiene ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("eager", [False, True])
 @pytest.mark.parametrize("k", [0, *KS])
-def test_one_batched_target_eval_per_round(k):
-    """The target runs one prefill eval, then exactly one eval per round: pending token + draft, all scored."""
+def test_one_batched_target_eval_per_round(k, eager):
+    """The target runs one prefill eval of the whole prompt, whose last row gives the first token (as llama.cpp's
+    own generation: no decode of its own), then exactly one eval per round: pending token + draft, all scored.
+    A first round that drafts (eager) evaluates its draft alone, after the prefill's row."""
     prompt = PROMPTS[2]
-    result = run(prompt, k, 25, draft_fn=DraftLM(TARGET, agree_hashed(0.6)))
+    result = run(prompt, k, 25, draft_fn=DraftLM(TARGET, agree_hashed(0.6)), eager=eager)
     calls = result.target.calls
-    assert len(calls) == result.stats.rounds + 1
-    assert calls[0].kv_before == [] and calls[0].tokens == prompt[:-1] and calls[0].n_logits == 0
-    for call, event, before in zip(calls[1:], result.rounds, result.before, strict=True):
+    assert calls[0].kv_before == [] and calls[0].tokens == prompt and calls[0].n_logits == 1
+    first, *rest = result.rounds
+    assert bool(first.drafted) == (eager and k > 0)
+    assert len(calls) == result.stats.rounds + bool(first.drafted)
+    if first.drafted:
+        assert (calls[1].kv_before, calls[1].tokens) == (prompt, first.drafted)
+        assert calls[1].n_logits == len(first.drafted)
+    for call, event, before in zip(calls[1 + bool(first.drafted) :], rest, result.before[1:], strict=True):
         assert call.n_logits == len(event.drafted) + 1
         assert call.tokens == [before[-1], *event.drafted]  # nothing re-evaluated, nothing missing
+    assert result.out == reference_greedy(TARGET, prompt, 25)[0]
 
 
 @pytest.mark.parametrize("k", KS)
@@ -365,7 +374,7 @@ def test_target_cache_holds_committed_prefix_plus_this_rounds_draft(k):
         assert kv == before + event.drafted
         kept = len(before) + event.accepted
         assert kv[:kept] == text[:kept]  # the accepted part is committed text
-    for call, before in zip(result.target.calls[1:], result.before, strict=True):
+    for call, before in zip(result.target.calls[1:], result.before[1:], strict=True):  # round 1: the prefill's row
         assert call.kv_before == before[:-1]  # rejected tokens are gone before the target sees more
     for n in result.target.truncations:
         assert n <= len(text)
@@ -403,8 +412,24 @@ def test_cached_model_reused_across_calls_evaluates_only_the_new_tokens():
     assert first == reference_greedy(TARGET, PROMPTS[0], 15)[0]
     assert second == reference_greedy(TARGET, prompt2, 15)[0]
     prefill = target.calls[n_calls]
-    assert prefill.kv_before + prefill.tokens == prompt2[:-1]
+    assert prefill.kv_before + prefill.tokens == prompt2 and prefill.n_logits == 1
     assert len(prefill.kv_before) >= len(PROMPTS[0]) + len(first) - 1 - k
+
+
+def test_the_prefills_last_row_is_read_once_and_never_after_the_cache_moved():
+    """CachedModel keeps the row after its last token: the same context again costs no eval, but a cache someone
+    else rolled back (the cost-model probe) or one that moved on is evaluated again, with the same logits."""
+    target = FakeModel(TARGET, n_vocab=V)
+    cached = CachedModel(target)
+    first = cached.feed(PROMPTS[0], 1)
+    again = cached.feed(PROMPTS[0], 1)
+    assert len(target.calls) == 1 and np.array_equal(first, again)
+    again[0, 0] += 1.0  # a caller that changes its rows changes no later caller's
+    assert np.array_equal(cached.feed(PROMPTS[0], 1), first) and len(target.calls) == 1
+    target.truncate(len(PROMPTS[0]) - 2)
+    assert np.array_equal(cached.feed(PROMPTS[0], 1), first) and len(target.calls) == 2
+    cached.feed([*PROMPTS[0], 7, 8], 3)  # the kept row and the two new ones
+    assert target.calls[-1].tokens == [7, 8] and not cached.holds_row(PROMPTS[0])
 
 
 @pytest.mark.parametrize(
@@ -466,19 +491,22 @@ def test_round_events_and_stats_agree(k, draft):
 
 
 @pytest.mark.parametrize("k", [0, 3])
-def test_time_to_first_token_ends_with_the_first_rounds_verify(k):
-    """On a clock that moves one second per target eval: the prefill (1) and the first verify (2)."""
+def test_time_to_first_token_ends_with_the_prefill(k):
+    """On a clock that moves one second per target eval: the prefill (1) gives the first token off its last row,
+    with no verify of its own (it took one more second, as long as a decode step); each later round one."""
     target = FakeModel(TARGET, n_vocab=V)
     drafter = RecordingDrafter(FakeModel(DraftLM(TARGET, agree_hashed(0.6)), n_vocab=V))
     clock = lambda: float(len(target.calls))  # noqa: E731
     _, stats = speculative_decode(target, drafter, PROMPTS[0], Sampler(GREEDY), k=k, max_tokens=20, clock=clock)
     assert stats.rounds >= 3 and stats.prefill_s == 1.0
-    assert stats.first_token_s == 2.0 and stats.total_s == 1.0 + stats.rounds
+    assert stats.first_token_s == 1.0 and stats.total_s == stats.rounds
+    assert stats.tokens_per_s == (stats.generated - 1) / (stats.rounds - 1)  # the first token's time is the prefill's
 
 
 def test_the_stats_of_every_round_carry_the_time_so_far():
-    """The live footer's tok/s is the reply's own (generated tokens over the time after the prefill): for that,
-    each round's stats carry the time so far (total_s was 0 until the reply ended)."""
+    """The live footer's tok/s is the reply's own (the tokens after the first over the time after the prefill,
+    which gives the first): for that, each round's stats carry the time so far (total_s was 0 until the reply
+    ended). After the first token alone it reads 0, not that token over the microseconds of its sampling."""
     target = FakeModel(TARGET, n_vocab=V)
     clock = lambda: float(len(target.calls))  # noqa: E731  one second per target eval
     seen = []
@@ -486,7 +514,7 @@ def test_the_stats_of_every_round_carry_the_time_so_far():
         target, None, PROMPTS[0], Sampler(GREEDY), k=0, max_tokens=4, clock=clock,
         on_round=lambda _round, stats: seen.append((stats.total_s, stats.tokens_per_s)),
     )  # fmt: skip
-    assert seen == [(2.0, 1.0), (3.0, 1.0), (4.0, 1.0), (5.0, 1.0)]
+    assert seen == [(1.0, 0.0), (2.0, 1.0), (3.0, 1.0), (4.0, 1.0)]
 
 
 def test_the_live_footer_speed_is_the_replys_as_the_line_under_it():
@@ -552,7 +580,9 @@ def test_keyboard_interrupt_in_target_returns_tokens_so_far(k, on_call, appended
     result = run(prompt, k, 40, target_model=target, drafter=drafter)
     expected, _ = reference_greedy(TARGET, prompt, 40)
     assert result.stats.stop_reason == "interrupted"
-    assert result.stats.rounds == len(result.rounds) == max(on_call - 2, 0)  # call 1 is the prefill
+    # Call 1 is the prefill, whose last row gives the first token: round 1 needs no call (the draft model
+    # waits for that token), each later round one.
+    assert result.stats.rounds == len(result.rounds) == on_call - 1
     assert result.out == expected[: len(result.out)]
     assert len(result.out) == result.stats.generated == sum(len(e.emitted) for e in result.rounds)
     # The same cache and drafter continue exactly (the KV may hold part of the interrupted batch).

@@ -218,8 +218,17 @@ class AutoDrafter:
 
     def learn(self, outcome: Outcome) -> None:
         draft = outcome.draft
-        predicted = (self.costs.v(len(draft) + 1) + self.last.fixed) * self.costs.step_s  # before observing
-        self.costs.observe_verify(len(draft) + 1, outcome.verify_s, outcome.at)
+        # A first round reads the pending token's row off the prefill: its batch holds the draft alone.
+        batch = len(draft) + (not outcome.prefilled)
+        if not batch:  # no batch at all: a round of ~0 s would make the target alone look free to the guard
+            for drafter in self.drafters:
+                drafter.learn(outcome)
+            self.guard.untimed()
+            self._draft_s = self._catch_up_s = 0.0
+            self._source, self._explore = "target", False
+            return
+        predicted = (self.costs.v(batch) + self.last.fixed) * self.costs.step_s  # before observing
+        self.costs.observe_verify(batch, outcome.verify_s, outcome.at)
         # A draft model that stopped before keeping any guess still drafted: its round is its own.
         source = draft.source if len(draft) else self._source
         used = next((d for d in self.drafters if d.name == source), None)  # None: the target alone
@@ -229,11 +238,12 @@ class AutoDrafter:
             drafter.learn(outcome)
         seconds = self._draft_s + outcome.verify_s
         lookup = used is not None and not used.uses_model
-        self.guard.record(source, len(outcome.produced), seconds, self.costs.step_s, predicted, lookup)
+        gained = len(outcome.produced) - outcome.prefilled  # the prefill's token came without this round's time
+        self.guard.record(source, gained, seconds, self.costs.step_s, predicted, lookup)
         steps = seconds / self.costs.step_s if self.costs.step_s > 0 else 1.0
         self.budget.elapsed += steps
         if self._explore:
-            self.budget.spent += max(0.0, steps - len(outcome.produced))
+            self.budget.spent += max(0.0, steps - gained)
         # A round the loop verifies without asking for a draft (the reply's last token) must not be
         # booked with this one's drafting.
         self._draft_s = self._catch_up_s = 0.0

@@ -69,8 +69,15 @@ class Guard:
         return self.allowed(name) and mine is not None and reference is not None and mine <= reference
 
     def needs_reference(self) -> bool:
-        """Time to run the target alone once: without it the guard would judge against a stale number."""
-        return self.round - self.last_target_round >= REFERENCE_EVERY
+        """Time to run the target alone once: without it the guard would judge against a stale number, and
+        after a round with none yet (a reply's first token, read off the prefill, times no step) against the
+        cost model's own, which a wrong calibration skews."""
+        unmeasured = self.round > 0 and "target" not in self.realized
+        return unmeasured or self.round - self.last_target_round >= REFERENCE_EVERY
+
+    def untimed(self) -> None:
+        """A round with no batch to time: the first token, read off the prefill."""
+        self.round += 1
 
     def record(
         self, source: str, tokens: int, seconds: float, target_step_s: float, predicted: float = 0.0, lookup=False

@@ -62,6 +62,8 @@ class Outcome:
     accepted: int
     produced: list[int]  # the tokens the target kept: accepted drafts + its own
     verify_s: float
+    # The first token, read off the prompt's prefill: no verify batch was run, so its time says nothing of costs.
+    prefilled: bool = False
 
 
 class Drafter(Protocol):
