@@ -200,8 +200,9 @@ def speculative_decode(
     start = clock()
     try:
         # Prefill the whole prompt: the first round reads the first token off its last row (CachedModel keeps
-        # it), as llama.cpp's own generation does. In a batch the last prompt token costs a fraction of the
-        # decode step it cost when it opened the first verify batch (one step more to the first token).
+        # it), as llama.cpp's own generation does, so both split the work alike. The last prompt token used to
+        # open the first verify batch; on the Xeon the first token came as soon either way (2026-12-06,
+        # docs/bench.md: the prefill's extra row costs about the step it saves there).
         target.feed(tokens, 1)
         if drafter is not None and k > 0:
             drafter.prefill(tokens[:-1])
