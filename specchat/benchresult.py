@@ -220,7 +220,8 @@ DEFINITIONS = {
     "prompt after it, but where auto has it draft the first round), median",
     "predicted_speedup": "S(k) = E(a,k) / (k c + v(k+1)), E(a,k) = (1 - a^(k+1)) / (1 - a), a = acceptance_rate",
     "cost_model_speedup": "tokens per round (measured) / (k c + v(k+1)): the cost model without the iid assumption "
-    "(a round of the target alone, as spec's first, costs one step)",
+    "(a round of the target alone costs one step; spec's first, read off the prefill, none, and its token is not "
+    "counted, as in tokens_per_s)",
 }
 
 
