@@ -217,16 +217,22 @@ class AutoDrafter:
         return lambda chances: self.costs.draft_on(chances, choice.k, step, choice.fixed, choice.ahead)
 
     def learn(self, outcome: Outcome) -> None:
-        draft = outcome.draft
         # A first round reads the pending token's row off the prefill: its batch holds the draft alone.
-        batch = len(draft) + (not outcome.prefilled)
-        if not batch:  # no batch at all: a round of ~0 s would make the target alone look free to the guard
+        batch = len(outcome.draft) + (not outcome.prefilled)
+        if batch:
+            self._book(outcome, batch)
+        else:  # no batch at all: a round of ~0 s would make the target alone look free to the guard
             for drafter in self.drafters:
                 drafter.learn(outcome)
             self.guard.untimed()
-            self._draft_s = self._catch_up_s = 0.0
-            self._source, self._explore = "target", False
-            return
+        # A round the loop verifies without asking for a draft (the reply's last token) must not be
+        # booked with this one's drafting.
+        self._draft_s = self._catch_up_s = 0.0
+        self._source, self._explore = "target", False
+
+    def _book(self, outcome: Outcome, batch: int) -> None:
+        """A timed round: its costs, what every drafter learns from it, the guard's verdict and the budget."""
+        draft = outcome.draft
         predicted = (self.costs.v(batch) + self.last.fixed) * self.costs.step_s  # before observing
         self.costs.observe_verify(batch, outcome.verify_s, outcome.at)
         # A draft model that stopped before keeping any guess still drafted: its round is its own.
@@ -244,7 +250,3 @@ class AutoDrafter:
         self.budget.elapsed += steps
         if self._explore:
             self.budget.spent += max(0.0, steps - gained)
-        # A round the loop verifies without asking for a draft (the reply's last token) must not be
-        # booked with this one's drafting.
-        self._draft_s = self._catch_up_s = 0.0
-        self._source, self._explore = "target", False
